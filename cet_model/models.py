@@ -1,0 +1,508 @@
+"""CET, ET and BC with a scikit-survival style API: fit / predict_* / save / load.
+
+    >>> model = CETModel(hidden_sizes=(), max_epochs=2)           # doctest: +SKIP
+    >>> model.fit(X, T, S).predict_occurrence(X).shape            # doctest: +SKIP
+    (n, M)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from . import losses
+from .estimators import MAX_EXACT_EVENTS, OBJECTIVES, all_patterns, evaluation_estimate, get_estimator
+from .networks import BCNetwork, CETNetwork, ETNetwork
+from .train import TrainConfig, train
+from .validation import check_features, check_survival
+
+FORMAT = "cet-model"
+FORMAT_VERSION = 1
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
+
+
+def resolve_device(device: str) -> torch.device:
+    """'auto' -> CUDA when present, else CPU. Asking for CUDA without one is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but no CUDA device is available; use 'auto' or 'cpu'")
+    return dev
+
+
+class _Base:
+    """Shared parameters, tensors, chunking and persistence."""
+
+    _network = None
+    _param_names = ("hidden_sizes", "sigma", "dropout", "lr", "batch_size", "max_epochs", "patience",
+                    "device", "seed", "dtype", "optimizer", "verbose")
+
+    def __init__(self, hidden_sizes=(100,), sigma="net", dropout=0.5, lr=3e-4, batch_size=400,
+                 max_epochs=100, patience=10, device="auto", seed=0, dtype="float32",
+                 optimizer="adam", verbose=False):
+        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
+        self.sigma = sigma
+        self.dropout = float(dropout)
+        self.lr = float(lr)
+        self.batch_size = batch_size
+        self.max_epochs = int(max_epochs)
+        self.patience = int(patience)
+        self.device = device
+        self.seed = int(seed)
+        self.dtype = dtype
+        self.optimizer = optimizer
+        self.verbose = bool(verbose)
+        self.net_ = None
+
+    # --- parameters -------------------------------------------------------------------------
+    def get_params(self) -> dict:
+        return {k: getattr(self, k) for k in self._param_names}
+
+    def _check_params(self) -> None:
+        if self.sigma not in ("net", "constant"):
+            raise ValueError(f"sigma must be 'net' or 'constant', got {self.sigma!r}")
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if any(h <= 0 for h in self.hidden_sizes):
+            raise ValueError(f"hidden_sizes must be positive, got {self.hidden_sizes}")
+
+    def _config(self) -> TrainConfig:
+        return TrainConfig(lr=self.lr, batch_size=self.batch_size, max_epochs=self.max_epochs,
+                           patience=self.patience, optimizer=self.optimizer, verbose=self.verbose)
+
+    # --- tensors ------------------------------------------------------------------------------
+    def _setup(self, n_features: int, n_events: int) -> None:
+        self._check_params()
+        self.device_ = resolve_device(self.device)
+        self.torch_dtype_ = _DTYPES[self.dtype]
+        self.n_features_in_, self.n_events_ = n_features, n_events
+        torch.manual_seed(self.seed)
+        self.net_ = self._network(n_features, n_events, self.hidden_sizes, self.dropout, self.sigma)
+        self.net_.to(device=self.device_, dtype=self.torch_dtype_)
+        self.noise_generator_ = torch.Generator(device=self.device_).manual_seed(self.seed + 1)
+        self.shuffle_generator_ = torch.Generator().manual_seed(self.seed + 2)
+
+    def _tensor(self, a) -> torch.Tensor:
+        return torch.as_tensor(np.ascontiguousarray(a), dtype=self.torch_dtype_, device=self.device_)
+
+    def _check_fitted(self) -> None:
+        if self.net_ is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or load() first")
+
+    def _x(self, X) -> torch.Tensor:
+        self._check_fitted()
+        return self._tensor(check_features(X, "X", self.n_features_in_))
+
+    def _chunks(self, n: int, per_row: int):
+        step = max(1, _EVAL_ELEMENTS // max(1, per_row))
+        for start in range(0, n, step):
+            yield slice(start, min(n, start + step))
+
+    def _hidden(self) -> int:
+        return max(self.hidden_sizes, default=2 * self.n_events_)
+
+    def _init_time_bias(self, log_t: np.ndarray) -> None:
+        """Start mu at the mean log time of each event, log sigma at log sd: faster, stabler fits."""
+        bias = self.net_.decoder.output_bias()
+        m = self.n_events_
+        with torch.no_grad():
+            bias[:m] = self._tensor(log_t.mean(0))
+            if self.sigma == "net":
+                bias[m:] = self._tensor(np.log(log_t.std(0) + 1e-3))
+            else:
+                self.net_.decoder.log_sigma.copy_(self._tensor(np.log(log_t.std(0) + 1e-3)))
+
+    # --- persistence --------------------------------------------------------------------------
+    def _extra_state(self) -> dict:
+        return {}
+
+    def _load_extra_state(self, extra: dict) -> None:
+        pass
+
+    def save(self, path) -> Path:
+        """Write ``config.json`` and ``weights.safetensors`` (no pickle). Files appear whole."""
+        self._check_fitted()
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        config = {"format": FORMAT, "format_version": FORMAT_VERSION, "class": type(self).__name__,
+                  "params": self.get_params(), "n_features": self.n_features_in_,
+                  "n_events": self.n_events_, "extra": self._extra_state()}
+        state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
+        save_file(state, path / "weights.safetensors.tmp")
+        (path / "config.json.tmp").write_text(json.dumps(config, indent=2))
+        os.replace(path / "weights.safetensors.tmp", path / "weights.safetensors")
+        os.replace(path / "config.json.tmp", path / "config.json")
+        return path
+
+    @classmethod
+    def load(cls, path, device: str = "auto"):
+        """Rebuild a saved model. Refuses folders written by another format or class."""
+        config = read_model_config(path)
+        if config["class"] != cls.__name__:
+            raise ValueError(f"{Path(path) / 'config.json'}: holds a {config['class']}, not a {cls.__name__}")
+        params = dict(config["params"], device=device)
+        params["hidden_sizes"] = tuple(params["hidden_sizes"])
+        model = cls(**params)
+        model._setup(int(config["n_features"]), int(config["n_events"]))
+        state = load_file(str(Path(path) / "weights.safetensors"), device=str(model.device_))
+        try:
+            model.net_.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(f"{Path(path) / 'weights.safetensors'}: does not match config.json ({exc})") from None
+        model.net_.eval()
+        model._load_extra_state(config.get("extra", {}))
+        return model
+
+
+class CETModel(_Base):
+    """Conditional event time model: Bernoulli occurrence heads + a log-normal AFT head on [x, c].
+
+    Args:
+        hidden_sizes: hidden layer widths of the encoder h(x) and the decoder (x, c) -> (mu, sigma);
+            ``()`` gives linear models.
+        estimator: ``"gumbel"``, ``"arm"`` or ``"exact"`` (enumerates the 2^M patterns, M <= 12).
+        objective: ``"paper"`` (the Jensen bound of eqs. 8 and 11, with the penalty epsilon) or
+            ``"marginal"`` (log sum_c p(c|x) p(t,s|c,x); needs ``estimator="exact"``).
+        sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
+        n_samples: occurrence samples per row (gumbel, arm; also Monte Carlo in predictions).
+        temperature: Gumbel-Softmax temperature.
+        log_epsilon: log of the penalty epsilon = P(event observed | c = 0); used by ``paper``.
+    """
+
+    _network = CETNetwork
+    _param_names = _Base._param_names + ("estimator", "objective", "n_samples", "temperature", "log_epsilon")
+
+    def __init__(self, hidden_sizes=(100,), estimator="gumbel", objective="paper", sigma="net",
+                 n_samples=100, temperature=0.3, log_epsilon=-2.0, dropout=0.5, lr=3e-4,
+                 batch_size=400, max_epochs=100, patience=10, device="auto", seed=0,
+                 dtype="float32", optimizer="adam", verbose=False):
+        super().__init__(hidden_sizes, sigma, dropout, lr, batch_size, max_epochs, patience, device,
+                         seed, dtype, optimizer, verbose)
+        self.estimator = estimator
+        self.objective = objective
+        self.n_samples = int(n_samples)
+        self.temperature = float(temperature)
+        self.log_epsilon = float(log_epsilon)
+        self._check_params()
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        get_estimator(self.estimator)
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.objective == "marginal" and self.estimator != "exact":
+            raise ValueError("objective='marginal' needs estimator='exact'")
+        if self.n_samples < 1 or not self.temperature > 0:
+            raise ValueError("n_samples must be >= 1 and temperature > 0")
+
+    # --- likelihood ---------------------------------------------------------------------------
+    def _row_loglik(self, x, log_t, s, mask):
+        """c (n, K, M) -> log p(t, s | c, x) summed over events, (n, K)."""
+        def row_loglik(c):
+            mu, log_sigma = self.net_.decoder(x, c)  # (n, K, M)
+            lt, ss = log_t.unsqueeze(1), s.unsqueeze(1)
+            if self.objective == "marginal":
+                cell = losses.marginal_cell_loglik(c, lt, ss, mu, log_sigma)
+            else:
+                cell = losses.paper_cell_loglik(c, lt, ss, mu, log_sigma, self.log_epsilon)
+            if mask is not None:
+                cell = torch.where(mask.unsqueeze(1) > 0.5, cell, torch.zeros_like(cell))
+            return cell.sum(-1)
+        return row_loglik
+
+    def _estimate(self, x, log_t, s, mask, *, train: bool, generator=None):
+        logits = self.net_.encoder(x)
+        row_loglik = self._row_loglik(x, log_t, s, mask)
+        if train:
+            est = get_estimator(self.estimator)
+            return est(logits, row_loglik, n_samples=self.n_samples, temperature=self.temperature,
+                       generator=self.noise_generator_, objective=self.objective)
+        return evaluation_estimate(logits, row_loglik, objective=self.objective,
+                                   n_samples=self.n_samples, generator=generator)
+
+    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None):
+        """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed).
+
+        ``mask`` (n x M, optional): 0 drops that cell from the likelihood. Early stopping
+        monitors the validation objective when validation data are given.
+        """
+        max_events = MAX_EXACT_EVENTS if self.estimator == "exact" else None
+        x, t, s, m = check_survival(X, T, S, max_events=max_events, mask=mask)
+        self._setup(x.shape[1], t.shape[1])
+        self._init_time_bias(np.log(t))
+        tr = [self._tensor(a) if a is not None else None for a in (x, np.log(t), s, m)]
+
+        def batch_loss(idx):
+            idx = idx.to(self.device_)
+            rows = [a[idx] if a is not None else None for a in tr]
+            return -self._estimate(*rows, train=True).surrogate.mean() / self.n_events_
+
+        val_loss = None
+        if X_val is not None:
+            xv, tv, sv, mv = check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
+                                            n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
+                                            mask_name="mask_val")
+            va = [self._tensor(a) if a is not None else None for a in (xv, np.log(tv), sv, mv)]
+            val_loss = lambda: self._objective_value(*va)  # noqa: E731
+        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
+                              val_loss, desc=f"CET/{self.estimator}")
+        return self
+
+    def _objective_value(self, x, log_t, s, mask) -> float:
+        """Mean negative objective per row and event, with common random numbers across calls."""
+        gen = torch.Generator(device=self.device_).manual_seed(self.seed + 3)
+        per_row = self._hidden() * max(self.n_samples, 2**self.n_events_ if self.n_events_ <= 12 else 1)
+        total = 0.0
+        for sl in self._chunks(len(x), per_row):
+            m = mask[sl] if mask is not None else None
+            total += self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum().item()
+        return -total / (len(x) * self.n_events_)
+
+    def score(self, X, T, S, mask=None) -> float:
+        """Mean objective per row and event on (X, T, S) (higher is better; dropout off)."""
+        self._check_fitted()
+        x, t, s, m = check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_, mask=mask)
+        with torch.no_grad():
+            return -self._objective_value(*[self._tensor(a) if a is not None else None
+                                            for a in (x, np.log(t), s, m)])
+
+    # --- predictions --------------------------------------------------------------------------
+    def predict_occurrence(self, X) -> np.ndarray:
+        """P(event j ever occurs | x), shape (n, M)."""
+        x = self._x(X)
+        with torch.no_grad():
+            return torch.sigmoid(self.net_.encoder(x)).cpu().numpy().astype(np.float64)
+
+    def _conditional_components(self, x, j: int, generator):
+        """Mixture for T_j given c_j = 1: weights over the other events' c, and (mu, log sigma).
+
+        Exact enumeration of the 2^(M-1) patterns when that is <= n_samples, otherwise
+        n_samples hard Monte Carlo draws. Shapes (n, K) each.
+        """
+        m = self.n_events_
+        p = torch.sigmoid(self.net_.encoder(x))  # (n, M)
+        if 2 ** (m - 1) <= self.n_samples:
+            c = all_patterns(m, x)
+            c = c[c[:, j] == 1].unsqueeze(0).expand(len(x), -1, -1)  # (n, 2^(M-1), M)
+            log_w = losses.bernoulli_log_prob(c, torch.logit(p, eps=1e-12).unsqueeze(1))
+            log_w = log_w - losses.bernoulli_log_prob(c[..., j:j + 1], torch.logit(p[:, j:j + 1], eps=1e-12).unsqueeze(1))
+        else:
+            u = torch.rand((len(x), self.n_samples, m), generator=generator, device=x.device, dtype=x.dtype)
+            c = (u < p.unsqueeze(1)).to(x.dtype)
+            c[..., j] = 1.0
+            log_w = torch.full(c.shape[:2], -math.log(self.n_samples), dtype=x.dtype, device=x.device)
+        mu, log_sigma = self.net_.decoder(x, c)
+        return log_w, mu[..., j], log_sigma[..., j]
+
+    def _per_event(self, X, fn) -> list:
+        x = self._x(X)
+        gen = torch.Generator(device=self.device_).manual_seed(self.seed + 4)
+        k = min(self.n_samples, 2 ** (self.n_events_ - 1))
+        out = []
+        with torch.no_grad():
+            for j in range(self.n_events_):
+                parts = [fn(*self._conditional_components(x[sl], j, gen), x[sl], j)
+                         for sl in self._chunks(len(x), k * self._hidden())]
+                out.append(np.concatenate(parts))
+        return out
+
+    def predict_time(self, X, q: float = 0.5) -> np.ndarray:
+        """The q-quantile of T_j given that event j occurs (c_j = 1), shape (n, M)."""
+        _check_q(q)
+        z = _ndtri(q)
+        return np.stack(self._per_event(X, lambda lw, mu, ls, x, j: _mixture_quantile(lw, mu, ls, z)), 1)
+
+    def predict_survival(self, X, times) -> np.ndarray:
+        """Population survival 1 - p_j + p_j S_j(t | c_j = 1), shape (n, len(times), M)."""
+        grid = _times(times)
+        p = self.predict_occurrence(X)
+
+        def surv(log_w, mu, log_sigma, x, j):
+            lt = torch.as_tensor(np.log(grid), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
+            log_s = losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1))
+            return torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2).exp().cpu().numpy()
+
+        s_cond = np.stack(self._per_event(X, surv), axis=2)  # (n, T, M)
+        return 1.0 - p[:, None, :] + p[:, None, :] * s_cond
+
+
+class ETModel(_Base):
+    """The ET baseline: a log-normal AFT model on x alone (no occurrence), same layers as CET."""
+
+    _network = ETNetwork
+
+    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None):
+        x, t, s, m = check_survival(X, T, S, mask=mask)
+        self._setup(x.shape[1], t.shape[1])
+        self._init_time_bias(np.log(t))
+        self.horizon_ = t.max(0)
+        tr = [self._tensor(a) if a is not None else None for a in (x, np.log(t), s, m)]
+
+        def batch_loss(idx):
+            idx = idx.to(self.device_)
+            return -self._loglik(*[a[idx] if a is not None else None for a in tr]).mean() / self.n_events_
+
+        val_loss = None
+        if X_val is not None:
+            xv, tv, sv, mv = check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
+                                            n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
+                                            mask_name="mask_val")
+            va = [self._tensor(a) if a is not None else None for a in (xv, np.log(tv), sv, mv)]
+            val_loss = lambda: -self._loglik(*va).mean().item() / self.n_events_  # noqa: E731
+        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
+                              val_loss, desc="ET")
+        return self
+
+    def _loglik(self, x, log_t, s, mask):
+        mu, log_sigma = self.net_.decoder(x)
+        cell = losses.censored_lognormal_loglik(log_t, s, mu, log_sigma)
+        if mask is not None:
+            cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
+        return cell.sum(-1)
+
+    def score(self, X, T, S) -> float:
+        """Mean censored log-likelihood per row and event."""
+        self._check_fitted()
+        x, t, s, _ = check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_)
+        with torch.no_grad():
+            return self._loglik(self._tensor(x), self._tensor(np.log(t)), self._tensor(s), None).mean().item() / self.n_events_
+
+    def _params(self, X):
+        with torch.no_grad():
+            return self.net_.decoder(self._x(X))
+
+    def predict_time(self, X, q: float = 0.5) -> np.ndarray:
+        """The q-quantile of T_j: exp(mu + sigma * Phi^-1(q)), shape (n, M)."""
+        _check_q(q)
+        mu, log_sigma = self._params(X)
+        return torch.exp(mu + torch.exp(log_sigma) * _ndtri(q)).cpu().numpy().astype(np.float64)
+
+    def predict_survival(self, X, times) -> np.ndarray:
+        """S_j(t | x), shape (n, len(times), M)."""
+        mu, log_sigma = self._params(X)
+        lt = torch.as_tensor(np.log(_times(times)), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
+        return losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1)).exp().cpu().numpy()
+
+    def predict_occurrence(self, X) -> np.ndarray:
+        """P(T_j <= horizon_j), horizon_j = the longest time seen in training for event j.
+
+        ET has no occurrence variable; this is its probability of an event within the
+        follow-up seen in training. (The paper scored ET's AUC by the rank of the
+        predicted median time instead; see ``cet_model.experiments``.)
+        """
+        mu, log_sigma = self._params(X)
+        lt = torch.as_tensor(np.log(self.horizon_), dtype=mu.dtype, device=mu.device)
+        return (1.0 - losses.lognormal_log_survival(lt, mu, log_sigma).exp()).cpu().numpy().astype(np.float64)
+
+    def _extra_state(self):
+        return {"horizon": [float(h) for h in self.horizon_]}
+
+    def _load_extra_state(self, extra):
+        self.horizon_ = np.asarray(extra["horizon"], dtype=np.float64)
+
+
+class BCModel(_Base):
+    """The BC baseline: the CET encoder trained as a classifier of the observed indicator s."""
+
+    _network = BCNetwork
+
+    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None):
+        """T is accepted (and checked) for a uniform API but not used."""
+        x, t, s, m = check_survival(X, T, S, mask=mask)
+        self._setup(x.shape[1], t.shape[1])
+        tr = [self._tensor(a) if a is not None else None for a in (x, s, m)]
+
+        def batch_loss(idx):
+            idx = idx.to(self.device_)
+            return self._nll(*[a[idx] if a is not None else None for a in tr]).mean() / self.n_events_
+
+        val_loss = None
+        if X_val is not None:
+            xv, tv, sv, mv = check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
+                                            n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
+                                            mask_name="mask_val")
+            va = [self._tensor(a) if a is not None else None for a in (xv, sv, mv)]
+            val_loss = lambda: self._nll(*va).mean().item() / self.n_events_  # noqa: E731
+        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
+                              val_loss, desc="BC")
+        return self
+
+    def _nll(self, x, s, mask):
+        cell = losses.binary_cross_entropy(self.net_.encoder(x), s)
+        if mask is not None:
+            cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
+        return cell.sum(-1)
+
+    def predict_occurrence(self, X) -> np.ndarray:
+        """P(s_j = 1 | x): the probability that event j is *observed*, shape (n, M)."""
+        with torch.no_grad():
+            return torch.sigmoid(self.net_.encoder(self._x(X))).cpu().numpy().astype(np.float64)
+
+
+MODELS = {"CETModel": CETModel, "ETModel": ETModel, "BCModel": BCModel}
+
+
+def read_model_config(path) -> dict:
+    """Read and check a model folder's config.json; errors name the file and the field."""
+    cfg_path = Path(path) / "config.json"
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"{cfg_path}: missing; not a saved model folder")
+    if not (Path(path) / "weights.safetensors").is_file():
+        raise FileNotFoundError(f"{Path(path) / 'weights.safetensors'}: missing")
+    try:
+        config = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{cfg_path}: not valid JSON ({exc})") from None
+    if config.get("format") != FORMAT:
+        raise ValueError(f"{cfg_path}: field 'format' is {config.get('format')!r}, expected {FORMAT!r}")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{cfg_path}: field 'format_version' is {config.get('format_version')!r}; this "
+                         f"version of cet_model reads format_version {FORMAT_VERSION}")
+    if config.get("class") not in MODELS:
+        raise ValueError(f"{cfg_path}: field 'class' is {config.get('class')!r}, expected one of {sorted(MODELS)}")
+    return config
+
+
+def load_model(path, device: str = "auto"):
+    """Load any saved CETModel, ETModel or BCModel."""
+    return MODELS[read_model_config(path)["class"]].load(path, device=device)
+
+
+def _check_q(q: float) -> None:
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+
+
+def _ndtri(q: float) -> float:
+    return float(torch.special.ndtri(torch.tensor(q, dtype=torch.float64)))
+
+
+def _times(times) -> np.ndarray:
+    grid = np.asarray(times, dtype=np.float64).reshape(-1)
+    if not np.isfinite(grid).all() or (grid <= 0).any():
+        raise ValueError("times: must be finite and > 0")
+    return grid
+
+
+def _mixture_quantile(log_w, mu, log_sigma, z: float, iters: int = 60) -> np.ndarray:
+    """q-quantile of sum_k w_k LogNormal(mu_k, sigma_k), by bisection on log t. Shapes (n, K)."""
+    sigma = torch.exp(log_sigma)
+    comp = mu + sigma * z  # each component's quantile; the mixture's lies between them
+    lo, hi = comp.min(1).values, comp.max(1).values
+    q = float(torch.special.ndtr(torch.tensor(z, dtype=torch.float64)))
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        cdf = (torch.exp(log_w) * torch.special.ndtr((mid.unsqueeze(1) - mu) / sigma)).sum(1)
+        below = cdf < q
+        lo, hi = torch.where(below, mid, lo), torch.where(below, hi, mid)
+    return torch.exp(0.5 * (lo + hi)).cpu().numpy().astype(np.float64)

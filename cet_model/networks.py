@@ -1,0 +1,102 @@
+"""Neural network modules. They return distribution parameters, never losses."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _mlp_tail(sizes: tuple[int, ...], dropout: float) -> nn.Sequential:
+    """ReLU + dropout after the first layer, then the remaining hidden layers."""
+    layers: list[nn.Module] = [nn.ReLU(), nn.Dropout(dropout)]
+    for a, b in zip(sizes[:-1], sizes[1:], strict=False):
+        layers += [nn.Linear(a, b), nn.ReLU(), nn.Dropout(dropout)]
+    return nn.Sequential(*layers)
+
+
+class OccurrenceEncoder(nn.Module):
+    """h(x): MLP (ReLU, dropout) -> M occurrence logits. ``hidden_sizes=()`` is logistic regression."""
+
+    def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float):
+        super().__init__()
+        sizes = (n_features, *hidden_sizes)
+        layers: list[nn.Module] = []
+        for a, b in zip(sizes[:-1], sizes[1:], strict=False):
+            layers += [nn.Linear(a, b), nn.ReLU(), nn.Dropout(dropout)]
+        layers.append(nn.Linear(sizes[-1], n_events))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # (n, M)
+
+
+class TimeDecoder(nn.Module):
+    """Log-normal AFT head: (x, c) -> (mu, log sigma) per event.
+
+    The first layer is split as x @ W + c @ V: x @ W is computed once per row and broadcast
+    over the K occurrence samples, so x is never tiled over samples. With ``use_c=False`` this
+    is the ET baseline's head (same layers, no c input).
+
+    Shape: x (n, d), c (n, K, M) -> mu, log_sigma (n, K, M); without c -> (n, M).
+    """
+
+    def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float,
+                 sigma: str = "net", use_c: bool = True):
+        super().__init__()
+        self.n_events = n_events
+        self.sigma = sigma
+        n_out = 2 * n_events if sigma == "net" else n_events
+        first = hidden_sizes[0] if hidden_sizes else n_out
+        self.x_proj = nn.Linear(n_features, first)
+        self.c_proj = nn.Linear(n_events, first, bias=False) if use_c else None
+        if hidden_sizes:
+            self.tail = _mlp_tail(tuple(hidden_sizes), dropout)
+            self.head = nn.Linear(hidden_sizes[-1], n_out)
+        else:
+            self.tail = None
+            self.head = None
+        if sigma == "constant":
+            self.log_sigma = nn.Parameter(torch.zeros(n_events))
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor | None = None):
+        h = self.x_proj(x)  # (n, H): once per row
+        if c is not None:
+            h = h.unsqueeze(1) + self.c_proj(c)  # (n, 1, H) + (n, K, H)
+        if self.tail is not None:
+            h = self.head(self.tail(h))
+        m = self.n_events
+        mu = h[..., :m]
+        if self.sigma == "net":
+            log_sigma = h[..., m:]
+        else:
+            log_sigma = self.log_sigma.expand_as(mu)
+        return mu, log_sigma
+
+    def output_bias(self) -> torch.Tensor:
+        """The bias that sets the initial mu (first M entries) and log sigma."""
+        return (self.head if self.head is not None else self.x_proj).bias
+
+
+class CETNetwork(nn.Module):
+    """Occurrence encoder plus conditional time decoder."""
+
+    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma):
+        super().__init__()
+        self.encoder = OccurrenceEncoder(n_features, n_events, hidden_sizes, dropout)
+        self.decoder = TimeDecoder(n_features, n_events, hidden_sizes, dropout, sigma, use_c=True)
+
+
+class ETNetwork(nn.Module):
+    """The ET baseline: the same AFT head on x alone."""
+
+    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma):
+        super().__init__()
+        self.decoder = TimeDecoder(n_features, n_events, hidden_sizes, dropout, sigma, use_c=False)
+
+
+class BCNetwork(nn.Module):
+    """The BC baseline: the same encoder, trained as a classifier of s."""
+
+    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma=None):
+        super().__init__()
+        self.encoder = OccurrenceEncoder(n_features, n_events, hidden_sizes, dropout)

@@ -1,0 +1,111 @@
+"""The training loop: the only place with an optimizer.
+
+Adam with mini-batches and early stopping on the validation loss (the best weights are
+restored), or full-batch L-BFGS for small deterministic fits (reference tests).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+log = logging.getLogger("cet_model")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    lr: float = 3e-4
+    batch_size: int | None = 400
+    max_epochs: int = 100
+    patience: int = 10
+    optimizer: str = "adam"  # or "lbfgs" (full batch)
+    verbose: bool = False
+
+
+@dataclass
+class History:
+    train_loss: list[float] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    best_epoch: int = -1
+    stopped_early: bool = False
+
+
+def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Tensor], n_train: int,
+          cfg: TrainConfig, shuffle_generator: torch.Generator,
+          val_loss: Callable[[], float] | None = None, desc: str = "train") -> History:
+    """Minimise ``batch_loss(row_index)``; stop after ``patience`` epochs without improvement.
+
+    ``val_loss()`` returns the monitored loss (dropout off); without it the epoch's mean
+    training loss is monitored. The best weights seen are restored at the end.
+    """
+    if cfg.optimizer == "lbfgs":
+        return _train_lbfgs(module, batch_loss, n_train, cfg)
+    if cfg.optimizer != "adam":
+        raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")
+    opt = torch.optim.Adam(module.parameters(), lr=cfg.lr)
+    batch_size = cfg.batch_size or n_train
+    hist = History()
+    best, best_state, bad = math.inf, copy.deepcopy(module.state_dict()), 0
+    bar = tqdm(range(cfg.max_epochs), desc=desc, disable=not cfg.verbose, leave=False)
+    for epoch in bar:
+        module.train()
+        perm = torch.randperm(n_train, generator=shuffle_generator)
+        total = 0.0
+        for start in range(0, n_train, batch_size):
+            idx = perm[start:start + batch_size]
+            loss = batch_loss(idx)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"{desc}: non-finite training loss at epoch {epoch}, rows "
+                                         f"{start}..{start + len(idx) - 1} of the shuffled batch")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(idx)
+        hist.train_loss.append(total / n_train)
+        module.eval()
+        with torch.no_grad():
+            monitored = val_loss() if val_loss is not None else hist.train_loss[-1]
+        hist.val_loss.append(monitored)
+        bar.set_postfix(train=f"{hist.train_loss[-1]:.4f}", val=f"{monitored:.4f}")
+        if monitored < best:
+            best, bad, hist.best_epoch = monitored, 0, epoch
+            best_state = copy.deepcopy(module.state_dict())
+        else:
+            bad += 1
+            if bad >= cfg.patience:
+                hist.stopped_early = True
+                break
+    log.info("%s: %d epochs, best epoch %d, monitored loss %.5f", desc, len(hist.train_loss),
+             hist.best_epoch, best)
+    module.load_state_dict(best_state)
+    module.eval()
+    return hist
+
+
+def _train_lbfgs(module, batch_loss, n_train, cfg: TrainConfig) -> History:
+    """Full-batch L-BFGS with a strong-Wolfe line search (deterministic; no dropout expected)."""
+    module.train()
+    opt = torch.optim.LBFGS(module.parameters(), lr=1.0, max_iter=cfg.max_epochs, history_size=50,
+                            tolerance_grad=1e-12, tolerance_change=1e-15, line_search_fn="strong_wolfe")
+    idx = torch.arange(n_train)
+
+    def closure():
+        opt.zero_grad(set_to_none=True)
+        loss = batch_loss(idx)
+        loss.backward()
+        return loss
+
+    hist = History()
+    for _ in range(5):  # restarts help L-BFGS settle on flat optima
+        hist.train_loss.append(float(opt.step(closure)))
+    module.eval()
+    with torch.no_grad():
+        hist.train_loss.append(float(batch_loss(idx)))
+    hist.best_epoch = len(hist.train_loss) - 1
+    return hist
