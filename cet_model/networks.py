@@ -5,12 +5,41 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .fused import conditional_hidden
+
+
+class RowDropout(nn.Module):
+    """Dropout whose mask is drawn once per row and shared by that row's K occurrence samples.
+
+    On (n, K, H) activations the mask has shape (n, 1, H): K times fewer random draws than
+    elementwise dropout (which dominated the step time), and the K samples of one row are
+    compared under the same thinned network, so dropout adds no noise *between* samples.
+    On (n, H) it is ordinary dropout.
+    """
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return h
+        shape = (h.shape[0], 1, h.shape[-1]) if h.dim() == 3 else h.shape
+        return h * self.mask(shape, h)
+
+    def mask(self, shape, like: torch.Tensor) -> torch.Tensor | None:
+        """A scaled keep-mask, or None when dropout is off."""
+        if not self.training or self.p == 0.0:
+            return None
+        keep = torch.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(1.0 - self.p)
+        return keep.div_(1.0 - self.p)
+
 
 def _mlp_tail(sizes: tuple[int, ...], dropout: float) -> nn.Sequential:
     """ReLU + dropout after the first layer, then the remaining hidden layers."""
-    layers: list[nn.Module] = [nn.ReLU(), nn.Dropout(dropout)]
+    layers: list[nn.Module] = [nn.ReLU(), RowDropout(dropout)]
     for a, b in zip(sizes[:-1], sizes[1:], strict=False):
-        layers += [nn.Linear(a, b), nn.ReLU(), nn.Dropout(dropout)]
+        layers += [nn.Linear(a, b), nn.ReLU(), RowDropout(dropout)]
     return nn.Sequential(*layers)
 
 
@@ -60,10 +89,15 @@ class TimeDecoder(nn.Module):
 
     def forward(self, x: torch.Tensor, c: torch.Tensor | None = None):
         h = self.x_proj(x)  # (n, H): once per row
-        if c is not None:
-            h = h.unsqueeze(1) + self.c_proj(c)  # (n, 1, H) + (n, K, H)
-        if self.tail is not None:
-            h = self.head(self.tail(h))
+        if c is not None and self.tail is not None and len(self.tail) == 2:
+            # one hidden layer: the fused, cache-blocked path (never materialises (n, K, H))
+            mask = self.tail[1].mask((x.shape[0], 1, h.shape[-1]), h)
+            h = conditional_hidden(h, c, self.c_proj.weight.T, mask, self.head.weight.T, self.head.bias)
+        else:
+            if c is not None:
+                h = h.unsqueeze(1) + self.c_proj(c)  # (n, 1, H) + (n, K, H)
+            if self.tail is not None:
+                h = self.head(self.tail(h))
         m = self.n_events
         mu = h[..., :m]
         if self.sigma == "net":
