@@ -103,7 +103,7 @@ def _train_lbfgs(module, batch_loss, n_train, cfg: TrainConfig) -> History:
 
     hist = History()
     for _ in range(5):  # restarts help L-BFGS settle on flat optima
-        hist.train_loss.append(float(opt.step(closure)))
+        hist.train_loss.append(float(opt.step(closure).detach()))
     module.eval()
     with torch.no_grad():
         hist.train_loss.append(float(batch_loss(idx)))

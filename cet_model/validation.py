@@ -29,7 +29,7 @@ def check_finite(arr: np.ndarray, name: str, what: str = "column") -> None:
     bad = ~np.isfinite(arr)
     if bad.any():
         r, c = _first_bad(bad)
-        raise ValueError(f"{name}: non-finite value {arr[r, c]!r} at row {r}, {what} {c} "
+        raise ValueError(f"{name}: non-finite value {float(arr[r, c])!r} at row {r}, {what} {c} "
                          f"({int(bad.sum())} non-finite values in all)")
 
 
@@ -60,11 +60,11 @@ def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=
     check_finite(t, t_name, "event")
     if (t <= 0).any():
         r, c = _first_bad(t <= 0)
-        raise ValueError(f"{t_name}: event times must be > 0; found {t[r, c]!r} at row {r}, event {c}")
+        raise ValueError(f"{t_name}: event times must be > 0; found {float(t[r, c])!r} at row {r}, event {c}")
     check_finite(s, s_name, "event")
     if not np.isin(s, (0.0, 1.0)).all():
         r, c = _first_bad(~np.isin(s, (0.0, 1.0)))
-        raise ValueError(f"{s_name}: values must be 0 or 1; found {s[r, c]!r} at row {r}, event {c}")
+        raise ValueError(f"{s_name}: values must be 0 or 1; found {float(s[r, c])!r} at row {r}, event {c}")
     m = None
     if mask is not None:
         m = as_matrix(mask, mask_name, t.shape[1])
@@ -72,5 +72,5 @@ def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=
             raise ValueError(f"{mask_name}: has {m.shape[0]} rows but {x_name} has {x.shape[0]}")
         if not np.isin(m, (0.0, 1.0)).all():
             r, c = _first_bad(~np.isin(m, (0.0, 1.0)))
-            raise ValueError(f"{mask_name}: values must be 0 or 1; found {m[r, c]!r} at row {r}, event {c}")
+            raise ValueError(f"{mask_name}: values must be 0 or 1; found {float(m[r, c])!r} at row {r}, event {c}")
     return x, t, s, m

@@ -1,0 +1,22 @@
+import numpy as np
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    torch.set_num_threads(2)
+
+
+@pytest.fixture
+def small_survival():
+    """A small seeded multi-event data set: X (n, 3), T, S, C (n, 2)."""
+    rng = np.random.default_rng(0)
+    n = 300
+    x = rng.standard_normal((n, 3))
+    c = (rng.random((n, 2)) < 1 / (1 + np.exp(-2 * x[:, :2]))).astype(float)
+    t_true = np.exp(0.3 * x[:, 2:3] + 0.5 * rng.standard_normal((n, 2)))
+    cens = 3.0 * (1 - rng.random((n, 2)))
+    s = ((c == 1) & (t_true < cens)).astype(float)
+    t = np.where(s == 1, t_true, cens)
+    return x, t, s, c

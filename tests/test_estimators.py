@@ -1,0 +1,120 @@
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from cet_model import CETModel, estimators, losses
+from cet_model.fused import conditional_hidden
+from cet_model.networks import TimeDecoder
+
+
+def _problem(seed=0, n=3, m=2, objective="paper"):
+    torch.manual_seed(seed)
+    dec = TimeDecoder(4, m, (8,), dropout=0.0, sigma="net").double().eval()
+    x = torch.randn(n, 4, dtype=torch.float64)
+    log_t = torch.randn(n, m, dtype=torch.float64)
+    s = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)[:n, :m]
+    logits = torch.randn(n, m, dtype=torch.float64)
+
+    def row_loglik(c):
+        mu, ls = dec(x, c)
+        if objective == "marginal":
+            cell = losses.marginal_cell_loglik(c, log_t.unsqueeze(1), s.unsqueeze(1), mu, ls)
+        else:
+            cell = losses.paper_cell_loglik(c, log_t.unsqueeze(1), s.unsqueeze(1), mu, ls, -2.0)
+        return cell.sum(-1)
+
+    return logits, row_loglik, dec
+
+
+@pytest.mark.parametrize("objective", ["paper", "marginal"])
+def test_exact_equals_brute_force_sum(objective):
+    logits, row_loglik, _ = _problem(objective=objective)
+    got = estimators.exact(logits, row_loglik, objective=objective).value
+    p = torch.sigmoid(logits)
+    for i in range(logits.shape[0]):
+        terms = []
+        for pattern in itertools.product((0.0, 1.0), repeat=logits.shape[1]):
+            c = torch.tensor(pattern, dtype=torch.float64)
+            w = torch.prod(torch.where(c > 0, p[i], 1 - p[i]))
+            ll = row_loglik(c.expand(logits.shape[0], 1, -1))[i, 0]
+            terms.append((w, ll))
+        if objective == "paper":
+            want = sum(float(w * ll) for w, ll in terms)
+        else:
+            want = math.log(sum(float(w * torch.exp(ll)) for w, ll in terms))
+        assert float(got[i]) == pytest.approx(want, rel=1e-10, abs=1e-10)
+
+
+def _grad(estimate_fn, logits):
+    lg = logits.clone().requires_grad_(True)
+    estimate_fn(lg).surrogate.sum().backward()
+    return lg.grad
+
+
+def test_arm_gradient_is_unbiased():
+    logits, row_loglik, _ = _problem()
+    exact = _grad(lambda lg: estimators.exact(lg, row_loglik), logits)
+    gen = torch.Generator().manual_seed(0)
+    arm = _grad(lambda lg: estimators.arm(lg, row_loglik, n_samples=200_000, generator=gen), logits)
+    np.testing.assert_allclose(arm.numpy(), exact.numpy(), atol=0.02 * exact.abs().max().item())
+
+
+def test_gumbel_gradient_approaches_exact_at_low_temperature():
+    logits, row_loglik, _ = _problem()
+    exact = _grad(lambda lg: estimators.exact(lg, row_loglik), logits)
+    gen = torch.Generator().manual_seed(0)
+    errs = []
+    for tau in (1.0, 0.1):
+        g = _grad(lambda lg: estimators.gumbel(lg, row_loglik, n_samples=200_000, temperature=tau,
+                                               generator=gen), logits)
+        errs.append((g - exact).abs().max().item())
+    assert errs[1] < 0.05 * exact.abs().max().item()
+    assert errs[1] < errs[0]  # the relaxation's bias shrinks with the temperature
+
+
+def test_noise_is_independent_per_row_sample_and_event():
+    seen = []
+    gen = torch.Generator().manual_seed(0)
+    estimators.gumbel(torch.zeros(4, 3), lambda c: seen.append(c) or c.sum(-1), n_samples=5,
+                      temperature=0.3, generator=gen)
+    c = seen[0]
+    assert c.shape == (4, 5, 3)
+    assert len(torch.unique(c)) == c.numel()  # no draw shared across rows, samples or events
+
+
+def test_exact_refuses_too_many_events():
+    with pytest.raises(ValueError, match="M <= 12"):
+        estimators.all_patterns(13, torch.zeros(1))
+
+
+def test_unknown_estimator_and_objective_combinations():
+    with pytest.raises(ValueError, match="unknown estimator"):
+        CETModel(estimator="reinforce")
+    with pytest.raises(ValueError, match="needs estimator='exact'"):
+        CETModel(estimator="gumbel", objective="marginal")
+
+
+def test_fused_layer_matches_unfused_and_gradcheck():
+    torch.manual_seed(0)
+    a = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
+    c = torch.rand(6, 4, 3, dtype=torch.float64, requires_grad=True)
+    V = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    mask = (torch.rand(6, 1, 5, dtype=torch.float64) > 0.5).double() * 2
+    A = torch.randn(5, 2, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(2, dtype=torch.float64, requires_grad=True)
+    ref = (torch.relu(a.unsqueeze(1) + c @ V) * mask) @ A + b
+    torch.testing.assert_close(conditional_hidden(a, c, V, mask, A, b), ref)
+    assert torch.autograd.gradcheck(conditional_hidden, (a, c, V, mask, A, b))
+    assert torch.autograd.gradcheck(conditional_hidden, (a, c, V, None, A, b))
+
+
+def test_decoder_never_tiles_x():
+    """The decoder's first layer sees x once per row: its input has n rows, not n * K."""
+    dec = TimeDecoder(7, 2, (16,), dropout=0.5, sigma="net")
+    shapes = []
+    dec.x_proj.register_forward_hook(lambda mod, inp, out: shapes.append(tuple(inp[0].shape)))
+    mu, ls = dec(torch.randn(10, 7), torch.rand(10, 30, 2))
+    assert shapes == [(10, 7)] and mu.shape == ls.shape == (10, 30, 2)

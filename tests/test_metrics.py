@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from lifelines.utils import concordance_index as lifelines_ci
+from sksurv.metrics import concordance_index_censored
+
+from cet_model.metrics import calibration_curve, concordance_index, expected_calibration_error, mrae, occurrence_auc
+
+
+@st.composite
+def survival_with_ties(draw):
+    n = draw(st.integers(2, 60))
+    times = draw(st.lists(st.integers(1, 8), min_size=n, max_size=n))
+    preds = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    events = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    return np.array(times, float), np.array(preds, float), np.array(events)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(survival_with_ties())
+def test_cindex_matches_lifelines_and_sksurv(data):
+    t, pred, e = data
+    try:
+        want = lifelines_ci(t, pred, e)
+    except ZeroDivisionError:
+        with pytest.raises(ZeroDivisionError):
+            concordance_index(t, pred, e)
+        return
+    got = concordance_index(t, pred, e)
+    assert got == pytest.approx(want, abs=1e-12)
+    assume(e.any())
+    # scikit-survival scores risk: a longer predicted time is a lower risk
+    sk = concordance_index_censored(e, t, -pred)[0]
+    assert got == pytest.approx(sk, abs=1e-12)
+
+
+def test_cindex_hand_example():
+    # pairs: (0,1) concordant, (0,2) discordant, (1,2) tied prediction; 3 censored before all
+    t = [1, 2, 3, 0.5]
+    pred = [1, 5, 0.5, 10]
+    e = [1, 1, 1, 0]
+    assert concordance_index(t, pred, e) == pytest.approx((1 + 0 + 0) / 3)
+    assert concordance_index([1, 2, 3], [1, 2, 2], [1, 1, 1]) == pytest.approx((2 + 0.5) / 3)
+
+
+def test_cindex_large_random_matches_lifelines():
+    rng = np.random.default_rng(0)
+    n = 20_000
+    t = np.round(rng.exponential(size=n), 2)
+    pred = np.round(t + rng.normal(size=n), 1)
+    e = rng.random(n) < 0.4
+    assert concordance_index(t, pred, e) == pytest.approx(lifelines_ci(t, pred, e), abs=1e-12)
+
+
+def test_cindex_rejects_nan_and_length_mismatch():
+    with pytest.raises(ValueError, match="NaN"):
+        concordance_index([1, 2], [np.nan, 1], [1, 1])
+    with pytest.raises(ValueError, match="lengths differ"):
+        concordance_index([1, 2], [1], [1, 1])
+
+
+def test_mrae_paper_definition():
+    t = np.array([1.0, 2.0, 4.0, 4.0])
+    t_hat = np.array([2.0, 1.0, 5.0, 3.0])
+    s = np.array([1, 1, 0, 0])
+    # observed: |1-2|, |2-1|; censored: max(0, 4-5) = 0, max(0, 4-3) = 1; / t_max 4
+    assert mrae(t, t_hat, s) == pytest.approx((1 + 1 + 0 + 1) / 4 / 4)
+    assert mrae(t, t_hat, s, t_max=2.0) == pytest.approx((1 + 1 + 0 + 1) / 4 / 2)
+
+
+def test_occurrence_auc():
+    assert occurrence_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == pytest.approx(0.75)
+    assert np.isnan(occurrence_auc([1, 1, 1], [0.1, 0.2, 0.3]))
+
+
+def test_calibration_and_ece():
+    rng = np.random.default_rng(0)
+    p = rng.random(200_000)
+    c = rng.random(200_000) < p  # calibrated by construction
+    prob_true, prob_pred, counts = calibration_curve(c, p, n_bins=10)
+    np.testing.assert_allclose(prob_true, prob_pred, atol=0.01)
+    assert counts.sum() == 200_000
+    assert expected_calibration_error(c, p) < 0.01
+    assert expected_calibration_error(c, np.clip(p + 0.2, 0, 1)) > 0.15
+    # hand example: one bin [0.5, 1.0] with predictions 0.6, 0.8 and outcomes 1, 0
+    assert expected_calibration_error([1, 0], [0.6, 0.8], n_bins=2) == pytest.approx(abs(0.5 - 0.7))

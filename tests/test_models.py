@@ -1,0 +1,174 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from cet_model import BCModel, CETModel, ETModel, load_model
+from cet_model.models import FORMAT_VERSION
+
+FAST = dict(hidden_sizes=(16,), max_epochs=3, patience=2, batch_size=64, device="cpu")
+
+
+@pytest.mark.parametrize("estimator", ["gumbel", "arm", "exact"])
+def test_cet_fit_predict_shapes(small_survival, estimator):
+    x, t, s, _ = small_survival
+    model = CETModel(estimator=estimator, n_samples=8, **FAST).fit(x, t, s, x, t, s)
+    n = len(x)
+    p = model.predict_occurrence(x)
+    assert p.shape == (n, 2) and ((p > 0) & (p < 1)).all()
+    assert model.predict_time(x).shape == (n, 2)
+    surv = model.predict_survival(x, [0.5, 1.0, 1e6])
+    assert surv.shape == (n, 3, 2)
+    assert (np.diff(surv, axis=1) <= 1e-9).all()  # non-increasing in t
+    np.testing.assert_allclose(surv[:, -1, :], 1 - p, atol=1e-6)  # plateau = never occurs
+
+
+def test_predict_time_is_the_conditional_quantile(small_survival):
+    """S_pop(t_q) = 1 - p + p (1 - q) at the predicted q-quantile given occurrence."""
+    x, t, s, _ = small_survival
+    model = CETModel(estimator="exact", **FAST).fit(x, t, s)
+    p = model.predict_occurrence(x[:20])
+    for q in (0.25, 0.5, 0.9):
+        tq = model.predict_time(x[:20], q=q)
+        for j in range(2):
+            surv = np.array([model.predict_survival(x[i:i + 1], [tq[i, j]])[0, 0, j] for i in range(20)])
+            np.testing.assert_allclose(surv, 1 - p[:, j] + p[:, j] * (1 - q), atol=1e-4)
+
+
+def test_monte_carlo_prediction_path_when_patterns_exceed_samples():
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((50, 2)), rng.exponential(size=(50, 5)) + 0.01
+    s = (rng.random((50, 5)) < 0.5).astype(float)
+    model = CETModel(n_samples=4, **FAST).fit(x, t, s)  # 2^(5-1) = 16 > 4 samples
+    a, b = model.predict_time(x), model.predict_time(x)
+    assert a.shape == (50, 5) and np.isfinite(a).all()
+    np.testing.assert_array_equal(a, b)  # seeded, so repeatable
+
+
+def test_linear_and_intercept_only_models(small_survival):
+    x, t, s, _ = small_survival
+    lin = CETModel(hidden_sizes=(), max_epochs=2, device="cpu").fit(x, t, s)
+    assert lin.net_.decoder.tail is None
+    empty = np.zeros((len(x), 0))
+    model = CETModel(hidden_sizes=(8,), max_epochs=2, device="cpu").fit(empty, t, s)
+    p = model.predict_occurrence(np.zeros((3, 0)))
+    assert p.shape == (3, 2) and np.allclose(p, p[0])  # no features: one probability for all
+
+
+def test_deeper_networks_use_the_generic_path(small_survival):
+    x, t, s, _ = small_survival
+    model = CETModel(hidden_sizes=(16, 8), max_epochs=2, device="cpu").fit(x, t, s)
+    assert np.isfinite(model.predict_time(x)).all()
+
+
+@pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
+def test_save_load_round_trip(tmp_path, small_survival, cls):
+    x, t, s, _ = small_survival
+    model = cls(**FAST).fit(x, t, s)
+    model.save(tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "weights.safetensors"]
+    again = load_model(tmp_path / "m", device="cpu")
+    assert type(again) is cls
+    np.testing.assert_array_equal(again.predict_occurrence(x), model.predict_occurrence(x))
+    if cls is not BCModel:
+        np.testing.assert_array_equal(again.predict_time(x), model.predict_time(x))
+
+
+def test_load_refuses_other_versions_and_classes(tmp_path, small_survival):
+    x, t, s, _ = small_survival
+    ETModel(**FAST).fit(x, t, s).save(tmp_path / "m")
+    with pytest.raises(ValueError, match="holds a ETModel, not a CETModel"):
+        CETModel.load(tmp_path / "m")
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    cfg["format_version"] = FORMAT_VERSION + 1
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="format_version"):
+        load_model(tmp_path / "m")
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        load_model(tmp_path / "nothing")
+
+
+def test_seeded_fits_are_reproducible_on_cpu(small_survival):
+    x, t, s, _ = small_survival
+    a = CETModel(seed=3, **FAST).fit(x, t, s, x, t, s).predict_occurrence(x)
+    b = CETModel(seed=3, **FAST).fit(x, t, s, x, t, s).predict_occurrence(x)
+    c = CETModel(seed=4, **FAST).fit(x, t, s, x, t, s).predict_occurrence(x)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_early_stopping_restores_the_best_weights(small_survival):
+    x, t, s, _ = small_survival
+    model = CETModel(hidden_sizes=(16,), max_epochs=30, patience=3, lr=0.05, device="cpu").fit(x, t, s, x, t, s)
+    h = model.history_
+    assert h.best_epoch == int(np.argmin(h.val_loss))
+    assert model.score(x, t, s) == pytest.approx(-min(h.val_loss), rel=1e-5)
+
+
+def test_mask_drops_cells(small_survival):
+    x, t, s, _ = small_survival
+    t_bad = t.copy()
+    t_bad[:, 1] *= 1000  # garbage in a fully masked column changes nothing
+    mask = np.column_stack([np.ones(len(x)), np.zeros(len(x))])
+    a = CETModel(**FAST).fit(x, t, s, mask=mask).predict_occurrence(x)
+    b = CETModel(**FAST).fit(x, t_bad, s, mask=mask).predict_occurrence(x)
+    np.testing.assert_allclose(a[:, 0], b[:, 0], rtol=1e-5)
+
+
+BAD = [
+    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 5, 0.0, t), s), r"T: event times must be > 0; found 0.0 at row 5, event 0"),
+    ("T", lambda x, t, s: (x, -t, s), r"T: event times must be > 0; found -[0-9.]+ at row 0"),
+    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 7, np.nan, x), t, s), r"X: non-finite value nan at row 7, column 0"),
+    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 2, np.inf, x), t, s), r"X: non-finite value inf at row 2"),
+    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 3, np.inf, t), s), r"T: non-finite value inf at row 3, event 0"),
+    ("S", lambda x, t, s: (x, t, np.where(np.arange(len(s))[:, None] == 4, 2.0, s)), r"S: values must be 0 or 1; found 2.0 at row 4, event 0"),
+    ("shape", lambda x, t, s: (x[:-1], t, s), r"T: has 300 rows but X has 299"),
+    ("shape", lambda x, t, s: (x, t, s[:, :1]), r"S: expected 2 columns, got 1"),
+    ("shape", lambda x, t, s: (x[:, :, None], t, s), r"X: expected a 2-D array"),
+    ("type", lambda x, t, s: (x, np.full(t.shape, "a"), s), r"T: cannot be read as a numeric array"),
+]
+
+
+@pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
+@pytest.mark.parametrize("case", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
+def test_bad_inputs_name_argument_and_row(small_survival, cls, case):
+    x, t, s = small_survival[:3]
+    with pytest.raises(ValueError, match=case[2]):
+        cls(**FAST).fit(*case[1](x, t, s))
+
+
+def test_bad_validation_and_prediction_inputs(small_survival):
+    x, t, s, _ = small_survival
+    with pytest.raises(ValueError, match="T_val: event times must be > 0"):
+        CETModel(**FAST).fit(x, t, s, x, -t, s)
+    model = CETModel(**FAST).fit(x, t, s)
+    with pytest.raises(ValueError, match="X: expected 3 columns, got 2"):
+        model.predict_occurrence(x[:, :2])
+    with pytest.raises(ValueError, match="q must be in"):
+        model.predict_time(x, q=1.5)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        CETModel().predict_occurrence(x)
+
+
+def test_exact_refuses_more_than_12_events():
+    rng = np.random.default_rng(0)
+    x, t, s = rng.standard_normal((20, 2)), rng.random((20, 13)) + 0.1, np.zeros((20, 13))
+    with pytest.raises(ValueError, match="T: 13 events, but at most 12"):
+        CETModel(estimator="exact", **FAST).fit(x, t, s)
+
+
+def test_cuda_request_without_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(ValueError, match="no CUDA device"):
+        CETModel(device="cuda", max_epochs=1).fit(np.zeros((4, 1)), np.ones((4, 1)), np.ones((4, 1)))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_fit_matches_cpu_shapes(small_survival):
+    x, t, s, _ = small_survival
+    model = CETModel(**dict(FAST, device="auto")).fit(x, t, s)
+    assert model.device_.type == "cuda"
+    assert model.predict_time(x).shape == t.shape
