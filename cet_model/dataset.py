@@ -155,7 +155,7 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         need = "finite and > 0" if positive else "finite"
-        raise ValueError(f"{path}: column {name!r} row {row} is {vals[row]!r}; values must be {need}")
+        raise ValueError(f"{path}: column {name!r} row {row} is {float(vals[row])!r}; values must be {need}")
 
 
 def load_dataset(path) -> Dataset:

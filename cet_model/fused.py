@@ -50,7 +50,7 @@ class _ConditionalHidden(torch.autograd.Function):
             gh = torch.matmul(go, A.T)
             if mask is not None:
                 gh.mul_(mask[sl])
-            gh.mul_(pre > 0)
+            gh = torch.ops.aten.threshold_backward(gh, pre, 0)
             ga[sl] = gh.sum(1)
             gc[sl] = torch.matmul(gh, V.T)
             gV += c[sl].flatten(0, 1).T @ gh.flatten(0, 1)
