@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 from .losses import bernoulli_log_prob
 
 RowLogLik = Callable[[torch.Tensor], torch.Tensor]

@@ -17,7 +17,13 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from . import losses
-from .estimators import MAX_EXACT_EVENTS, OBJECTIVES, all_patterns, evaluation_estimate, get_estimator
+from .estimators import (
+    MAX_EXACT_EVENTS,
+    OBJECTIVES,
+    all_patterns,
+    evaluation_estimate,
+    get_estimator,
+)
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .train import TrainConfig, train
 from .validation import check_features, check_survival

@@ -68,7 +68,7 @@ def test_gumbel_gradient_approaches_exact_at_low_temperature():
     gen = torch.Generator().manual_seed(0)
     errs = []
     for tau in (1.0, 0.1):
-        g = _grad(lambda lg: estimators.gumbel(lg, row_loglik, n_samples=200_000, temperature=tau,
+        g = _grad(lambda lg, tau=tau: estimators.gumbel(lg, row_loglik, n_samples=200_000, temperature=tau,
                                                generator=gen), logits)
         errs.append((g - exact).abs().max().item())
     assert errs[1] < 0.05 * exact.abs().max().item()

@@ -5,7 +5,13 @@ from hypothesis import strategies as st
 from lifelines.utils import concordance_index as lifelines_ci
 from sksurv.metrics import concordance_index_censored
 
-from cet_model.metrics import calibration_curve, concordance_index, expected_calibration_error, mrae, occurrence_auc
+from cet_model.metrics import (
+    calibration_curve,
+    concordance_index,
+    expected_calibration_error,
+    mrae,
+    occurrence_auc,
+)
 
 
 @st.composite
