@@ -236,11 +236,12 @@ class CETModel(_Base):
         return evaluation_estimate(logits, row_loglik, objective=self.objective,
                                    n_samples=self.n_samples, generator=generator)
 
-    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None):
+    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
         """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed).
 
         ``mask`` (n x M, optional): 0 drops that cell from the likelihood. Early stopping
-        monitors the validation objective when validation data are given.
+        monitors the validation objective when validation data are given. ``on_epoch(epoch,
+        history)`` is called after every epoch (progress reporting, diagnostics).
         """
         max_events = MAX_EXACT_EVENTS if self.estimator == "exact" else None
         x, t, s, m = check_survival(X, T, S, max_events=max_events, mask=mask)
@@ -261,7 +262,7 @@ class CETModel(_Base):
             va = [self._tensor(a) if a is not None else None for a in (xv, np.log(tv), sv, mv)]
             val_loss = lambda: self._objective_value(*va)  # noqa: E731
         self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
-                              val_loss, desc=f"CET/{self.estimator}")
+                              val_loss, desc=f"CET/{self.estimator}", on_epoch=on_epoch)
         return self
 
     def _objective_value(self, x, log_t, s, mask) -> float:
@@ -347,7 +348,7 @@ class ETModel(_Base):
 
     _network = ETNetwork
 
-    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None):
+    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
         x, t, s, m = check_survival(X, T, S, mask=mask)
         self._setup(x.shape[1], t.shape[1])
         self._init_time_bias(np.log(t))
@@ -366,7 +367,7 @@ class ETModel(_Base):
             va = [self._tensor(a) if a is not None else None for a in (xv, np.log(tv), sv, mv)]
             val_loss = lambda: -self._loglik(*va).mean().item() / self.n_events_  # noqa: E731
         self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
-                              val_loss, desc="ET")
+                              val_loss, desc="ET", on_epoch=on_epoch)
         return self
 
     def _loglik(self, x, log_t, s, mask):
@@ -422,7 +423,7 @@ class BCModel(_Base):
 
     _network = BCNetwork
 
-    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None):
+    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
         """T is accepted (and checked) for a uniform API but not used."""
         x, t, s, m = check_survival(X, T, S, mask=mask)
         self._setup(x.shape[1], t.shape[1])
@@ -440,7 +441,7 @@ class BCModel(_Base):
             va = [self._tensor(a) if a is not None else None for a in (xv, sv, mv)]
             val_loss = lambda: self._nll(*va).mean().item() / self.n_events_  # noqa: E731
         self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
-                              val_loss, desc="BC")
+                              val_loss, desc="BC", on_epoch=on_epoch)
         return self
 
     def _nll(self, x, s, mask):

@@ -38,11 +38,13 @@ class History:
 
 def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Tensor], n_train: int,
           cfg: TrainConfig, shuffle_generator: torch.Generator,
-          val_loss: Callable[[], float] | None = None, desc: str = "train") -> History:
+          val_loss: Callable[[], float] | None = None, desc: str = "train",
+          on_epoch: Callable[[int, History], None] | None = None) -> History:
     """Minimise ``batch_loss(row_index)``; stop after ``patience`` epochs without improvement.
 
     ``val_loss()`` returns the monitored loss (dropout off); without it the epoch's mean
     training loss is monitored. The best weights seen are restored at the end.
+    ``on_epoch(epoch, history)`` is called after each epoch with the module in eval mode.
     """
     if cfg.optimizer == "lbfgs":
         return _train_lbfgs(module, batch_loss, n_train, cfg)
@@ -73,6 +75,8 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
             monitored = val_loss() if val_loss is not None else hist.train_loss[-1]
         hist.val_loss.append(monitored)
         bar.set_postfix(train=f"{hist.train_loss[-1]:.4f}", val=f"{monitored:.4f}")
+        if on_epoch is not None:
+            on_epoch(epoch, hist)
         if monitored < best:
             best, bad, hist.best_epoch = monitored, 0, epoch
             best_state = copy.deepcopy(module.state_dict())

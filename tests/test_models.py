@@ -172,3 +172,10 @@ def test_cuda_fit_matches_cpu_shapes(small_survival):
     model = CETModel(**dict(FAST, device="auto")).fit(x, t, s)
     assert model.device_.type == "cuda"
     assert model.predict_time(x).shape == t.shape
+
+
+def test_on_epoch_callback_sees_every_epoch(small_survival):
+    x, t, s, _ = small_survival
+    seen = []
+    model = ETModel(**FAST).fit(x, t, s, x, t, s, on_epoch=lambda e, h: seen.append((e, len(h.val_loss))))
+    assert seen == [(e, e + 1) for e in range(len(model.history_.train_loss))]
