@@ -1,0 +1,117 @@
+"""Staging of MIMIC-III tables on the real open demo (../shared/data/mimic-iii-demo)."""
+
+import csv
+import gzip
+import io
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from flows.lib.mimic_schema import TABLES
+from flows.lib.mimic_staging import stage_table
+
+DEMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "mimic-iii-demo"
+DEMO_ROWS = {"PATIENTS": 100, "ADMISSIONS": 129, "ICUSTAYS": 136, "CHARTEVENTS": 758_355,
+             "LABEVENTS": 76_074, "OUTPUTEVENTS": 11_320, "D_ITEMS": 12_487, "D_LABITEMS": 753}
+
+pytestmark = pytest.mark.skipif(not DEMO.is_dir(), reason="the MIMIC-III demo is not next to the repo")
+
+
+def _rows(path):
+    return duckdb.connect().execute("SELECT * FROM read_parquet($p) ORDER BY ALL", {"p": str(path)}).fetchall()
+
+
+def _full_release_copy(table: str, dst: Path) -> Path:
+    """The demo table rewritten in the full release's dialect: upper-case quoted header,
+    non-empty fields quoted, NULL as an empty unquoted field, gzipped."""
+    with gzip.open(DEMO / f"{table}.csv.gz", "rt", newline="") as fh:
+        rows = list(csv.reader(fh))
+    buf = io.StringIO()
+    for i, row in enumerate(rows):
+        cells = [c.upper() if i == 0 else c for c in row]
+        buf.write(",".join('"' + c.replace('"', '""') + '"' if c else "" for c in cells) + "\n")
+    out = dst / f"{table}.csv.gz"
+    with gzip.open(out, "wt", newline="") as fh:
+        fh.write(buf.getvalue())
+    return out
+
+
+@pytest.fixture(scope="module")
+def staged_demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("staged")
+    return out, {t: stage_table(DEMO, t, out) for t in TABLES}
+
+
+def test_demo_tables_stage_with_their_row_counts(staged_demo):
+    out, staged = staged_demo
+    assert {t: s.rows for t, s in staged.items()} == DEMO_ROWS
+    con = duckdb.connect()
+    path = str(out / "CHARTEVENTS.parquet")
+    types = {r[0]: r[1] for r in con.execute("DESCRIBE SELECT * FROM read_parquet($p)", {"p": path}).fetchall()}
+    assert types["VALUE"] == "VARCHAR" and types["VALUENUM"] == "DOUBLE" and types["CHARTTIME"] == "TIMESTAMP"
+    errors = con.execute("SELECT count(*) FILTER (WHERE ERROR = 1), count(*) FILTER (WHERE ERROR IS NULL) "
+                         "FROM read_parquet($p)", {"p": path}).fetchone()
+    assert errors == (648, 376_076)  # MetaVision errors; CareVue rows have NULL ERROR
+
+
+def test_unchanged_source_is_not_converted_again(staged_demo):
+    out, _ = staged_demo
+    again = stage_table(DEMO, "LABEVENTS", out)
+    assert not again.converted and again.rows == DEMO_ROWS["LABEVENTS"]
+
+
+@pytest.mark.parametrize("table", ["ADMISSIONS", "LABEVENTS", "OUTPUTEVENTS", "D_ITEMS"])
+def test_full_release_layout_gives_identical_tables(tmp_path, staged_demo, table):
+    src = tmp_path / "full"
+    src.mkdir()
+    _full_release_copy(table, src)
+    full = stage_table(src, table, tmp_path / "out")
+    assert _rows(full.parquet) == _rows(staged_demo[1][table].parquet)
+
+
+def test_changed_source_is_converted_again(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    path = _full_release_copy("D_LABITEMS", src)
+    first = stage_table(src, "D_LABITEMS", tmp_path / "out")
+    with gzip.open(path, "rt") as fh:
+        lines = fh.read().splitlines(keepends=True)
+    with gzip.open(path, "wt") as fh:
+        fh.writelines(lines[:-1])
+    os.utime(path, ns=(1, 1))
+    second = stage_table(src, "D_LABITEMS", tmp_path / "out")
+    assert second.converted and second.rows == first.rows - 1 and second.fingerprint != first.fingerprint
+
+
+def _write_gz(path: Path, text: str):
+    with gzip.open(path, "wt") as fh:
+        fh.write(text)
+
+
+D_LAB_HEADER = "row_id,itemid,label,fluid,category,loinc_code\n"
+
+
+@pytest.mark.parametrize("name,content,match", [
+    (None, None, r"MIMIC table D_LABITEMS not found in .* \(looked for D_LABITEMS.csv.gz and D_LABITEMS.csv\)"),
+    ("D_LABITEMS.csv.gz", "row_id,itemid,label,fluid,category\n1,50800,x,y,z\n",
+     r"D_LABITEMS.csv.gz: table D_LABITEMS is missing column\(s\) \['LOINC_CODE'\]"),
+    ("D_LABITEMS.csv.gz", b"\x1f\x8b\x08\x00garbage-not-gzip", r"D_LABITEMS.csv.gz: cannot be read"),
+    ("D_LABITEMS.csv.gz", D_LAB_HEADER + "1,50800,SPECIMEN TYPE,BLOOD,Blood Gas,\n2,abc,x,y,z,\n",
+     r"D_LABITEMS.csv.gz: table D_LABITEMS could not be converted"),
+    ("D_LABITEMS.csv.gz", "", r"D_LABITEMS.csv.gz: empty file"),
+])
+def test_bad_sources_give_clear_errors_and_no_output(tmp_path, name, content, match):
+    src = tmp_path / "src"
+    src.mkdir()
+    if name is not None:
+        if isinstance(content, bytes):
+            (src / name).write_bytes(content)
+        else:
+            _write_gz(src / name, content)
+    with pytest.raises((ValueError, FileNotFoundError), match=match) as info:
+        stage_table(src, "D_LABITEMS", tmp_path / "out")
+    assert "SPECIMEN" not in str(info.value)  # no row contents in the message
+    out = tmp_path / "out"
+    assert not out.exists() or list(out.iterdir()) == []
