@@ -128,6 +128,57 @@ class _Base:
             else:
                 self.net_.decoder.log_sigma.copy_(self._tensor(np.log(log_t.std(0) + 1e-3)))
 
+    # --- fitting ------------------------------------------------------------------------------
+    _max_events: int | None = None
+
+    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
+        """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed).
+
+        ``mask`` (n x M, optional): 0 drops that cell from the likelihood. Early stopping
+        monitors the validation loss when validation data are given (else the training
+        loss); the best weights are restored. ``on_epoch(epoch, history)`` is called after
+        every epoch (progress reporting, diagnostics).
+        """
+        x, t, s, m = check_survival(X, T, S, max_events=self._max_events, mask=mask)
+        self._setup(x.shape[1], t.shape[1])
+        self._prepare(t)
+        tr = self._tensors(x, t, s, m)
+
+        def batch_loss(idx):
+            idx = idx.to(self.device_)
+            return self._train_loss(*[a[idx] if a is not None else None for a in tr])
+
+        val_loss = None
+        if X_val is not None:
+            va = self._tensors(*check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
+                                               n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
+                                               mask_name="mask_val"))
+            val_loss = lambda: self._eval_loss(*va)  # noqa: E731
+        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
+                              val_loss, desc=self._desc(), on_epoch=on_epoch)
+        return self
+
+    def score(self, X, T, S, mask=None) -> float:
+        """Mean log-likelihood (CET: the objective) per row and event; dropout off. Higher is better."""
+        self._check_fitted()
+        x, t, s, m = check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_, mask=mask)
+        self.net_.eval()
+        with torch.no_grad():
+            return -self._eval_loss(*self._tensors(x, t, s, m))
+
+    def _tensors(self, x, t, s, m) -> list:
+        return [self._tensor(a) if a is not None else None for a in (x, np.log(t), s, m)]
+
+    def _prepare(self, t: np.ndarray) -> None:
+        """Per-model set-up from the training times, after the network is built."""
+        self._init_time_bias(np.log(t))
+
+    def _desc(self) -> str:
+        return type(self).__name__.removesuffix("Model")
+
+    def _eval_loss(self, x, log_t, s, mask) -> float:
+        return self._train_loss(x, log_t, s, mask).item()
+
     # --- persistence --------------------------------------------------------------------------
     def _extra_state(self) -> dict:
         return {}
@@ -236,34 +287,18 @@ class CETModel(_Base):
         return evaluation_estimate(logits, row_loglik, objective=self.objective,
                                    n_samples=self.n_samples, generator=generator)
 
-    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
-        """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed).
+    @property
+    def _max_events(self):
+        return MAX_EXACT_EVENTS if self.estimator == "exact" else None
 
-        ``mask`` (n x M, optional): 0 drops that cell from the likelihood. Early stopping
-        monitors the validation objective when validation data are given. ``on_epoch(epoch,
-        history)`` is called after every epoch (progress reporting, diagnostics).
-        """
-        max_events = MAX_EXACT_EVENTS if self.estimator == "exact" else None
-        x, t, s, m = check_survival(X, T, S, max_events=max_events, mask=mask)
-        self._setup(x.shape[1], t.shape[1])
-        self._init_time_bias(np.log(t))
-        tr = [self._tensor(a) if a is not None else None for a in (x, np.log(t), s, m)]
+    def _desc(self) -> str:
+        return f"CET/{self.estimator}"
 
-        def batch_loss(idx):
-            idx = idx.to(self.device_)
-            rows = [a[idx] if a is not None else None for a in tr]
-            return -self._estimate(*rows, train=True).surrogate.mean() / self.n_events_
+    def _train_loss(self, x, log_t, s, mask):
+        return -self._estimate(x, log_t, s, mask, train=True).surrogate.mean() / self.n_events_
 
-        val_loss = None
-        if X_val is not None:
-            xv, tv, sv, mv = check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
-                                            n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
-                                            mask_name="mask_val")
-            va = [self._tensor(a) if a is not None else None for a in (xv, np.log(tv), sv, mv)]
-            val_loss = lambda: self._objective_value(*va)  # noqa: E731
-        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
-                              val_loss, desc=f"CET/{self.estimator}", on_epoch=on_epoch)
-        return self
+    def _eval_loss(self, x, log_t, s, mask) -> float:
+        return self._objective_value(x, log_t, s, mask)
 
     def _objective_value(self, x, log_t, s, mask) -> float:
         """Mean negative objective per row and event, with common random numbers across calls."""
@@ -274,14 +309,6 @@ class CETModel(_Base):
             m = mask[sl] if mask is not None else None
             total += self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum().item()
         return -total / (len(x) * self.n_events_)
-
-    def score(self, X, T, S, mask=None) -> float:
-        """Mean objective per row and event on (X, T, S) (higher is better; dropout off)."""
-        self._check_fitted()
-        x, t, s, m = check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_, mask=mask)
-        with torch.no_grad():
-            return -self._objective_value(*[self._tensor(a) if a is not None else None
-                                            for a in (x, np.log(t), s, m)])
 
     # --- predictions --------------------------------------------------------------------------
     def predict_occurrence(self, X) -> np.ndarray:
@@ -348,27 +375,12 @@ class ETModel(_Base):
 
     _network = ETNetwork
 
-    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
-        x, t, s, m = check_survival(X, T, S, mask=mask)
-        self._setup(x.shape[1], t.shape[1])
+    def _prepare(self, t):
         self._init_time_bias(np.log(t))
         self.horizon_ = t.max(0)
-        tr = [self._tensor(a) if a is not None else None for a in (x, np.log(t), s, m)]
 
-        def batch_loss(idx):
-            idx = idx.to(self.device_)
-            return -self._loglik(*[a[idx] if a is not None else None for a in tr]).mean() / self.n_events_
-
-        val_loss = None
-        if X_val is not None:
-            xv, tv, sv, mv = check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
-                                            n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
-                                            mask_name="mask_val")
-            va = [self._tensor(a) if a is not None else None for a in (xv, np.log(tv), sv, mv)]
-            val_loss = lambda: -self._loglik(*va).mean().item() / self.n_events_  # noqa: E731
-        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
-                              val_loss, desc="ET", on_epoch=on_epoch)
-        return self
+    def _train_loss(self, x, log_t, s, mask):
+        return -self._loglik(x, log_t, s, mask).mean() / self.n_events_
 
     def _loglik(self, x, log_t, s, mask):
         mu, log_sigma = self.net_.decoder(x)
@@ -376,13 +388,6 @@ class ETModel(_Base):
         if mask is not None:
             cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
         return cell.sum(-1)
-
-    def score(self, X, T, S) -> float:
-        """Mean censored log-likelihood per row and event."""
-        self._check_fitted()
-        x, t, s, _ = check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_)
-        with torch.no_grad():
-            return self._loglik(self._tensor(x), self._tensor(np.log(t)), self._tensor(s), None).mean().item() / self.n_events_
 
     def _params(self, X):
         with torch.no_grad():
@@ -423,26 +428,11 @@ class BCModel(_Base):
 
     _network = BCNetwork
 
-    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
-        """T is accepted (and checked) for a uniform API but not used."""
-        x, t, s, m = check_survival(X, T, S, mask=mask)
-        self._setup(x.shape[1], t.shape[1])
-        tr = [self._tensor(a) if a is not None else None for a in (x, s, m)]
+    def _prepare(self, t):
+        pass  # T is accepted (and checked) for a uniform API but not used
 
-        def batch_loss(idx):
-            idx = idx.to(self.device_)
-            return self._nll(*[a[idx] if a is not None else None for a in tr]).mean() / self.n_events_
-
-        val_loss = None
-        if X_val is not None:
-            xv, tv, sv, mv = check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
-                                            n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
-                                            mask_name="mask_val")
-            va = [self._tensor(a) if a is not None else None for a in (xv, sv, mv)]
-            val_loss = lambda: self._nll(*va).mean().item() / self.n_events_  # noqa: E731
-        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
-                              val_loss, desc="BC", on_epoch=on_epoch)
-        return self
+    def _train_loss(self, x, log_t, s, mask):
+        return self._nll(x, s, mask).mean() / self.n_events_
 
     def _nll(self, x, s, mask):
         cell = losses.binary_cross_entropy(self.net_.encoder(x), s)
