@@ -1,0 +1,93 @@
+"""Downloads against a real HTTP server on loopback (tests/http_server.py)."""
+
+import hashlib
+import os
+
+import pytest
+
+from flows.lib.download import DownloadError, download, parse_sha256sums, safe_name
+from tests.http_server import FileServer
+
+PAYLOAD = os.urandom(3_000_000)
+DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
+FAST = dict(backoff=0.01, progress=False, chunk_size=64 * 1024)
+
+
+@pytest.fixture
+def server(tmp_path):
+    root = tmp_path / "remote"
+    root.mkdir()
+    (root / "RC_2015-01.zst").write_bytes(PAYLOAD)
+    with FileServer(root) as srv:
+        yield srv
+
+
+def _leftovers(d):
+    return sorted(p.name for p in d.iterdir())
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_dropped_connection_resumes_to_the_right_sha256(server, tmp_path, ranges):
+    server.ranges = ranges
+    server.drop_after["RC_2015-01.zst"] = 1_000_000
+    out = download(f"{server.url}/RC_2015-01.zst", tmp_path / "dl" / "RC_2015-01.zst", sha256=DIGEST, **FAST)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == DIGEST
+    resumed_at = int(server.requests[1][1].removeprefix("bytes=").rstrip("-"))
+    assert 0 < resumed_at <= 1_000_000  # the client asks to resume from what it kept ...
+    assert _leftovers(tmp_path / "dl") == ["RC_2015-01.zst"]  # ... and keeps only the whole file
+
+
+def test_5xx_is_retried_then_succeeds(server, tmp_path):
+    server.fail_first["RC_2015-01.zst"] = 3
+    out = download(f"{server.url}/RC_2015-01.zst", tmp_path / "f", sha256=DIGEST, **FAST)
+    assert out.read_bytes() == PAYLOAD and len(server.requests) == 4
+
+
+def test_persistent_5xx_gives_up_with_a_clear_error(server, tmp_path):
+    server.fail_first["RC_2015-01.zst"] = 99
+    with pytest.raises(DownloadError, match=r"RC_2015-01.zst: failed after 2 retries \(HTTP 503\)"):
+        download(f"{server.url}/RC_2015-01.zst", tmp_path / "f", retries=2, **FAST)
+    assert not (tmp_path / "f").exists()
+
+
+def test_404_is_not_retried(server, tmp_path):
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        download(f"{server.url}/missing.zst", tmp_path / "f", **FAST)
+    assert len(server.requests) == 1
+
+
+def test_stalled_connection_times_out_and_is_retried(server, tmp_path):
+    server.stall["RC_2015-01.zst"] = 3.0
+    out = download(f"{server.url}/RC_2015-01.zst", tmp_path / "f", sha256=DIGEST, timeout=(2, 0.5), **FAST)
+    assert out.read_bytes() == PAYLOAD and len(server.requests) == 2
+
+
+def test_checksum_mismatch_fetches_again_and_never_keeps_a_bad_file(server, tmp_path):
+    server.corrupt["RC_2015-01.zst"] = 1
+    out = download(f"{server.url}/RC_2015-01.zst", tmp_path / "f", sha256=DIGEST, **FAST)
+    assert out.read_bytes() == PAYLOAD
+    server.corrupt["RC_2015-01.zst"] = 2
+    with pytest.raises(DownloadError, match="does not match"):
+        download(f"{server.url}/RC_2015-01.zst", tmp_path / "g", sha256=DIGEST, **FAST)
+    assert _leftovers(tmp_path) == ["f", "remote"]
+
+
+def test_finished_part_is_accepted_on_416(server, tmp_path):
+    (tmp_path / "f.part").write_bytes(PAYLOAD)
+    out = download(f"{server.url}/RC_2015-01.zst", tmp_path / "f", sha256=DIGEST, **FAST)
+    assert out.read_bytes() == PAYLOAD
+
+
+@pytest.mark.parametrize("name", ["../etc/passwd", "/abs", "a/b", "..", "", ".hidden", "x\x00y", "a b"])
+def test_unsafe_remote_names_are_refused(name):
+    with pytest.raises(ValueError, match="unsafe file name"):
+        safe_name(name)
+
+
+def test_parse_sha256sums():
+    h = "a" * 64
+    assert parse_sha256sums(f"{h}  ADMISSIONS.csv\n{h} *PATIENTS.csv\n") == {"ADMISSIONS.csv": h, "PATIENTS.csv": h}
+    with pytest.raises(ValueError, match="unsafe"):
+        parse_sha256sums(f"{h}  ../../x\n")
+    with pytest.raises(ValueError, match="line 1"):
+        parse_sha256sums("nothex  a\n")
