@@ -31,26 +31,40 @@ def censor_uniform(t_true: np.ndarray, c: np.ndarray, upper, rng: np.random.Gene
 
 
 def median_upper(t_true: np.ndarray, c: np.ndarray, train: np.ndarray, factor: float = 2.0,
-                 event_names=None) -> np.ndarray:
-    """factor x median_j, the median over training rows with c_j = 1 of the true time."""
+                 event_names=None, fallback: bool = False) -> tuple[np.ndarray, dict]:
+    """factor x median_j, the median over training rows with c_j = 1 of the true time.
+
+    Without training rows for an event the median is undefined: an error, or with
+    ``fallback`` the median over all rows with the event, else the median of the other
+    events' medians (the reference's rule). Returns (upper, {event: source of its median}).
+    """
     t_true = np.asarray(t_true, dtype=np.float64)
     c = np.asarray(c).astype(bool)
     train = np.asarray(train, dtype=bool)
-    out = np.empty(t_true.shape[1])
-    for j in range(t_true.shape[1]):
-        vals = t_true[train & c[:, j], j]
-        if vals.size == 0:
-            name = event_names[j] if event_names is not None else j
-            raise ValueError(f"event {name!r}: no training row has the event, so the censoring median "
-                             f"is undefined")
-        out[j] = factor * float(np.median(vals))
-    return out
+    names = list(event_names) if event_names is not None else list(range(t_true.shape[1]))
+    med = np.full(t_true.shape[1], np.nan)
+    source = {}
+    for j, name in enumerate(names):
+        for rows, label in ((train & c[:, j], "train"), (c[:, j], "all rows")):
+            if rows.any():
+                med[j], source[str(name)] = float(np.median(t_true[rows, j])), label
+                break
+            if not fallback:
+                raise ValueError(f"event {name!r}: no training row has the event, so the censoring "
+                                 f"median is undefined")
+    if np.isnan(med).all():
+        raise ValueError("no event occurs in any row; the censoring medians are undefined")
+    for j, name in enumerate(names):
+        if np.isnan(med[j]):
+            med[j], source[str(name)] = float(np.nanmedian(med)), "median of the other events"
+    return factor * med, source
 
 
-def censor_by_median(t_true, c, train, *, factor: float = 2.0, seed: int = 0, event_names=None):
+def censor_by_median(t_true, c, train, *, factor: float = 2.0, seed: int = 0, event_names=None,
+                     fallback: bool = False):
     """The MIMIC/Reddit censoring: U(0, factor x training median). Returns (t, s, params)."""
-    upper = median_upper(t_true, c, train, factor, event_names)
+    upper, source = median_upper(t_true, c, train, factor, event_names, fallback)
     t, s, _ = censor_uniform(t_true, c, upper, np.random.default_rng(seed))
     params = {"scheme": "uniform(0, factor * train median)", "factor": factor, "seed": seed,
-              "upper": upper.tolist(), "median": (upper / factor).tolist()}
+              "upper": upper.tolist(), "median": (upper / factor).tolist(), "median_from": source}
     return t, s, params

@@ -126,3 +126,12 @@ def test_rewrite_replaces_whole_folder_and_load_checks_files(tmp_path):
     (tmp_path / "d" / "events.parquet").unlink()
     with pytest.raises(FileNotFoundError, match="events.parquet: missing"):
         load_dataset(tmp_path / "d")
+
+
+def test_censoring_median_fallback_is_explicit_and_recorded():
+    t_true = np.array([[1.0, np.nan, np.nan], [3.0, 5.0, np.nan], [2.0, np.nan, np.nan]])
+    c = np.isfinite(t_true).astype(int)
+    train = np.array([True, False, True])
+    _, _, params = censor_by_median(t_true, c, train, fallback=True, event_names=["a", "b", "z"])
+    assert params["median"] == [1.5, 5.0, 3.25]
+    assert params["median_from"] == {"a": "train", "b": "all rows", "z": "median of the other events"}
