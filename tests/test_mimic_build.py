@@ -93,3 +93,26 @@ def test_real_demo_builds_end_to_end(tmp_path):
         assert (split.T[occurred] <= split.T_true[occurred] + 1e-12).all()
     text = json.dumps(m)
     assert "VALUENUM" not in text and len(text) < 200_000  # metadata only, no rows
+
+
+def test_empty_cohort_is_a_clear_error_and_writes_nothing(tmp_path):
+    src = write_fixture(tmp_path / "m")
+    header = (src / "LABEVENTS.csv").read_text().splitlines()[0]
+    (src / "LABEVENTS.csv").write_text(header + "\n")  # no lab rows: no admission qualifies
+    with pytest.raises(ValueError, match="empty cohort"):
+        build(src, tmp_path / "out", tmp_path / "w", TINY)
+    assert not (tmp_path / "out").exists()
+
+
+def test_full_release_layout_gives_identical_features(tmp_path):
+    from tests.test_mimic_staging import to_full_release
+
+    demo_layout = write_fixture(tmp_path / "demo", n_admissions=8)
+    full_layout = tmp_path / "full"
+    full_layout.mkdir()
+    for csv_path in demo_layout.iterdir():
+        to_full_release(csv_path, full_layout)
+    a = build(demo_layout, tmp_path / "a", tmp_path / "wa", TINY)
+    b = build(full_layout, tmp_path / "b", tmp_path / "wb", TINY)
+    for name in ("features.parquet", "events.parquet"):
+        assert pl.read_parquet(a / name).equals(pl.read_parquet(b / name))

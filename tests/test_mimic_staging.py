@@ -24,9 +24,15 @@ def _rows(path):
 
 
 def _full_release_copy(table: str, dst: Path) -> Path:
-    """The demo table rewritten in the full release's dialect: upper-case quoted header,
-    non-empty fields quoted, NULL as an empty unquoted field, gzipped."""
-    with gzip.open(DEMO / f"{table}.csv.gz", "rt", newline="") as fh:
+    return to_full_release(DEMO / f"{table}.csv.gz", dst)
+
+
+def to_full_release(src: Path, dst: Path) -> Path:
+    """A table rewritten in the full release's dialect: upper-case quoted header, non-empty
+    fields quoted, NULL as an empty unquoted field, gzipped, upper-case file name."""
+    table = src.name.split(".")[0].upper()
+    opener = gzip.open if src.name.endswith(".gz") else open
+    with opener(src, "rt", newline="") as fh:
         rows = list(csv.reader(fh))
     buf = io.StringIO()
     for i, row in enumerate(rows):
