@@ -1,0 +1,39 @@
+from pathlib import Path
+
+import pytest
+
+from cet_model.dataset import load_dataset
+from flows.mimic import build_mimic_features, main
+from tests.mimic_fixture import write_fixture
+
+DEMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "mimic-iii-demo"
+
+
+def test_flow_builds_the_fixture_and_reports_completed(tmp_path):
+    src = write_fixture(tmp_path / "mimic", n_admissions=6)
+    state = build_mimic_features(out=str(tmp_path / "ds"), mimic_dir=str(src), n_chart=2, n_lab=1, n_output=1,
+                                 return_state=True)
+    assert state.is_completed()
+    ds = load_dataset(state.result())
+    assert len(ds.train) + len(ds.val) + len(ds.test) == 6
+
+
+@pytest.mark.skipif(not DEMO.is_dir(), reason="the MIMIC-III demo is not next to the repo")
+def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys):
+    import gzip
+    import shutil
+
+    from flows.lib.download import sha256_file
+    from tests.http_server import FileServer
+
+    root = tmp_path / "physionet"
+    root.mkdir()
+    names = ["ADMISSIONS", "PATIENTS", "ICUSTAYS", "CHARTEVENTS", "LABEVENTS", "OUTPUTEVENTS", "D_ITEMS", "D_LABITEMS"]
+    for n in names:
+        with gzip.open(DEMO / f"{n}.csv.gz", "rb") as a, open(root / f"{n}.csv", "wb") as b:
+            shutil.copyfileobj(a, b)
+    (root / "SHA256SUMS.txt").write_text("".join(f"{sha256_file(root / f'{n}.csv')}  {n}.csv\n" for n in names))
+    with FileServer(root) as srv:
+        assert main(["build", "--download-demo", srv.url, "--out", str(tmp_path / "ds")]) == 0
+    ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ds.manifest["cohort"]["cohort_admissions"] == 126
