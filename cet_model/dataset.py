@@ -3,7 +3,9 @@
 A folder holds ``manifest.json``; ``features.parquet`` (``id``, ``split`` in train/val/test,
 float feature columns); ``events.parquet`` (``id``, ``split`` and per event e: ``t_e`` observed
 time > 0, ``s_e`` 1 if observed, ``c_e`` true occurrence, ``t_true_e`` true time or null);
-and optionally ``sequences.npy`` (n x 20 x D, in row order). Writes are atomic: the folder
+and optionally ``sequences.npy`` (n x 20 x D, in row order) and, in ``events.parquet``,
+``mask_e`` columns (0 = leave this task out for this row, e.g. an event inside the feature
+window; a missing column means every cell is used). Writes are atomic: the folder
 appears whole or not at all.
 """
 
@@ -34,6 +36,7 @@ class Split:
     C: np.ndarray
     T_true: np.ndarray
     sequences: np.ndarray | None = None
+    mask: np.ndarray | None = None  # (n, M) 1 = use the cell; None = use every cell
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -130,6 +133,13 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
             if bad.any():
                 row = int(bad.arg_max())
                 raise ValueError(f"{epath}: column {col!r} row {row} is {events[col][row]!r}; expected 0 or 1")
+        if f"mask_{e}" in events.columns:
+            vals = events[f"mask_{e}"].cast(pl.Float64, strict=False)
+            bad = vals.is_null() | ~vals.is_in([0.0, 1.0])
+            if bad.any():
+                row = int(bad.arg_max())
+                raise ValueError(f"{epath}: column 'mask_{e}' row {row} is {events[f'mask_{e}'][row]!r}; "
+                                 f"expected 0 or 1")
         bad = (events[s] == 1) & (events[c] == 0)
         if bad.any():
             raise ValueError(f"{epath}: row {int(bad.arg_max())} has {s} = 1 but {c} = 0 "
@@ -181,8 +191,13 @@ def load_dataset(path) -> Dataset:
     cols = {k: events.select([event_columns(e)[i] for e in names]).cast(pl.Float64).to_numpy()
             for i, k in enumerate(("T", "S", "C", "T_true"))}
     ids = features["id"].to_numpy()
+    mask = None
+    if any(f"mask_{e}" in events.columns for e in names):
+        mask = np.column_stack([events[f"mask_{e}"].cast(pl.Float64).to_numpy() if f"mask_{e}" in events.columns
+                                else np.ones(events.height) for e in names])
     for name in SPLITS:
         rows = np.flatnonzero(split == name)
         ds.splits[name] = Split(ids=ids[rows], X=X[rows], sequences=None if seq is None else np.asarray(seq[rows]),
+                                mask=None if mask is None else mask[rows],
                                 **{k: v[rows] for k, v in cols.items()})
     return ds

@@ -55,12 +55,16 @@ def evaluate(name: str, model, split, event_names) -> dict:
     t_hat = model.predict_time(split.X) if hasattr(model, "predict_time") else None
     tasks = {}
     for j, e in enumerate(event_names):
-        score = -t_hat[:, j] if name == "ET" else p[:, j]
-        row = {"auc": occurrence_auc(split.C[:, j], score),
-               "ece": expected_calibration_error(split.C[:, j], p[:, j])}
+        keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1  # masked cells are not scored
+        if not keep.any():
+            tasks[e] = {k: float("nan") for k in (TIME_METRICS if t_hat is not None else ("auc", "ece"))}
+            continue
+        c, t, s = split.C[keep, j], split.T[keep, j], split.S[keep, j]
+        score = -t_hat[keep, j] if name == "ET" else p[keep, j]
+        row = {"auc": occurrence_auc(c, score), "ece": expected_calibration_error(c, p[keep, j])}
         if t_hat is not None:
-            row["mrae"] = mrae(split.T[:, j], t_hat[:, j], split.S[:, j], split.T[:, j].max())
-            row["ci"] = _safe_ci(split.T[:, j], t_hat[:, j], split.S[:, j])
+            row["mrae"] = mrae(t, t_hat[keep, j], s, t.max())
+            row["ci"] = _safe_ci(t, t_hat[keep, j], s)
         tasks[e] = row
     return tasks
 
@@ -87,7 +91,7 @@ def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_
             kwargs = dict(kwargs, **(overrides or {}).get(name, {}))
             t0 = time.perf_counter()
             model = cls(hidden_sizes=hidden_sizes, max_epochs=max_epochs, patience=patience, seed=seed,
-                        **kwargs).fit(tr.X, tr.T, tr.S, va.X, va.T, va.S)
+                        **kwargs).fit(tr.X, tr.T, tr.S, va.X, va.T, va.S, mask=tr.mask, mask_val=va.mask)
             secs = time.perf_counter() - t0
             scores = evaluate(name, model, te, ds.event_names)
             entry = result["models"][name]

@@ -44,7 +44,7 @@ def build_dataset(mimic_dir: str, out: str, work_dir: str, params: dict) -> str:
 def build_mimic_features(out: str, mimic_dir: str | None = None, work_dir: str | None = None,
                          download_demo_url: str | None = None, window_hours: int = 24, n_chart: int = 80,
                          n_lab: int = 30, n_output: int = 10, split_seed: int = 0, censor_seed: int = 0,
-                         memory_limit: str = "4GB") -> str:
+                         memory_limit: str = "4GB", window_events: str = "keep") -> str:
     """MIMIC-III v1.4 tables -> typed parquet -> SQL -> a dataset folder in the contract."""
     work = work_dir or str(Path(out).parent / f".{Path(out).name}-work")
     if download_demo_url:
@@ -54,7 +54,8 @@ def build_mimic_features(out: str, mimic_dir: str | None = None, work_dir: str |
     staged = stage.map(mimic_dir, list(TABLES), work)
     staged.wait()
     params = dict(window_hours=window_hours, n_chart=n_chart, n_lab=n_lab, n_output=n_output,
-                  split_seed=split_seed, censor_seed=censor_seed, memory_limit=memory_limit)
+                  split_seed=split_seed, censor_seed=censor_seed, memory_limit=memory_limit,
+                  window_events=window_events)
     return build_dataset(mimic_dir, out, work, params, wait_for=[staged])
 
 
@@ -71,10 +72,13 @@ def main(argv=None) -> int:
     b.add_argument("--window-hours", type=int, default=24)
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
     b.add_argument("--memory-limit", default="4GB", help="DuckDB memory limit (default %(default)s)")
+    b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
+                   help="events inside the feature window: keep them (the reference) or mask that task")
     args = ap.parse_args(argv)
     path = build_mimic_features(out=args.out, mimic_dir=args.mimic_dir, work_dir=args.work_dir,
                                 download_demo_url=args.download_demo, window_hours=args.window_hours,
-                                split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit)
+                                split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit,
+                                window_events=args.window_events)
     print(path)
     return 0
 

@@ -116,3 +116,26 @@ def test_full_release_layout_gives_identical_features(tmp_path):
     b = build(full_layout, tmp_path / "b", tmp_path / "wb", TINY)
     for name in ("features.parquet", "events.parquet"):
         assert pl.read_parquet(a / name).equals(pl.read_parquet(b / name))
+
+
+@pytest.mark.parametrize("policy", ["keep", "mask"])
+def test_events_inside_the_feature_window(tmp_path, policy):
+    params = MimicParams(n_chart=2, n_lab=1, n_output=1, window_events=policy)
+    ds = load_dataset(build(write_fixture(tmp_path / "m", n_admissions=6), tmp_path / "o", tmp_path / "w", params))
+    j = ds.event_names.index("Troponin_T")  # collected at 10-12 h, inside the 24 h window
+    assert ds.manifest["events_in_feature_window"]["Troponin_T"] == 6
+    if policy == "keep":
+        assert ds.train.mask is None
+    else:
+        assert (ds.train.mask[:, j] == 0).all() and (ds.train.mask[:, ds.event_names.index("Lipase")] == 1).all()
+    with pytest.raises(ValueError, match="window_events must be"):
+        MimicParams(window_events="drop")
+
+
+def test_experiments_run_on_a_masked_mimic_dataset(tmp_path):
+    from cet_model import experiments
+
+    params = MimicParams(n_chart=2, n_lab=1, n_output=1, window_events="mask")
+    ds = load_dataset(build(write_fixture(tmp_path / "m", n_admissions=10), tmp_path / "o", tmp_path / "w", params))
+    res = experiments.run(ds, runs=1, models=("CET", "ET"), hidden_sizes=(4,), max_epochs=1, progress=False)
+    assert set(res["models"]["CET"]["tasks"]) == set(ds.event_names)

@@ -62,6 +62,11 @@ class MimicParams:
     censor_factor: float = 2.0
     split_fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
     memory_limit: str = "4GB"
+    window_events: str = "keep"  # or "mask": leave out a task whose event falls in the feature window
+
+    def __post_init__(self):
+        if self.window_events not in ("keep", "mask"):
+            raise ValueError(f"window_events must be 'keep' or 'mask', got {self.window_events!r}")
 
 
 def split_subjects(subject_ids: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2)) -> pl.DataFrame:
@@ -177,6 +182,10 @@ def build(mimic_dir, out_dir, work_dir, params: MimicParams = MimicParams()) -> 
         tc, sc, cc, ttc = event_columns(e)
         events = events.with_columns(pl.Series(tc, t[:, j]), pl.Series(sc, s[:, j]), pl.Series(cc, c[:, j]),
                                      pl.Series(ttc, t_true[:, j]))
+    in_window = (c == 1) & (t_true <= params.window_hours + 0.01)
+    if params.window_events == "mask":
+        for j, e in enumerate(event_names):
+            events = events.with_columns(pl.Series(f"mask_{e}", (~in_window[:, j]).astype(np.int8)))
     manifest = {
         "name": "mimic", "feature_names": names, "event_names": event_names, "time_unit": "hours",
         "censoring": cens, "seeds": {"split": params.split_seed, "censoring": params.censor_seed},
@@ -186,9 +195,10 @@ def build(mimic_dir, out_dir, work_dir, params: MimicParams = MimicParams()) -> 
         "event_itemids": EVENTS, "items": items.to_dicts(),
         "cohort": _cohort_counts(con), "events": _event_counts(ev, train, cohort),
         "imputation": impute_stats,
+        "events_in_feature_window": {e: int(in_window[:, j].sum()) for j, e in enumerate(event_names)},
         "decisions": {"unit": "hospital admission (HADM_ID) with chart and lab rows",
                       "origin": "min(ADMITTIME, first chart row, first lab row)",
-                      "window": "[origin, origin + window_hours]", "window_events": "kept",
+                      "window": "[origin, origin + window_hours]", "window_events": params.window_events,
                       "event_time": "hours from origin + 0.01", "follow_up_end": "discharge"},
     }
     con.close()
