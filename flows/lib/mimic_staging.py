@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import hashlib
 import io
 import json
 import logging
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 
+from .download import sha256_file as fingerprint
 from .mimic_schema import TABLES
 
 log = logging.getLogger("flows.mimic.staging")
@@ -77,15 +77,6 @@ def check_header(table: str, path: Path) -> None:
     extra = [c for c in got if c not in expected]
     if extra or got != expected:
         raise ValueError(f"{path}: table {table} has columns {got}; expected exactly {expected} in this order")
-
-
-def fingerprint(path: Path, chunk: int = 1 << 22) -> str:
-    """sha256 of the file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _sidecar(out_dir: Path, table: str) -> Path:
