@@ -43,8 +43,7 @@ SQL_STEPS = (
     "staging/stg_mimic__d_items.sql", "staging/stg_mimic__d_labitems.sql",
     "intermediate/int_admissions_origin.sql",
     None,  # the seeded patient split is drawn here, between the two SQL layers
-    "intermediate/int_admissions_split.sql", "intermediate/int_chart_window_stats.sql",
-    "intermediate/int_lab_window_stats.sql", "intermediate/int_output_window_stats.sql",
+    "intermediate/int_admissions_split.sql", "intermediate/int_window_stats.sql",
     "intermediate/int_items_selected.sql", "marts/mimic_features_long.sql", "marts/mimic_events.sql",
 )
 STAT_ORDER = {"count": 0, "mean": 1, "min": 2, "max": 3, "sum": 1}

@@ -2,19 +2,15 @@
 -- count inside the feature window, counted on TRAINING admissions only. The event labs and
 -- $excluded_lab_itemids (SPECIMEN TYPE) are never features. An item is numeric when more
 -- than half of its (training, in-window) rows have a numeric value.
-WITH train AS (
-    SELECT hadm_id FROM int_admissions_split WHERE split = 'train'
-), counted AS (
-    SELECT 'chart' AS source, itemid, CAST(sum(n_rows) AS BIGINT) AS train_rows, CAST(sum(n_values) AS BIGINT) AS train_values
-    FROM int_chart_window_stats JOIN train USING (hadm_id) GROUP BY itemid
-    UNION ALL
-    SELECT 'lab', itemid, CAST(sum(n_rows) AS BIGINT), CAST(sum(n_values) AS BIGINT)
-    FROM int_lab_window_stats JOIN train USING (hadm_id)
-    WHERE NOT list_contains($event_itemids, itemid) AND NOT list_contains($excluded_lab_itemids, itemid)
-    GROUP BY itemid
-    UNION ALL
-    SELECT 'output', itemid, CAST(sum(n_rows) AS BIGINT), CAST(sum(n_values) AS BIGINT)
-    FROM int_output_window_stats JOIN train USING (hadm_id) GROUP BY itemid
+WITH counted AS (
+    SELECT w.source, w.itemid, CAST(sum(w.n_rows) AS BIGINT) AS train_rows,
+           CAST(sum(w.n_values) AS BIGINT) AS train_values
+    FROM int_window_stats AS w
+    JOIN int_admissions_split AS s USING (hadm_id)
+    WHERE s.split = 'train'
+      AND NOT (w.source = 'lab' AND (list_contains($event_itemids, w.itemid)
+                                     OR list_contains($excluded_lab_itemids, w.itemid)))
+    GROUP BY w.source, w.itemid
 ), ranked AS (
     SELECT *, row_number() OVER (PARTITION BY source ORDER BY train_rows DESC, itemid) AS item_rank
     FROM counted

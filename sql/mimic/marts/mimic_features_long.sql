@@ -2,12 +2,8 @@
 -- Numeric chart/lab items: count, mean, min, max. Non-numeric chart/lab items: the count of
 -- rows (not of numeric values). Output items: sum and count. Absent rows mean "no row in
 -- the window": the caller fills counts and sums with 0 and imputes the rest.
-WITH stats AS (
-    SELECT 'chart' AS source, * FROM int_chart_window_stats
-    UNION ALL SELECT 'lab', * FROM int_lab_window_stats
-    UNION ALL SELECT 'output', * FROM int_output_window_stats
-), picked AS (
-    SELECT s.*, i.is_numeric FROM stats AS s JOIN int_items_selected AS i USING (source, itemid)
+WITH picked AS (
+    SELECT s.*, i.is_numeric FROM int_window_stats AS s JOIN int_items_selected AS i USING (source, itemid)
 ), final AS (
     SELECT hadm_id, source || '_' || itemid || '_count' AS feature, CAST(n_rows AS DOUBLE) AS value FROM picked
     UNION ALL
