@@ -1,7 +1,9 @@
 """Prefect flow ``build-mimic-features`` and its CLI.
 
+    python -m flows.mimic build --out DIR                  # on a small generated stand-in (the default)
     python -m flows.mimic build --mimic-dir DIR --out DIR [--work-dir DIR]
     python -m flows.mimic build --download-demo [URL] --out DIR
+    python -m flows.mimic generate --scale 0.1 --out DIR   # a stand-in in the full release's layout
 
 Tasks only wire the plain functions in ``flows/lib``; each table is staged by its own mapped
 task (retries are for I/O only: the download). Paths, not objects, pass between tasks.
@@ -16,14 +18,23 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from flows.lib import mimic_build, mimic_download, mimic_staging
+from flows.lib import mimic_build, mimic_download, mimic_staging, mimic_standin
 from flows.lib.mimic_schema import TABLES
+
+DEFAULT_STANDIN_SCALE = 0.01  # 590 admissions, ~3.3M chart rows: seconds to make and build
 
 
 @task(name="download-mimic-demo", retries=2, retry_delay_seconds=[5, 30])
 def download_demo(url: str, dest: str) -> str:
     mimic_download.fetch_verified_folder(url, Path(dest), progress=False)
     return dest
+
+
+@task(name="generate-mimic-standin")
+def generate_standin(dest: str, scale: float, seed: int) -> str:
+    path = mimic_standin.ensure(Path(dest), scale=scale, seed=seed, progress=False)
+    get_run_logger().info("MIMIC stand-in (scale %s, seed %s) at %s", scale, seed, path)
+    return str(path)
 
 
 @task(name="stage-mimic-table")
@@ -44,13 +55,21 @@ def build_dataset(mimic_dir: str, out: str, work_dir: str, params: dict) -> str:
 def build_mimic_features(out: str, mimic_dir: str | None = None, work_dir: str | None = None,
                          download_demo_url: str | None = None, window_hours: int = 24, n_chart: int = 80,
                          n_lab: int = 30, n_output: int = 10, split_seed: int = 0, censor_seed: int = 0,
-                         memory_limit: str = "4GB", window_events: str = "keep") -> str:
-    """MIMIC-III v1.4 tables -> typed parquet -> SQL -> a dataset folder in the contract."""
+                         memory_limit: str = "4GB", window_events: str = "keep",
+                         standin_scale: float = DEFAULT_STANDIN_SCALE, standin_seed: int = 0) -> str:
+    """MIMIC-III v1.4 tables -> typed parquet -> SQL -> a dataset folder in the contract.
+
+    The source is ``mimic_dir``, or the open demo fetched from ``download_demo_url``, or by
+    default a generated stand-in of ``standin_scale`` times the full release.
+    """
     work = work_dir or str(Path(out).parent / f".{Path(out).name}-work")
+    if mimic_dir and download_demo_url:
+        raise ValueError("give mimic_dir or download_demo_url, not both")
     if download_demo_url:
         mimic_dir = download_demo(download_demo_url, str(Path(work) / "download"))
     if not mimic_dir:
-        raise ValueError("give mimic_dir (a folder of MIMIC-III tables) or download_demo_url")
+        mimic_dir = generate_standin(str(Path(work) / f"standin-{standin_scale:g}-seed{standin_seed}"),
+                                     standin_scale, standin_seed)
     staged = stage.map(mimic_dir, list(TABLES), work)
     staged.wait()
     params = dict(window_hours=window_hours, n_chart=n_chart, n_lab=n_lab, n_output=n_output,
@@ -63,8 +82,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m flows.mimic", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the MIMIC dataset folder")
-    src = b.add_mutually_exclusive_group(required=True)
-    src.add_argument("--mimic-dir", help="folder with ADMISSIONS, CHARTEVENTS, ... as .csv or .csv.gz")
+    src = b.add_mutually_exclusive_group()
+    src.add_argument("--mimic-dir", help="folder with ADMISSIONS, CHARTEVENTS, ... as .csv or .csv.gz "
+                                         "(default: a generated stand-in, see --standin-scale)")
     src.add_argument("--download-demo", nargs="?", const=mimic_download.DEMO_URL, metavar="URL",
                      help=f"fetch and verify the open demo (default {mimic_download.DEMO_URL})")
     b.add_argument("--out", required=True)
@@ -74,11 +94,29 @@ def main(argv=None) -> int:
     b.add_argument("--memory-limit", default="4GB", help="DuckDB memory limit (default %(default)s)")
     b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
                    help="events inside the feature window: keep them (the reference) or mask that task")
+    b.add_argument("--standin-scale", type=float, default=DEFAULT_STANDIN_SCALE,
+                   help="size of the default stand-in source, as a fraction of the full release (default %(default)s)")
+    g = sub.add_parser("generate", help="write a MIMIC-III stand-in in the full release's layout, with planted truth")
+    g.add_argument("--scale", type=float, required=True,
+                   help="fraction of the full release (61,532 ICU stays, 330M chart rows): 0.001 to 1")
+    g.add_argument("--out", required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--compresslevel", type=int, default=6, choices=range(1, 10), metavar="1-9",
+                   help="gzip level (default %(default)s, as gzip's default)")
+    g.add_argument("--force", action="store_true", help="replace an existing, non-empty --out")
     args = ap.parse_args(argv)
+    if args.command == "generate":
+        try:
+            path = mimic_standin.generate(args.out, scale=args.scale, seed=args.seed,
+                                          compresslevel=args.compresslevel, overwrite=args.force)
+        except (ValueError, FileExistsError) as exc:
+            ap.error(str(exc))
+        print(path)
+        return 0
     path = build_mimic_features(out=args.out, mimic_dir=args.mimic_dir, work_dir=args.work_dir,
                                 download_demo_url=args.download_demo, window_hours=args.window_hours,
                                 split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit,
-                                window_events=args.window_events)
+                                window_events=args.window_events, standin_scale=args.standin_scale)
     print(path)
     return 0
 

@@ -177,7 +177,7 @@ def truth_frame(c: Cohort, in_cohort: np.ndarray) -> pl.DataFrame:
         cols[f"p_{e}"] = c.p[:, j]
         cols[f"c_{e}"] = c.c[:, j].astype(np.int8)
         cols[f"t_true_{e}"] = np.where(c.c[:, j], (c.event_time[:, j] - c.admit) / 3600.0, np.nan)
-    return pl.DataFrame(cols).with_columns(pl.col(f"^t_true_.*$").fill_nan(None))
+    return pl.DataFrame(cols).with_columns(pl.col("^t_true_.*$").fill_nan(None))
 
 
 def _rates_by_db(total_rows: float, items, stay_hours: np.ndarray, stay_db: np.ndarray) -> np.ndarray:
@@ -194,6 +194,26 @@ def _rates_by_db(total_rows: float, items, stay_hours: np.ndarray, stay_db: np.n
 def _chunks(n_adm: int, per_chunk: int):
     for lo in range(0, n_adm, per_chunk):
         yield np.arange(lo, min(n_adm, lo + per_chunk))
+
+
+def existing(out_dir, scale: float, seed: int) -> bool:
+    """Whether ``out_dir`` already holds a complete stand-in made with these parameters."""
+    out = Path(out_dir)
+    try:
+        man = json.loads((out / "standin.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    if (man.get("version"), man.get("scale"), man.get("seed")) != (GENERATOR_VERSION, scale, seed):
+        return False
+    return all((out / f"{t}.csv.gz").is_file() for t in TABLES)
+
+
+def ensure(out_dir, scale: float, seed: int = 0, progress: bool = True) -> Path:
+    """The stand-in at ``out_dir``, generated only if it is not there yet with these parameters."""
+    if existing(out_dir, scale, seed):
+        log.info("MIMIC stand-in at %s reused (scale %s, seed %s)", out_dir, scale, seed)
+        return Path(out_dir)
+    return generate(out_dir, scale=scale, seed=seed, progress=progress, overwrite=True)
 
 
 def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6, progress: bool = True,

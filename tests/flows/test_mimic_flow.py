@@ -18,6 +18,15 @@ def test_flow_builds_the_fixture_and_reports_completed(tmp_path):
     assert len(ds.train) + len(ds.val) + len(ds.test) == 6
 
 
+def test_flow_defaults_to_a_generated_standin(tmp_path, capsys):
+    assert main(["build", "--out", str(tmp_path / "ds"), "--standin-scale", "0.001"]) == 0
+    ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])
+    standin = tmp_path / ".ds-work" / "standin-0.001-seed0"
+    assert (standin / "standin_truth.parquet").is_file()
+    assert ds.manifest["source_fingerprints"]["CHARTEVENTS"] in (standin / "SHA256SUMS.txt").read_text()
+    assert len(ds.train) + len(ds.val) + len(ds.test) == ds.manifest["cohort"]["cohort_admissions"] > 50
+
+
 @pytest.mark.skipif(not DEMO.is_dir(), reason="the MIMIC-III demo is not next to the repo")
 def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys):
     import gzip
