@@ -46,7 +46,6 @@ def test_every_table_is_in_the_full_release_dialect(standin):
         path = standin / f"{table}.csv.gz"
         lines = _raw_lines(path)
         assert lines[0] == ",".join(f'"{c}"' for c, _ in columns) + "\n"  # upper-case, quoted, LF
-        types = dict(columns)
         rows = list(csv.reader(io.StringIO("".join(lines[1:]))))
         assert rows, table
         for row, raw in zip(rows[:500], lines[1:501], strict=False):
