@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .comments import flatten_inputs
 from .dataset import Dataset, load_dataset
 from .metrics import concordance_index, expected_calibration_error, mrae, occurrence_auc
 from .models import BCModel, CETModel, ETModel
@@ -47,12 +48,27 @@ MODEL_SPECS = {
 }
 DEFAULT_MODELS = ("CET", "ET", "BC", "CET-marginal")
 TIME_METRICS = ("auc", "mrae", "ci", "ece")
+COMMENT_WIDTH = 100  # per-comment layer width when the dataset has sequences (Reddit)
 
 
-def evaluate(name: str, model, split, event_names) -> dict:
-    """Per-task metrics of one fitted model on one split."""
-    p = model.predict_occurrence(split.X)
-    t_hat = model.predict_time(split.X) if hasattr(model, "predict_time") else None
+def inputs(split) -> np.ndarray:
+    """The model input: X, or [X | comment embeddings flattened] when the split has sequences."""
+    return split.X if split.sequences is None else flatten_inputs(split.X, split.sequences)
+
+
+def comment_spec(split, width: int = COMMENT_WIDTH) -> dict | None:
+    """The comment encoder for a dataset with sequences.npy (None without)."""
+    if split.sequences is None:
+        return None
+    _, length, dim = split.sequences.shape
+    return {"n_aux": split.X.shape[1], "length": length, "dim": dim, "width": width}
+
+
+def evaluate(name: str, model, split, event_names, x=None) -> dict:
+    """Per-task metrics of one fitted model on one split (``x``: its model input, if computed)."""
+    x = inputs(split) if x is None else x
+    p = model.predict_occurrence(x)
+    t_hat = model.predict_time(x) if hasattr(model, "predict_time") else None
     tasks = {}
     for j, e in enumerate(event_names):
         keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1  # masked cells are not scored
@@ -83,6 +99,7 @@ def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_
     if unknown:
         raise ValueError(f"unknown models {unknown}; choose from {sorted(MODEL_SPECS)}")
     tr, va, te = ds.train, ds.val, ds.test
+    x_tr, x_va, x_te, spec = inputs(tr), inputs(va), inputs(te), comment_spec(tr)
     result = {"models": {m: {"tasks": {e: {} for e in ds.event_names}, "seconds": []} for m in models}}
     for r in range(runs):
         seed = first_seed + r
@@ -91,9 +108,10 @@ def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_
             kwargs = dict(kwargs, **(overrides or {}).get(name, {}))
             t0 = time.perf_counter()
             model = cls(hidden_sizes=hidden_sizes, max_epochs=max_epochs, patience=patience, seed=seed,
-                        **kwargs).fit(tr.X, tr.T, tr.S, va.X, va.T, va.S, mask=tr.mask, mask_val=va.mask)
+                        comment_encoder=spec, **kwargs).fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask,
+                                                            mask_val=va.mask)
             secs = time.perf_counter() - t0
-            scores = evaluate(name, model, te, ds.event_names)
+            scores = evaluate(name, model, te, ds.event_names, x_te)
             entry = result["models"][name]
             entry["seconds"].append(secs)
             entry.setdefault("epochs", []).append(len(model.history_.train_loss))

@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from . import losses
+from .comments import check_spec
 from .estimators import (
     MAX_EXACT_EVENTS,
     OBJECTIVES,
@@ -49,11 +50,11 @@ class _Base:
 
     _network = None
     _param_names = ("hidden_sizes", "sigma", "dropout", "lr", "batch_size", "max_epochs", "patience",
-                    "device", "seed", "dtype", "optimizer", "verbose")
+                    "device", "seed", "dtype", "optimizer", "verbose", "comment_encoder")
 
     def __init__(self, hidden_sizes=(100,), sigma="net", dropout=0.5, lr=3e-4, batch_size=400,
                  max_epochs=100, patience=10, device="auto", seed=0, dtype="float32",
-                 optimizer="adam", verbose=False):
+                 optimizer="adam", verbose=False, comment_encoder=None):
         self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
         self.sigma = sigma
         self.dropout = float(dropout)
@@ -66,6 +67,7 @@ class _Base:
         self.dtype = dtype
         self.optimizer = optimizer
         self.verbose = bool(verbose)
+        self.comment_encoder = check_spec(comment_encoder)  # see cet_model.comments
         self.net_ = None
 
     # --- parameters -------------------------------------------------------------------------
@@ -93,7 +95,9 @@ class _Base:
         self.torch_dtype_ = _DTYPES[self.dtype]
         self.n_features_in_, self.n_events_ = n_features, n_events
         torch.manual_seed(self.seed)
-        self.net_ = self._network(n_features, n_events, self.hidden_sizes, self.dropout, self.sigma)
+        check_spec(self.comment_encoder, n_features)
+        self.net_ = self._network(n_features, n_events, self.hidden_sizes, self.dropout, self.sigma,
+                                  comment_encoder=self.comment_encoder)
         self.net_.to(device=self.device_, dtype=self.torch_dtype_)
         self.noise_generator_ = torch.Generator(device=self.device_).manual_seed(self.seed + 1)
         self.shuffle_generator_ = torch.Generator().manual_seed(self.seed + 2)
@@ -234,6 +238,9 @@ class CETModel(_Base):
         n_samples: occurrence samples per row (gumbel, arm; also Monte Carlo in predictions).
         temperature: Gumbel-Softmax temperature.
         log_epsilon: log of the penalty epsilon = P(event observed | c = 0); used by ``paper``.
+        comment_encoder: ``{"n_aux", "length", "dim", "width"}`` to read X as [aux | L comment
+            embeddings of size D, flattened] through ``cet_model.comments.CommentEncoder`` (all
+            three models take it).
     """
 
     _network = CETNetwork
@@ -242,9 +249,9 @@ class CETModel(_Base):
     def __init__(self, hidden_sizes=(100,), estimator="gumbel", objective="paper", sigma="net",
                  n_samples=100, temperature=0.3, log_epsilon=-2.0, dropout=0.5, lr=3e-4,
                  batch_size=400, max_epochs=100, patience=10, device="auto", seed=0,
-                 dtype="float32", optimizer="adam", verbose=False):
+                 dtype="float32", optimizer="adam", verbose=False, comment_encoder=None):
         super().__init__(hidden_sizes, sigma, dropout, lr, batch_size, max_epochs, patience, device,
-                         seed, dtype, optimizer, verbose)
+                         seed, dtype, optimizer, verbose, comment_encoder)
         self.estimator = estimator
         self.objective = objective
         self.n_samples = int(n_samples)
@@ -278,6 +285,7 @@ class CETModel(_Base):
         return row_loglik
 
     def _estimate(self, x, log_t, s, mask, *, train: bool, generator=None):
+        x = self.net_.features(x)
         logits = self.net_.encoder(x)
         row_loglik = self._row_loglik(x, log_t, s, mask)
         if train:
@@ -315,7 +323,7 @@ class CETModel(_Base):
         """P(event j ever occurs | x), shape (n, M)."""
         x = self._x(X)
         with torch.no_grad():
-            return torch.sigmoid(self.net_.encoder(x)).cpu().numpy().astype(np.float64)
+            return torch.sigmoid(self.net_.encoder(self.net_.features(x))).cpu().numpy().astype(np.float64)
 
     def _conditional_components(self, x, j: int, generator):
         """Mixture for T_j given c_j = 1: weights over the other events' c, and (mu, log sigma).
@@ -324,6 +332,7 @@ class CETModel(_Base):
         n_samples hard Monte Carlo draws. Shapes (n, K) each.
         """
         m = self.n_events_
+        x = self.net_.features(x)
         p = torch.sigmoid(self.net_.encoder(x))  # (n, M)
         if 2 ** (m - 1) <= self.n_samples:
             c = all_patterns(m, x)
@@ -383,7 +392,7 @@ class ETModel(_Base):
         return -self._loglik(x, log_t, s, mask).mean() / self.n_events_
 
     def _loglik(self, x, log_t, s, mask):
-        mu, log_sigma = self.net_.decoder(x)
+        mu, log_sigma = self.net_.decoder(self.net_.features(x))
         cell = losses.censored_lognormal_loglik(log_t, s, mu, log_sigma)
         if mask is not None:
             cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
@@ -391,7 +400,7 @@ class ETModel(_Base):
 
     def _params(self, X):
         with torch.no_grad():
-            return self.net_.decoder(self._x(X))
+            return self.net_.decoder(self.net_.features(self._x(X)))
 
     def predict_time(self, X, q: float = 0.5) -> np.ndarray:
         """The q-quantile of T_j: exp(mu + sigma * Phi^-1(q)), shape (n, M)."""
@@ -435,7 +444,7 @@ class BCModel(_Base):
         return self._nll(x, s, mask).mean() / self.n_events_
 
     def _nll(self, x, s, mask):
-        cell = losses.binary_cross_entropy(self.net_.encoder(x), s)
+        cell = losses.binary_cross_entropy(self.net_.encoder(self.net_.features(x)), s)
         if mask is not None:
             cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
         return cell.sum(-1)
@@ -443,7 +452,7 @@ class BCModel(_Base):
     def predict_occurrence(self, X) -> np.ndarray:
         """P(s_j = 1 | x): the probability that event j is *observed*, shape (n, M)."""
         with torch.no_grad():
-            return torch.sigmoid(self.net_.encoder(self._x(X))).cpu().numpy().astype(np.float64)
+            return torch.sigmoid(self.net_.encoder(self.net_.features(self._x(X)))).cpu().numpy().astype(np.float64)
 
 
 MODELS = {"CETModel": CETModel, "ETModel": ETModel, "BCModel": BCModel}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .comments import CommentEncoder
 from .fused import conditional_hidden
 
 
@@ -111,26 +112,37 @@ class TimeDecoder(nn.Module):
         return (self.head if self.head is not None else self.x_proj).bias
 
 
-class CETNetwork(nn.Module):
-    """Occurrence encoder plus conditional time decoder."""
+def _features(n_features: int, comment_encoder: dict | None) -> tuple[nn.Module, int]:
+    """The input module (identity, or the comment encoder) and the width it outputs."""
+    if comment_encoder is None:
+        return nn.Identity(), n_features
+    enc = CommentEncoder(**comment_encoder)
+    return enc, enc.out_features
 
-    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma):
+
+class CETNetwork(nn.Module):
+    """Occurrence encoder plus conditional time decoder (both read ``features(x)``)."""
+
+    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma, comment_encoder=None):
         super().__init__()
-        self.encoder = OccurrenceEncoder(n_features, n_events, hidden_sizes, dropout)
-        self.decoder = TimeDecoder(n_features, n_events, hidden_sizes, dropout, sigma, use_c=True)
+        self.features, d = _features(n_features, comment_encoder)
+        self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout)
+        self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=True)
 
 
 class ETNetwork(nn.Module):
     """The ET baseline: the same AFT head on x alone."""
 
-    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma):
+    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma, comment_encoder=None):
         super().__init__()
-        self.decoder = TimeDecoder(n_features, n_events, hidden_sizes, dropout, sigma, use_c=False)
+        self.features, d = _features(n_features, comment_encoder)
+        self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=False)
 
 
 class BCNetwork(nn.Module):
     """The BC baseline: the same encoder, trained as a classifier of s."""
 
-    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma=None):
+    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma=None, comment_encoder=None):
         super().__init__()
-        self.encoder = OccurrenceEncoder(n_features, n_events, hidden_sizes, dropout)
+        self.features, d = _features(n_features, comment_encoder)
+        self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout)

@@ -17,6 +17,7 @@ class FileServer:
     - ``fail_first``: {name: k} answer 503 to the first k requests
     - ``stall``: {name: seconds} send headers then hang, once
     - ``corrupt``: {name: k} serve flipped bytes for the first k requests
+    - ``index``/``extra_links``: an HTML listing for folders, with extra (hostile) hrefs
     """
 
     def __init__(self, root: Path):
@@ -27,6 +28,8 @@ class FileServer:
         self.stall: dict[str, float] = {}
         self.corrupt: dict[str, int] = {}
         self.requests: list[tuple[str, str | None]] = []
+        self.index = True  # serve an HTML listing for folders
+        self.extra_links: list[str] = []  # hostile hrefs added to the listing
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -40,6 +43,16 @@ class FileServer:
                 if server.fail_first.get(name, 0) > 0:
                     server.fail_first[name] -= 1
                     self.send_error(503)
+                    return
+                if path.is_dir() and server.index:  # an HTML index, as a plain mirror serves
+                    links = "".join(f'<a href="{p.name}">{p.name}</a>\n' for p in sorted(path.iterdir()) if p.is_file())
+                    links += "".join(f'<a href="{h}">x</a>\n' for h in server.extra_links)
+                    body = f"<html><body>{links}</body></html>".encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
                     return
                 if not path.is_file():
                     self.send_error(404)

@@ -27,6 +27,7 @@ import zstandard
 NAME = re.compile(r"^(RC|RS)_(\d{4})-(\d{2})\.(zst|bz2|xz)$")
 ZSTD_MAX_WINDOW = 2**31
 READ_SIZE = 1 << 24  # 16 MiB
+ZSTD_RAW_READ = 1 << 20  # compressed bytes per zstd step (bounds the decompressed piece)
 
 
 class DumpError(ValueError):
@@ -62,32 +63,47 @@ def list_dumps(names, kind: str | None = None, start: str | None = None, end: st
     return sorted(best.values())
 
 
-def open_stream(path: Path):
-    """A binary file object yielding the decompressed bytes of a dump."""
+def _zstd_chunks(path: Path, read_size: int):
+    """Decompressed pieces of a (multi-frame) zstd file. A frame cut short is an error: the
+    library's stream reader would end quietly there (silent truncation)."""
+    dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+    dobj, fed = dctx.decompressobj(), False
+    with open(path, "rb") as fh:
+        while raw := fh.read(read_size):
+            while raw:
+                fed = True
+                out = dobj.decompress(raw)
+                if out:
+                    yield out
+                if dobj.eof:  # a frame ended; what follows belongs to the next one
+                    raw, dobj, fed = dobj.unused_data, dctx.decompressobj(), False
+                else:
+                    raw = b""
+    if fed and not dobj.eof:
+        raise EOFError("the last zstd frame is incomplete (truncated file)")
+
+
+def _stream_chunks(path: Path, read_size: int):
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".zst":
-        fh = open(path, "rb")
-        return zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW).stream_reader(fh, closefd=True)
-    if suffix == ".bz2":
-        return bz2.open(path, "rb")
-    if suffix == ".xz":
-        return lzma.open(path, "rb")
-    raise DumpError(f"{path}: unknown compression {suffix!r} (expected .zst, .bz2 or .xz)")
+        yield from _zstd_chunks(path, min(read_size, ZSTD_RAW_READ))
+        return
+    if suffix not in (".bz2", ".xz"):
+        raise DumpError(f"{path}: unknown compression {suffix!r} (expected .zst, .bz2 or .xz)")
+    with (bz2.open(path, "rb") if suffix == ".bz2" else lzma.open(path, "rb")) as fh:
+        while chunk := fh.read(read_size):
+            yield chunk
 
 
 def iter_lines(path: Path, read_size: int = READ_SIZE) -> Iterator[bytes]:
     """Every line of the decompressed dump as bytes (no newline), the last one even without '\\n'."""
     rest = b""
     try:
-        with open_stream(path) as stream:
-            while True:
-                chunk = stream.read(read_size)
-                if not chunk:
-                    break
-                parts = (rest + chunk).split(b"\n")
-                rest = parts.pop()
-                yield from parts
+        for chunk in _stream_chunks(path, read_size):
+            parts = (rest + chunk).split(b"\n")
+            rest = parts.pop()
+            yield from parts
     except (zstandard.ZstdError, OSError, EOFError, lzma.LZMAError) as exc:
         raise DumpError(f"{path}: cannot be decompressed ({type(exc).__name__}: {exc}); "
                         "the file is corrupt or truncated") from None

@@ -51,6 +51,7 @@ class RedditParams:
     model: str = DEFAULT_MODEL
     device: str = "auto"
     batch_size: int = 64
+    embedding_cache: str | None = None  # default: <work dir>/embeddings; share it across runs to reuse vectors
 
     def end_utc(self, kind: str) -> int:
         return month_bounds(self.comment_end if kind == "RC" else self.submission_end)[1] - 1
@@ -171,8 +172,8 @@ def build(dumps_dir, out, work_dir, params: RedditParams = RedditParams(), key: 
 def finish(dumps_dir: Path, files: list[str], first: pl.DataFrame, comment_parts: list[Path], out: Path, work: Path,
            params: RedditParams, secret: bytes, scan_stats: list[dict]) -> Path:
     comments = reddit_cohort.combine_comments(comment_parts)
-    vectors, emb_stats = embed(comments["body"].to_list(), work / "embeddings", params.model, params.device,
-                               params.batch_size)
+    cache = Path(params.embedding_cache) if params.embedding_cache else work / "embeddings"
+    vectors, emb_stats = embed(comments["body"].to_list(), cache, params.model, params.device, params.batch_size)
     cohort_first = first.filter(pl.col("user").is_in(comments["user"].unique().implode()))
     extra = {
         "source_fingerprints": {f: sha256_file(Path(dumps_dir) / f) for f in sorted(files)},

@@ -1,0 +1,176 @@
+"""Prefect flow ``build-reddit-features`` and its CLI.
+
+    python -m flows.reddit build --out DIR                        # on a generated stand-in (default)
+    python -m flows.reddit build --dumps URL_OR_DIR --out DIR     # real or mirrored Pushshift dumps
+    python -m flows.reddit generate --users 1000 --out DIR        # stand-in dumps in the real format
+
+Tasks wire the plain functions in ``flows/lib``: downloads, the submission scan and the
+comment scan are each mapped over months; then embeddings and the dataset. Paths, not
+objects, pass between tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.logging import get_run_logger
+
+from flows.lib import reddit_build, reddit_cohort, reddit_download, reddit_standin
+from flows.lib.embed import DEFAULT_MODEL
+
+DEFAULT_USERS = 1000
+
+
+def _key(work: str) -> bytes:
+    """The pseudonymisation key, read inside each task: it never travels as a Prefect parameter
+    (parameters are stored by the Prefect server)."""
+    return reddit_build.pseudonym_key(os.environ.get("CET_PSEUDONYM_KEY"), Path(work))
+
+
+@task(name="generate-reddit-standin")
+def generate_standin(dest: str, n_users: int, seed: int, start: str, comment_end: str, submission_end: str) -> str:
+    months = reddit_standin.Months(start, comment_end, submission_end)
+    marker = Path(dest) / "standin.json"
+    if marker.is_file():
+        import json
+
+        m = json.loads(marker.read_text())
+        if (m.get("version"), m.get("n_users"), m.get("seed"), m.get("months")) == (
+                reddit_standin.GENERATOR_VERSION, n_users, seed, months.__dict__):
+            get_run_logger().info("Reddit stand-in reused at %s", dest)
+            return dest
+    reddit_standin.generate(dest, n_users=n_users, seed=seed, months=months, progress=False, overwrite=True)
+    return dest
+
+
+@task(name="download-reddit-dump", retries=2, retry_delay_seconds=[5, 30])
+def download_dump(base_url: str, name: str, dest: str, sha256: str | None) -> str:
+    return str(reddit_download.fetch(base_url, name, Path(dest), sha256, progress=False))
+
+
+@task(name="scan-submissions")
+def scan_rs(path: str, out: str, work: str, end_utc: int, max_error_rate: float) -> dict:
+    stats = reddit_cohort.scan_submissions(Path(path), Path(out), _key(work), end_utc, max_error_rate)
+    get_run_logger().info("%s: %d lines, %d malformed, skipped %s", stats["file"], stats["lines"],
+                          stats["malformed"], stats["skipped"])
+    return stats
+
+
+@task(name="combine-submissions")
+def combine_rs(parts: list[str], out: str) -> str:
+    reddit_cohort.combine_submissions([Path(p) for p in parts], Path(out))
+    return out
+
+
+@task(name="scan-comments")
+def scan_rc(path: str, out: str, work: str, first_path: str, end_utc: int, max_error_rate: float) -> dict:
+    import polars as pl
+
+    candidates = reddit_cohort.first_any(pl.read_parquet(first_path))
+    stats = reddit_cohort.scan_comments(Path(path), Path(out), _key(work), candidates, end_utc, max_error_rate)
+    get_run_logger().info("%s: %d lines, %d malformed, skipped %s", stats["file"], stats["lines"],
+                          stats["malformed"], stats["skipped"])
+    return stats
+
+
+@task(name="embed-and-build-reddit-dataset")
+def finish(dumps_dir: str, files: list[str], first_path: str, parts: list[str], out: str, work: str,
+           params: dict, scan_stats: list[dict]) -> str:
+    import polars as pl
+
+    p = reddit_build.RedditParams(**params)
+    path = reddit_build.finish(Path(dumps_dir), files, pl.read_parquet(first_path), [Path(x) for x in parts],
+                               Path(out), Path(work), p, _key(work), scan_stats)
+    get_run_logger().info("dataset written to %s", path)
+    return str(path)
+
+
+@flow(name="build-reddit-features")
+def build_reddit_features(out: str, dumps: str | None = None, work_dir: str | None = None, start: str | None = None,
+                          comment_end: str = "2017-11", submission_end: str = "2020-01",
+                          standin_users: int = DEFAULT_USERS, standin_seed: int = 0, model: str = DEFAULT_MODEL,
+                          device: str = "auto", split_seed: int = 0, censor_seed: int = 0,
+                          max_error_rate: float = 0.01, embedding_cache: str | None = None) -> str:
+    """Pushshift dumps (a folder or a base URL; default: a generated stand-in) -> the Reddit dataset.
+
+    Usernames are pseudonymised with the key in CET_PSEUDONYM_KEY, or one generated once in
+    the work folder (never a flow parameter, so it is never stored by Prefect).
+    """
+    work = Path(work_dir or Path(out).parent / f".{Path(out).name}-work")
+    _key(str(work))  # create the key file once, before tasks run in parallel
+    if dumps is None:
+        months = reddit_standin.Months()
+        dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}"), standin_users,
+                                 standin_seed, start or months.start, comment_end, submission_end)
+    elif dumps.startswith(("http://", "https://")):
+        wanted = reddit_download.plan(dumps, start, comment_end, submission_end)
+        local = work / "dumps"
+        fetched = download_dump.map(dumps, [n for n, _ in wanted], str(local), [h for _, h in wanted])
+        fetched.wait()
+        for f in fetched:
+            f.result()
+        dumps = str(local)
+    params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
+                                       split_seed=split_seed, censor_seed=censor_seed,
+                                       max_error_rate=max_error_rate, model=model, device=device,
+                                       embedding_cache=embedding_cache or os.environ.get("CET_EMBEDDING_CACHE"))
+    rs, rc = reddit_build.local_dumps(Path(dumps), params)
+    rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
+    rs_stats = scan_rs.map([str(Path(dumps) / f.name) for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
+    first_path = combine_rs(rs_parts, str(work / "first.parquet"), wait_for=[rs_stats])
+    rc_parts = [str(work / "rc" / f"{f.month}.parquet") for f in rc]
+    rc_stats = scan_rc.map([str(Path(dumps) / f.name) for f in rc], rc_parts, str(work), first_path,
+                           params.end_utc("RC"), max_error_rate)
+    stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
+    p = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.__dict__.items()}
+    return finish(dumps, [f.name for f in rs + rc], first_path, rc_parts, out, str(work), p, stats)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m flows.reddit", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the Reddit dataset folder")
+    b.add_argument("--dumps", help="folder or base URL of RC_/RS_YYYY-MM dumps (default: a generated stand-in)")
+    b.add_argument("--out", required=True)
+    b.add_argument("--work-dir")
+    b.add_argument("--start", help="first month to read, YYYY-MM (default: all)")
+    b.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s, the paper's)")
+    b.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
+    b.add_argument("--standin-users", type=int, default=DEFAULT_USERS)
+    b.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model name or folder")
+    b.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
+    b.add_argument("--max-error-rate", type=float, default=0.01, help="malformed-line share that fails a file")
+    g = sub.add_parser("generate", help="write stand-in Pushshift dumps with planted truth")
+    g.add_argument("--users", type=int, required=True, help="simulated users (1k to 1M)")
+    g.add_argument("--out", required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--start", default="2015-01")
+    g.add_argument("--comment-end", default="2017-11")
+    g.add_argument("--submission-end", default="2020-01")
+    g.add_argument("--malformed-rate", type=float, default=0.0, help="share of broken lines to inject (tests)")
+    g.add_argument("--force", action="store_true", help="replace an existing, non-empty --out")
+    args = ap.parse_args(argv)
+    if args.command == "generate":
+        try:
+            path = reddit_standin.generate(args.out, n_users=args.users, seed=args.seed,
+                                           months=reddit_standin.Months(args.start, args.comment_end, args.submission_end),
+                                           malformed_rate=args.malformed_rate, overwrite=args.force)
+        except (ValueError, FileExistsError) as exc:
+            ap.error(str(exc))
+        print(path)
+        return 0
+    path = build_reddit_features(out=args.out, dumps=args.dumps, work_dir=args.work_dir, start=args.start,
+                                 comment_end=args.comment_end, submission_end=args.submission_end,
+                                 standin_users=args.standin_users, model=args.model, device=args.device,
+                                 split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The Pushshift reader: long-window zstd, chunk boundaries, quirks, malformed lines, bad files."""
+
+import bz2
+import lzma
+
+import orjson
+import pytest
+import zstandard
+
+from flows.lib.pushshift import (
+    DumpError,
+    ReadStats,
+    created_utc,
+    iter_lines,
+    iter_records,
+    list_dumps,
+)
+from flows.lib.reddit_standin import compressor
+
+
+def _write_zst(path, data: bytes):
+    with open(path, "wb") as fh, compressor().stream_writer(fh, closefd=False) as w:
+        w.write(data)
+    return path
+
+
+ROWS = [{"author": "a", "body": "naïve café 😀 東京", "created_utc": "1262304001", "id": "x1"},
+        {"author": "b", "body": "plain", "created_utc": 1262304002, "id": "x2"}]
+
+
+def test_long_window_frames_need_the_large_window(tmp_path):
+    path = _write_zst(tmp_path / "RC_2010-01.zst", b"".join(orjson.dumps(r) + b"\n" for r in ROWS) * 50)
+    with open(path, "rb") as fh, pytest.raises(zstandard.ZstdError, match="too much memory"):
+        zstandard.ZstdDecompressor().stream_reader(fh).read()  # what a default decoder does
+    assert [r["id"] for r in iter_records(path)] == ["x1", "x2"] * 50
+
+
+@pytest.mark.parametrize("read_size", [1, 3, 7, 64])
+def test_multibyte_characters_across_read_boundaries(tmp_path, read_size):
+    data = b"".join(orjson.dumps(r) + b"\n" for r in ROWS * 20)
+    path = _write_zst(tmp_path / "RC_2010-01.zst", data)
+    # with these read sizes many reads end inside a multi-byte character
+    assert list(iter_records(path, read_size=read_size)) == ROWS * 20
+
+
+def test_last_line_without_newline_nul_prefix_and_blank_lines(tmp_path):
+    data = b"\0\0" + orjson.dumps(ROWS[0]) + b"\n\n" + orjson.dumps(ROWS[1])  # no final newline
+    path = _write_zst(tmp_path / "RS_2010-01.zst", data)
+    stats = ReadStats(str(path))
+    assert list(iter_records(path, stats)) == ROWS
+    assert (stats.lines, stats.blank, stats.malformed) == (3, 1, 0)
+
+
+def test_created_utc_in_every_shape():
+    assert created_utc({"created_utc": "1262304001"}) == 1262304001
+    assert created_utc({"created_utc": 1262304001}) == 1262304001
+    assert created_utc({"created_utc": 1262304001.0}) == 1262304001
+    assert created_utc({"created_utc": "1262304001.0"}) == 1262304001
+    assert created_utc({"created_utc": "yesterday"}) is None
+    assert created_utc({"created_utc": True}) is None and created_utc({}) is None
+
+
+def test_malformed_lines_are_counted_and_fail_above_the_rate(tmp_path):
+    good = b"".join(orjson.dumps(r) + b"\n" for r in ROWS * 100)
+    bad = b'{"author": "x", "bo\n[1, 2]\n"just a string"\n'
+    path = _write_zst(tmp_path / "RC_2010-02.zst", good + bad)
+    stats = ReadStats(str(path))
+    assert len(list(iter_records(path, stats, max_error_rate=0.05))) == 200
+    assert stats.malformed == 3 and stats.examples == [201, 202, 203]
+    with pytest.raises(DumpError, match=r"RC_2010-02.zst: 3 malformed line\(s\) of 203"):
+        list(iter_records(path, max_error_rate=0.01))
+
+
+def test_truncated_or_corrupt_dump_fails_naming_the_file(tmp_path):
+    path = _write_zst(tmp_path / "RC_2010-03.zst", b"".join(orjson.dumps(r) + b"\n" for r in ROWS * 500))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DumpError, match="RC_2010-03.zst: cannot be decompressed"):
+        list(iter_lines(path))
+    html = tmp_path / "RC_2010-04.zst"
+    html.write_bytes(b"<html><body>502 Bad Gateway</body></html>")  # an error page saved as a dump
+    with pytest.raises(DumpError, match="RC_2010-04.zst"):
+        list(iter_lines(html))
+
+
+def test_older_bz2_and_xz_dumps(tmp_path):
+    data = b"".join(orjson.dumps(r) + b"\n" for r in ROWS)
+    (tmp_path / "RC_2011-01.bz2").write_bytes(bz2.compress(data))
+    (tmp_path / "RC_2018-01.xz").write_bytes(lzma.compress(data))
+    assert list(iter_records(tmp_path / "RC_2011-01.bz2")) == ROWS
+    assert list(iter_records(tmp_path / "RC_2018-01.xz")) == ROWS
+
+
+def test_dump_names_and_month_filters():
+    names = ["RC_2017-11.bz2", "RC_2017-11.zst", "RC_2017-12.xz", "RS_2020-01.zst", "RS_2020-02.zst",
+             "notes.txt", "RC_2017-1.zst", "../RC_2017-10.zst"]
+    assert [f.name for f in list_dumps(names, "RC", end="2017-11")] == ["RC_2017-11.zst"]
+    assert [f.name for f in list_dumps(names, "RS", "2020-01", "2020-01")] == ["RS_2020-01.zst"]
+    assert [f.name for f in list_dumps(names)] == ["RC_2017-11.zst", "RC_2017-12.xz", "RS_2020-01.zst", "RS_2020-02.zst"]

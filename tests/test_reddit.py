@@ -1,0 +1,116 @@
+"""The Reddit build on stand-in dumps: planted truth recovered, privacy, cache, comment encoder."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from cet_model.comments import flatten_inputs
+from cet_model.dataset import load_dataset
+from cet_model.models import BCModel, CETModel, ETModel, load_model
+from flows.lib import reddit_standin
+from flows.lib.reddit_build import RedditParams, build
+from flows.lib.reddit_cohort import pseudonym
+from flows.lib.reddit_text import SUBREDDITS
+
+MONTHS = reddit_standin.Months("2015-09", "2016-06", "2016-12")  # includes string created_utc months
+PARAMS = RedditParams(start="2015-09", comment_end="2016-06", submission_end="2016-12")
+KEY = "test-pseudonym-key"
+
+
+@pytest.fixture(scope="session")
+def reddit_dumps(tmp_path_factory):
+    return reddit_standin.generate(tmp_path_factory.mktemp("dumps") / "d", n_users=200, seed=4, months=MONTHS,
+                                   progress=False)
+
+
+@pytest.fixture(scope="session")
+def embedding_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("embeddings")
+
+
+@pytest.fixture(scope="module")
+def reddit_ds(reddit_dumps, embedding_cache, tmp_path_factory):
+    root = tmp_path_factory.mktemp("reddit")
+    params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
+    return build(reddit_dumps, root / "ds", root / "work", params, key=KEY), root / "work"
+
+
+def test_the_build_recovers_the_planted_cohort_and_events(reddit_dumps, reddit_ds):
+    path, _ = reddit_ds
+    ds = load_dataset(path)
+    truth = pl.read_parquet(reddit_dumps / "standin_truth.parquet").with_columns(
+        id=pl.col("username").map_elements(lambda u: pseudonym(u, KEY.encode()), return_dtype=pl.String))
+    ev = pl.read_parquet(path / "events.parquet")
+    assert set(ev["id"]) == set(truth.filter("in_cohort")["id"])  # the paper's cohort rule, exactly
+    j = ev.join(truth, on="id", suffix="_truth")
+    for e in SUBREDDITS:
+        assert (j[f"c_{e}"] == j[f"c_{e}_truth"]).all(), e
+        occ = j.filter(pl.col(f"c_{e}") == 1)
+        days = (occ[f"first_utc_{e}"] - occ["t20_utc"]).cast(pl.Float64) / 86400
+        np.testing.assert_allclose(occ[f"t_true_{e}"], days, rtol=0, atol=1e-9)
+    assert ds.manifest["time_unit"] == "days" and ds.event_names == SUBREDDITS
+    assert ds.train.sequences.shape[1:] == (20, 384)
+    norms = np.linalg.norm(ds.train.sequences, axis=2)
+    np.testing.assert_allclose(norms, 1.0, atol=1e-4)  # MiniLM vectors are L2-normalised
+    for split in (ds.train, ds.val, ds.test):
+        assert ((split.S == 1) <= (split.C == 1)).all() and (split.C.sum(1) >= 1).all()  # everyone has an event
+
+
+def test_quirks_are_skipped_and_counted(reddit_ds):
+    path, _ = reddit_ds
+    m = json.loads((path / "manifest.json").read_text())
+    skipped = {}
+    for s in m["scan"]:
+        for k, v in s["skipped"].items():
+            skipped[k] = skipped.get(k, 0) + v
+    assert skipped["deleted_or_bot_author"] > 0 and skipped["deleted_or_removed_body"] > 0
+    assert sum(s["lines"] for s in m["scan"]) > 10_000
+
+
+def test_no_username_or_key_in_any_output(reddit_dumps, reddit_ds):
+    path, work = reddit_ds
+    names = pl.read_parquet(reddit_dumps / "standin_truth.parquet")["username"].to_list()
+    blobs = []
+    for folder in (path, work):
+        for f in folder.rglob("*"):
+            if f.is_file() and f.name != "pseudonym.key":
+                if f.suffix == ".parquet":
+                    blobs.append(pl.read_parquet(f).write_csv())
+                blobs.append(f.read_bytes().decode("latin-1"))
+    text = "\n".join(blobs)
+    leaked = [n for n in names if n in text]
+    assert not leaked, leaked[:3]
+    assert KEY not in text
+
+
+def test_rerun_embeds_nothing_new(reddit_dumps, reddit_ds, embedding_cache, tmp_path):
+    params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
+    again = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key=KEY)
+    emb = json.loads((again / "manifest.json").read_text())["embedding"]
+    assert emb["embedded"] == 0 and emb["cached"] == emb["unique"] > 0
+    first = load_dataset(reddit_ds[0])
+    np.testing.assert_array_equal(load_dataset(again).train.sequences, first.train.sequences)
+
+
+def test_another_key_gives_other_ids(reddit_dumps, embedding_cache, reddit_ds, tmp_path):
+    params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
+    other = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key="another key")
+    assert not set(pl.read_parquet(other / "events.parquet")["id"]) & set(pl.read_parquet(reddit_ds[0] / "events.parquet")["id"])
+
+
+@pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
+def test_models_read_comments_through_the_encoder(reddit_ds, cls, tmp_path):
+    ds = load_dataset(reddit_ds[0])
+    tr = ds.train
+    spec = {"n_aux": tr.X.shape[1], "length": 20, "dim": 384, "width": 8}
+    x = flatten_inputs(tr.X, tr.sequences)
+    model = cls(hidden_sizes=(8,), max_epochs=2, comment_encoder=spec, seed=1).fit(x, tr.T, tr.S)
+    p = model.predict_occurrence(x)
+    assert p.shape == (len(tr), 9) and np.isfinite(p).all()
+    again = load_model(model.save(tmp_path / "m"))
+    np.testing.assert_allclose(again.predict_occurrence(x), p, rtol=1e-6)
+    assert "comment_encoder" in (tmp_path / "m" / "config.json").read_text()
+    with pytest.raises(ValueError, match="comment_encoder expects"):
+        cls(hidden_sizes=(8,), max_epochs=1, comment_encoder=spec).fit(tr.X, tr.T, tr.S)
