@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import requests
+import urllib3
 from tqdm.auto import tqdm
 
 log = logging.getLogger("flows.download")
@@ -87,7 +88,9 @@ def download(url: str, dest: Path, *, sha256: str | None = None, session: reques
 
 def _fetch_once(url, part: Path, session, timeout, chunk_size, progress) -> None:
     offset = part.stat().st_size if part.exists() else 0
-    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    headers = {"Accept-Encoding": "identity"}  # the bytes as stored: checksums and ranges refer to them
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
     try:
         with session.get(url, headers=headers, stream=True, timeout=timeout) as r:
             if r.status_code == 416 and offset:  # nothing left to send: the part may be complete
@@ -114,10 +117,13 @@ def _fetch_once(url, part: Path, session, timeout, chunk_size, progress) -> None
             with open(part, mode) as fh, tqdm(total=total, initial=offset, unit="B", unit_scale=True,
                                               desc=part.name.removesuffix(".part"), disable=not progress,
                                               leave=False) as bar:
-                for block in r.iter_content(chunk_size):
+                # read1: whatever has arrived (up to chunk_size), so a dropped connection loses
+                # nothing already received and the resume starts exactly there
+                while block := r.raw.read1(chunk_size):
                     fh.write(block)
                     bar.update(len(block))
-    except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+    except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+            urllib3.exceptions.HTTPError) as exc:
         raise _Retry(type(exc).__name__) from None
     size = part.stat().st_size
     if total is not None and size != total:
