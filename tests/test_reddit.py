@@ -114,3 +114,33 @@ def test_models_read_comments_through_the_encoder(reddit_ds, cls, tmp_path):
     assert "comment_encoder" in (tmp_path / "m" / "config.json").read_text()
     with pytest.raises(ValueError, match="comment_encoder expects"):
         cls(hidden_sizes=(8,), max_epochs=1, comment_encoder=spec).fit(tr.X, tr.T, tr.S)
+
+
+def test_generator_is_seeded_and_refuses_to_overwrite(tmp_path, capsys):
+    from flows.reddit import main
+
+    months = reddit_standin.Months("2016-01", "2016-02", "2016-03")
+    args = ["generate", "--users", "30", "--start", "2016-01", "--comment-end", "2016-02", "--submission-end", "2016-03"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "a" / "sha256sums.txt").read_text() == (tmp_path / "b" / "sha256sums.txt").read_text()
+    c = reddit_standin.generate(tmp_path / "c", n_users=30, seed=9, months=months, progress=False)
+    assert (c / "sha256sums.txt").read_text() != (tmp_path / "a" / "sha256sums.txt").read_text()
+    with pytest.raises(SystemExit):
+        main([*args, "--out", str(tmp_path / "a")])
+    assert "not empty" in capsys.readouterr().err
+
+
+def test_malformed_lines_are_counted_then_fail_above_the_rate(tmp_path, embedding_cache):
+    months = reddit_standin.Months("2015-12", "2016-03", "2016-05")
+    dumps = reddit_standin.generate(tmp_path / "d", n_users=60, seed=1, months=months, malformed_rate=0.003,
+                                    progress=False)
+    params = RedditParams(start="2015-12", comment_end="2016-03", submission_end="2016-05",
+                          embedding_cache=str(embedding_cache))
+    ds = build(dumps, tmp_path / "ds", tmp_path / "w", params, key=KEY)
+    scan = json.loads((ds / "manifest.json").read_text())["scan"]
+    assert sum(s["malformed"] for s in scan) == json.loads((dumps / "standin.json").read_text())["lines"]["malformed"] > 0
+    strict = RedditParams(**{**params.__dict__, "max_error_rate": 0.0})
+    with pytest.raises(ValueError, match=r"R[CS]_\d{4}-\d{2}\.zst: \d+ malformed line"):
+        build(dumps, tmp_path / "ds2", tmp_path / "w2", strict, key=KEY)
+    assert not (tmp_path / "ds2").exists()

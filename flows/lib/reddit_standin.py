@@ -51,6 +51,7 @@ from .reddit_text import (
 log = logging.getLogger("flows.reddit.standin")
 GENERATOR_VERSION = 1
 K = len(SUBREDDITS)
+ROWS_PER_BLOCK = 200_000
 BASE_RATE = np.array([0.07, 0.09, 0.14, 0.2, 0.3, 0.25, 0.08, 0.06, 0.25])  # paper Table 2-like
 MEDIAN_DELAY_DAYS = np.array([120, 100, 200, 90, 150, 250, 110, 60, 220], dtype=float)
 SUBREDDIT_IDS = {s: f"t5_{_i + 2 * 36**4:x}" for _i, s in enumerate(SUBREDDITS + GENERAL_SUBREDDITS
@@ -277,15 +278,20 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
                 valid_count += np.bincount(who[valid], minlength=n)
                 early_rows = valid & (users.early[who] > 0) & (ts < users.early[who])
                 before_early += np.bincount(who[early_rows], minlength=n)
-                topic = _topics(users.interest[who], rng)
-                bodies = _texts(topic, rng)
+                # rows are made and written in blocks (each sorted by time): memory stays bounded at any scale
+                for lo in range(0, who.size, ROWS_PER_BLOCK):
+                    blk = slice(lo, lo + ROWS_PER_BLOCK)
+                    topic = _topics(users.interest[who[blk]], rng)
+                    bodies = _texts(topic, rng)
+                    rows = []
+                    for i, (u, t) in enumerate(zip(who[blk].tolist(), ts[blk].tolist(), strict=True)):
+                        tp = topic[i]
+                        sub = (TOPIC_SUBREDDITS[tp][i % 3] if tp >= 0 else GENERAL_SUBREDDITS[i % len(GENERAL_SUBREDDITS)])
+                        body = "[removed]" if removed[lo + i] else bodies[i]
+                        rows.append((t, _comment(month, users.names[u], body, t, cid, sub, rng)))
+                        cid += 1
+                    _write_rows(w, rows, rng, malformed_rate, stats)
                 rows = []
-                for i, (u, t) in enumerate(zip(who.tolist(), ts.tolist(), strict=True)):
-                    tp = topic[i]
-                    sub = (TOPIC_SUBREDDITS[tp][i % 3] if tp >= 0 else GENERAL_SUBREDDITS[i % len(GENERAL_SUBREDDITS)])
-                    body = "[removed]" if removed[i] else bodies[i]
-                    rows.append((t, _comment(month, users.names[u], body, t, cid, sub, rng)))
-                    cid += 1
                 # background: deleted authors, AutoModerator, light users with few comments
                 for _ in range(max(1, who.size // 15)):
                     t = int(m0 + rng.random() * (m1 - m0))
@@ -295,6 +301,9 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
                     stats["deleted_author"] += author == "[deleted]"
                     rows.append((t, _comment(month, author, body, t, cid, GENERAL_SUBREDDITS[0], rng)))
                     cid += 1
+                    if len(rows) >= ROWS_PER_BLOCK:
+                        _write_rows(w, rows, rng, malformed_rate, stats)
+                        rows = []
                 _write_rows(w, rows, rng, malformed_rate, stats)
                 stats["comments"] += w.lines
                 w.close()
