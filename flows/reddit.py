@@ -49,7 +49,7 @@ def generate_standin(dest: str, n_users: int, seed: int, start: str, comment_end
 
 @task(name="download-reddit-dump", retries=2, retry_delay_seconds=[5, 30])
 def download_dump(base_url: str, name: str, dest: str, sha256: str | None) -> str:
-    return str(reddit_download.fetch(base_url, name, Path(dest), sha256, progress=False))
+    return str(reddit_download.fetch(base_url, name, Path(dest), sha256, progress=True))
 
 
 @task(name="scan-submissions")
