@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,7 +121,8 @@ TO $out (FORMAT parquet, COMPRESSION zstd)
 """
 
 
-def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | None = None) -> StagedTable:
+def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | None = None,
+                memory_limit: str = "2GB") -> StagedTable:
     """Convert one table to ``out_dir/TABLE.parquet`` unless an identical source was staged."""
     if table not in TABLES:
         raise ValueError(f"unknown MIMIC table {table!r}; expected one of {sorted(TABLES)}")
@@ -134,13 +136,18 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
     check_header(table, src)
     digest = fingerprint(src)
     tmp = out_dir / f".{table}.parquet.tmp-{os.getpid()}"
-    con = con or connect()
+    own = con is None
+    con = con or connect(memory_limit, out_dir / f".duckdb-tmp-{table}")
     try:
         con.execute(COPY_SQL, {"path": str(src), "columns": dict(TABLES[table]), "out": str(tmp)})
         rows = con.execute("SELECT count(*) FROM read_parquet($p)", {"p": str(tmp)}).fetchone()[0]
     except duckdb.Error as exc:
         tmp.unlink(missing_ok=True)
         raise ValueError(f"{src}: table {table} could not be converted: {_first_line(exc)}") from None
+    finally:
+        if own:  # release DuckDB's buffers now: tables are staged in parallel, then the SQL runs
+            con.close()
+            shutil.rmtree(out_dir / f".duckdb-tmp-{table}", ignore_errors=True)
     os.replace(tmp, out_dir / f"{table}.parquet")
     st = src.stat()
     record = {"version": STAGING_VERSION, "table": table, "source_name": src.name, "size": st.st_size,
