@@ -55,7 +55,7 @@ def build_dataset(mimic_dir: str, out: str, work_dir: str, params: dict) -> str:
 def build_mimic_features(out: str, mimic_dir: str | None = None, work_dir: str | None = None,
                          download_demo_url: str | None = None, window_hours: int = 24, n_chart: int = 80,
                          n_lab: int = 30, n_output: int = 10, split_seed: int = 0, censor_seed: int = 0,
-                         memory_limit: str = "3GB", window_events: str = "keep",
+                         memory_limit: str = "2500MB", window_events: str = "keep",
                          standin_scale: float = DEFAULT_STANDIN_SCALE, standin_seed: int = 0) -> str:
     """MIMIC-III v1.4 tables -> typed parquet -> SQL -> a dataset folder in the contract.
 
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     b.add_argument("--work-dir")
     b.add_argument("--window-hours", type=int, default=24)
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
-    b.add_argument("--memory-limit", default="3GB", help="DuckDB memory limit (default %(default)s)")
+    b.add_argument("--memory-limit", default="2500MB", help="DuckDB memory limit (default %(default)s)")
     b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
                    help="events inside the feature window: keep them (the reference) or mask that task")
     b.add_argument("--standin-scale", type=float, default=DEFAULT_STANDIN_SCALE,

@@ -60,7 +60,7 @@ class MimicParams:
     censor_seed: int = 0
     censor_factor: float = 2.0
     split_fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
-    memory_limit: str = "3GB"  # DuckDB's limit for the SQL; the process peaks ~0.5 GB above it
+    memory_limit: str = "2500MB"  # DuckDB's limit for the SQL; the process peaks ~0.5 GB above it
     window_events: str = "keep"  # or "mask": leave out a task whose event falls in the feature window
 
     def __post_init__(self):

@@ -122,7 +122,7 @@ TO $out (FORMAT parquet, COMPRESSION zstd)
 
 
 def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | None = None,
-                memory_limit: str = "2GB") -> StagedTable:
+                memory_limit: str = "1GB") -> StagedTable:
     """Convert one table to ``out_dir/TABLE.parquet`` unless an identical source was staged."""
     if table not in TABLES:
         raise ValueError(f"unknown MIMIC table {table!r}; expected one of {sorted(TABLES)}")
