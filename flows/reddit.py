@@ -34,17 +34,7 @@ def _key(work: str) -> bytes:
 @task(name="generate-reddit-standin")
 def generate_standin(dest: str, n_users: int, seed: int, start: str, comment_end: str, submission_end: str) -> str:
     months = reddit_standin.Months(start, comment_end, submission_end)
-    marker = Path(dest) / "standin.json"
-    if marker.is_file():
-        import json
-
-        m = json.loads(marker.read_text())
-        if (m.get("version"), m.get("n_users"), m.get("seed"), m.get("months")) == (
-                reddit_standin.GENERATOR_VERSION, n_users, seed, months.__dict__):
-            get_run_logger().info("Reddit stand-in reused at %s", dest)
-            return dest
-    reddit_standin.generate(dest, n_users=n_users, seed=seed, months=months, progress=False, overwrite=True)
-    return dest
+    return str(reddit_standin.ensure(Path(dest), n_users, seed, months))
 
 
 @task(name="download-reddit-dump", retries=2, retry_delay_seconds=[5, 30])

@@ -126,6 +126,11 @@ def test_generator_is_seeded_and_refuses_to_overwrite(tmp_path, capsys):
     assert (tmp_path / "a" / "sha256sums.txt").read_text() == (tmp_path / "b" / "sha256sums.txt").read_text()
     c = reddit_standin.generate(tmp_path / "c", n_users=30, seed=9, months=months, progress=False)
     assert (c / "sha256sums.txt").read_text() != (tmp_path / "a" / "sha256sums.txt").read_text()
+    mtime = (c / "RC_2016-01.zst").stat().st_mtime_ns
+    assert reddit_standin.ensure(c, 30, 9, months) == c and (c / "RC_2016-01.zst").stat().st_mtime_ns == mtime
+    reddit_standin.ensure(c, 30, 10, months)  # other parameters: made again
+    assert (c / "sha256sums.txt").read_text() != (tmp_path / "a" / "sha256sums.txt").read_text()
+    assert json.loads((c / "standin.json").read_text())["seed"] == 10
     with pytest.raises(SystemExit):
         main([*args, "--out", str(tmp_path / "a")])
     assert "not empty" in capsys.readouterr().err

@@ -31,7 +31,8 @@ from tqdm.auto import tqdm
 
 from cet_model.metrics import occurrence_auc
 
-from .gz_csv import GzCsvWriter, quoted
+from .folders import publish, refuse_non_empty, temporary_sibling
+from .gz_csv import GzCsvWriter
 from .mimic_build import EVENTS
 from .mimic_schema import TABLES
 from .mimic_standin_cohort import (
@@ -46,7 +47,17 @@ from .mimic_standin_cohort import (
     plant_structure,
 )
 from .mimic_standin_items import load_items
-from .mimic_standin_rows import Sampler, Vocab, chart_chunk, factor_lookup, lab_chunk, output_chunk
+from .mimic_standin_rows import (
+    Sampler,
+    Vocab,
+    chart_chunk,
+    factor_lookup,
+    frame,
+    lab_chunk,
+    null_where,
+    output_chunk,
+    timestamps,
+)
 
 log = logging.getLogger("flows.mimic.standin")
 GENERATOR_VERSION = 1
@@ -58,49 +69,34 @@ LOINC = {51363: "26465-5", 51003: "6598-7", 51458: "26467-1", 50993: "3016-3", 5
          51514: "5818-0", 50873: "5047-6", 50866: "16362-6", 50956: "3040-3"}
 
 
-def _frame(table: str, cols: dict) -> pl.DataFrame:
-    names = [c for c, _ in TABLES[table]]
-    df = pl.DataFrame([(cols[n] if isinstance(cols[n], pl.Series) else pl.Series(cols[n])).alias(n) for n in names])
-    return df.with_columns([quoted(c) for c, t in TABLES[table] if t == "VARCHAR"])
-
-
-def _ts(secs) -> pl.Series:
-    return pl.from_epoch(pl.Series(np.asarray(secs, dtype=np.int64)), time_unit="s")
-
-
-def _nullable(values, mask) -> pl.Series:
-    s = pl.Series(values)
-    return s.scatter(np.flatnonzero(mask), None) if np.any(mask) else s
-
-
 DIAGNOSES = ["SEPSIS", "PNEUMONIA", "CONGESTIVE HEART FAILURE", "PULMONARY EDEMA, MI", "S/P FALL",
              "CHEST PAIN\\CATH", " GI BLEED", "CORONARY ARTERY DISEASE\\CORONARY ARTERY BYPASS GRAFT /SDA",
              "ALTERED MENTAL STATUS", 'ABDOMINAL PAIN "ACUTE"']
 
 
-def admissions_frame(c: Cohort, rng) -> pl.DataFrame:
+def admissionsframe(c: Cohort, rng) -> pl.DataFrame:
     a = c.n_admissions
     emergency = ADMISSION_TYPES[c.adm_type] == "EMERGENCY"
     ed_reg = c.admit - rng.integers(1800, 6 * 3600, a) // 60 * 60
-    return _frame("ADMISSIONS", {
+    return frame("ADMISSIONS", {
         "ROW_ID": np.arange(1, a + 1), "SUBJECT_ID": c.subject_ids[c.adm_subject], "HADM_ID": c.hadm_id,
-        "ADMITTIME": _ts(c.admit), "DISCHTIME": _ts(c.disch), "DEATHTIME": _nullable(_ts(c.disch), ~c.died),
+        "ADMITTIME": timestamps(c.admit), "DISCHTIME": timestamps(c.disch), "DEATHTIME": null_where(timestamps(c.disch), ~c.died),
         "ADMISSION_TYPE": ADMISSION_TYPES[c.adm_type],
         "ADMISSION_LOCATION": rng.choice(["EMERGENCY ROOM ADMIT", "PHYS REFERRAL/NORMAL DELI",
                                           "CLINIC REFERRAL/PREMATURE", "TRANSFER FROM HOSP/EXTRAM"], a),
         "DISCHARGE_LOCATION": np.where(c.died, "DEAD/EXPIRED", rng.choice(["HOME", "HOME HEALTH CARE", "SNF", "REHAB/DISTINCT PART HOSP"], a)),
         "INSURANCE": rng.choice(["Medicare", "Private", "Medicaid", "Government", "Self Pay"], a),
-        "LANGUAGE": _nullable(rng.choice(["ENGL", "SPAN", "PORT", "RUSS"], a), rng.random(a) < 0.3),
-        "RELIGION": _nullable(rng.choice(["CATHOLIC", "NOT SPECIFIED", "PROTESTANT QUAKER", "JEWISH"], a), rng.random(a) < 0.01),
-        "MARITAL_STATUS": _nullable(rng.choice(["MARRIED", "SINGLE", "WIDOWED", "DIVORCED"], a), rng.random(a) < 0.2),
+        "LANGUAGE": null_where(rng.choice(["ENGL", "SPAN", "PORT", "RUSS"], a), rng.random(a) < 0.3),
+        "RELIGION": null_where(rng.choice(["CATHOLIC", "NOT SPECIFIED", "PROTESTANT QUAKER", "JEWISH"], a), rng.random(a) < 0.01),
+        "MARITAL_STATUS": null_where(rng.choice(["MARRIED", "SINGLE", "WIDOWED", "DIVORCED"], a), rng.random(a) < 0.2),
         "ETHNICITY": rng.choice(["WHITE", "BLACK/AFRICAN AMERICAN", "HISPANIC OR LATINO", "UNKNOWN/NOT SPECIFIED", "ASIAN"], a),
-        "EDREGTIME": _nullable(_ts(ed_reg), ~emergency), "EDOUTTIME": _nullable(_ts(c.admit), ~emergency),
+        "EDREGTIME": null_where(timestamps(ed_reg), ~emergency), "EDOUTTIME": null_where(timestamps(c.admit), ~emergency),
         "DIAGNOSIS": np.where(ADMISSION_TYPES[c.adm_type] == "NEWBORN", "NEWBORN", rng.choice(DIAGNOSES, a)), "HOSPITAL_EXPIRE_FLAG": c.died.astype(np.int64),
         "HAS_CHARTEVENTS_DATA": np.bincount(c.stay_adm, minlength=a).clip(0, 1),
     })
 
 
-def patients_frame(c: Cohort, rng) -> pl.DataFrame:
+def patientsframe(c: Cohort, rng) -> pl.DataFrame:
     n = c.subject_ids.size
     first_admit = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(first_admit, c.adm_subject, c.admit)
@@ -116,29 +112,29 @@ def patients_frame(c: Cohort, rng) -> pl.DataFrame:
     died_later = ~died_hosp & (rng.random(n) < 0.2)
     dod = np.where(died_hosp, last_disch, last_disch + rng.integers(1, 1500, n) * 86400) // 86400 * 86400
     dead = died_hosp | died_later
-    return _frame("PATIENTS", {
+    return frame("PATIENTS", {
         "ROW_ID": np.arange(1, n + 1), "SUBJECT_ID": c.subject_ids, "GENDER": rng.choice(["M", "F"], n, p=[0.56, 0.44]),
-        "DOB": _ts(dob), "DOD": _nullable(_ts(dod), ~dead), "DOD_HOSP": _nullable(_ts(dod), ~died_hosp),
-        "DOD_SSN": _nullable(_ts(dod), ~(dead & (rng.random(n) < 0.8))), "EXPIRE_FLAG": dead.astype(np.int64),
+        "DOB": timestamps(dob), "DOD": null_where(timestamps(dod), ~dead), "DOD_HOSP": null_where(timestamps(dod), ~died_hosp),
+        "DOD_SSN": null_where(timestamps(dod), ~(dead & (rng.random(n) < 0.8))), "EXPIRE_FLAG": dead.astype(np.int64),
     })
 
 
-def icustays_frame(c: Cohort, rng) -> pl.DataFrame:
+def icustaysframe(c: Cohort, rng) -> pl.DataFrame:
     s = c.stay_adm.size
     newborn = ADMISSION_TYPES[c.adm_type[c.stay_adm]] == "NEWBORN"
     unit = np.where(newborn, "NICU", rng.choice(["MICU", "SICU", "CCU", "CSRU", "TSICU"], s))
     ward = rng.integers(1, 60, s)
     los = np.round((c.outtime - c.intime) / 86400, 4)
     missing = rng.random(s) < 1e-4  # a few stays lack OUTTIME and LOS
-    return _frame("ICUSTAYS", {
+    return frame("ICUSTAYS", {
         "ROW_ID": np.arange(1, s + 1), "SUBJECT_ID": c.subject_ids[c.adm_subject[c.stay_adm]],
         "HADM_ID": c.hadm_id[c.stay_adm], "ICUSTAY_ID": c.icustay_id, "DBSOURCE": DBSOURCES[c.db[c.stay_adm]],
         "FIRST_CAREUNIT": unit, "LAST_CAREUNIT": unit, "FIRST_WARDID": ward, "LAST_WARDID": ward,
-        "INTIME": _ts(c.intime), "OUTTIME": _nullable(_ts(c.outtime), missing), "LOS": _nullable(los, missing),
+        "INTIME": timestamps(c.intime), "OUTTIME": null_where(timestamps(c.outtime), missing), "LOS": null_where(los, missing),
     })
 
 
-def d_items_frame(chart, output) -> pl.DataFrame:
+def d_itemsframe(chart, output) -> pl.DataFrame:
     rows = [(int(i), lab, m, "chartevents") for i, lab, m in zip(chart.itemid, chart.label, chart.meta, strict=True)]
     rows += [(int(i), lab, m, "outputevents") for i, lab, m in zip(output.itemid, output.label, output.meta, strict=True)]
     used = {r[0] for r in rows}
@@ -150,7 +146,7 @@ def d_items_frame(chart, output) -> pl.DataFrame:
     def meta(k):
         return [r[2].get(k) or None for r in rows]
 
-    return _frame("D_ITEMS", {
+    return frame("D_ITEMS", {
         "ROW_ID": np.arange(1, len(rows) + 1), "ITEMID": [r[0] for r in rows], "LABEL": [r[1] for r in rows],
         "ABBREVIATION": pl.Series([None] * len(rows), dtype=pl.String), "DBSOURCE": meta("dbsource"),
         "LINKSTO": [r[3] for r in rows], "CATEGORY": pl.Series(meta("category"), dtype=pl.String),
@@ -160,9 +156,9 @@ def d_items_frame(chart, output) -> pl.DataFrame:
     })
 
 
-def d_labitems_frame(labs) -> pl.DataFrame:
+def d_labitemsframe(labs) -> pl.DataFrame:
     order = np.argsort(labs.itemid)
-    return _frame("D_LABITEMS", {
+    return frame("D_LABITEMS", {
         "ROW_ID": np.arange(1, order.size + 1), "ITEMID": labs.itemid[order],
         "LABEL": [labs.label[i] for i in order], "FLUID": [labs.meta[i]["fluid"] or "Blood" for i in order],
         "CATEGORY": [labs.meta[i]["category"] or "Chemistry" for i in order],
@@ -170,7 +166,7 @@ def d_labitems_frame(labs) -> pl.DataFrame:
     })
 
 
-def truth_frame(c: Cohort, in_cohort: np.ndarray) -> pl.DataFrame:
+def truthframe(c: Cohort, in_cohort: np.ndarray) -> pl.DataFrame:
     cols = {"hadm_id": c.hadm_id, "subject_id": c.subject_ids[c.adm_subject], "in_cohort": in_cohort}
     cols.update({f"z_{k}": c.z[:, k] for k in range(N_FACTORS)})
     for j, e in enumerate(EVENT_PLAN):
@@ -222,8 +218,7 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
     if not 0 < scale <= 1:
         raise ValueError(f"scale must be in (0, 1] (1 = the full release), got {scale}")
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out} exists and is not empty (pass overwrite=True / --force to replace it)")
+    refuse_non_empty(out, overwrite)
     if list(EVENT_PLAN) != list(EVENTS):
         raise RuntimeError("EVENT_PLAN and mimic_build.EVENTS must list the same events in the same order")
     started = time.perf_counter()
@@ -246,9 +241,7 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
     lab_out_mean = lab_total * OUTPATIENT_LAB_SHARE / n_adm
     per_chunk = max(1, int(CHUNK_CHART_ROWS / max(FULL_RELEASE["CHARTEVENTS"] * scale / n_adm, 1)))
 
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = temporary_sibling(out)
     pool = ThreadPoolExecutor(max_workers=threads or max(1, min(4, os.cpu_count() or 1)))
     writers: dict[str, GzCsvWriter] = {}
     try:
@@ -257,9 +250,9 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
             return w
 
         rng = np.random.default_rng([seed, 2])
-        for table, frame in (("PATIENTS", patients_frame(cohort, rng)), ("ADMISSIONS", admissions_frame(cohort, rng)),
-                             ("ICUSTAYS", icustays_frame(cohort, rng)), ("D_ITEMS", d_items_frame(chart, outputs)),
-                             ("D_LABITEMS", d_labitems_frame(labs))):
+        for table, frame in (("PATIENTS", patientsframe(cohort, rng)), ("ADMISSIONS", admissionsframe(cohort, rng)),
+                             ("ICUSTAYS", icustaysframe(cohort, rng)), ("D_ITEMS", d_itemsframe(chart, outputs)),
+                             ("D_LABITEMS", d_labitemsframe(labs))):
             writer(table).write(frame)
         wc, wl, wo = writer("CHARTEVENTS"), writer("LABEVENTS"), writer("OUTPUTEVENTS")
         valid_chart = np.zeros(n_adm, np.int64)
@@ -287,7 +280,7 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
     pool.shutdown()
 
     in_cohort = valid_chart > 0  # every admission has lab rows; the cohort needs chart rows too
-    truth = truth_frame(cohort, in_cohort)
+    truth = truthframe(cohort, in_cohort)
     truth.write_parquet(tmp / "standin_truth.parquet")
     (tmp / "SHA256SUMS.txt").write_text("".join(f"{digests[t]}  {t}.csv.gz\n" for t in sorted(digests)))
     oracle = {}
@@ -310,14 +303,7 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
         "seconds": round(time.perf_counter() - started, 1),
     }
     (tmp / "standin.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
+    publish(tmp, out)
     log.info("MIMIC stand-in at 1/%.0f scale: %s chart rows in %.1f s -> %s", 1 / scale,
              f"{rows['CHARTEVENTS']:,}", manifest["seconds"], out)
     return out

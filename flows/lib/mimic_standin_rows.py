@@ -108,9 +108,10 @@ def values(items: ItemTable, vocab: Vocab, item: np.ndarray, shift: np.ndarray, 
     return out["value"], out["valuenum"], numeric & ~empty
 
 
-def _null_where(arr: np.ndarray, mask: np.ndarray) -> pl.Series:
-    s = pl.Series(arr)
-    return s.scatter(np.flatnonzero(mask), None) if mask.any() else s
+def null_where(values, mask) -> pl.Series:
+    """``values`` (an array or a Series) with nulls where ``mask`` is true."""
+    s = pl.Series(values)
+    return s.scatter(np.flatnonzero(mask), None) if np.any(mask) else s
 
 
 def _text_where(mask: np.ndarray, text: str) -> pl.Series:
@@ -118,15 +119,16 @@ def _text_where(mask: np.ndarray, text: str) -> pl.Series:
     return pl.select(pl.when(pl.Series(mask)).then(pl.lit(text))).to_series()
 
 
-def _ts(secs: np.ndarray) -> pl.Series:
-    return pl.from_epoch(pl.Series(secs.astype(np.int64)), time_unit="s")
+def timestamps(secs) -> pl.Series:
+    """Epoch seconds as a datetime Series (the writer formats it)."""
+    return pl.from_epoch(pl.Series(np.asarray(secs, dtype=np.int64)), time_unit="s")
 
 
 def _units(items: ItemTable, item: np.ndarray) -> pl.Series:
     return pl.Series([u for u in items.unit], dtype=pl.String).gather(item)
 
 
-def _frame(table: str, cols: dict) -> pl.DataFrame:
+def frame(table: str, cols: dict) -> pl.DataFrame:
     """Columns in file order; strings quoted; times formatted by the writer."""
     names = [c for c, _ in TABLES[table]]
     exprs = []
@@ -172,15 +174,15 @@ def chart_chunk(cohort: Cohort, stays: np.ndarray, rate: np.ndarray, items: Item
     warning = mv & (rng.random(item.size) < 0.01)
     cols = {
         "ROW_ID": np.arange(row_id0, row_id0 + item.size), "SUBJECT_ID": cohort.subject_ids[cohort.adm_subject[adm]],
-        "HADM_ID": cohort.hadm_id[adm], "ICUSTAY_ID": _null_where(cohort.icustay_id[stay], rng.random(item.size) < 0.005),
-        "ITEMID": items.itemid[item], "CHARTTIME": _ts(t),
-        "STORETIME": _ts(t + 60 * rng.integers(0, 90, item.size)), "CGID": rng.integers(14000, 21600, item.size),
+        "HADM_ID": cohort.hadm_id[adm], "ICUSTAY_ID": null_where(cohort.icustay_id[stay], rng.random(item.size) < 0.005),
+        "ITEMID": items.itemid[item], "CHARTTIME": timestamps(t),
+        "STORETIME": timestamps(t + 60 * rng.integers(0, 90, item.size)), "CGID": rng.integers(14000, 21600, item.size),
         "VALUE": value, "VALUENUM": valuenum, "VALUEUOM": _units(items, item),
-        "WARNING": _null_where(warning.astype(np.int64), ~mv), "ERROR": _null_where(error.astype(np.int64), ~mv),
+        "WARNING": null_where(warning.astype(np.int64), ~mv), "ERROR": null_where(error.astype(np.int64), ~mv),
         "RESULTSTATUS": pl.Series([None] * item.size, dtype=pl.String),
         "STOPPED": _text_where(~mv & (rng.random(item.size) < 0.6), "NotStopd"),
     }
-    return _frame("CHARTEVENTS", cols), np.where(error, -1, adm)
+    return frame("CHARTEVENTS", cols), np.where(error, -1, adm)
 
 
 # Event lab values: (text values with probabilities, numeric (base, sd, decimals) or None, p_empty)
@@ -281,11 +283,11 @@ def lab_chunk(cohort: Cohort, adms: np.ndarray, rate_in: float, mean_out: float,
     cols = {
         "ROW_ID": np.arange(row_id0, row_id0 + order.size),
         "SUBJECT_ID": cohort.subject_ids[cohort.adm_subject[all_adm[order]]],
-        "HADM_ID": _null_where(cohort.hadm_id[all_adm[order]], ~all_in[order]),
-        "ITEMID": all_item[order], "CHARTTIME": _ts(all_t[order]), "VALUE": value.gather(idx),
+        "HADM_ID": null_where(cohort.hadm_id[all_adm[order]], ~all_in[order]),
+        "ITEMID": all_item[order], "CHARTTIME": timestamps(all_t[order]), "VALUE": value.gather(idx),
         "VALUENUM": valuenum.gather(idx), "VALUEUOM": unit.gather(idx), "FLAG": flag.gather(idx),
     }
-    return _frame("LABEVENTS", cols)
+    return frame("LABEVENTS", cols)
 
 
 def output_chunk(cohort: Cohort, stays: np.ndarray, rate: np.ndarray, items: ItemTable, sampler: Sampler,
@@ -303,14 +305,14 @@ def output_chunk(cohort: Cohort, stays: np.ndarray, rate: np.ndarray, items: Ite
     mv = items.dbsource[item] == "metavision"
     iserror = mv & (rng.random(item.size) < 0.0005)
     vol = np.where(iserror, vol * 100 + 99999, vol)
-    vol_s = _null_where(vol.astype(np.int64), rng.random(item.size) < 0.01)
+    vol_s = null_where(vol.astype(np.int64), rng.random(item.size) < 0.01)
     cols = {
         "ROW_ID": np.arange(row_id0, row_id0 + item.size), "SUBJECT_ID": cohort.subject_ids[cohort.adm_subject[adm]],
-        "HADM_ID": cohort.hadm_id[adm], "ICUSTAY_ID": cohort.icustay_id[stay], "CHARTTIME": _ts(t),
+        "HADM_ID": cohort.hadm_id[adm], "ICUSTAY_ID": cohort.icustay_id[stay], "CHARTTIME": timestamps(t),
         "ITEMID": items.itemid[item], "VALUE": vol_s, "VALUEUOM": pl.Series(np.where(mv, "mL", "ml")),
-        "STORETIME": _ts(t + 60 * rng.integers(0, 120, item.size)), "CGID": rng.integers(14000, 21600, item.size),
+        "STORETIME": timestamps(t + 60 * rng.integers(0, 120, item.size)), "CGID": rng.integers(14000, 21600, item.size),
         "STOPPED": pl.Series([None] * item.size, dtype=pl.String),
         "NEWBOTTLE": pl.Series([None] * item.size, dtype=pl.String),
-        "ISERROR": _null_where(np.ones(item.size, np.int64), ~iserror),
+        "ISERROR": null_where(np.ones(item.size, np.int64), ~iserror),
     }
-    return _frame("OUTPUTEVENTS", cols)
+    return frame("OUTPUTEVENTS", cols)

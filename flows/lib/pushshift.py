@@ -125,13 +125,13 @@ class ReadStats:
 
 
 def iter_records(path: Path, stats: ReadStats | None = None, max_error_rate: float = 0.01,
-                 read_size: int = READ_SIZE, min_lines_for_rate: int = 1000) -> Iterator[dict]:
+                 read_size: int | None = None, min_lines_for_rate: int = 1000) -> Iterator[dict]:
     """Parsed JSON objects of a dump. Malformed lines are counted in ``stats``; the file fails
     when their share exceeds ``max_error_rate`` (checked at the end, and along the way once
     ``min_lines_for_rate`` lines were read)."""
     stats = stats if stats is not None else ReadStats(str(path))
     loads = orjson.loads
-    for line in iter_lines(path, read_size):
+    for line in iter_lines(path, read_size or READ_SIZE):
         stats.lines += 1
         if line[:1] == b"\0":
             line = line.lstrip(b"\0")

@@ -60,8 +60,7 @@ def scan_submissions(path: Path, out: Path, key: bytes, end_utc: int, max_error_
     stats = ReadStats(str(path))
     skipped: Counter = Counter()
     first: dict[tuple[str, str], int] = {}
-    kw = {"read_size": read_size} if read_size else {}
-    for obj in iter_records(path, stats, max_error_rate, **kw):
+    for obj in iter_records(path, stats, max_error_rate, read_size):
         sub = obj.get("subreddit")
         if not isinstance(sub, str):
             skipped["missing_subreddit"] += 1
@@ -110,8 +109,7 @@ def scan_comments(path: Path, out: Path, key: bytes, candidates: dict[str, int],
     stats = ReadStats(str(path))
     skipped: Counter = Counter()
     kept: dict[str, list[tuple[int, int, str, str]]] = {}
-    kw = {"read_size": read_size} if read_size else {}
-    for obj in iter_records(path, stats, max_error_rate, **kw):
+    for obj in iter_records(path, stats, max_error_rate, read_size):
         author = _author(obj, skipped)
         if author is None:
             continue

@@ -23,7 +23,6 @@ occurrence and first submission time *as they appear in the files*.
 from __future__ import annotations
 
 import calendar
-import hashlib
 import json
 import logging
 import os
@@ -38,6 +37,8 @@ import polars as pl
 import zstandard
 from tqdm.auto import tqdm
 
+from .download import sha256_file
+from .folders import publish, refuse_non_empty, temporary_sibling
 from .reddit_text import (
     ADJECTIVES,
     GENERAL_PHRASES,
@@ -132,10 +133,9 @@ def make_users(n: int, months: Months, seed: int) -> Users:
 
 
 def _comment(month: str, author: str, body: str, ts: int, cid: int, sub: str, rng) -> dict:
-    year_month = month
-    created = str(ts) if "2007-11" <= year_month <= "2015-11" else ts
+    created = str(ts) if "2007-11" <= month <= "2015-11" else ts
     score = int(rng.integers(-5, 50))
-    if year_month in ("2017-10", "2017-11") and rng.random() < 0.001:
+    if month in ("2017-10", "2017-11") and rng.random() < 0.001:
         score = None
     edited = False if rng.random() < 0.97 else ts + int(rng.integers(60, 86400))
     obj = {"author": author, "author_flair_css_class": None, "author_flair_text": None, "body": body,
@@ -143,7 +143,7 @@ def _comment(month: str, author: str, body: str, ts: int, cid: int, sub: str, rn
            "edited": edited, "gilded": 0, "id": _base36(cid), "link_id": f"t3_{_base36(cid // 7 + 1000)}",
            "parent_id": f"t3_{_base36(cid // 7 + 1000)}", "retrieved_on": ts + 86400 * 30, "score": score,
            "stickied": False, "subreddit": sub, "subreddit_id": SUBREDDIT_IDS.get(sub, "t5_2qh1i")}
-    if year_month <= "2015-07":
+    if month <= "2015-07":
         obj.update(name=f"t1_{_base36(cid)}", ups=score, downs=0, archived=False, score_hidden=False)
     return obj
 
@@ -215,6 +215,20 @@ class _ZstWriter:
         os.replace(self.tmp, self.path)
 
 
+def ensure(out_dir, n_users: int, seed: int, months: Months) -> Path:
+    """The stand-in at ``out_dir``, generated only if it is not there with these parameters."""
+    out = Path(out_dir)
+    try:
+        m = json.loads((out / "standin.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        m = {}
+    if (m.get("version"), m.get("n_users"), m.get("seed"), m.get("months")) == (
+            GENERATOR_VERSION, n_users, seed, months.__dict__):
+        log.info("Reddit stand-in reused at %s", out)
+        return out
+    return generate(out, n_users=n_users, seed=seed, months=months, progress=False, overwrite=True)
+
+
 def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None = None,
              malformed_rate: float = 0.0, progress: bool = True, overwrite: bool = False) -> Path:
     """Write RC_/RS_ monthly dumps plus ``sha256sums.txt``, ``standin.json`` and the truth."""
@@ -224,8 +238,7 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
     if not months.start <= months.comment_end <= months.submission_end:
         raise ValueError(f"need start <= comment_end <= submission_end, got {months}")
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out} exists and is not empty (pass overwrite=True / --force to replace it)")
+    refuse_non_empty(out, overwrite)
     started = time.perf_counter()
     users = make_users(n_users, months, seed)
     n = n_users
@@ -242,9 +255,7 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
         m = _month_of(int(users.early[u]))
         pending.setdefault(m, []).append((int(users.early[u]), int(u), int(users.early_sub[u])))
 
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = temporary_sibling(out)
     stats = {"comments": 0, "submissions": 0, "malformed": 0, "deleted_author": 0}
     cid, sid = 36**5, 36**4
     try:
@@ -353,7 +364,7 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
             truth[f"first_utc_{s}"] = pl.Series(first_sub[:, k]).replace(0, None)
         pl.DataFrame(truth).write_parquet(tmp / "standin_truth.parquet")
         files = sorted(p.name for p in tmp.glob("R[CS]_*.zst"))
-        sums = {f: _sha256(tmp / f) for f in files}
+        sums = {f: sha256_file(tmp / f) for f in files}
         (tmp / "sha256sums.txt").write_text("".join(f"{sums[f]}  {f}\n" for f in files))
         manifest = {"generator": "flows.lib.reddit_standin", "version": GENERATOR_VERSION, "n_users": n_users,
                     "seed": seed, "months": months.__dict__, "files": len(files), "lines": stats,
@@ -369,14 +380,7 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
+    publish(tmp, out)
     return out
 
 
@@ -404,11 +408,3 @@ def _write_rows(w: _ZstWriter, rows: list, rng, malformed_rate: float, stats: di
 def _month_of(ts: int) -> str:
     t = time.gmtime(ts)
     return f"{t.tm_year:04d}-{t.tm_mon:02d}"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
