@@ -18,8 +18,10 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
+from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib import mimic_build, mimic_download, mimic_staging, mimic_standin
 from flows.lib.mimic_schema import TABLES
+from flows.settings import Settings
 
 DEFAULT_STANDIN_SCALE = 0.01  # 590 admissions, ~3.3M chart rows: seconds to make and build
 
@@ -51,20 +53,42 @@ def build_dataset(mimic_dir: str, out: str, work_dir: str, params: dict) -> str:
     return str(path)
 
 
+CODE = ["flows.lib.mimic_build", "flows.lib.mimic_staging", "flows.lib.mimic_schema", "flows.lib.sql_runner",
+        "sql/mimic", "cet_model.censoring", "cet_model.dataset"]
+STANDIN_CODE = ["flows.lib.mimic_standin", "flows.lib.mimic_standin_cohort", "flows.lib.mimic_standin_items",
+                "flows.lib.mimic_standin_rows", "flows.lib.gz_csv"]
+
+
 @flow(name="build-mimic-features")
-def build_mimic_features(out: str, mimic_dir: str | None = None, work_dir: str | None = None,
+def build_mimic_features(out: str | None = None, mimic_dir: str | None = None, work_dir: str | None = None,
                          download_demo_url: str | None = None, window_hours: int = 24, n_chart: int = 80,
                          n_lab: int = 30, n_output: int = 10, split_seed: int = 0, censor_seed: int = 0,
                          memory_limit: str = "2500MB", window_events: str = "keep",
-                         standin_scale: float = DEFAULT_STANDIN_SCALE, standin_seed: int = 0) -> str:
+                         standin_scale: float | None = None, standin_seed: int = 0) -> str:
     """MIMIC-III v1.4 tables -> typed parquet -> SQL -> a dataset folder in the contract.
 
-    The source is ``mimic_dir``, or the open demo fetched from ``download_demo_url``, or by
-    default a generated stand-in of ``standin_scale`` times the full release.
+    The source is ``mimic_dir`` (default: the CET_MIMIC_DIR setting), or the open demo
+    fetched from ``download_demo_url``, or else a generated stand-in of ``standin_scale``
+    (default CET_MIMIC_STANDIN_SCALE) times the full release. Skipped when the output
+    already holds a build of the same inputs, parameters and code.
     """
-    work = work_dir or str(Path(out).parent / f".{Path(out).name}-work")
+    s = Settings()
+    out = out or str(s.dataset_dir("mimic"))
+    work = work_dir_for(out, work_dir)
     if mimic_dir and download_demo_url:
         raise ValueError("give mimic_dir or download_demo_url, not both")
+    if not mimic_dir and not download_demo_url and s.mimic_dir:
+        mimic_dir = str(s.mimic_dir)
+    standin_scale = standin_scale if standin_scale is not None else s.mimic_standin_scale
+    params = dict(window_hours=window_hours, n_chart=n_chart, n_lab=n_lab, n_output=n_output,
+                  split_seed=split_seed, censor_seed=censor_seed, memory_limit=memory_limit,
+                  window_events=window_events)
+    source = ({"mimic_dir": "given"} if mimic_dir else {"demo_url": download_demo_url} if download_demo_url
+              else {"standin_scale": standin_scale, "standin_seed": standin_seed})
+    key, current = check_cache("build-mimic-features", out, {"mimic": mimic_dir} if mimic_dir else {},
+                               params | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
+    if current:
+        return out
     if download_demo_url:
         mimic_dir = download_demo(download_demo_url, str(Path(work) / "download"))
     if not mimic_dir:
@@ -72,10 +96,8 @@ def build_mimic_features(out: str, mimic_dir: str | None = None, work_dir: str |
                                      standin_scale, standin_seed)
     staged = stage.map(mimic_dir, list(TABLES), work)
     staged.wait()
-    params = dict(window_hours=window_hours, n_chart=n_chart, n_lab=n_lab, n_output=n_output,
-                  split_seed=split_seed, censor_seed=censor_seed, memory_limit=memory_limit,
-                  window_events=window_events)
-    return build_dataset(mimic_dir, out, work, params, wait_for=[staged])
+    path = build_dataset(mimic_dir, out, work, params, wait_for=[staged])
+    return record_stage("build-mimic-features", path, key)
 
 
 def main(argv=None) -> int:
@@ -87,15 +109,16 @@ def main(argv=None) -> int:
                                          "(default: a generated stand-in, see --standin-scale)")
     src.add_argument("--download-demo", nargs="?", const=mimic_download.DEMO_URL, metavar="URL",
                      help=f"fetch and verify the open demo (default {mimic_download.DEMO_URL})")
-    b.add_argument("--out", required=True)
+    b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/mimic)")
     b.add_argument("--work-dir")
     b.add_argument("--window-hours", type=int, default=24)
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
     b.add_argument("--memory-limit", default="2500MB", help="DuckDB memory limit (default %(default)s)")
     b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
                    help="events inside the feature window: keep them (the reference) or mask that task")
-    b.add_argument("--standin-scale", type=float, default=DEFAULT_STANDIN_SCALE,
-                   help="size of the default stand-in source, as a fraction of the full release (default %(default)s)")
+    b.add_argument("--standin-scale", type=float,
+                   help="size of the default stand-in source, as a fraction of the full release "
+                        f"(default: $CET_MIMIC_STANDIN_SCALE or {DEFAULT_STANDIN_SCALE})")
     g = sub.add_parser("generate", help="write a MIMIC-III stand-in in the full release's layout, with planted truth")
     g.add_argument("--scale", type=float, required=True,
                    help="fraction of the full release (61,532 ICU stays, 330M chart rows): 0.001 to 1")

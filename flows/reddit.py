@@ -12,23 +12,25 @@ objects, pass between tasks.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
+from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib import reddit_build, reddit_cohort, reddit_download, reddit_standin
 from flows.lib.embed import DEFAULT_MODEL
+from flows.settings import Settings
 
 DEFAULT_USERS = 1000
 
 
 def _key(work: str) -> bytes:
-    """The pseudonymisation key, read inside each task: it never travels as a Prefect parameter
-    (parameters are stored by the Prefect server)."""
-    return reddit_build.pseudonym_key(os.environ.get("CET_PSEUDONYM_KEY"), Path(work))
+    """The pseudonymisation key (CET_PSEUDONYM_KEY, from the environment or .env), read inside
+    each task: it never travels as a Prefect parameter (parameters are stored by the server)."""
+    secret = Settings().pseudonym_key
+    return reddit_build.pseudonym_key(secret.get_secret_value() if secret else None, Path(work))
 
 
 @task(name="generate-reddit-standin")
@@ -79,24 +81,52 @@ def finish(dumps_dir: str, files: list[str], first_path: str, parts: list[str], 
     return str(path)
 
 
+CODE = ["flows.lib.reddit_build", "flows.lib.reddit_cohort", "flows.lib.pushshift", "flows.lib.embed",
+        "flows.lib.reddit_download", "flows.lib.download", "cet_model.censoring", "cet_model.dataset"]
+STANDIN_CODE = ["flows.lib.reddit_standin", "flows.lib.reddit_text"]
+
+
+@task(name="reddit-stage-key")
+def source_key(work: str) -> str:
+    """Which key pseudonymises (its digest, never the key): another key means other user ids."""
+    return reddit_cohort.key_digest(_key(work))
+
+
 @flow(name="build-reddit-features")
-def build_reddit_features(out: str, dumps: str | None = None, work_dir: str | None = None, start: str | None = None,
-                          comment_end: str = "2017-11", submission_end: str = "2020-01",
-                          standin_users: int = DEFAULT_USERS, standin_seed: int = 0, model: str = DEFAULT_MODEL,
-                          device: str = "auto", split_seed: int = 0, censor_seed: int = 0,
+def build_reddit_features(out: str | None = None, dumps: str | None = None, work_dir: str | None = None,
+                          start: str | None = None, comment_end: str = "2017-11", submission_end: str = "2020-01",
+                          standin_users: int | None = None, standin_seed: int = 0, model: str | None = None,
+                          device: str | None = None, split_seed: int = 0, censor_seed: int = 0,
                           max_error_rate: float = 0.01, embedding_cache: str | None = None) -> str:
-    """Pushshift dumps (a folder or a base URL; default: a generated stand-in) -> the Reddit dataset.
+    """Pushshift dumps (a folder or a base URL; default: CET_REDDIT_DUMPS, else a generated
+    stand-in) -> the Reddit dataset. Skipped when the output holds a build of the same
+    inputs, parameters, key and code.
 
     Usernames are pseudonymised with the key in CET_PSEUDONYM_KEY, or one generated once in
     the work folder (never a flow parameter, so it is never stored by Prefect).
     """
-    work = Path(work_dir or Path(out).parent / f".{Path(out).name}-work")
-    _key(str(work))  # create the key file once, before tasks run in parallel
+    s = Settings()
+    out = out or str(s.dataset_dir("reddit"))
+    work = Path(work_dir_for(out, work_dir))
+    dumps = dumps or s.reddit_dumps
+    standin_users = standin_users or s.reddit_standin_users
+    model, device = model or s.embedding_model, device or s.device
+    embedding_cache = embedding_cache or (str(s.embedding_cache) if s.embedding_cache else None)
+    key_id = source_key(str(work))  # creates the key file once, before tasks run in parallel
+    params = dict(start=start, comment_end=comment_end, submission_end=submission_end, split_seed=split_seed,
+                  censor_seed=censor_seed, max_error_rate=max_error_rate, model=model, key_id=key_id)
+    remote = bool(dumps) and dumps.startswith(("http://", "https://"))
+    source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
+                                                                    "standin_seed": standin_seed}
+    key, current = check_cache("build-reddit-features", out, {"dumps": dumps} if dumps and not remote else {},
+                               params | source, CODE + ([] if dumps else STANDIN_CODE))
+    if current:
+        return out
     if dumps is None:
         months = reddit_standin.Months()
         dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}"), standin_users,
                                  standin_seed, start or months.start, comment_end, submission_end)
-    elif dumps.startswith(("http://", "https://")):
+    elif remote:
         wanted = reddit_download.plan(dumps, start, comment_end, submission_end)
         local = work / "dumps"
         fetched = download_dump.map(dumps, [n for n, _ in wanted], str(local), [h for _, h in wanted])
@@ -107,7 +137,7 @@ def build_reddit_features(out: str, dumps: str | None = None, work_dir: str | No
     params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
                                        split_seed=split_seed, censor_seed=censor_seed,
                                        max_error_rate=max_error_rate, model=model, device=device,
-                                       embedding_cache=embedding_cache or os.environ.get("CET_EMBEDDING_CACHE"))
+                                       embedding_cache=embedding_cache)
     rs, rc = reddit_build.local_dumps(Path(dumps), params)
     rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
     rs_stats = scan_rs.map([str(Path(dumps) / f.name) for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
@@ -117,7 +147,8 @@ def build_reddit_features(out: str, dumps: str | None = None, work_dir: str | No
                            params.end_utc("RC"), max_error_rate)
     stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
     p = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.__dict__.items()}
-    return finish(dumps, [f.name for f in rs + rc], first_path, rc_parts, out, str(work), p, stats)
+    path = finish(dumps, [f.name for f in rs + rc], first_path, rc_parts, out, str(work), p, stats)
+    return record_stage("build-reddit-features", path, key)
 
 
 def main(argv=None) -> int:
@@ -125,14 +156,15 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the Reddit dataset folder")
     b.add_argument("--dumps", help="folder or base URL of RC_/RS_YYYY-MM dumps (default: a generated stand-in)")
-    b.add_argument("--out", required=True)
+    b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/reddit)")
     b.add_argument("--work-dir")
     b.add_argument("--start", help="first month to read, YYYY-MM (default: all)")
     b.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s, the paper's)")
     b.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
-    b.add_argument("--standin-users", type=int, default=DEFAULT_USERS)
-    b.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model name or folder")
-    b.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    b.add_argument("--standin-users", type=int, help=f"default: $CET_REDDIT_STANDIN_USERS or {DEFAULT_USERS}")
+    b.add_argument("--model", help=f"sentence-transformers model name or folder (default: $CET_EMBEDDING_MODEL "
+                                   f"or {DEFAULT_MODEL})")
+    b.add_argument("--device", help="auto, cpu or cuda (default: $CET_DEVICE or auto)")
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
     b.add_argument("--max-error-rate", type=float, default=0.01, help="malformed-line share that fails a file")
     g = sub.add_parser("generate", help="write stand-in Pushshift dumps with planted truth")

@@ -1,0 +1,112 @@
+"""The pipeline's markdown report and its PNG figures.
+
+Per dataset: a bar chart of test AUC per event and model, and CET's calibration curve
+(observed occurrence frequency vs predicted P(ever), test split). ``report.md`` links the
+figures and holds the metric tables. Only aggregates are drawn: no row of any dataset
+reaches the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from cet_model.dataset import load_dataset  # noqa: E402
+from cet_model.experiments import inputs  # noqa: E402
+from cet_model.metrics import calibration_curve  # noqa: E402
+from cet_model.models import load_model  # noqa: E402
+
+from .train_eval import metric_rows  # noqa: E402
+
+
+def _save(fig, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def auc_figure(version: Path, title: str, path: Path) -> Path:
+    metrics = json.loads((version / "metrics.json").read_text())["test"]
+    models = list(metrics)
+    tasks = list(next(iter(metrics.values())))
+    fig, ax = plt.subplots(figsize=(max(5, 0.8 * len(tasks) + 2), 3.2))
+    width = 0.8 / len(models)
+    for i, m in enumerate(models):
+        vals = [metrics[m][t].get("auc") for t in tasks]
+        ax.bar(np.arange(len(tasks)) + i * width, [np.nan if v is None else v for v in vals], width, label=m)
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(np.arange(len(tasks)) + 0.4 - width / 2, tasks, rotation=30, ha="right")
+    ax.set_ylim(0.3, 1.0)
+    ax.set_ylabel("test AUC (vs true occurrence)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=len(models))
+    _save(fig, path)
+    return path
+
+
+def calibration_figure(version: Path, dataset_dir: Path, title: str, path: Path, device: str = "cpu") -> Path:
+    ds = load_dataset(dataset_dir)
+    te = ds.test
+    p = load_model(version / "CET", device=device).predict_occurrence(inputs(te))
+    fig, ax = plt.subplots(figsize=(4, 4))
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+    for j, e in enumerate(ds.event_names):
+        keep = np.ones(len(te), bool) if te.mask is None else te.mask[:, j] == 1
+        if len(np.unique(te.C[keep, j])) < 2:
+            continue
+        obs, pred, _ = calibration_curve(te.C[keep, j], p[keep, j], n_bins=10)
+        ax.plot(pred, obs, marker="o", ms=3, lw=1, label=e)
+    ax.set_xlabel("predicted P(ever)")
+    ax.set_ylabel("observed frequency")
+    ax.set_title(title)
+    if len(ds.event_names) <= 10:
+        ax.legend(fontsize=7)
+    _save(fig, path)
+    return path
+
+
+def _table(rows: list[dict]) -> str:
+    cols = ["model", "task", "auc", "mrae", "ci", "ece"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join("" if r[c] is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]))
+                                       for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
+    """``entries``: {"name", "dataset", "version", "decision"} per dataset. Writes
+    ``out_dir/report.md`` and ``out_dir/<name>-auc.png``, ``<name>-calibration.png``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parts = ["# CET pipeline report", "",
+             "Test-split metrics of one training run per dataset: AUC of P(ever) against the true "
+             "occurrence c (ET: by the rank of its predicted median time), MRAE and Harrell's C of "
+             "predicted median times, ECE of P(ever). Figures are PNGs next to this file.", ""]
+    for e in entries:
+        name, version, dataset = e["name"], Path(e["version"]), Path(e["dataset"])
+        auc_png = auc_figure(version, f"{name}: test AUC", out_dir / f"{name}-auc.png")
+        cal_png = calibration_figure(version, dataset, f"{name}: CET calibration", out_dir / f"{name}-calibration.png",
+                                     device)
+        decision = e.get("decision") or {}
+        parts += [f"## {name}", "", f"Dataset `{dataset}`; model version `{version}`"
+                  + (f" ({'promoted' if decision.get('promoted') else 'not promoted'}: {decision.get('reason')})"
+                     if decision else "") + ".", "",
+                  _table(metric_rows(version)), "",
+                  f"![{name} AUC]({auc_png.name}) ![{name} calibration]({cal_png.name})", ""]
+    path = out_dir / "report.md"
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".report.", suffix=".md")
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(parts))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,143 @@
+"""Train CET, ET and BC on one dataset folder and register the result as a model version.
+
+Plain functions; ``flows/train.py`` wires them. A version whose stage key (dataset
+fingerprint + training parameters + code version) already exists is reused, not retrained.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cet_model.dataset import load_dataset
+from cet_model.experiments import (
+    MODEL_SPECS,
+    average_over_tasks,
+    comment_spec,
+    evaluate,
+    inputs,
+    machine,
+)
+
+from . import registry, stages
+
+log = logging.getLogger("flows.train")
+
+CODE = ("cet_model", "flows.lib.train_eval", "flows.lib.registry")
+SUMMARY_METRICS = ("auc", "mrae", "ci", "ece")
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    models: tuple[str, ...] = ("CET", "ET", "BC")
+    hidden: int = 100
+    max_epochs: int = 40
+    patience: int = 5
+    seed: int = 0
+    device: str = "auto"
+    overrides: dict = field(default_factory=dict)  # per-model keyword overrides, e.g. {"CET": {"n_samples": 20}}
+
+    def __post_init__(self):
+        unknown = [m for m in self.models if m not in MODEL_SPECS]
+        if unknown:
+            raise ValueError(f"unknown models {unknown}; choose from {sorted(MODEL_SPECS)}")
+        if "CET" not in self.models:
+            raise ValueError("models must include CET: the registry promotes and predicts with it")
+
+    def key_params(self) -> dict:
+        """What changes the trained weights (the device does not enter the key)."""
+        d = asdict(self)
+        d.pop("device")
+        d["models"] = list(self.models)
+        return d
+
+
+def summarize(tasks: dict) -> dict:
+    """Mean over runs of the mean over tasks, per metric."""
+    out = {}
+    for m in SUMMARY_METRICS:
+        vals = average_over_tasks({e: {k: [v] for k, v in row.items()} for e, row in tasks.items()}, m)
+        out[m] = float(vals[0]) if vals else float("nan")
+    return out
+
+
+def train_version(dataset_dir, models_root, name: str, params: TrainParams = TrainParams(),
+                  progress=None) -> tuple[Path, bool]:
+    """Train (or reuse) a version of ``name``'s models; returns (version folder, reused)."""
+    dataset_dir = Path(dataset_dir)
+    key = stages.stage_key({"dataset": dataset_dir}, params.key_params(), stages.code_version(*CODE))
+    found = registry.find_version(models_root, name, key)
+    if found is not None:
+        log.info("%s: data, parameters and code unchanged: reusing %s", name, found.name)
+        return found, True
+    ds = load_dataset(dataset_dir)
+    tr, va, te = ds.train, ds.val, ds.test
+    x_tr, x_va, x_te, spec = inputs(tr), inputs(va), inputs(te), comment_spec(tr)
+    tmp = registry.staging_dir(models_root, name)
+    try:
+        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}}
+        for model_name in params.models:
+            cls, kwargs = MODEL_SPECS[model_name]
+            kwargs = dict(kwargs, **params.overrides.get(model_name, {}))
+            t0 = time.perf_counter()
+            on_epoch = None
+            if progress is not None:
+                on_epoch = lambda epoch, hist, m=model_name: progress(m, epoch, hist)  # noqa: E731
+            model = cls(hidden_sizes=(params.hidden,), max_epochs=params.max_epochs, patience=params.patience,
+                        seed=params.seed, device=params.device, comment_encoder=spec, **kwargs)
+            model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask, on_epoch=on_epoch)
+            metrics["seconds"][model_name] = time.perf_counter() - t0
+            metrics["epochs"][model_name] = len(model.history_.train_loss)
+            model.save(tmp / model_name)
+            for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
+                metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x)
+            metrics["summary"][model_name] = {
+                f"{s}_{m}": v for s in ("val", "test") for m, v in summarize(metrics[s][model_name]).items()}
+            log.info("%s %s: %d epochs, %.1fs, val AUC %.3f", name, model_name, metrics["epochs"][model_name],
+                     metrics["seconds"][model_name], metrics["summary"][model_name]["val_auc"])
+        (tmp / "metrics.json").write_text(json.dumps(_clean(metrics), indent=2))
+        (tmp / "params.json").write_text(json.dumps({**asdict(params), "stage_key": key,
+                                                     "machine": machine()}, indent=2, default=list))
+        (tmp / "data.json").write_text(json.dumps({
+            "path": str(dataset_dir.resolve()), "fingerprint": stages.fingerprint(dataset_dir),
+            "name": ds.manifest.get("name"), "feature_names": ds.feature_names, "event_names": ds.event_names,
+            "time_unit": ds.manifest.get("time_unit"), "split_sizes": ds.manifest.get("split_sizes"),
+            "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]}}, indent=2))
+        version = registry.commit(models_root, name, tmp)
+    except BaseException:
+        registry.discard(tmp)
+        raise
+    log.info("%s: registered %s", name, version)
+    return version, False
+
+
+def _clean(o):
+    """NaN (a metric undefined on a split, e.g. no positive case) becomes null: strict JSON."""
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_clean(v) for v in o]
+    if isinstance(o, float | np.floating):
+        return None if np.isnan(o) else float(o)
+    return o
+
+
+def metric_rows(version: Path) -> list[dict]:
+    """The test metrics of a version as table rows (model, task, auc, mrae, ci, ece)."""
+    metrics = json.loads((Path(version) / "metrics.json").read_text())
+    rows = []
+    for model, tasks in metrics["test"].items():
+        for task, row in tasks.items():
+            rows.append({"model": model, "task": task, **{m: _round(row.get(m)) for m in SUMMARY_METRICS}})
+        summ = metrics["summary"][model]
+        rows.append({"model": model, "task": "Avg", **{m: _round(summ.get(f"test_{m}")) for m in SUMMARY_METRICS}})
+    return rows
+
+
+def _round(v):
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else round(float(v), 4)

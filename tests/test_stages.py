@@ -1,0 +1,55 @@
+import os
+
+import pytest
+
+from flows.lib import stages
+
+
+def test_fingerprint_follows_content_names_and_skips_hidden(tmp_path):
+    d = tmp_path / "src"
+    d.mkdir()
+    (d / "a.csv").write_text("1,2\n")
+    first = stages.fingerprint(d)
+    (d / ".work").mkdir()
+    (d / ".work" / "x").write_text("scratch")
+    (d / ".stage.json").write_text("{}")
+    assert stages.fingerprint(d) == first
+    (d / "a.csv").write_text("1,3\n")
+    assert stages.fingerprint(d) != first
+    (d / "a.csv").write_text("1,2\n")
+    assert stages.fingerprint(d) == first
+    os.rename(d / "a.csv", d / "b.csv")
+    assert stages.fingerprint(d) != first
+    with pytest.raises(FileNotFoundError, match="missing"):
+        stages.fingerprint(tmp_path / "missing")
+
+
+def test_large_files_are_fingerprinted_by_size_and_mtime(tmp_path, monkeypatch):
+    monkeypatch.setattr(stages, "CONTENT_LIMIT", 4)
+    f = tmp_path / "big.bin"
+    f.write_bytes(b"0123456789")
+    first = stages.fingerprint(f)
+    f.write_bytes(b"9876543210")
+    os.utime(f, ns=(1, 1))
+    assert stages.fingerprint(f) != first
+
+
+def test_stage_key_and_stamp(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("x")
+    code = stages.code_version("cet_model.synthetic", "sql/mimic")
+    key = stages.stage_key({"src": src}, {"n": 1}, code)
+    assert key == stages.stage_key({"src": src}, {"n": 1}, code)
+    assert key != stages.stage_key({"src": src}, {"n": 2}, code)
+    assert key != stages.stage_key({"src": src}, {"n": 1}, stages.code_version("cet_model.censoring"))
+    out = tmp_path / "out"
+    out.mkdir()
+    assert not stages.is_current(out, key)
+    stages.record(out, key, stage="demo")
+    assert stages.is_current(out, key)
+    src.write_text("y")
+    assert not stages.is_current(out, stages.stage_key({"src": src}, {"n": 1}, code))
+    (out / stages.STAMP).write_text("not json")
+    assert not stages.is_current(out, key)
+    with pytest.raises(FileNotFoundError, match="nothing found"):
+        stages.code_version("cet_model.no_such_module")
