@@ -1,0 +1,116 @@
+"""train-evaluate, retrain, predict and full-pipeline under the session's Prefect harness.
+
+Settings come from CET_* environment variables pointing into a temporary folder, as a user
+would set them in .env.
+"""
+
+import json
+import time
+
+import numpy as np
+import polars as pl
+import pytest
+from prefect.client.orchestration import get_client
+
+from flows import predict as predict_flow
+from flows.full_pipeline import full_pipeline
+from flows.lib import registry
+from flows.synthetic import build_synthetic
+from flows.train import retrain, train_evaluate
+
+
+@pytest.fixture
+def cet_env(tmp_path, monkeypatch):
+    for name, value in {"DATA_DIR": tmp_path / "data", "MODELS_DIR": tmp_path / "models",
+                        "REPORTS_DIR": tmp_path / "reports", "SYNTHETIC_N": 1000, "MAX_EPOCHS": 3,
+                        "PATIENCE": 3, "HIDDEN": 16, "RETRAIN_DATASET": "synthetic",
+                        "MIMIC_STANDIN_SCALE": 0.001, "REDDIT_STANDIN_USERS": 200}.items():
+        monkeypatch.setenv(f"CET_{name}", str(value))
+    return tmp_path
+
+
+def test_train_evaluate_registers_promotes_and_reuses(cet_env):
+    data = build_synthetic()
+    assert data == str(cet_env / "data" / "synthetic")
+    first = train_evaluate(dataset="synthetic")
+    assert first["version"].endswith("v0001") and not first["reused"]
+    assert first["decision"]["promoted"] and first["decision"]["reason"] == "no promoted version yet"
+    v1 = cet_env / "models" / "synthetic" / "v0001"
+    assert {p.name for p in v1.iterdir()} >= {"CET", "ET", "BC", "metrics.json", "params.json", "data.json",
+                                              "decision.json"}
+    data_info = json.loads((v1 / "data.json").read_text())
+    assert data_info["feature_names"] == ["x1", "x2", "x3", "x4", "x5"] and len(data_info["fingerprint"]) == 64
+    assert 0.0 <= json.loads((v1 / "metrics.json").read_text())["summary"]["CET"]["val_auc"] <= 1.0
+    again = train_evaluate(dataset="synthetic")
+    assert again["reused"] and again["version"] == first["version"]
+    assert registry.versions(cet_env / "models", "synthetic") == ["v0001"]
+    with get_client(sync_client=True) as client:
+        art = client.read_latest_artifacts()
+    keys = {a.key for a in art}
+    assert "metrics-synthetic" in keys
+
+
+def test_retrain_promotes_or_keeps_by_the_rule(cet_env):
+    build_synthetic()
+    train_evaluate(dataset="synthetic")
+    promoted = retrain(dataset="synthetic", seed=1, promote_tolerance=1.0)  # any val AUC within 1.0
+    assert promoted["version"].endswith("v0002") and promoted["decision"]["promoted"]
+    assert registry.promoted(cet_env / "models", "synthetic").name == "v0002"
+    # make the promoted version unbeatable: the next candidate must be kept out
+    metrics_path = cet_env / "models" / "synthetic" / "v0002" / "metrics.json"
+    m = json.loads(metrics_path.read_text())
+    m["summary"]["CET"]["val_auc"] = 1.0
+    metrics_path.write_text(json.dumps(m))
+    kept = retrain(dataset="synthetic", seed=2, promote_tolerance=0.0)
+    assert kept["version"].endswith("v0003") and not kept["decision"]["promoted"]
+    assert "worse, kept v0002" in kept["decision"]["reason"]
+    assert registry.promoted(cet_env / "models", "synthetic").name == "v0002"
+    history = (cet_env / "models" / "synthetic" / "history.jsonl").read_text().splitlines()
+    assert [json.loads(h)["promoted"] for h in history] == [True, True, False]
+
+
+def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
+    data = build_synthetic()
+    train_evaluate(dataset="synthetic")
+    features = pl.read_parquet(f"{data}/features.parquet").filter(pl.col("split") == "test")
+    src = cet_env / "new.parquet"
+    features.drop("split").write_parquet(src)
+    out = cet_env / "scores.parquet"
+    assert predict_flow.main(["--dataset", "synthetic", "--features", str(src), "--out", str(out),
+                              "--quantiles", "0.25,0.5,0.75"]) == 0
+    scores = pl.read_parquet(out)
+    assert scores["id"].to_list() == features["id"].to_list()
+    for e in ("T1", "T2"):
+        p = scores[f"p_{e}"].to_numpy()
+        assert ((p > 0) & (p < 1)).all()
+        q = np.column_stack([scores[f"t_q{k}_{e}"].to_numpy() for k in (25, 50, 75)])
+        assert (q > 0).all() and (np.diff(q, axis=1) > 0).all()
+    features.drop(["split", "x3"]).write_parquet(src)
+    with pytest.raises(ValueError, match=r"new.parquet: missing columns \['x3'\]"):
+        predict_flow.main(["--dataset", "synthetic", "--features", str(src), "--out", str(out)])
+    with pytest.raises(SystemExit):
+        predict_flow.main(["--dataset", "nothing-trained", "--features", str(src), "--out", str(out)])
+    assert "no promoted model" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(cet_env):
+    t0 = time.perf_counter()
+    report = full_pipeline()
+    first = time.perf_counter() - t0
+    reports = cet_env / "reports"
+    assert report == str(reports / "report.md")
+    text = (reports / "report.md").read_text()
+    for name in ("synthetic", "mimic", "reddit"):
+        assert f"## {name}" in text and (reports / f"{name}-auc.png").stat().st_size > 1000
+        assert (reports / f"{name}-calibration.png").read_bytes()[:4] == b"\x89PNG"
+        assert registry.versions(cet_env / "models", name) == ["v0001"]
+    stamps = {p: p.stat().st_mtime_ns for p in (cet_env / "data").glob("*/.stage.json")}
+    assert len(stamps) == 3
+    t0 = time.perf_counter()
+    full_pipeline()
+    second = time.perf_counter() - t0
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no stage re-ran
+    for name in ("synthetic", "mimic", "reddit"):
+        assert registry.versions(cet_env / "models", name) == ["v0001"]
+    assert second < first / 2, (first, second)

@@ -1,0 +1,131 @@
+"""One real ``prefect server`` on a free loopback port, ``python -m flows.serve``, and
+deployments triggered with the CLI, as the README tells users to do."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(check, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 30) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = _free_port()
+    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
+    env.pop("PREFECT_API_URL", None)
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port),
+                             "--analytics-off", "--no-ui"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/api"
+
+    def healthy():
+        if proc.poll() is not None:
+            raise RuntimeError(f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}")
+        try:
+            return requests.get(f"{url}/health", timeout=2).ok
+        except requests.ConnectionError:
+            return False
+
+    _wait(healthy, 120, "the Prefect server")
+    yield {"url": url, "env": dict(env, PREFECT_API_URL=url), "home": home}
+    _stop(proc)
+    log.close()
+
+
+def _serve(server, workdir: Path) -> subprocess.Popen:
+    env = dict(server["env"], CET_DATA_DIR=str(workdir / "data"), CET_MODELS_DIR=str(workdir / "models"),
+               CET_SYNTHETIC_N="1000", CET_MAX_EPOCHS="2", CET_HIDDEN="16", CET_RETRAIN_CRON="*/5 * * * *",
+               PREFECT_RUNNER_POLL_FREQUENCY="2", PYTHONPATH=str(REPO))
+    log = open(workdir / "serve.log", "a")
+    return subprocess.Popen([sys.executable, "-m", "flows.serve"], cwd=workdir, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+
+
+def _deployment(url: str, name: str) -> dict | None:
+    r = requests.get(f"{url}/deployments/name/{name}", timeout=10)
+    return r.json() if r.ok else None
+
+
+def _run(server, name: str, *params: str) -> subprocess.CompletedProcess:
+    args = [PREFECT, "deployment", "run", name, "--watch", "--watch-timeout", "240"]
+    for p in params:
+        args += ["--param", p]
+    return subprocess.run(args, env=server["env"], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, tmp_path):
+    url = server["url"]
+    serve = _serve(server, tmp_path)
+    try:
+        names = ["build-synthetic", "build-mimic-features", "build-reddit-features", "train-evaluate", "retrain",
+                 "predict", "full-pipeline"]
+        _wait(lambda: all(_deployment(url, f"{n}/{n}") for n in names), 90, "the served deployments")
+        done = _run(server, "build-synthetic/build-synthetic")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Completed" in done.stdout
+        assert (tmp_path / "data" / "synthetic" / "manifest.json").is_file()
+
+        retrain = _deployment(url, "retrain/retrain")
+        assert not retrain["paused"]
+        assert [(s["schedule"]["cron"], s["active"]) for s in retrain["schedules"]] == [("*/5 * * * *", True)]
+
+        _stop(serve)
+        assert serve.returncode is not None
+        retrain = _deployment(url, "retrain/retrain")
+        assert not retrain["paused"] and retrain["schedules"][0]["active"], "stopping serve paused the schedule"
+
+        serve = _serve(server, tmp_path)
+        _wait(lambda: (tmp_path / "serve.log").read_text().count("Your deployments are being served") >= 2,
+              90, "the restarted serve process")
+        retrain = _deployment(url, "retrain/retrain")
+        assert not retrain["paused"] and retrain["schedules"][0]["active"]
+        done = _run(server, "train-evaluate/train-evaluate", 'dataset="synthetic"')
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (tmp_path / "models" / "synthetic" / "v0001" / "CET" / "weights.safetensors").is_file()
+
+        # the server's scheduler creates the cron's future runs for the restarted deployment
+        def scheduled():
+            r = requests.post(f"{url}/flow_runs/filter", timeout=10, json={
+                "deployments": {"id": {"any_": [retrain["id"]]}},
+                "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}})
+            return r.ok and len(r.json()) > 0
+
+        _wait(scheduled, 120, "scheduled retrain runs")
+    finally:
+        _stop(serve)
