@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m flows.full_pipeline", description=__doc__.split("\n\n")[0],
                                  epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default=",".join(BUILDS), help="comma-separated subset of %(default)s")
-    ap.add_argument("--max-epochs", type=int, help="training epochs cap (default: $CET_MAX_EPOCHS or 40)")
+    ap.add_argument("--max-epochs", type=int, help="training epochs cap (default: $CET_MAX_EPOCHS or 100)")
     ap.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
     ap.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
     args = ap.parse_args(argv)

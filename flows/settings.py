@@ -27,9 +27,9 @@ class Settings(BaseSettings):
 
     # sources: unset means a generated stand-in in the real format
     mimic_dir: Path | None = None
-    mimic_standin_scale: float = 0.01
+    mimic_standin_scale: float = 0.05
     reddit_dumps: str | None = None  # a folder or a base URL of RC_/RS_ dumps
-    reddit_standin_users: int = 1000
+    reddit_standin_users: int = 2000
     synthetic_mode: Literal["reference", "independent"] = "reference"
     synthetic_n: int = 40_000
 
@@ -41,8 +41,8 @@ class Settings(BaseSettings):
 
     # training, registry and schedule
     hidden: int = 100
-    max_epochs: int = 40
-    patience: int = 5
+    max_epochs: int = 100
+    patience: int = 10
     seed: int = 0
     promote_metric: str = "val_auc"
     promote_tolerance: float = 0.0

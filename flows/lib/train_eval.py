@@ -36,8 +36,8 @@ SUMMARY_METRICS = ("auc", "mrae", "ci", "ece")
 class TrainParams:
     models: tuple[str, ...] = ("CET", "ET", "BC")
     hidden: int = 100
-    max_epochs: int = 40
-    patience: int = 5
+    max_epochs: int = 100
+    patience: int = 10
     seed: int = 0
     device: str = "auto"
     overrides: dict = field(default_factory=dict)  # per-model keyword overrides, e.g. {"CET": {"n_samples": 20}}
