@@ -1,0 +1,44 @@
+import re
+from pathlib import Path
+
+import pytest
+
+from flows.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_env_example_documents_every_setting():
+    text = (REPO / ".env.example").read_text()
+    documented = set(re.findall(r"^#?\s*(CET_[A-Z_]+)=", text, flags=re.M))
+    fields = {f"CET_{name.upper()}" for name in Settings.model_fields if name != "prefect_api_url"}
+    assert fields <= documented, fields - documented
+    assert "PREFECT_API_URL=" in text
+    assert ".env" in (REPO / ".gitignore").read_text().splitlines()
+
+
+def test_env_example_values_parse(monkeypatch):
+    for line in (REPO / ".env.example").read_text().splitlines():
+        if line.startswith("CET_"):
+            k, v = line.split("=", 1)
+            monkeypatch.setenv(k, v)
+    s = Settings()
+    assert s.retrain_cron == "0 3 * * 1" and s.task_runner == "threads" and s.promote_metric == "val_auc"
+
+
+def test_dotenv_is_read_and_the_environment_wins(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("CET_DATA_DIR=/srv/cet-data\nCET_MAX_EPOCHS=7\nCET_PSEUDONYM_KEY=s3cret\n")
+    monkeypatch.setenv("CET_MAX_EPOCHS", "9")
+    s = Settings()
+    assert s.data_dir == Path("/srv/cet-data") and s.max_epochs == 9
+    assert "s3cret" not in repr(s) and s.pseudonym_key.get_secret_value() == "s3cret"
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("CET_TASK_RUNNER", "ray", "CET_TASK_RUNNER"), ("CET_DEVICE", "tpu", "CET_DEVICE"),
+    ("CET_PROMOTE_METRIC", "auc", "CET_PROMOTE_METRIC"), ("CET_MAX_EPOCHS", "many", "max_epochs")])
+def test_bad_settings_name_the_variable(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=message):
+        Settings()
