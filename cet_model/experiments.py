@@ -13,9 +13,16 @@ over tasks). Models:
 - ``ET``: same AFT head, no occurrence. Its AUC is scored as in the paper, by the rank
   of the predicted median time (an earlier time = a higher score).
 - ``BC``: the occurrence encoder trained as a classifier of s. AUC only.
+- ``Oracle``: the same classifier trained on the true occurrence c (the paper's Figure 1):
+  what the features allow at best with this network.
+- ``CET-exact`` and ``CET-ARM``: the paper's objective with the exact enumeration of the
+  2^M patterns or the ARM estimator in place of Gumbel-Softmax.
 
 Predicted times are medians (q = 0.5), for CET given that the event occurs. MRAE uses
-t_max = the largest observed test time of that event, as the reference code did.
+t_max = the largest observed test time of that event, as the reference code did. Beyond the
+paper: Uno's C of the predicted times and the integrated Brier score of the population
+survival curves (CET: 1 - p + p S(t | c = 1); ET: S(t)), both from scikit-survival with
+censoring weights from the training split.
 """
 
 from __future__ import annotations
@@ -34,7 +41,15 @@ import torch
 
 from .comments import flatten_inputs
 from .dataset import Dataset, load_dataset
-from .metrics import concordance_index, expected_calibration_error, mrae, occurrence_auc
+from .metrics import (
+    brier_times,
+    concordance_index,
+    expected_calibration_error,
+    integrated_brier_score,
+    mrae,
+    occurrence_auc,
+    uno_c,
+)
 from .models import BCModel, CETModel, ETModel
 
 log = logging.getLogger("cet_model.experiments")
@@ -45,9 +60,12 @@ MODEL_SPECS = {
     "CET-marginal": (CETModel, dict(estimator="exact", objective="marginal")),
     "ET": (ETModel, {}),
     "BC": (BCModel, {}),
+    "Oracle": (BCModel, {}),
+    "CET-exact": (CETModel, dict(PAPER_CET, estimator="exact")),
+    "CET-ARM": (CETModel, dict(PAPER_CET, estimator="arm")),
 }
 DEFAULT_MODELS = ("CET", "ET", "BC", "CET-marginal")
-TIME_METRICS = ("auc", "mrae", "ci", "ece")
+TIME_METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")
 COMMENT_WIDTH = 100  # per-comment layer width when the dataset has sequences (Reddit)
 
 
@@ -64,23 +82,45 @@ def comment_spec(split, width: int = COMMENT_WIDTH) -> dict | None:
     return {"n_aux": split.X.shape[1], "length": length, "dim": dim, "width": width}
 
 
-def evaluate(name: str, model, split, event_names, x=None) -> dict:
-    """Per-task metrics of one fitted model on one split (``x``: its model input, if computed)."""
+def fit(name: str, split_tr, split_va, x_tr, x_va, seed: int, hidden_sizes=(100,), max_epochs=100, patience=10,
+        comment_encoder=None, overrides: dict | None = None, on_epoch=None, **extra):
+    """Fit one model of MODEL_SPECS (the oracle learns the true occurrence c, not s); ``extra``
+    goes to the model (e.g. ``device``), ``on_epoch`` to ``fit``."""
+    cls, kwargs = MODEL_SPECS[name]
+    kwargs = dict(kwargs, **(overrides or {}), **extra)
+    model = cls(hidden_sizes=hidden_sizes, max_epochs=max_epochs, patience=patience, seed=seed,
+                comment_encoder=comment_encoder, **kwargs)
+    target_tr, target_va = (split_tr.C, split_va.C) if name == "Oracle" else (split_tr.S, split_va.S)
+    return model.fit(x_tr, split_tr.T, target_tr, x_va, split_va.T, target_va, mask=split_tr.mask,
+                     mask_val=split_va.mask, on_epoch=on_epoch)
+
+
+def evaluate(name: str, model, split, event_names, x=None, train=None) -> dict:
+    """Per-task metrics of one fitted model on one split (``x``: its model input, if computed).
+    With ``train`` (the training split) time models also get Uno's C and the integrated Brier score."""
     x = inputs(split) if x is None else x
     p = model.predict_occurrence(x)
-    t_hat = model.predict_time(x) if hasattr(model, "predict_time") else None
+    timed = hasattr(model, "predict_time")
+    t_hat = model.predict_time(x) if timed else None
     tasks = {}
     for j, e in enumerate(event_names):
         keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1  # masked cells are not scored
         if not keep.any():
-            tasks[e] = {k: float("nan") for k in (TIME_METRICS if t_hat is not None else ("auc", "ece"))}
+            tasks[e] = {k: float("nan") for k in (TIME_METRICS if timed else ("auc", "ece"))}
             continue
         c, t, s = split.C[keep, j], split.T[keep, j], split.S[keep, j]
         score = -t_hat[keep, j] if name == "ET" else p[keep, j]
         row = {"auc": occurrence_auc(c, score), "ece": expected_calibration_error(c, p[keep, j])}
-        if t_hat is not None:
+        if timed:
             row["mrae"] = mrae(t, t_hat[keep, j], s, t.max())
             row["ci"] = _safe_ci(t, t_hat[keep, j], s)
+            if train is not None:
+                keep_tr = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
+                t_tr, s_tr = train.T[keep_tr, j], train.S[keep_tr, j]
+                row["uno_c"] = uno_c(t_tr, s_tr, t, s, t_hat[keep, j])
+                times = brier_times(t)
+                surv = model.predict_survival(x[keep], times)[:, :, j] if len(times) >= 2 else None
+                row["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, surv, times) if surv is not None else float("nan")
         tasks[e] = row
     return tasks
 
@@ -100,18 +140,18 @@ def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_
         raise ValueError(f"unknown models {unknown}; choose from {sorted(MODEL_SPECS)}")
     tr, va, te = ds.train, ds.val, ds.test
     x_tr, x_va, x_te, spec = inputs(tr), inputs(va), inputs(te), comment_spec(tr)
-    result = {"models": {m: {"tasks": {e: {} for e in ds.event_names}, "seconds": []} for m in models}}
+    result = {"models": {m: {"tasks": {e: {} for e in ds.event_names}, "seconds": []} for m in models},
+              "figures": {"calibration": {e: {} for e in ds.event_names}, "maps": None}}
     for r in range(runs):
         seed = first_seed + r
         for name in models:
-            cls, kwargs = MODEL_SPECS[name]
-            kwargs = dict(kwargs, **(overrides or {}).get(name, {}))
             t0 = time.perf_counter()
-            model = cls(hidden_sizes=hidden_sizes, max_epochs=max_epochs, patience=patience, seed=seed,
-                        comment_encoder=spec, **kwargs).fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask,
-                                                            mask_val=va.mask)
+            model = fit(name, tr, va, x_tr, x_va, seed, hidden_sizes, max_epochs, patience, spec,
+                        (overrides or {}).get(name, {}))
             secs = time.perf_counter() - t0
-            scores = evaluate(name, model, te, ds.event_names, x_te)
+            scores = evaluate(name, model, te, ds.event_names, x_te, train=tr)
+            if r == 0:
+                _figure_data(result, name, model, ds, x_te)
             entry = result["models"][name]
             entry["seconds"].append(secs)
             entry.setdefault("epochs", []).append(len(model.history_.train_loss))
@@ -128,6 +168,33 @@ def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_
                          "split_sizes": ds.manifest.get("split_sizes")}
     result["machine"] = machine()
     return result
+
+
+def _figure_data(result: dict, name: str, model, ds, x_te) -> None:
+    """Calibration curves (every dataset) and occurrence maps (the synthetic data) of one model."""
+    from .figures import MAP_AXES, map_scores, occurrence_grid
+    from .metrics import calibration_curve
+
+    te = ds.test
+    p = model.predict_occurrence(x_te)
+    for j, e in enumerate(ds.event_names):
+        keep = np.ones(len(te), bool) if te.mask is None else te.mask[:, j] == 1
+        if len(np.unique(te.C[keep, j])) < 2:
+            continue
+        obs, pred, _ = calibration_curve(te.C[keep, j], p[keep, j])
+        result["figures"]["calibration"][e][name] = {
+            "pred": pred.tolist(), "obs": obs.tolist(), "ece": expected_calibration_error(te.C[keep, j], p[keep, j])}
+    synthetic = ds.feature_names == ["x1", "x2", "x3", "x4", "x5"] and ds.event_names == ["T1", "T2"]
+    if not synthetic or te.sequences is not None:
+        return
+    maps = result["figures"]["maps"] = result["figures"]["maps"] or {}
+    rows = np.random.default_rng(0).choice(len(te), size=min(400, len(te)), replace=False)
+    for j, e in enumerate(ds.event_names):
+        a, b, grid = occurrence_grid(te.X, MAP_AXES[e])
+        fi, fj = MAP_AXES[e]
+        m = maps.setdefault(e, {"a": a.tolist(), "b": b.tolist(), "models": {},
+                                "points": (te.X[rows, fi].tolist(), te.X[rows, fj].tolist(), te.C[rows, j].tolist())})
+        m["models"][name] = map_scores(name, model, grid, j).tolist()
 
 
 def machine() -> dict:
@@ -164,8 +231,10 @@ def table_markdown(result: dict, title: str) -> str:
     """The paper's table layout: model, task, AUC, MRAE, CI (mean ± std over runs)."""
     runs = result.get("config", {}).get("runs", "?")
     lines = [f"# {title}", "", f"Mean ± std over {runs} runs on the test split. "
-             "AUC against the true occurrence c; ET's AUC from the rank of its predicted median time.",
-             "", "| Model | Task | AUC | MRAE | CI | ECE |", "|---|---|---|---|---|---|"]
+             "AUC against the true occurrence c; ET's AUC from the rank of its predicted median time. "
+             "MRAE, Harrell's CI and Uno's C of predicted median times; ECE of P(ever); IBS: integrated "
+             "Brier score of the population survival curves (lower is better).",
+             "", "| Model | Task | AUC | MRAE | CI | ECE | Uno's C | IBS |", "|---|---|---|---|---|---|---|---|"]
     for name, entry in result["models"].items():
         tasks = dict(entry["tasks"])
         rows = list(tasks.items()) + [("Avg", {m: average_over_tasks(tasks, m) for m in TIME_METRICS})]
@@ -178,10 +247,26 @@ def table_markdown(result: dict, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_figures(result: dict, out: Path) -> list[Path]:
+    """fig2 (and fig3, and fig1 on the synthetic data) as PNGs in ``out``."""
+    from . import figures
+
+    fig = result.get("figures") or {}
+    paths = [figures.figure2(result, out / "fig2_auc_mrae.png")]
+    if any(fig.get("calibration", {}).values()):
+        paths.append(figures.figure3({k: v for k, v in fig["calibration"].items() if v}, out / "fig3_calibration.png"))
+    if fig.get("maps"):
+        paths.append(figures.figure1(fig["maps"], out / "fig1_occurrence_maps.png"))
+    return paths
+
+
 def write_report(result: dict, out: Path, title: str) -> None:
-    """Write metrics.json and table.md atomically (temporary name, then rename)."""
+    """Write metrics.json, table.md and the figures atomically (temporary names, then rename).
+    The occurrence-map grids are drawn, not stored in metrics.json."""
     out.mkdir(parents=True, exist_ok=True)
-    for fname, text in (("metrics.json", json.dumps(result, indent=2)), ("table.md", table_markdown(result, title))):
+    write_figures(result, out)
+    stored = dict(result, figures={"calibration": (result.get("figures") or {}).get("calibration")})
+    for fname, text in (("metrics.json", json.dumps(stored, indent=2)), ("table.md", table_markdown(result, title))):
         fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{fname}.")
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
@@ -207,6 +292,9 @@ def main(argv=None) -> int:
         p.add_argument("--patience", type=int, default=10)
         p.add_argument("--first-seed", type=int, default=0)
         p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+        p.add_argument("--search", type=int, default=0, metavar="BUDGET",
+                       help="random-search trials for CET before the runs (0: the paper's settings)")
+        p.add_argument("--search-epochs", type=int, default=None, help="epoch cap per trial (default: --max-epochs)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.threads:
@@ -221,8 +309,17 @@ def main(argv=None) -> int:
         data, title = args.data, f"Dataset {args.data.name}"
     ds = load_dataset(data)
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    result = run(ds, args.runs, models, hidden_sizes=(args.hidden,), max_epochs=args.max_epochs,
-                 patience=args.patience, first_seed=args.first_seed)
+    hidden, overrides, search = (args.hidden,), None, None
+    if args.search:
+        from .search import overrides_from, random_search
+
+        search = random_search(ds, args.search, seed=args.first_seed, max_epochs=args.search_epochs or args.max_epochs,
+                               patience=args.patience)
+        hidden, overrides = overrides_from(search["best"])
+    result = run(ds, args.runs, models, hidden_sizes=hidden, max_epochs=args.max_epochs,
+                 patience=args.patience, first_seed=args.first_seed, overrides=overrides)
+    if search is not None:
+        result["search"] = search
     write_report(result, args.out, title)
     print(table_markdown(result, title))
     return 0

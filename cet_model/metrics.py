@@ -163,3 +163,45 @@ def expected_calibration_error(c_true, p, n_bins: int = 10, strategy: str = "uni
     """ECE = sum over bins of (bin share) x |observed frequency - mean prediction|."""
     prob_true, prob_pred, counts = calibration_curve(c_true, p, n_bins, strategy)
     return float(np.sum(counts * np.abs(prob_true - prob_pred)) / np.sum(counts))
+
+
+def _surv_array(t, s):
+    from sksurv.util import Surv
+
+    return Surv.from_arrays(event=np.asarray(s).astype(bool), time=np.asarray(t, dtype=np.float64))
+
+
+def uno_c(t_train, s_train, t, s, predicted_times, tau: float | None = None) -> float:
+    """Uno's IPCW concordance (scikit-survival) of predicted times: an earlier predicted time
+    is a higher risk. Censoring weights come from the training split; ``tau`` defaults to
+    the 90th percentile of the training times. NaN when undefined (no comparable pair,
+    no event)."""
+    from sksurv.metrics import concordance_index_ipcw
+
+    t_train, t = np.asarray(t_train, np.float64), np.asarray(t, np.float64)
+    tau = float(np.quantile(t_train, 0.9)) if tau is None else tau
+    try:
+        return float(concordance_index_ipcw(_surv_array(t_train, s_train), _surv_array(t, s),
+                                            -np.asarray(predicted_times, np.float64), tau=tau)[0])
+    except (ValueError, ZeroDivisionError):
+        return float("nan")
+
+
+def brier_times(t, n: int = 20) -> np.ndarray:
+    """An evaluation grid strictly inside the observed follow-up: quantiles 10 %..90 %."""
+    grid = np.unique(np.quantile(np.asarray(t, np.float64), np.linspace(0.1, 0.9, n)))
+    return grid[(grid > np.min(t)) & (grid < np.max(t))]
+
+
+def integrated_brier_score(t_train, s_train, t, s, survival, times) -> float:
+    """Integrated Brier score (scikit-survival, IPCW) of survival curves ``survival`` (n, len(times))
+    at ``times``. Lower is better; NaN when undefined."""
+    from sksurv.metrics import integrated_brier_score as ibs
+
+    if len(times) < 2:
+        return float("nan")
+    try:
+        return float(ibs(_surv_array(t_train, s_train), _surv_array(t, s), np.asarray(survival, np.float64),
+                         np.asarray(times, np.float64)))
+    except (ValueError, ZeroDivisionError):
+        return float("nan")

@@ -76,7 +76,7 @@ def calibration_figure(version: Path, dataset_dir: Path, title: str, path: Path,
 
 
 def _table(rows: list[dict]) -> str:
-    cols = ["model", "task", "auc", "mrae", "ci", "ece"]
+    cols = ["model", "task", "auc", "mrae", "ci", "ece", "uno_c", "ibs"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join("" if r[c] is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]))
@@ -92,7 +92,8 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
     parts = ["# CET pipeline report", "",
              "Test-split metrics of one training run per dataset: AUC of P(ever) against the true "
              "occurrence c (ET: by the rank of its predicted median time), MRAE and Harrell's C of "
-             "predicted median times, ECE of P(ever). Figures are PNGs next to this file.", ""]
+             "predicted median times, ECE of P(ever), Uno's C and the integrated Brier score (IBS) of "
+             "the population survival curves. Figures are PNGs next to this file.", ""]
     for e in entries:
         name, version, dataset = e["name"], Path(e["version"]), Path(e["dataset"])
         auc_png = auc_figure(version, f"{name}: test AUC", out_dir / f"{name}-auc.png")

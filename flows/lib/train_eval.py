@@ -20,6 +20,7 @@ from cet_model.experiments import (
     average_over_tasks,
     comment_spec,
     evaluate,
+    fit,
     inputs,
     machine,
 )
@@ -29,7 +30,7 @@ from . import registry, stages
 log = logging.getLogger("flows.train")
 
 CODE = ("cet_model", "flows.lib.train_eval", "flows.lib.registry")
-SUMMARY_METRICS = ("auc", "mrae", "ci", "ece")
+SUMMARY_METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")
 
 
 @dataclass(frozen=True)
@@ -82,20 +83,18 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     try:
         metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}}
         for model_name in params.models:
-            cls, kwargs = MODEL_SPECS[model_name]
-            kwargs = dict(kwargs, **params.overrides.get(model_name, {}))
             t0 = time.perf_counter()
             on_epoch = None
             if progress is not None:
                 on_epoch = lambda epoch, hist, m=model_name: progress(m, epoch, hist)  # noqa: E731
-            model = cls(hidden_sizes=(params.hidden,), max_epochs=params.max_epochs, patience=params.patience,
-                        seed=params.seed, device=params.device, comment_encoder=spec, **kwargs)
-            model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask, on_epoch=on_epoch)
+            model = fit(model_name, tr, va, x_tr, x_va, params.seed, (params.hidden,), params.max_epochs,
+                        params.patience, spec, params.overrides.get(model_name, {}), device=params.device,
+                        on_epoch=on_epoch)
             metrics["seconds"][model_name] = time.perf_counter() - t0
             metrics["epochs"][model_name] = len(model.history_.train_loss)
             model.save(tmp / model_name)
             for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
-                metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x)
+                metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr)
             metrics["summary"][model_name] = {
                 f"{s}_{m}": v for s in ("val", "test") for m, v in summarize(metrics[s][model_name]).items()}
             log.info("%s %s: %d epochs, %.1fs, val AUC %.3f", name, model_name, metrics["epochs"][model_name],
@@ -128,7 +127,7 @@ def _clean(o):
 
 
 def metric_rows(version: Path) -> list[dict]:
-    """The test metrics of a version as table rows (model, task, auc, mrae, ci, ece)."""
+    """The test metrics of a version as table rows (model, task, then SUMMARY_METRICS)."""
     metrics = json.loads((Path(version) / "metrics.json").read_text())
     rows = []
     for model, tasks in metrics["test"].items():

@@ -1,0 +1,61 @@
+"""Random search over CET's hyper-parameters in the paper's ranges, tuned on validation AUC.
+
+Each trial fits CET once (seed ``seed + trial``) with a draw from ``SPACE`` and scores the
+mean over tasks of the validation AUC against the true occurrence c. The best draw is then
+fixed for the repeated runs (``experiments.run(..., overrides=...)``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .experiments import comment_spec, evaluate, fit, inputs
+
+SPACE = {"estimator": ("gumbel", "arm", "exact"), "n_samples": (30, 200), "log_epsilon": (-4.0, 0.0),
+         "hidden": (100, 1000), "temperature": (0.0, 1.0)}
+
+
+def draw(rng: np.random.Generator) -> dict:
+    """One point: estimator uniform, samples and hidden width log-uniform (integers), log eps
+    and temperature uniform (temperature kept away from 0)."""
+    lo, hi = SPACE["n_samples"]
+    hlo, hhi = SPACE["hidden"]
+    return {"estimator": str(rng.choice(SPACE["estimator"])),
+            "n_samples": int(round(math.exp(rng.uniform(math.log(lo), math.log(hi))))),
+            "log_epsilon": float(rng.uniform(*SPACE["log_epsilon"])),
+            "hidden": int(round(math.exp(rng.uniform(math.log(hlo), math.log(hhi))))),
+            "temperature": float(rng.uniform(0.05, SPACE["temperature"][1]))}
+
+
+def random_search(ds, budget: int, seed: int = 0, max_epochs: int = 100, patience: int = 10,
+                  progress: bool = True) -> dict:
+    """``budget`` trials; returns {"trials": [...], "best": point, "best_val_auc": float}."""
+    if budget < 1:
+        raise ValueError(f"search budget must be >= 1, got {budget}")
+    rng = np.random.default_rng([seed, 7])
+    tr, va = ds.train, ds.val
+    x_tr, x_va, spec = inputs(tr), inputs(va), comment_spec(tr)
+    trials = []
+    for i in range(budget):
+        point = draw(rng)
+        cet_kwargs = {k: point[k] for k in ("estimator", "n_samples", "log_epsilon", "temperature")}
+        t0 = time.perf_counter()
+        model = fit("CET", tr, va, x_tr, x_va, seed + i, (point["hidden"],), max_epochs, patience, spec, cet_kwargs)
+        scores = evaluate("CET", model, va, ds.event_names, x_va)
+        val_auc = float(np.nanmean([row["auc"] for row in scores.values()]))
+        trials.append({**point, "val_auc": val_auc, "seconds": time.perf_counter() - t0,
+                       "epochs": len(model.history_.train_loss)})
+        if progress:
+            print(f"search {i + 1}/{budget}: {point} val AUC {val_auc:.3f}", flush=True)
+    best = max(trials, key=lambda t: -math.inf if math.isnan(t["val_auc"]) else t["val_auc"])
+    return {"space": {k: list(v) for k, v in SPACE.items()}, "budget": budget, "seed": seed, "trials": trials,
+            "best": {k: best[k] for k in SPACE}, "best_val_auc": best["val_auc"]}
+
+
+def overrides_from(best: dict) -> tuple[tuple[int, ...], dict]:
+    """(hidden sizes for every model, CET's keyword overrides) from a search's best point."""
+    cet = {k: best[k] for k in ("estimator", "n_samples", "log_epsilon", "temperature")}
+    return (int(best["hidden"]),), {"CET": cet}
