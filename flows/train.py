@@ -64,6 +64,17 @@ def publish_metrics(name: str, version: str) -> None:
                           description=f"{name}, model version {Path(version).name}: test metrics")
 
 
+@task(name="experiment-report")
+def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden: int, max_epochs: int,
+                      patience: int, seed: int, name: str) -> str:
+    path = train_eval.experiment(dataset_dir, out, runs, search, hidden=hidden, max_epochs=max_epochs,
+                                 patience=patience, seed=seed, title=f"{name}: {runs} runs")
+    create_table_artifact(train_eval.experiment_rows(path), key=f"experiment-{artifact_key(name)}",
+                          description=f"{name}: mean ± std over {runs} runs (test split)")
+    get_run_logger().info("%s: experiment report in %s", name, path)
+    return str(path)
+
+
 def artifact_key(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "dataset"
 
@@ -72,11 +83,13 @@ def artifact_key(name: str) -> str:
 def train_evaluate(dataset: str | None = None, name: str | None = None, models: list[str] | None = None,
                    hidden: int | None = None, max_epochs: int | None = None, patience: int | None = None,
                    seed: int | None = None, promote_metric: str | None = None,
-                   promote_tolerance: float | None = None) -> dict:
+                   promote_tolerance: float | None = None, runs: int = 0, search: int = 0) -> dict:
     """Dataset folder -> CET, ET and BC -> metrics, a registered version and a promotion decision.
 
     ``dataset``: a folder, or a name under CET_DATA_DIR (default: CET_RETRAIN_DATASET).
     Unset training parameters come from the settings (CET_HIDDEN, CET_MAX_EPOCHS, ...).
+    ``runs`` > 0 also writes the paper-format report (``search`` random-search trials for CET,
+    then ``runs`` seeds of CET, ET, BC and the oracle) to CET_REPORTS_DIR/<name>/.
     """
     s = Settings()
     dataset = dataset or s.retrain_dataset
@@ -89,7 +102,12 @@ def train_evaluate(dataset: str | None = None, name: str | None = None, models: 
     publish_metrics(name, version)
     decision = judge(str(s.models_dir), name, version, promote_metric or s.promote_metric,
                      s.promote_tolerance if promote_tolerance is None else promote_tolerance)
-    return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision}
+    report = None
+    if runs:
+        report = experiment_report(str(path), str(s.reports_dir / name), runs, search, params["hidden"],
+                                   params["max_epochs"], params["patience"], params["seed"], name)
+    return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision,
+            "experiment": report}
 
 
 def build_flow(name: str):
@@ -125,6 +143,8 @@ def main(argv=None) -> int:
     ev.add_argument("--max-epochs", type=int)
     ev.add_argument("--hidden", type=int)
     ev.add_argument("--seed", type=int)
+    ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
+    ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
     rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
     rt.add_argument("--dataset", choices=BUILDS, help="default: $CET_RETRAIN_DATASET")
     rt.add_argument("--seed", type=int)
@@ -135,7 +155,7 @@ def main(argv=None) -> int:
     if args.command == "evaluate":
         result = train_evaluate(dataset=args.dataset, name=args.name, max_epochs=args.max_epochs, hidden=args.hidden,
                                 seed=args.seed, promote_metric=args.promote_metric,
-                                promote_tolerance=args.promote_tolerance)
+                                promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)
     else:
         result = retrain(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
                          promote_tolerance=args.promote_tolerance)

@@ -49,3 +49,67 @@ def test_cli_on_an_existing_dataset(tmp_path, tiny_dataset, capsys):
     assert (tmp_path / "r" / "table.md").is_file() and "| ET | Avg |" in capsys.readouterr().out
     with pytest.raises(ValueError, match="unknown models"):
         experiments.run(tiny_dataset, runs=1, models=("XGB",))
+
+
+def test_report_command_writes_every_table_and_figure(tmp_path, tiny_dataset, capsys):
+    out = tmp_path / "rep"
+    rc = experiments.main(["dataset", "--data", str(tiny_dataset.path), "--runs", "2", "--hidden", "8",
+                           "--models", "CET,ET,BC,Oracle,CET-exact,CET-ARM", "--max-epochs", "2",
+                           "--search", "2", "--search-epochs", "1", "--out", str(out)])
+    assert rc == 0
+    for name in ("table.md", "metrics.json", "fig1_occurrence_maps.png", "fig2_auc_mrae.png", "fig3_calibration.png"):
+        assert (out / name).stat().st_size > 0, name
+    for png in out.glob("*.png"):
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["search"]["trials"]) == 2 and set(metrics["search"]["best"]) >= {"estimator", "hidden"}
+    assert metrics["config"]["hidden_sizes"] == [metrics["search"]["best"]["hidden"]]
+    assert set(metrics["models"]["CET"]["tasks"]["T1"]) == {"auc", "mrae", "ci", "ece", "uno_c", "ibs"}
+    assert set(metrics["models"]["Oracle"]["tasks"]["T1"]) == {"auc", "ece"}
+    table = (out / "table.md").read_text()
+    for model in ("CET", "ET", "BC", "Oracle", "CET-exact", "CET-ARM"):
+        assert f"| {model} | Avg |" in table
+    # Uno's C and IBS cells equal metrics.json
+    row = next(line for line in table.splitlines() if line.startswith("| ET | T1 |")).split("|")
+    for col, metric in ((7, "uno_c"), (8, "ibs")):
+        mean = float(re.findall(r"-?\d+\.\d+", row[col])[0])
+        assert mean == pytest.approx(np.mean(metrics["models"]["ET"]["tasks"]["T1"][metric]), abs=0.005)
+    assert "maps" not in metrics["figures"] and metrics["figures"]["calibration"]["T1"]["CET"]["pred"]
+
+
+def test_oracle_learns_the_true_occurrence(tmp_path):
+    ds = load_dataset(synthetic.write(tmp_path / "clean", "independent", n=1500, noise=0.2,
+                                      split_sizes=(900, 300, 300)))
+    tr, va, te = ds.train, ds.val, ds.test
+    kw = dict(seed=0, hidden_sizes=(32,), max_epochs=150, patience=150, lr=1e-2, dropout=0.0)
+    auc = {n: experiments.evaluate(n, experiments.fit(n, tr, va, tr.X, va.X, **kw), te, ds.event_names)["T1"]["auc"]
+           for n in ("Oracle", "BC")}
+    # trained on c rather than the censored s, the oracle ranks the true occurrence better
+    assert auc["Oracle"] > 0.9 and auc["Oracle"] > auc["BC"], auc
+
+
+def test_search_draws_stay_in_the_paper_ranges():
+    from cet_model.search import SPACE, draw
+
+    rng = np.random.default_rng(0)
+    points = [draw(rng) for _ in range(300)]
+    assert {p["estimator"] for p in points} == set(SPACE["estimator"])
+    assert all(30 <= p["n_samples"] <= 200 and 100 <= p["hidden"] <= 1000 for p in points)
+    assert all(-4 <= p["log_epsilon"] <= 0 and 0 < p["temperature"] <= 1 for p in points)
+    with pytest.raises(ValueError, match="budget"):
+        from cet_model.search import random_search
+        random_search(None, 0)
+
+
+def test_uno_c_and_brier_match_scikit_survival_conventions():
+    from cet_model.metrics import brier_times, integrated_brier_score, uno_c
+
+    rng = np.random.default_rng(1)
+    t = rng.exponential(1.0, 400)
+    s = (rng.random(400) < 0.7).astype(int)
+    assert uno_c(t, s, t, s, t) > 0.99  # predicting the times themselves: concordant
+    assert uno_c(t, s, t, s, -t) < 0.01
+    times = brier_times(t)
+    perfect = (t[:, None] > times[None, :]).astype(float)
+    flat = np.full_like(perfect, 0.5)
+    assert integrated_brier_score(t, s, t, s, perfect, times) < integrated_brier_score(t, s, t, s, flat, times)

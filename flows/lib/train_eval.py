@@ -140,3 +140,40 @@ def metric_rows(version: Path) -> list[dict]:
 
 def _round(v):
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else round(float(v), 4)
+
+
+def experiment(dataset_dir, out, runs: int, search: int = 0, models=("CET", "ET", "BC", "Oracle"), hidden: int = 100,
+               max_epochs: int = 100, patience: int = 10, seed: int = 0, title: str | None = None) -> Path:
+    """The paper-format report of one dataset: optional random search for CET, then ``runs``
+    seeds of every model; writes ``out/table.md``, ``metrics.json`` and the figures."""
+    from cet_model import experiments
+    from cet_model.search import overrides_from, random_search
+
+    ds = load_dataset(dataset_dir)
+    sizes, overrides, found = (hidden,), None, None
+    if search:
+        found = random_search(ds, search, seed=seed, max_epochs=max_epochs, patience=patience, progress=False)
+        sizes, overrides = overrides_from(found["best"])
+    result = experiments.run(ds, runs, tuple(models), hidden_sizes=sizes, max_epochs=max_epochs, patience=patience,
+                             first_seed=seed, overrides=overrides, progress=False)
+    if found is not None:
+        result["search"] = found
+    experiments.write_report(result, Path(out), title or f"{ds.manifest.get('name', Path(dataset_dir).name)}")
+    return Path(out)
+
+
+def experiment_rows(out) -> list[dict]:
+    """metrics.json of an experiment as table rows: mean and std per model and task."""
+    from cet_model.experiments import TIME_METRICS, average_over_tasks, summarize
+
+    result = json.loads((Path(out) / "metrics.json").read_text())
+    rows = []
+    for model, entry in result["models"].items():
+        tasks = dict(entry["tasks"])
+        for task, vals in [*tasks.items(), ("Avg", {m: average_over_tasks(tasks, m) for m in TIME_METRICS})]:
+            row = {"model": model, "task": task}
+            for m in TIME_METRICS:
+                mean, std = summarize(vals.get(m, []))
+                row[m] = None if np.isnan(mean) else f"{mean:.3f} ± {std:.3f}"
+            rows.append(row)
+    return rows

@@ -114,3 +114,17 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     for name in ("synthetic", "mimic", "reddit"):
         assert registry.versions(cet_env / "models", name) == ["v0001"]
     assert second < first / 2, (first, second)
+
+
+def test_train_evaluate_writes_the_experiment_report_and_its_artifact(cet_env):
+    build_synthetic()
+    result = train_evaluate(dataset="synthetic", runs=2, search=1, max_epochs=2)
+    out = cet_env / "reports" / "synthetic"
+    assert result["experiment"] == str(out)
+    for name in ("table.md", "metrics.json", "fig1_occurrence_maps.png", "fig2_auc_mrae.png", "fig3_calibration.png"):
+        assert (out / name).is_file(), name
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["models"]) == {"CET", "ET", "BC", "Oracle"} and len(metrics["search"]["trials"]) == 1
+    with get_client(sync_client=True) as client:
+        keys = {a.key for a in client.read_latest_artifacts()}
+    assert "experiment-synthetic" in keys
