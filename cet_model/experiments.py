@@ -32,13 +32,13 @@ import json
 import logging
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .atomic import write_text
 from .comments import flatten_inputs
 from .dataset import Dataset, load_dataset
 from .metrics import (
@@ -266,11 +266,8 @@ def write_report(result: dict, out: Path, title: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_figures(result, out)
     stored = dict(result, figures={"calibration": (result.get("figures") or {}).get("calibration")})
-    for fname, text in (("metrics.json", json.dumps(stored, indent=2)), ("table.md", table_markdown(result, title))):
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{fname}.")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, out / fname)
+    write_text(out / "metrics.json", json.dumps(stored, indent=2))
+    write_text(out / "table.md", table_markdown(result, title))
 
 
 def main(argv=None) -> int:

@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -20,18 +18,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .atomic import save_figure as _save  # noqa: E402
+
 GRID = 60
 MAP_AXES = {"T1": (0, 1), "T2": (2, 3)}  # synthetic: the features behind each event
-
-
-def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
 
 
 def occurrence_grid(x: np.ndarray, axes: tuple[int, int], n: int = GRID):

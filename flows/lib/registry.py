@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cet_model.atomic import write_text
+
 # metric -> +1 when higher is better, -1 when lower is better
 METRIC_DIRECTION = {"val_auc": 1, "val_ci": 1, "val_mrae": -1, "val_ece": -1, "always": 0}
 VERSION = re.compile(r"^v(\d{4,})$")
@@ -42,10 +44,7 @@ class Rule:
 
 
 def _write_json(path: Path, obj) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=True, default=str)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
 def versions(root: Path, dataset: str) -> list[str]:

@@ -9,8 +9,6 @@ reaches the report.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -19,20 +17,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from cet_model.atomic import save_figure as _save  # noqa: E402
+from cet_model.atomic import write_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.experiments import inputs  # noqa: E402
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 
 from .train_eval import metric_rows  # noqa: E402
-
-
-def _save(fig, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
 
 
 def auc_figure(version: Path, title: str, path: Path) -> Path:
@@ -105,9 +97,4 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
                      if decision else "") + ".", "",
                   _table(metric_rows(version)), "",
                   f"![{name} AUC]({auc_png.name}) ![{name} calibration]({cal_png.name})", ""]
-    path = out_dir / "report.md"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".report.", suffix=".md")
-    with os.fdopen(fd, "w") as fh:
-        fh.write("\n".join(parts))
-    os.replace(tmp, path)
-    return path
+    return write_text(out_dir / "report.md", "\n".join(parts))

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from cet_model.atomic import write_text
 
 CONTENT_LIMIT = 64 * 2**20
 STAMP = ".stage.json"
@@ -87,8 +88,4 @@ def is_current(out, key: str) -> bool:
 
 def record(out, key: str, **info) -> None:
     """Write the stamp atomically once ``out`` is complete."""
-    out = Path(out)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".stage.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"key": key, **info}, fh, indent=2, default=str)
-    os.replace(tmp, out / STAMP)
+    write_text(Path(out) / STAMP, json.dumps({"key": key, **info}, indent=2, default=str))
