@@ -23,7 +23,7 @@ from flows.lib import mimic_build, mimic_download, mimic_staging, mimic_standin
 from flows.lib.mimic_schema import TABLES
 from flows.settings import Settings
 
-DEFAULT_STANDIN_SCALE = 0.05  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
+DEFAULT_STANDIN_SCALE = Settings.model_fields["mimic_standin_scale"].default
 
 
 @task(name="download-mimic-demo", retries=2, retry_delay_seconds=[5, 30])

@@ -23,7 +23,7 @@ from flows.lib import reddit_build, reddit_cohort, reddit_download, reddit_stand
 from flows.lib.embed import DEFAULT_MODEL
 from flows.settings import Settings
 
-DEFAULT_USERS = 2000
+DEFAULT_USERS = Settings.model_fields["reddit_standin_users"].default
 
 
 def _key(work: str) -> bytes:

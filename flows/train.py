@@ -95,7 +95,7 @@ def train_evaluate(dataset: str | None = None, name: str | None = None, models: 
     dataset = dataset or s.retrain_dataset
     path = Path(dataset) if Path(dataset).is_dir() or "/" in dataset else s.dataset_dir(dataset)
     name = name or path.name
-    params = dict(models=tuple(models or ("CET", "ET", "BC")), hidden=hidden or s.hidden,
+    params = dict(models=tuple(models or train_eval.TrainParams.models), hidden=hidden or s.hidden,
                   max_epochs=max_epochs or s.max_epochs, patience=patience or s.patience,
                   seed=s.seed if seed is None else seed, device=s.device)
     version, reused = train_models(str(path), str(s.models_dir), name, params)

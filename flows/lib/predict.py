@@ -87,6 +87,8 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
         cols[f"p_{e}"] = p[:, j]
         for q in qs:
             cols[f"t_q{round(q * 100):02d}_{e}"] = times[q][:, j]
+    if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs)):
+        raise ValueError(f"quantiles {qs} give the same column name twice (names keep whole percents)")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     pl.DataFrame(cols).write_parquet(tmp)

@@ -36,6 +36,14 @@ def pseudonym(author: str, key: bytes) -> str:
     return hmac.digest(key, author.encode("utf-8"), "sha256").hex()[:20]
 
 
+def _created(obj: dict, skipped: Counter) -> int | None:
+    """created_utc as an int, or None (counted) when missing or unreadable."""
+    t = created_utc(obj)
+    if t is None:
+        skipped["bad_created_utc"] += 1
+    return t
+
+
 def _author(obj: dict, skipped: Counter) -> str | None:
     a = obj.get("author")
     if not isinstance(a, str) or not a:
@@ -71,9 +79,8 @@ def scan_submissions(path: Path, out: Path, key: bytes, end_utc: int, max_error_
         author = _author(obj, skipped)
         if author is None:
             continue
-        t = created_utc(obj)
+        t = _created(obj, skipped)
         if t is None:
-            skipped["bad_created_utc"] += 1
             continue
         if t > end_utc:
             skipped["after_end"] += 1
@@ -117,9 +124,8 @@ def scan_comments(path: Path, out: Path, key: bytes, candidates: dict[str, int],
         limit = candidates.get(user)
         if limit is None:
             continue
-        t = created_utc(obj)
+        t = _created(obj, skipped)
         if t is None:
-            skipped["bad_created_utc"] += 1
             continue
         if t >= limit or t > end_utc:
             continue

@@ -85,6 +85,10 @@ def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
         assert ((p > 0) & (p < 1)).all()
         q = np.column_stack([scores[f"t_q{k}_{e}"].to_numpy() for k in (25, 50, 75)])
         assert (q > 0).all() and (np.diff(q, axis=1) > 0).all()
+    with pytest.raises(ValueError, match="same column name twice"):
+        predict_flow.main(["--dataset", "synthetic", "--features", str(src), "--out", str(out),
+                           "--quantiles", "0.12,0.124"])
+    assert pl.read_parquet(out)["t_q25_T1"].len() == len(features)  # the earlier output is untouched
     features.drop(["split", "x3"]).write_parquet(src)
     with pytest.raises(ValueError, match=r"new.parquet: missing columns \['x3'\]"):
         predict_flow.main(["--dataset", "synthetic", "--features", str(src), "--out", str(out)])
