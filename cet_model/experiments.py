@@ -15,8 +15,9 @@ over tasks). Models:
 - ``BC``: the occurrence encoder trained as a classifier of s. AUC only.
 - ``Oracle``: the same classifier trained on the true occurrence c (the paper's Figure 1):
   what the features allow at best with this network.
-- ``CET-exact`` and ``CET-ARM``: the paper's objective with the exact enumeration of the
-  2^M patterns or the ARM estimator in place of Gumbel-Softmax.
+- ``CET-Gumbel``, ``CET-ARM`` and ``CET-exact``: the paper's objective with each estimator
+  (Gumbel-Softmax, ARM, exact enumeration of the 2^M patterns). After a search they share
+  the chosen samples, log eps and temperature, so only the estimator differs from ``CET``.
 
 Predicted times are medians (q = 0.5), for CET given that the event occurs. MRAE uses
 t_max = the largest observed test time of that event, as the reference code did. Beyond the
@@ -61,9 +62,11 @@ MODEL_SPECS = {
     "ET": (ETModel, {}),
     "BC": (BCModel, {}),
     "Oracle": (BCModel, {}),
+    "CET-Gumbel": (CETModel, PAPER_CET),
     "CET-exact": (CETModel, dict(PAPER_CET, estimator="exact")),
     "CET-ARM": (CETModel, dict(PAPER_CET, estimator="arm")),
 }
+ESTIMATOR_VARIANTS = {"gumbel": "CET-Gumbel", "arm": "CET-ARM", "exact": "CET-exact"}
 DEFAULT_MODELS = ("CET", "ET", "BC", "CET-marginal")
 TIME_METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")
 COMMENT_WIDTH = 100  # per-comment layer width when the dataset has sequences (Reddit)
@@ -133,8 +136,10 @@ def _safe_ci(t, t_hat, s) -> float:
 
 
 def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_epochs=100,
-        patience=10, first_seed=0, overrides: dict | None = None, progress: bool = True) -> dict:
-    """Fit each model ``runs`` times (seeds first_seed, first_seed + 1, ...) and evaluate."""
+        patience=10, first_seed=0, overrides: dict | None = None, progress: bool = True,
+        model_runs: dict | None = None) -> dict:
+    """Fit each model ``runs`` times (seeds first_seed, first_seed + 1, ...) and evaluate;
+    ``model_runs`` gives some models fewer (or more) runs, e.g. {"CET-exact": 3}."""
     unknown = [m for m in models if m not in MODEL_SPECS]
     if unknown:
         raise ValueError(f"unknown models {unknown}; choose from {sorted(MODEL_SPECS)}")
@@ -142,9 +147,12 @@ def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_
     x_tr, x_va, x_te, spec = inputs(tr), inputs(va), inputs(te), comment_spec(tr)
     result = {"models": {m: {"tasks": {e: {} for e in ds.event_names}, "seconds": []} for m in models},
               "figures": {"calibration": {e: {} for e in ds.event_names}, "maps": None}}
-    for r in range(runs):
+    model_runs = {m: (model_runs or {}).get(m, runs) for m in models}
+    for r in range(max(model_runs.values(), default=0)):
         seed = first_seed + r
         for name in models:
+            if r >= model_runs[name]:
+                continue
             t0 = time.perf_counter()
             model = fit(name, tr, va, x_tr, x_va, seed, hidden_sizes, max_epochs, patience, spec,
                         (overrides or {}).get(name, {}))
@@ -160,8 +168,8 @@ def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_
                     entry["tasks"][e].setdefault(k, []).append(v)
             if progress:
                 aucs = " ".join(f"{e}={row['auc']:.3f}" for e, row in scores.items())
-                print(f"run {r + 1}/{runs} {name:<13} {secs:6.1f}s  AUC {aucs}", flush=True)
-    result["config"] = {"runs": runs, "first_seed": first_seed, "hidden_sizes": list(hidden_sizes),
+                print(f"run {r + 1}/{model_runs[name]} {name:<13} {secs:6.1f}s  AUC {aucs}", flush=True)
+    result["config"] = {"runs": runs, "model_runs": model_runs, "first_seed": first_seed, "hidden_sizes": list(hidden_sizes),
                         "max_epochs": max_epochs, "patience": patience,
                         "models": {m: MODEL_SPECS[m][1] | (overrides or {}).get(m, {}) for m in models}}
     result["dataset"] = {"path": str(ds.path), "name": ds.manifest.get("name"),
@@ -229,8 +237,11 @@ def _fmt(values) -> str:
 
 def table_markdown(result: dict, title: str) -> str:
     """The paper's table layout: model, task, AUC, MRAE, CI (mean ± std over runs)."""
-    runs = result.get("config", {}).get("runs", "?")
-    lines = [f"# {title}", "", f"Mean ± std over {runs} runs on the test split. "
+    config = result.get("config", {})
+    runs = config.get("runs", "?")
+    fewer = {m: n for m, n in config.get("model_runs", {}).items() if n != runs}
+    note = ("" if not fewer else " Fewer runs for " + ", ".join(f"{m} ({n})" for m, n in fewer.items()) + ".")
+    lines = [f"# {title}", "", f"Mean ± std over {runs} runs on the test split.{note} "
              "AUC against the true occurrence c; ET's AUC from the rank of its predicted median time. "
              "MRAE, Harrell's CI and Uno's C of predicted median times; ECE of P(ever); IBS: integrated "
              "Brier score of the population survival curves (lower is better).",
@@ -270,6 +281,20 @@ def write_report(result: dict, out: Path, title: str) -> None:
     write_text(out / "table.md", table_markdown(result, title))
 
 
+def parse_model_runs(text: str, models) -> dict:
+    """``"CET-exact=3,CET-ARM=3"`` -> {"CET-exact": 3, "CET-ARM": 3}, keeping the names in ``models``."""
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, sep, n = item.partition("=")
+        if not sep or not n.strip().isdigit():
+            raise SystemExit(f"--model-runs: expected MODEL=N, got {item!r}")
+        if name.strip() not in MODEL_SPECS:
+            raise SystemExit(f"--model-runs: unknown model {name.strip()!r}; choose from {sorted(MODEL_SPECS)}")
+        if name.strip() in models:
+            out[name.strip()] = int(n)
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cet_model.experiments", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -277,6 +302,7 @@ def main(argv=None) -> int:
     syn = sub.add_parser("synthetic", help="the paper's synthetic data (Table 3)")
     syn.add_argument("--mode", choices=("reference", "independent"), default="reference")
     syn.add_argument("--data", type=Path, help="an existing synthetic dataset folder (default: generate one)")
+    syn.add_argument("--n", type=int, default=40_000, help="rows to generate, split 60/20/20 (default: the paper's 40,000)")
     ds_cmd = sub.add_parser("dataset", help="any dataset folder in the contract")
     ds_cmd.add_argument("--data", type=Path, required=True)
     for p in (syn, ds_cmd):
@@ -292,6 +318,8 @@ def main(argv=None) -> int:
         p.add_argument("--search", type=int, default=0, metavar="BUDGET",
                        help="random-search trials for CET before the runs (0: the paper's settings)")
         p.add_argument("--search-epochs", type=int, default=None, help="epoch cap per trial (default: --max-epochs)")
+        p.add_argument("--model-runs", default="", metavar="MODEL=N,...",
+                       help="fewer runs for costly rows, e.g. CET-exact=3,CET-marginal=3 (default: --runs each)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.threads:
@@ -300,8 +328,10 @@ def main(argv=None) -> int:
         data = args.data
         if data is None:
             from . import synthetic
-            data = synthetic.write(args.out / "data", mode=args.mode)
-        title = f"Synthetic data ({args.mode} mode): Table 3"
+            n_tr, n_va = int(0.6 * args.n), int(0.2 * args.n)
+            data = synthetic.write(args.out / "data", mode=args.mode, n=args.n,
+                                   split_sizes=(n_tr, n_va, args.n - n_tr - n_va))
+        title = f"Synthetic data ({args.mode} mode, n = {args.n:,}): Table 3"
     else:
         data, title = args.data, f"Dataset {args.data.name}"
     ds = load_dataset(data)
@@ -313,8 +343,13 @@ def main(argv=None) -> int:
         search = random_search(ds, args.search, seed=args.first_seed, max_epochs=args.search_epochs or args.max_epochs,
                                patience=args.patience)
         hidden, overrides = overrides_from(search["best"])
+    chosen = (overrides or {}).get("CET", PAPER_CET)["estimator"]
+    if "CET" in models and ESTIMATOR_VARIANTS[chosen] in models:  # the same fits as the CET row
+        models = tuple(m for m in models if m != ESTIMATOR_VARIANTS[chosen])
+        print(f"CET uses the {chosen} estimator: {ESTIMATOR_VARIANTS[chosen]} is the CET row", flush=True)
     result = run(ds, args.runs, models, hidden_sizes=hidden, max_epochs=args.max_epochs,
-                 patience=args.patience, first_seed=args.first_seed, overrides=overrides)
+                 patience=args.patience, first_seed=args.first_seed, overrides=overrides,
+                 model_runs=parse_model_runs(args.model_runs, models))
     if search is not None:
         result["search"] = search
     write_report(result, args.out, title)

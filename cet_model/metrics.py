@@ -6,8 +6,12 @@ longer predicted time means lower risk.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 from sklearn.metrics import roc_auc_score
+
+log = logging.getLogger("cet_model.metrics")
 
 
 def occurrence_auc(c_true, p) -> float:
@@ -203,5 +207,6 @@ def integrated_brier_score(t_train, s_train, t, s, survival, times) -> float:
     try:
         return float(ibs(_surv_array(t_train, s_train), _surv_array(t, s), np.asarray(survival, np.float64),
                          np.asarray(times, np.float64)))
-    except (ValueError, ZeroDivisionError):
+    except (ValueError, ZeroDivisionError) as exc:  # undefined here (e.g. no follow-up left): say why
+        log.warning("integrated Brier score undefined: %s", exc)
         return float("nan")

@@ -333,12 +333,13 @@ class CETModel(_Base):
         """
         m = self.n_events_
         x = self.net_.features(x)
-        p = torch.sigmoid(self.net_.encoder(x))  # (n, M)
+        logits = self.net_.encoder(x)  # (n, M); never logit(sigmoid(.)): p = 1.0 in float32 gives inf, then NaN
+        p = torch.sigmoid(logits)
         if 2 ** (m - 1) <= self.n_samples:
             c = all_patterns(m, x)
             c = c[c[:, j] == 1].unsqueeze(0).expand(len(x), -1, -1)  # (n, 2^(M-1), M)
-            log_w = losses.bernoulli_log_prob(c, torch.logit(p, eps=1e-12).unsqueeze(1))
-            log_w = log_w - losses.bernoulli_log_prob(c[..., j:j + 1], torch.logit(p[:, j:j + 1], eps=1e-12).unsqueeze(1))
+            others = torch.cat([logits[:, :j], logits[:, j + 1:]], dim=1).unsqueeze(1)
+            log_w = losses.bernoulli_log_prob(torch.cat([c[..., :j], c[..., j + 1:]], dim=-1), others)
         else:
             u = torch.rand((len(x), self.n_samples, m), generator=generator, device=x.device, dtype=x.dtype)
             c = (u < p.unsqueeze(1)).to(x.dtype)

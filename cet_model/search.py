@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .experiments import comment_spec, evaluate, fit, inputs
+from .experiments import ESTIMATOR_VARIANTS, comment_spec, evaluate, fit, inputs
 
 SPACE = {"estimator": ("gumbel", "arm", "exact"), "n_samples": (30, 200), "log_epsilon": (-4.0, 0.0),
          "hidden": (100, 1000), "temperature": (0.0, 1.0)}
@@ -56,6 +56,10 @@ def random_search(ds, budget: int, seed: int = 0, max_epochs: int = 100, patienc
 
 
 def overrides_from(best: dict) -> tuple[tuple[int, ...], dict]:
-    """(hidden sizes for every model, CET's keyword overrides) from a search's best point."""
+    """(hidden sizes for every model, keyword overrides) from a search's best point: CET gets
+    the whole point; CET-Gumbel, CET-ARM and CET-exact the same point with their own estimator."""
     cet = {k: best[k] for k in ("estimator", "n_samples", "log_epsilon", "temperature")}
-    return (int(best["hidden"]),), {"CET": cet}
+    out = {"CET": cet}
+    for estimator, name in ESTIMATOR_VARIANTS.items():
+        out[name] = dict(cet, estimator=estimator)
+    return (int(best["hidden"]),), out

@@ -36,6 +36,18 @@ def test_predict_time_is_the_conditional_quantile(small_survival):
             np.testing.assert_allclose(surv, 1 - p[:, j] + p[:, j] * (1 - q), atol=1e-4)
 
 
+def test_saturated_occurrence_gives_finite_predictions(small_survival):
+    """p(c|x) = 1.0 in float32 (the paper's objective drives p there) must not make NaN weights
+    over the other events' patterns: it did once, through logit(sigmoid(logits)) = inf."""
+    x, t, s, _ = small_survival
+    model = CETModel(estimator="exact", **FAST).fit(x, t, s)
+    with torch.no_grad():
+        model.net_.encoder.net[-1].bias.fill_(40.0)  # sigmoid(40) == 1.0 in float32
+    assert (model.predict_occurrence(x) == 1.0).all()
+    surv = model.predict_survival(x, [0.5, 1.0, 2.0])
+    assert np.isfinite(surv).all() and np.isfinite(model.predict_time(x)).all()
+
+
 def test_monte_carlo_prediction_path_when_patterns_exceed_samples():
     rng = np.random.default_rng(0)
     x, t = rng.standard_normal((50, 2)), rng.exponential(size=(50, 5)) + 0.01
