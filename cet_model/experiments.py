@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -320,8 +321,17 @@ def main(argv=None) -> int:
         p.add_argument("--search-epochs", type=int, default=None, help="epoch cap per trial (default: --max-epochs)")
         p.add_argument("--model-runs", default="", metavar="MODEL=N,...",
                        help="fewer runs for costly rows, e.g. CET-exact=3,CET-marginal=3 (default: --runs each)")
+    summ = sub.add_parser("summary", help="rewrite the README's results block from the report folders")
+    summ.add_argument("--results", type=Path, default=Path("docs/results"))
+    summ.add_argument("--readme", type=Path, default=Path("README.md"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.command == "summary":
+        from .summary import update_readme
+
+        changed = update_readme(args.readme, args.results)
+        print(f"{args.readme}: results block {'rewritten' if changed else 'already current'}")
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.command == "synthetic":
@@ -352,6 +362,7 @@ def main(argv=None) -> int:
                  model_runs=parse_model_runs(args.model_runs, models))
     if search is not None:
         result["search"] = search
+    result["command"] = "python -m cet_model.experiments " + " ".join(argv if argv is not None else sys.argv[1:])
     write_report(result, args.out, title)
     print(table_markdown(result, title))
     return 0

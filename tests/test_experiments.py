@@ -4,8 +4,9 @@ import re
 import numpy as np
 import pytest
 
-from cet_model import experiments, synthetic
+from cet_model import experiments, summary, synthetic
 from cet_model.dataset import load_dataset
+from cet_model.search import PAPER_POINT
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,10 @@ def test_report_command_writes_every_table_and_figure(tmp_path, tiny_dataset, ca
     assert set(metrics["models"]["CET"]["tasks"]["T1"]) == {"auc", "mrae", "ci", "ece", "uno_c", "ibs"}
     assert set(metrics["models"]["Oracle"]["tasks"]["T1"]) == {"auc", "ece"}
     table = (out / "table.md").read_text()
+    assert {k: metrics["search"]["trials"][0][k] for k in PAPER_POINT} == PAPER_POINT  # trial 0: the paper's
+    chosen = experiments.ESTIMATOR_VARIANTS[metrics["search"]["best"]["estimator"]]  # its fits are the CET row
     for model in ("CET", "ET", "BC", "Oracle", "CET-exact", "CET-ARM"):
-        assert f"| {model} | Avg |" in table
+        assert (f"| {model} | Avg |" in table) == (model != chosen), model
     # Uno's C and IBS cells equal metrics.json
     row = next(line for line in table.splitlines() if line.startswith("| ET | T1 |")).split("|")
     for col, metric in ((7, "uno_c"), (8, "ibs")):
@@ -113,3 +116,45 @@ def test_uno_c_and_brier_match_scikit_survival_conventions():
     perfect = (t[:, None] > times[None, :]).astype(float)
     flat = np.full_like(perfect, 0.5)
     assert integrated_brier_score(t, s, t, s, perfect, times) < integrated_brier_score(t, s, t, s, flat, times)
+
+
+def test_model_runs_gives_costly_rows_fewer_runs(tmp_path, tiny_dataset):
+    out = tmp_path / "few"
+    experiments.main(["dataset", "--data", str(tiny_dataset.path), "--runs", "3", "--models", "ET,BC",
+                      "--model-runs", "BC=1", "--hidden", "4", "--max-epochs", "1", "--out", str(out)])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["models"]["ET"]["tasks"]["T1"]["auc"]) == 3
+    assert len(metrics["models"]["BC"]["tasks"]["T1"]["auc"]) == 1
+    assert "Fewer runs for BC (1)" in (out / "table.md").read_text()
+    for bad in ("BC", "XGB=2", "BC=two"):
+        with pytest.raises(SystemExit, match="--model-runs"):
+            experiments.parse_model_runs(bad, ("BC",))
+
+
+def test_readme_block_is_generated_from_metrics(tmp_path, tiny_dataset):
+    results = tmp_path / "results"
+    result = experiments.run(tiny_dataset, runs=2, models=("ET", "BC"), hidden_sizes=(4,), max_epochs=1,
+                             patience=1, progress=False)
+    experiments.write_report(result, results / "synthetic-independent", "t")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{summary.START}\nstale\n{summary.END}\noutro\n")
+    assert experiments.main(["summary", "--results", str(results), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("outro\n") and "stale" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| ET | ") and "±" in line).split("|")
+    want = np.mean([np.mean(v["auc"]) for v in result["models"]["ET"]["tasks"].values()])
+    assert float(row[2].split("±")[0]) == pytest.approx(want, abs=0.005)
+    assert "| ET | Avg |" in text  # the per-task table is folded in too
+    assert not summary.update_readme(readme, results)  # idempotent
+    readme.write_text("no markers")
+    with pytest.raises(ValueError, match="markers"):
+        summary.update_readme(readme, results)
+
+
+def test_committed_readme_shows_the_committed_results():
+    """The README's tables are the committed docs/results/*/metrics.json, not hand-copied."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text()
+    assert summary.block(root / "docs" / "results") in text
