@@ -215,7 +215,11 @@ class _Base:
         params["hidden_sizes"] = tuple(params["hidden_sizes"])
         model = cls(**params)
         model._setup(int(config["n_features"]), int(config["n_events"]))
-        state = load_file(str(Path(path) / "weights.safetensors"), device=str(model.device_))
+        try:
+            state = load_file(str(Path(path) / "weights.safetensors"), device=str(model.device_))
+        except Exception as exc:  # safetensors raises its own error type for a damaged file
+            raise ValueError(f"{Path(path) / 'weights.safetensors'}: not a readable safetensors file "
+                             f"({type(exc).__name__}: {exc})") from None
         try:
             model.net_.load_state_dict(state)
         except RuntimeError as exc:

@@ -36,11 +36,15 @@ def pseudonym(author: str, key: bytes) -> str:
     return hmac.digest(key, author.encode("utf-8"), "sha256").hex()[:20]
 
 
-def _created(obj: dict, skipped: Counter) -> int | None:
-    """created_utc as an int, or None (counted) when missing or unreadable."""
+def _created(obj: dict, skipped: Counter, stats: ReadStats) -> int | None:
+    """created_utc as an int, or None when missing or unreadable: counted in ``skipped`` and as
+    a malformed line in ``stats``, so a file with too many fails under max_error_rate, naming them."""
     t = created_utc(obj)
     if t is None:
         skipped["bad_created_utc"] += 1
+        stats.malformed += 1
+        if len(stats.examples) < 5:
+            stats.examples.append(stats.lines)
     return t
 
 
@@ -79,7 +83,7 @@ def scan_submissions(path: Path, out: Path, key: bytes, end_utc: int, max_error_
         author = _author(obj, skipped)
         if author is None:
             continue
-        t = _created(obj, skipped)
+        t = _created(obj, skipped, stats)
         if t is None:
             continue
         if t > end_utc:
@@ -124,7 +128,7 @@ def scan_comments(path: Path, out: Path, key: bytes, candidates: dict[str, int],
         limit = candidates.get(user)
         if limit is None:
             continue
-        t = _created(obj, skipped)
+        t = _created(obj, skipped, stats)
         if t is None:
             continue
         if t >= limit or t > end_utc:

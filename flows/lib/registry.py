@@ -90,7 +90,12 @@ def promoted(root: Path, dataset: str) -> Path | None:
     p = Path(root) / dataset / "promoted.json"
     if not p.is_file():
         return None
-    return Path(root) / dataset / json.loads(p.read_text())["version"]
+    try:
+        version = json.loads(p.read_text())["version"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{p}: not a promotion record ({type(exc).__name__}: {exc}); "
+                         "remove it and promote a version again") from None
+    return Path(root) / dataset / version
 
 
 def metric_value(version_dir: Path, metric: str, model: str = "CET") -> float:

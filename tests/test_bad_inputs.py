@@ -1,0 +1,148 @@
+"""Bad inputs the other test files do not already cover (RELIABILITY.md lists the whole catalogue).
+
+Each case asserts a clear error naming the file, row or field, and that nothing was written.
+"""
+
+import gzip
+import json
+
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+
+from cet_model import CETModel, load_model, synthetic
+from cet_model.dataset import load_dataset
+from flows.lib import registry
+from flows.lib.mimic_staging import stage_table
+from flows.lib.predict import read_features
+from flows.lib.pushshift import DumpError
+from flows.lib.reddit_cohort import pseudonym, scan_comments, scan_submissions
+from flows.lib.reddit_standin import compressor
+
+KEY = b"k"
+
+
+def _zst(path, rows: list[bytes]):
+    with open(path, "wb") as fh, compressor().stream_writer(fh, closefd=False) as w:
+        w.write(b"\n".join(rows) + b"\n")
+    return path
+
+
+def _leftovers(folder):
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_created_utc_neither_number_nor_numeric_string_fails_the_file(tmp_path):
+    good = [orjson.dumps({"author": f"u{i}", "body": "hi", "created_utc": 1262304001 + i, "id": f"c{i}",
+                          "subreddit": "pics"}) for i in range(50)]
+    bad = [orjson.dumps({"author": "v", "body": "hi", "created_utc": "yesterday", "id": "b", "subreddit": "pics"}),
+           orjson.dumps({"author": "w", "body": "hi", "created_utc": [1], "id": "b2", "subreddit": "pics"})]
+    path = _zst(tmp_path / "RC_2010-01.zst", good + bad)
+    out = tmp_path / "out"
+    candidates = {pseudonym(u, KEY): 2**40 for u in ["v", "w", *(f"u{i}" for i in range(50))]}
+    with pytest.raises(DumpError, match=r"RC_2010-01.zst: 2 malformed line\(s\) of 52 .* first at line\(s\) \[51, 52\]"):
+        scan_comments(path, out / "c.parquet", KEY, candidates, end_utc=2**40, max_error_rate=0.01)
+    assert _leftovers(out) == []
+
+
+def test_json_line_that_is_not_an_object_fails_submissions_scan(tmp_path):
+    rows = [orjson.dumps({"author": "a", "subreddit": "fitness", "created_utc": 1262304001})] * 10 + [b"[1, 2]"]
+    path = _zst(tmp_path / "RS_2010-01.zst", rows)
+    out = tmp_path / "out"
+    with pytest.raises(DumpError, match=r"RS_2010-01.zst: 1 malformed line\(s\) of 11 .* line\(s\) \[11\]"):
+        scan_submissions(path, out / "s.parquet", KEY, end_utc=2**40, max_error_rate=0.0)
+    assert _leftovers(out) == []
+
+
+def test_html_error_page_in_place_of_a_dump(tmp_path):
+    path = tmp_path / "RS_2010-02.zst"
+    path.write_bytes(b"<!DOCTYPE html><html><body>429 Too Many Requests</body></html>")
+    with pytest.raises(DumpError, match=r"RS_2010-02.zst: cannot be decompressed"):
+        scan_submissions(path, tmp_path / "out" / "s.parquet", KEY, end_utc=2**40)
+    assert _leftovers(tmp_path / "out") == []
+
+
+def test_truncated_gzip_table_names_the_file(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    body = "row_id,itemid,label,fluid,category,loinc_code\n" + "".join(
+        f"{i},{50000 + i},L{i},BLOOD,Chemistry,\n" for i in range(5000))
+    data = gzip.compress(body.encode())
+    (src / "D_LABITEMS.csv.gz").write_bytes(data[: len(data) // 2])  # a download cut short
+    with pytest.raises(ValueError, match=r"D_LABITEMS.csv.gz: (cannot be read|table D_LABITEMS could not be converted)"):
+        stage_table(src, "D_LABITEMS", out)
+    assert _leftovers(out) == []
+
+
+def test_dotenv_with_a_wrong_type_names_the_setting(tmp_path, monkeypatch):
+    from flows.settings import Settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CET_PATIENCE", raising=False)
+    (tmp_path / ".env").write_text("CET_PATIENCE=soon\n")
+    with pytest.raises(ValueError, match=r"patience"):
+        Settings()
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ds") / "syn"
+    return synthetic.write(path, "independent", n=300, split_sizes=(180, 60, 60))
+
+
+def test_sequences_with_the_wrong_row_count(tmp_path, small_dataset):
+    import shutil
+
+    ds = tmp_path / "ds"
+    shutil.copytree(small_dataset, ds)
+    np.save(ds / "sequences.npy", np.zeros((299, 20, 4), np.float32))
+    with pytest.raises(ValueError, match=r"sequences.npy.*(299|rows)"):
+        load_dataset(ds)
+
+
+def test_manifest_that_is_not_json(tmp_path, small_dataset):
+    import shutil
+
+    ds = tmp_path / "ds"
+    shutil.copytree(small_dataset, ds)
+    (ds / "manifest.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"manifest.json"):
+        load_dataset(ds)
+
+
+def test_truncated_weights_file_names_the_file(tmp_path):
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((60, 2)), rng.exponential(size=(60, 2)) + 0.1
+    s = (rng.random((60, 2)) < 0.5).astype(float)
+    folder = CETModel(hidden_sizes=(4,), max_epochs=1, device="cpu").fit(x, t, s).save(tmp_path / "m")
+    weights = folder / "weights.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"weights.safetensors"):
+        load_model(folder)
+
+
+def test_corrupt_promotion_record_names_the_file(tmp_path):
+    (tmp_path / "mimic").mkdir()
+    (tmp_path / "mimic" / "promoted.json").write_text('{"version": ')
+    with pytest.raises(ValueError, match=r"promoted.json"):
+        registry.promoted(tmp_path, "mimic")
+
+
+def test_text_feature_column_for_prediction(tmp_path):
+    path = tmp_path / "new.parquet"
+    pl.DataFrame({"id": ["a", "b"], "x1": [0.1, 0.2], "x2": ["1.0", "high"]}).write_parquet(path)
+    with pytest.raises(ValueError, match=r"new.parquet: column 'x2' has type String, expected numbers"):
+        read_features(path, ["x1", "x2"])
+
+
+def test_unknown_model_in_a_saved_config(tmp_path):
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((60, 2)), rng.exponential(size=(60, 2)) + 0.1
+    s = (rng.random((60, 2)) < 0.5).astype(float)
+    folder = CETModel(hidden_sizes=(4,), max_epochs=1, device="cpu").fit(x, t, s).save(tmp_path / "m")
+    config = json.loads((folder / "config.json").read_text())
+    config["class"] = "XGBModel"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"config.json.*XGBModel"):
+        load_model(folder)
