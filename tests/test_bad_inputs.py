@@ -21,6 +21,7 @@ from flows.lib.reddit_cohort import pseudonym, scan_comments, scan_submissions
 from flows.lib.reddit_standin import compressor
 
 KEY = b"k"
+pytestmark = pytest.mark.bad_input
 
 
 def _zst(path, rows: list[bytes]):

@@ -83,6 +83,7 @@ def test_censoring_uses_training_rows_only():
     assert params["median"] == [2.0]
 
 
+@pytest.mark.bad_input
 def test_censoring_errors():
     with pytest.raises(ValueError, match="row 1, event 0 occurs"):
         censor_uniform(np.array([[1.0], [np.nan]]), np.array([[1], [1]]), 2.0, np.random.default_rng(0))
@@ -109,6 +110,7 @@ def _frames():
     (lambda f, e, m: (f, e.reverse(), m), r"'id' is not in the same order"),
     (lambda f, e, m: (f, e, {k: v for k, v in m.items() if k != "time_unit"}), r"manifest.json: missing fields \['time_unit'\]"),
 ])
+@pytest.mark.bad_input
 def test_bad_dataset_is_refused_and_nothing_is_written(tmp_path, break_it, match):
     f, e, m = break_it(*_frames())
     with pytest.raises(ValueError, match=match):

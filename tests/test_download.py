@@ -50,6 +50,7 @@ def test_persistent_5xx_gives_up_with_a_clear_error(server, tmp_path):
     assert not (tmp_path / "f").exists()
 
 
+@pytest.mark.bad_input
 def test_404_is_not_retried(server, tmp_path):
     with pytest.raises(DownloadError, match="HTTP 404"):
         download(f"{server.url}/missing.zst", tmp_path / "f", **FAST)
@@ -62,6 +63,7 @@ def test_stalled_connection_times_out_and_is_retried(server, tmp_path):
     assert out.read_bytes() == PAYLOAD and len(server.requests) == 2
 
 
+@pytest.mark.bad_input
 def test_checksum_mismatch_fetches_again_and_never_keeps_a_bad_file(server, tmp_path):
     server.corrupt["RC_2015-01.zst"] = 1
     out = download(f"{server.url}/RC_2015-01.zst", tmp_path / "f", sha256=DIGEST, **FAST)
@@ -78,6 +80,7 @@ def test_finished_part_is_accepted_on_416(server, tmp_path):
     assert out.read_bytes() == PAYLOAD
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("name", ["../etc/passwd", "/abs", "a/b", "..", "", ".hidden", "x\x00y", "a b"])
 def test_unsafe_remote_names_are_refused(name):
     with pytest.raises(ValueError, match="unsafe file name"):

@@ -95,6 +95,7 @@ def test_real_demo_builds_end_to_end(tmp_path):
     assert "VALUENUM" not in text and len(text) < 200_000  # metadata only, no rows
 
 
+@pytest.mark.bad_input
 def test_empty_cohort_is_a_clear_error_and_writes_nothing(tmp_path):
     src = write_fixture(tmp_path / "m")
     header = (src / "LABEVENTS.csv").read_text().splitlines()[0]

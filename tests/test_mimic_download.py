@@ -50,6 +50,7 @@ def test_present_files_are_not_fetched_again(physionet_like, tmp_path):
         assert len(srv.requests) == n + 1  # only SHA256SUMS.txt again
 
 
+@pytest.mark.bad_input
 def test_a_tampered_file_is_refused_and_not_kept(physionet_like, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(physionet_like, bad)

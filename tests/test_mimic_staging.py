@@ -108,6 +108,7 @@ D_LAB_HEADER = "row_id,itemid,label,fluid,category,loinc_code\n"
      r"D_LABITEMS.csv.gz: table D_LABITEMS could not be converted"),
     ("D_LABITEMS.csv.gz", "", r"D_LABITEMS.csv.gz: empty file"),
 ])
+@pytest.mark.bad_input
 def test_bad_sources_give_clear_errors_and_no_output(tmp_path, name, content, match):
     src = tmp_path / "src"
     src.mkdir()

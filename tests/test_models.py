@@ -87,6 +87,7 @@ def test_save_load_round_trip(tmp_path, small_survival, cls):
         np.testing.assert_array_equal(again.predict_time(x), model.predict_time(x))
 
 
+@pytest.mark.bad_input
 def test_load_refuses_other_versions_and_classes(tmp_path, small_survival):
     x, t, s, _ = small_survival
     ETModel(**FAST).fit(x, t, s).save(tmp_path / "m")
@@ -142,6 +143,7 @@ BAD = [
 ]
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
 @pytest.mark.parametrize("case", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
 def test_bad_inputs_name_argument_and_row(small_survival, cls, case):
@@ -150,6 +152,7 @@ def test_bad_inputs_name_argument_and_row(small_survival, cls, case):
         cls(**FAST).fit(*case[1](x, t, s))
 
 
+@pytest.mark.bad_input
 def test_bad_validation_and_prediction_inputs(small_survival):
     x, t, s, _ = small_survival
     with pytest.raises(ValueError, match="T_val: event times must be > 0"):
@@ -163,6 +166,7 @@ def test_bad_validation_and_prediction_inputs(small_survival):
         CETModel().predict_occurrence(x)
 
 
+@pytest.mark.bad_input
 def test_exact_refuses_more_than_12_events():
     rng = np.random.default_rng(0)
     x, t, s = rng.standard_normal((20, 2)), rng.random((20, 13)) + 0.1, np.zeros((20, 13))

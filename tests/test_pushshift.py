@@ -60,6 +60,7 @@ def test_created_utc_in_every_shape():
     assert created_utc({"created_utc": True}) is None and created_utc({}) is None
 
 
+@pytest.mark.bad_input
 def test_malformed_lines_are_counted_and_fail_above_the_rate(tmp_path):
     good = b"".join(orjson.dumps(r) + b"\n" for r in ROWS * 100)
     bad = b'{"author": "x", "bo\n[1, 2]\n"just a string"\n'
@@ -71,6 +72,7 @@ def test_malformed_lines_are_counted_and_fail_above_the_rate(tmp_path):
         list(iter_records(path, max_error_rate=0.01))
 
 
+@pytest.mark.bad_input
 def test_truncated_or_corrupt_dump_fails_naming_the_file(tmp_path):
     path = _write_zst(tmp_path / "RC_2010-03.zst", b"".join(orjson.dumps(r) + b"\n" for r in ROWS * 500))
     data = path.read_bytes()

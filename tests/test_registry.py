@@ -61,6 +61,7 @@ def test_undefined_metrics_never_win(tmp_path):
     assert not registry.decide(tmp_path, "d", v3, registry.Rule())["promoted"]
 
 
+@pytest.mark.bad_input
 def test_bad_rules_are_refused():
     with pytest.raises(ValueError, match="promotion metric 'auc'"):
         registry.Rule("auc")

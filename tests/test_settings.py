@@ -35,6 +35,7 @@ def test_dotenv_is_read_and_the_environment_wins(tmp_path, monkeypatch):
     assert "s3cret" not in repr(s) and s.pseudonym_key.get_secret_value() == "s3cret"
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("name,value,message", [
     ("CET_TASK_RUNNER", "ray", "CET_TASK_RUNNER"), ("CET_DEVICE", "tpu", "CET_DEVICE"),
     ("CET_PROMOTE_METRIC", "auc", "CET_PROMOTE_METRIC"), ("CET_MAX_EPOCHS", "many", "max_epochs")])
