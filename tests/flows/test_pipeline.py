@@ -98,10 +98,12 @@ def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
 
 
 @pytest.mark.slow
-def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(cet_env):
+def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(cet_env, monkeypatch, capfd):
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", KEY_MARKER)
     t0 = time.perf_counter()
     report = full_pipeline()
     first = time.perf_counter() - t0
+    assert_no_private_markers(cet_env, capfd.readouterr())
     reports = cet_env / "reports"
     assert report == str(reports / "report.md")
     text = (reports / "report.md").read_text()
@@ -120,6 +122,43 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     assert second < first / 2, (first, second)
 
 
+KEY_MARKER = "pseudonym-key-MARKER-7f3a"
+
+
+def assert_no_private_markers(root, captured) -> None:
+    """No stand-in username or MIMIC admission id in logs, Prefect artifacts, reports, model folders
+    or the Reddit dataset; the pseudonymisation key nowhere at all (files, logs, artifacts, output)."""
+    import re
+
+    truths = {p.parent.name: pl.read_parquet(p) for p in root.rglob("standin_truth.parquet")}
+    names = [u for t in truths.values() if "username" in t.columns for u in t["username"].to_list() if len(u) >= 6]
+    hadm = [str(h) for t in truths.values() if "hadm_id" in t.columns for h in t["hadm_id"].to_list()]
+    assert len(names) > 50 and len(hadm) > 50, (len(names), len(hadm))
+    with get_client(sync_client=True) as client:
+        logs = "\n".join(entry.message for entry in client.read_logs(limit=200))
+        arts = "\n".join(f"{a.key} {a.description} {a.data}" for a in client.read_artifacts(limit=200))
+    texts = {"prefect logs": logs, "prefect artifacts": arts, "stdout": captured.out, "stderr": captured.err}
+    for folder in ("reports", "models", "data/reddit"):
+        for path in (root / folder).rglob("*"):
+            if path.is_file():
+                texts[str(path.relative_to(root))] = path.read_bytes().decode("latin-1")
+    assert len(logs) > 1000 and arts, "nothing captured: the check would prove nothing"
+    name_re = re.compile("|".join(map(re.escape, names)))
+    hadm_re = re.compile(r"(?<![\d.])(?:" + "|".join(hadm) + r")(?!\d)")
+    for where, text in texts.items():
+        assert KEY_MARKER not in text, f"pseudonymisation key in {where}"
+        if where.startswith("data/reddit") or where in ("prefect logs", "prefect artifacts") or \
+                where.startswith(("reports", "models")):
+            hit = name_re.search(text)
+            assert hit is None, f"Reddit username {hit.group()!r} in {where}"
+        if not where.startswith("data/"):
+            hit = hadm_re.search(text)
+            assert hit is None, f"MIMIC HADM_ID {hit.group()} in {where}"
+    for path in root.rglob("*"):  # the key in no file at all, sources and caches included
+        if path.is_file() and path.stat().st_size < 50_000_000:
+            assert KEY_MARKER.encode() not in path.read_bytes(), f"pseudonymisation key in {path}"
+
+
 def test_train_evaluate_writes_the_experiment_report_and_its_artifact(cet_env):
     build_synthetic()
     result = train_evaluate(dataset="synthetic", runs=2, search=1, max_epochs=2)
@@ -132,3 +171,20 @@ def test_train_evaluate_writes_the_experiment_report_and_its_artifact(cet_env):
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_latest_artifacts()}
     assert "experiment-synthetic" in keys
+
+
+def test_a_failing_run_is_reported_failed_never_completed(cet_env):
+    """A broken input makes train-evaluate fail: the run's state on the server is FAILED with the
+    cause, and no model version is registered or promoted."""
+    data = build_synthetic()
+    events = f"{data}/events.parquet"
+    pl.read_parquet(events).drop("c_T2").write_parquet(events)  # damaged after the build
+    state = train_evaluate(dataset="synthetic", return_state=True)
+    assert state.is_failed()
+    with pytest.raises(ValueError, match=r"events.parquet: missing columns \['c_T2'\]"):
+        state.result()
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(state.state_details.flow_run_id)
+    assert run.state.type.value == "FAILED" and "c_T2" in (run.state.message or "")
+    assert registry.versions(cet_env / "models", "synthetic") == []
+    assert registry.promoted(cet_env / "models", "synthetic") is None
