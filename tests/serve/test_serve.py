@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -42,15 +43,14 @@ def _stop(proc: subprocess.Popen, timeout: float = 30) -> None:
             proc.wait()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect-server")
-    port = _free_port()
+def _start_server(home: Path, port: int) -> tuple[subprocess.Popen, dict]:
+    """``prefect server start`` on 127.0.0.1:port with its database under ``home``; waits for health."""
     env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
     env.pop("PREFECT_API_URL", None)
-    log = open(home / "server.log", "w")
+    log = open(home / "server.log", "a")
     proc = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port),
                              "--analytics-off", "--no-ui"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
     url = f"http://127.0.0.1:{port}/api"
 
     def healthy():
@@ -62,15 +62,20 @@ def server(tmp_path_factory):
             return False
 
     _wait(healthy, 120, "the Prefect server")
-    yield {"url": url, "env": dict(env, PREFECT_API_URL=url), "home": home}
+    return proc, {"url": url, "env": dict(env, PREFECT_API_URL=url), "home": home}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc, info = _start_server(tmp_path_factory.mktemp("prefect-server"), _free_port())
+    yield info
     _stop(proc)
-    log.close()
 
 
-def _serve(server, workdir: Path) -> subprocess.Popen:
+def _serve(server, workdir: Path, cron: str = "*/5 * * * *") -> subprocess.Popen:
     env = dict(server["env"], CET_DATA_DIR=str(workdir / "data"), CET_MODELS_DIR=str(workdir / "models"),
-               CET_SYNTHETIC_N="1000", CET_MAX_EPOCHS="2", CET_HIDDEN="16", CET_RETRAIN_CRON="*/5 * * * *",
-               PREFECT_RUNNER_POLL_FREQUENCY="2", PYTHONPATH=str(REPO))
+               CET_SYNTHETIC_N="1000", CET_MAX_EPOCHS="2", CET_HIDDEN="16", CET_RETRAIN_CRON=cron,
+               CET_RETRAIN_DATASET="synthetic", PREFECT_RUNNER_POLL_FREQUENCY="2", PYTHONPATH=str(REPO))
     log = open(workdir / "serve.log", "a")
     return subprocess.Popen([sys.executable, "-m", "flows.serve"], cwd=workdir, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
@@ -129,3 +134,40 @@ def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, 
         _wait(scheduled, 120, "scheduled retrain runs")
     finally:
         _stop(serve)
+
+
+@pytest.mark.slow
+def test_a_scheduled_run_still_happens_after_the_server_restarts(tmp_path):
+    """Stop the Prefect server while retrain is scheduled every minute, start it again on the same
+    database and port: a scheduled retrain run due after the restart completes, and its model
+    version is registered."""
+    home, port = tmp_path / "home", _free_port()
+    home.mkdir()
+    proc, server = _start_server(home, port)
+    serve = None
+    try:
+        serve = _serve(server, tmp_path, cron="* * * * *")
+        url = server["url"]
+        _wait(lambda: _deployment(url, "retrain/retrain"), 90, "the retrain deployment")
+        _stop(proc)  # the server goes away; serve keeps polling
+        time.sleep(3)
+        restarted = time.time()
+        proc, server = _start_server(home, port)
+        retrain = _deployment(url, "retrain/retrain")
+        assert retrain and not retrain["paused"] and retrain["schedules"][0]["active"]
+
+        def completed_after_restart():
+            r = requests.post(f"{url}/flow_runs/filter", timeout=10, json={
+                "deployments": {"id": {"any_": [retrain["id"]]}},
+                "flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}})
+            runs = r.json() if r.ok else []
+            return [x for x in runs if x["expected_start_time"] and
+                    datetime.fromisoformat(x["expected_start_time"]).timestamp() >= restarted]
+
+        runs = _wait(completed_after_restart, 240, "a scheduled retrain run after the restart")
+        assert runs[0]["auto_scheduled"]
+        assert (tmp_path / "models" / "synthetic" / "v0001" / "CET" / "weights.safetensors").is_file()
+    finally:
+        if serve is not None:
+            _stop(serve)
+        _stop(proc)
