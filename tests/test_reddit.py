@@ -149,3 +149,16 @@ def test_malformed_lines_are_counted_then_fail_above_the_rate(tmp_path, embeddin
     with pytest.raises(ValueError, match=r"R[CS]_\d{4}-\d{2}\.zst: \d+ malformed line"):
         build(dumps, tmp_path / "ds2", tmp_path / "w2", strict, key=KEY)
     assert not (tmp_path / "ds2").exists()
+
+
+def test_the_dataset_does_not_depend_on_the_pseudonymisation_key(reddit_dumps, reddit_ds, embedding_cache, tmp_path):
+    """Same dumps and seeds, another key: only the ids differ. (Rows, split and censoring once
+    followed the pseudonyms, so a cold build with a fresh random key gave other results.)"""
+    path, _ = reddit_ds
+    params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
+    other = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key="another-key")
+    for name in ("features.parquet", "events.parquet"):
+        a, b = pl.read_parquet(path / name), pl.read_parquet(other / name)
+        assert not a["id"].equals(b["id"])
+        assert a.drop("id").equals(b.drop("id")), name
+    np.testing.assert_array_equal(np.load(path / "sequences.npy"), np.load(other / "sequences.npy"))

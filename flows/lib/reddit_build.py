@@ -90,7 +90,8 @@ def local_dumps(dumps_dir: Path, params: RedditParams) -> tuple[list[DumpFile], 
 
 
 def split_users(users: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2)) -> np.ndarray:
-    """Seeded 60/20/20 split of users (sorted first, so the result does not depend on order)."""
+    """Seeded 60/20/20 split of users given by unique keys (sorted first, so the result does not
+    depend on their order)."""
     order = np.argsort(users, kind="stable")
     perm = np.random.default_rng(seed).permutation(users.size)
     n_train, n_val = int(round(fractions[0] * users.size)), int(round(fractions[1] * users.size))
@@ -109,11 +110,16 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
         raise ValueError("empty cohort: no user has 20 comments before a first submission to the nine subreddits")
     per_user = comments.group_by("user", maintain_order=True).agg(
         pl.col("created_utc").first().alias("t1"), pl.col("created_utc").last().alias("t20"),
-        pl.col("body").str.len_chars().mean().alias("mean_length"))
-    users = per_user["user"].to_numpy().astype(str)
-    n = users.size
+        pl.col("body").str.len_chars().mean().alias("mean_length"), pl.col("id").first().alias("first_id"))
+    n = per_user.height
     seqs = vectors.reshape(n, reddit_cohort.N_COMMENTS, -1).astype(np.float32)
-    split = split_users(users, params.split_seed, params.split_fractions)
+    # Rows in the order of each user's first comment id, not of the pseudonyms: row order, split and
+    # censoring draws then do not depend on the pseudonymisation key (a fresh random key per cold
+    # build used to give a different split, hence different results, from the same seeds).
+    order = np.argsort(per_user["first_id"].to_numpy().astype(str), kind="stable")
+    per_user, seqs = per_user[order], seqs[order]
+    users = per_user["user"].to_numpy().astype(str)
+    split = split_users(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions)
     train = split == "train"
     gap = np.log1p((per_user["t20"] - per_user["t1"]).to_numpy() / 19 / 3600)
     length = per_user["mean_length"].to_numpy().astype(float)
