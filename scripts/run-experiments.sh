@@ -4,7 +4,7 @@
 #   bash scripts/run-experiments.sh [mimic-demo|synthetic-reference|synthetic-independent|mimic-standin|reddit-standin ...]
 #
 # Writes docs/results/<name>/{table.md,metrics.json,fig*.png}; datasets go to data/experiments/
-# (gitignored). With no argument it runs all five, one after the other (about 2 h on 2 cores).
+# (gitignored). With no argument it runs all five, one after the other (about 1 h on 2 cores).
 # The MIMIC demo is read from $CET_MIMIC_DEMO_DIR when set, else downloaded from PhysioNet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
