@@ -1,9 +1,6 @@
 """One real ``prefect server`` on a free loopback port, ``python -m flows.serve``, and
 deployments triggered with the CLI, as the README tells users to do."""
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,56 +10,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.prefect_server import _free_port, _start_server, _stop, _wait
+
 REPO = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).with_name("prefect"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(check, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-
-
-def _stop(proc: subprocess.Popen, timeout: float = 30) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _start_server(home: Path, port: int) -> tuple[subprocess.Popen, dict]:
-    """``prefect server start`` on 127.0.0.1:port with its database under ``home``; waits for health."""
-    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
-    env.pop("PREFECT_API_URL", None)
-    log = open(home / "server.log", "a")
-    proc = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port),
-                             "--analytics-off", "--no-ui"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    url = f"http://127.0.0.1:{port}/api"
-
-    def healthy():
-        if proc.poll() is not None:
-            raise RuntimeError(f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}")
-        try:
-            return requests.get(f"{url}/health", timeout=2).ok
-        except requests.ConnectionError:
-            return False
-
-    _wait(healthy, 120, "the Prefect server")
-    return proc, {"url": url, "env": dict(env, PREFECT_API_URL=url), "home": home}
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +87,13 @@ def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, 
         _stop(serve)
 
 
+OUTAGE_SECONDS = 20
+
+
+def _tail(path: Path, n: int = 4000) -> str:
+    return path.read_text(errors="replace")[-n:] if path.exists() else "(missing)"
+
+
 @pytest.mark.slow
 def test_a_scheduled_run_still_happens_after_the_server_restarts(tmp_path):
     """Stop the Prefect server while retrain is scheduled every minute, start it again on the same
@@ -149,8 +107,8 @@ def test_a_scheduled_run_still_happens_after_the_server_restarts(tmp_path):
         serve = _serve(server, tmp_path, cron="* * * * *")
         url = server["url"]
         _wait(lambda: _deployment(url, "retrain/retrain"), 90, "the retrain deployment")
-        _stop(proc)  # the server goes away; serve keeps polling
-        time.sleep(3)
+        _stop(proc)  # the server goes away for longer than Prefect's runner tolerates (3 polls of 2 s)
+        time.sleep(OUTAGE_SECONDS)
         restarted = time.time()
         proc, server = _start_server(home, port)
         retrain = _deployment(url, "retrain/retrain")
@@ -164,10 +122,38 @@ def test_a_scheduled_run_still_happens_after_the_server_restarts(tmp_path):
             return [x for x in runs if x["expected_start_time"] and
                     datetime.fromisoformat(x["expected_start_time"]).timestamp() >= restarted]
 
-        runs = _wait(completed_after_restart, 240, "a scheduled retrain run after the restart")
+        try:
+            runs = _wait(completed_after_restart, 240, "a scheduled retrain run after the restart")
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n--- serve.log ---\n{_tail(tmp_path / 'serve.log')}"
+                                 f"\n--- server.log ---\n{_tail(home / 'server.log')}") from exc
         assert runs[0]["auto_scheduled"]
+        assert serve.poll() is None, "serve exited during the outage"
         assert (tmp_path / "models" / "synthetic" / "v0001" / "CET" / "weights.safetensors").is_file()
     finally:
         if serve is not None:
             _stop(serve)
         _stop(proc)
+
+
+def test_only_an_unreachable_api_counts_as_an_outage():
+    """serve waits out an outage but re-raises anything else (a bug must not loop forever)."""
+    import httpx
+
+    from flows.serve import api_outage
+
+    threshold = ExceptionGroup("poller", [RuntimeError("Service exceeded error threshold.")])
+    assert api_outage(threshold)
+    assert api_outage(httpx.ConnectError("refused"))
+    try:
+        try:
+            raise httpx.ConnectError("refused")
+        except httpx.ConnectError as inner:
+            raise RuntimeError("create deployment failed") from inner
+    except RuntimeError as wrapped:
+        assert api_outage(wrapped)
+    assert not api_outage(ValueError("bad parameter"))
+    assert not api_outage(ExceptionGroup("poller", [RuntimeError("something else")]))
+    request = httpx.Request("GET", "http://127.0.0.1/api/health")
+    assert api_outage(httpx.HTTPStatusError("503", request=request, response=httpx.Response(503, request=request)))
+    assert not api_outage(httpx.HTTPStatusError("404", request=request, response=httpx.Response(404, request=request)))
