@@ -114,7 +114,8 @@ def build_reddit_features(out: str | None = None, dumps: str | None = None, work
     embedding_cache = embedding_cache or (str(s.embedding_cache) if s.embedding_cache else None)
     key_id = source_key(str(work))  # creates the key file once, before tasks run in parallel
     params = dict(start=start, comment_end=comment_end, submission_end=submission_end, split_seed=split_seed,
-                  censor_seed=censor_seed, max_error_rate=max_error_rate, model=model, key_id=key_id)
+                  censor_seed=censor_seed, max_error_rate=max_error_rate, model=model, key_id=key_id,
+                  embed_block=s.embed_block)
     remote = bool(dumps) and dumps.startswith(("http://", "https://"))
     source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
                                                                     "standin_seed": standin_seed}
@@ -137,7 +138,7 @@ def build_reddit_features(out: str | None = None, dumps: str | None = None, work
     params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
                                        split_seed=split_seed, censor_seed=censor_seed,
                                        max_error_rate=max_error_rate, model=model, device=device,
-                                       embedding_cache=embedding_cache)
+                                       embedding_cache=embedding_cache, embed_block=s.embed_block)
     rs, rc = reddit_build.local_dumps(Path(dumps), params)
     rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
     rs_stats = scan_rs.map([str(Path(dumps) / f.name) for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)

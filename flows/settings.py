@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     # embeddings and torch
     embedding_model: str = DEFAULT_MODEL
     embedding_cache: Path | None = None
+    embed_block: int = Field(default=50_000, gt=0)  # texts per saved embedding block (a crash loses one)
     device: str = "auto"
     pseudonym_key: SecretStr | None = None
 

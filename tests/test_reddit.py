@@ -85,11 +85,13 @@ def test_no_username_or_key_in_any_output(reddit_dumps, reddit_ds):
     assert KEY not in text
 
 
-def test_rerun_embeds_nothing_new(reddit_dumps, reddit_ds, embedding_cache, tmp_path):
+def test_rerun_embeds_nothing_new(reddit_dumps, reddit_ds, embedding_cache, tmp_path, caplog):
     params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
-    again = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key=KEY)
+    with caplog.at_level("INFO", logger="flows.reddit.build"):
+        again = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key=KEY)
     emb = json.loads((again / "manifest.json").read_text())["embedding"]
-    assert emb["embedded"] == 0 and emb["cached"] == emb["unique"] > 0
+    assert emb["unique"] > 0
+    assert f"{emb['unique']} unique, {emb['unique']} from the cache, 0 embedded now" in caplog.text
     first = load_dataset(reddit_ds[0])
     np.testing.assert_array_equal(load_dataset(again).train.sequences, first.train.sequences)
 

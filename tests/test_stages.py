@@ -53,3 +53,23 @@ def test_stage_key_and_stamp(tmp_path):
     assert not stages.is_current(out, key)
     with pytest.raises(FileNotFoundError, match="nothing found"):
         stages.code_version("cet_model.no_such_module")
+
+
+def test_only_a_dead_writers_leftovers_are_removed(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from flows.lib.folders import remove_dead_leftovers
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead, live = tmp_path / f".X.parquet.tmp-{gone.pid}", tmp_path / f".X.parquet.tmp-{os.getpid()}"
+    dead_dir = tmp_path / f".incoming-{gone.pid}-ab_12x"
+    for p in (dead, live):
+        p.write_text("half")
+    dead_dir.mkdir()
+    (tmp_path / "X.parquet").write_text("finished")
+    assert remove_dead_leftovers(tmp_path, ".X.parquet.tmp-*") == 1
+    assert remove_dead_leftovers(tmp_path, ".incoming-*") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "X.parquet"])

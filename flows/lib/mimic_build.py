@@ -25,6 +25,7 @@ import polars as pl
 from cet_model.censoring import censor_by_median
 from cet_model.dataset import event_columns, write_dataset
 
+from .crash import crash_point
 from .mimic_schema import TABLES
 from .mimic_staging import connect, stage_table
 from .sql_runner import SQL_ROOT, run_sql_file, set_variables
@@ -99,6 +100,7 @@ def run_sql(mimic_dir: Path, work_dir: Path, params: MimicParams):
             continue
         run_sql_file(con, SQL_ROOT / "mimic" / step, bound)
         log.info("sql: %s", step)
+        crash_point("sql")
     return con, staged
 
 

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import duckdb
 
+from .crash import crash_point
 from .download import sha256_file as fingerprint
+from .folders import remove_dead_leftovers
 from .mimic_schema import TABLES
 
 log = logging.getLogger("flows.mimic.staging")
@@ -135,11 +137,13 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
         return StagedTable(table, out_dir / f"{table}.parquet", rec["rows"], rec["sha256"], False)
     check_header(table, src)
     digest = fingerprint(src)
+    remove_dead_leftovers(out_dir, f".{table}.*.tmp-*")
     tmp = out_dir / f".{table}.parquet.tmp-{os.getpid()}"
     own = con is None
     con = con or connect(memory_limit, out_dir / f".duckdb-tmp-{table}")
     try:
         con.execute(COPY_SQL, {"path": str(src), "columns": dict(TABLES[table]), "out": str(tmp)})
+        crash_point("staging")
         rows = con.execute("SELECT count(*) FROM read_parquet($p)", {"p": str(tmp)}).fetchone()[0]
     except duckdb.Error as exc:
         tmp.unlink(missing_ok=True)

@@ -51,6 +51,7 @@ class RedditParams:
     model: str = DEFAULT_MODEL
     device: str = "auto"
     batch_size: int = 64
+    embed_block: int = 50_000  # texts embedded and saved per block: a crash loses at most one block
     embedding_cache: str | None = None  # default: <work dir>/embeddings; share it across runs to reuse vectors
 
     def end_utc(self, kind: str) -> int:
@@ -179,11 +180,16 @@ def finish(dumps_dir: Path, files: list[str], first: pl.DataFrame, comment_parts
            params: RedditParams, secret: bytes, scan_stats: list[dict]) -> Path:
     comments = reddit_cohort.combine_comments(comment_parts)
     cache = Path(params.embedding_cache) if params.embedding_cache else work / "embeddings"
-    vectors, emb_stats = embed(comments["body"].to_list(), cache, params.model, params.device, params.batch_size)
+    vectors, emb_stats = embed(comments["body"].to_list(), cache, params.model, params.device, params.batch_size,
+                               shard_size=params.embed_block)
+    # how this run got its vectors (cache or model) is logged, not stored: the dataset is the same
+    # bytes however often the build was interrupted and resumed
+    log.info("embeddings: %d texts, %d unique, %d from the cache, %d embedded now", emb_stats["texts"],
+             emb_stats["unique"], emb_stats["cached"], emb_stats["embedded"])
     cohort_first = first.filter(pl.col("user").is_in(comments["user"].unique().implode()))
     extra = {
         "source_fingerprints": {f: sha256_file(Path(dumps_dir) / f) for f in sorted(files)},
-        "scan": scan_stats, "embedding": emb_stats, "pseudonym_key_id": reddit_cohort.key_digest(secret),
+        "scan": scan_stats, "embedding": {"texts": emb_stats["texts"], "unique": emb_stats["unique"]}, "pseudonym_key_id": reddit_cohort.key_digest(secret),
         "cohort_funnel": {"users_with_a_target_submission": int(first["user"].n_unique()),
                           "users_with_20_comments_before_it": int(comments["user"].n_unique())},
     }

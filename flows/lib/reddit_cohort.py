@@ -22,6 +22,8 @@ from pathlib import Path
 
 import polars as pl
 
+from .crash import crash_point
+from .folders import remove_dead_leftovers
 from .pushshift import ReadStats, created_utc, iter_records
 from .reddit_text import SUBREDDITS
 
@@ -59,10 +61,13 @@ def _author(obj: dict, skipped: Counter) -> str | None:
     return a
 
 
-def _write(frame: pl.DataFrame, out: Path) -> None:
+def _write(frame: pl.DataFrame, out: Path, crash: str | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_leftovers(out.parent, f".{out.name}.tmp-*")
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     frame.write_parquet(tmp)
+    if crash:
+        crash_point(crash)
     os.replace(tmp, out)
 
 
@@ -153,7 +158,7 @@ def scan_comments(path: Path, out: Path, key: bytes, candidates: dict[str, int],
             bodies.append(body)
     frame = pl.DataFrame({"user": users, "created_utc": times, "id": ids, "body": bodies},
                          schema={"user": pl.String, "created_utc": pl.Int64, "id": pl.String, "body": pl.String})
-    _write(frame, out)
+    _write(frame, out, crash="scan")
     return {"file": Path(path).name, "lines": stats.lines, "malformed": stats.malformed,
             "candidate_comments": len(users), "skipped": dict(skipped)}
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from cet_model.atomic import write_text
 
+from .folders import remove_dead_leftovers
+
 # metric -> +1 when higher is better, -1 when lower is better
 METRIC_DIRECTION = {"val_auc": 1, "val_ci": 1, "val_mrae": -1, "val_ece": -1, "always": 0}
 VERSION = re.compile(r"^v(\d{4,})$")
@@ -59,7 +61,8 @@ def staging_dir(root: Path, dataset: str) -> Path:
     """A fresh temporary folder to fill; hand it to ``commit``."""
     d = Path(root) / dataset
     d.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=d, prefix=".incoming-"))
+    remove_dead_leftovers(d, ".incoming-*")
+    return Path(tempfile.mkdtemp(dir=d, prefix=f".incoming-{os.getpid()}-"))
 
 
 def commit(root: Path, dataset: str, tmp: Path) -> Path:

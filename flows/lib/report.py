@@ -24,6 +24,7 @@ from cet_model.experiments import inputs  # noqa: E402
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 
+from .crash import crash_point  # noqa: E402
 from .train_eval import metric_rows  # noqa: E402
 
 
@@ -93,8 +94,10 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
                                      device)
         decision = e.get("decision") or {}
         parts += [f"## {name}", "", f"Dataset `{dataset}`; model version `{version}`"
-                  + (f" ({'promoted' if decision.get('promoted') else 'not promoted'}: {decision.get('reason')})"
-                     if decision else "") + ".", "",
+                  # the state, not this run's decision event: a rerun after a crash says the same
+                  + ((" (the promoted version)" if decision.get("promoted") else
+                      f" (not promoted: {decision.get('reason')})") if decision else "") + ".", "",
                   _table(metric_rows(version)), "",
                   f"![{name} AUC]({auc_png.name}) ![{name} calibration]({cal_png.name})", ""]
+    crash_point("report")
     return write_text(out_dir / "report.md", "\n".join(parts))

@@ -26,6 +26,7 @@ from cet_model.experiments import (
 )
 
 from . import registry, stages
+from .crash import crash_point
 
 log = logging.getLogger("flows.train")
 
@@ -84,9 +85,12 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}}
         for model_name in params.models:
             t0 = time.perf_counter()
-            on_epoch = None
-            if progress is not None:
-                on_epoch = lambda epoch, hist, m=model_name: progress(m, epoch, hist)  # noqa: E731
+
+            def on_epoch(epoch, hist, m=model_name):
+                if epoch == 1:
+                    crash_point("train")
+                if progress is not None:
+                    progress(m, epoch, hist)
             model = fit(model_name, tr, va, x_tr, x_va, params.seed, (params.hidden,), params.max_epochs,
                         params.patience, spec, params.overrides.get(model_name, {}), device=params.device,
                         on_epoch=on_epoch)
