@@ -113,12 +113,12 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
         pl.col("created_utc").first().alias("t1"), pl.col("created_utc").last().alias("t20"),
         pl.col("body").str.len_chars().mean().alias("mean_length"), pl.col("id").first().alias("first_id"))
     n = per_user.height
-    seqs = vectors.reshape(n, reddit_cohort.N_COMMENTS, -1).astype(np.float32)
+    seqs = vectors.reshape(n, reddit_cohort.N_COMMENTS, -1).astype(np.float32, copy=False)  # a view
     # Rows in the order of each user's first comment id, not of the pseudonyms: row order, split and
     # censoring draws then do not depend on the pseudonymisation key (a fresh random key per cold
     # build used to give a different split, hence different results, from the same seeds).
     order = np.argsort(per_user["first_id"].to_numpy().astype(str), kind="stable")
-    per_user, seqs = per_user[order], seqs[order]
+    per_user, seqs = per_user[order], np.take(seqs, order, axis=0)  # the one reordered copy
     users = per_user["user"].to_numpy().astype(str)
     split = split_users(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions)
     train = split == "train"
