@@ -90,9 +90,9 @@ def main(argv=None) -> int:
     ap.add_argument("--retry-seconds", type=float, default=5.0,
                     help="while the Prefect API is unreachable, check it this often (default %(default)s)")
     ap.add_argument("--max-outages", type=int, default=0,
-                    help="exit after this many API outages (default 0: never give up)")
+                    help="API outages to wait out; the next one ends serve with its error (default 0: wait out every one)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)  # Prefect has configured logging already (basicConfig would do nothing)
     outages = 0
     while True:
         try:

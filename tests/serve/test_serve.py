@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.prefect_server import _free_port, _start_server, _stop, _wait
+from tests.prefect_server import PREFECT, _free_port, _start_server, _stop, _wait
 
 REPO = Path(__file__).resolve().parents[2]
-PREFECT = str(Path(sys.executable).with_name("prefect"))
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +156,58 @@ def test_only_an_unreachable_api_counts_as_an_outage():
     request = httpx.Request("GET", "http://127.0.0.1/api/health")
     assert api_outage(httpx.HTTPStatusError("503", request=request, response=httpx.Response(503, request=request)))
     assert not api_outage(httpx.HTTPStatusError("404", request=request, response=httpx.Response(404, request=request)))
+
+
+class _DownApi:
+    """A loopback stand-in for a Prefect API that is up (``/health`` answers 200) but answers
+    every other request with ``status``: 503 is an outage, 404 is not."""
+
+    def __init__(self, status: int):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.paths: list[str] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self):
+                api.paths.append(self.path)
+                health = self.path.rstrip("/").endswith("/health")
+                body = b"true" if health else b'{"detail": "unavailable"}'
+                self.send_response(200 if health else status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/api"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("status", [503, 404])
+def test_max_outages_ends_serve_on_the_next_outage_and_other_errors_at_once(status, tmp_path):
+    api = _DownApi(status)
+    try:
+        env = dict(PATH="/usr/bin:/bin", HOME=str(tmp_path), PREFECT_HOME=str(tmp_path / "prefect"),
+                   PREFECT_API_URL=api.url, PREFECT_CLIENT_MAX_RETRIES="0", PREFECT_SERVER_ANALYTICS_ENABLED="false",
+                   DO_NOT_TRACK="1", PYTHONPATH=str(REPO))
+        done = subprocess.run([sys.executable, "-m", "flows.serve", "--max-outages", "1", "--retry-seconds", "0.2"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        api.httpd.shutdown()
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    if status == 503:  # the first outage is waited out (health checked, served again), the second ends it
+        assert "outage 1" in out and "outage 2" not in out, out
+        assert out.count("answers again") == 1, out
+        assert any(p.rstrip("/").endswith("/health") for p in api.paths)
+        assert "503" in done.stderr.strip().splitlines()[-1]
+    else:  # not an outage: no waiting, the error ends serve at once
+        assert "unreachable" not in out and not any(p.endswith("/health") for p in api.paths), out
+        assert "404" in out
