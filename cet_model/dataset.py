@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -63,6 +64,9 @@ class Dataset:
         return self.splits["test"]
 
 
+EVENT_COLUMN = re.compile(r"(t_true|t|s|c|mask)_(.+)")
+
+
 def event_columns(event: str) -> tuple[str, str, str, str]:
     return f"t_{event}", f"s_{event}", f"c_{event}", f"t_true_{event}"
 
@@ -111,6 +115,10 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
     fpath, epath = f"{where}/features.parquet", f"{where}/events.parquet"
     _require_columns(features, ["id", "split", *feats], fpath)
     _require_columns(events, ["id", "split", *[c for e in names for c in event_columns(e)]], epath)
+    unknown = sorted({m.group(2) for col in events.columns if (m := EVENT_COLUMN.fullmatch(col))} - set(names))
+    if unknown:  # an event the manifest does not name would be dropped without a word
+        raise ValueError(f"{epath}: columns for events {unknown} that manifest.json's event_names "
+                         f"{list(names)} does not name")
     if features.height != events.height:
         raise ValueError(f"{epath}: {events.height} rows but features.parquet has {features.height}")
     if not features["id"].equals(events["id"]):
@@ -168,6 +176,17 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
         raise ValueError(f"{path}: column {name!r} row {row} is {float(vals[row])!r}; values must be {need}")
 
 
+def load_array(path, mmap: bool = False) -> np.ndarray:
+    """A numeric ``.npy`` array, never unpickled; a bad file raises ValueError naming it."""
+    try:
+        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: not a numeric .npy array ({exc})") from None
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise ValueError(f"{path}: dtype {arr.dtype}, expected numbers")
+    return arr
+
+
 def load_dataset(path) -> Dataset:
     """Read a dataset folder, check it against the contract, and split it into arrays."""
     path = Path(path)
@@ -182,7 +201,7 @@ def load_dataset(path) -> Dataset:
     events = pl.read_parquet(path / "events.parquet")
     seq = None
     if (path / "sequences.npy").is_file():
-        seq = np.load(path / "sequences.npy", mmap_mode="r", allow_pickle=False)
+        seq = load_array(path / "sequences.npy", mmap=True)
     check_frames(features, events, manifest, where=str(path), sequences=seq)
     feats, names = list(manifest["feature_names"]), list(manifest["event_names"])
     ds = Dataset(path=path, manifest=manifest, feature_names=feats, event_names=names)

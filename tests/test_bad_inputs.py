@@ -147,3 +147,63 @@ def test_unknown_model_in_a_saved_config(tmp_path):
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"config.json.*XGBModel"):
         load_model(folder)
+
+
+def test_an_event_the_manifest_does_not_name_is_refused(tmp_path, small_dataset):
+    import shutil
+
+    ds = tmp_path / "ds"
+    shutil.copytree(small_dataset, ds)
+    events = pl.read_parquet(ds / "events.parquet")
+    ghost = events.with_columns(t_Ghost=pl.lit(1.0), s_Ghost=pl.lit(1), c_Ghost=pl.lit(1), t_true_Ghost=pl.lit(1.0))
+    ghost.write_parquet(ds / "events.parquet")
+    with pytest.raises(ValueError, match=r"events.parquet: columns for events \['Ghost'\]"):
+        load_dataset(ds)
+    # and nothing is written when a build hands such frames to write_dataset
+    from cet_model.dataset import write_dataset
+
+    manifest = json.loads((ds / "manifest.json").read_text())
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"Ghost"):
+        write_dataset(out, pl.read_parquet(ds / "features.parquet"), ghost, manifest)
+    assert _leftovers(tmp_path) == ["ds"]
+
+
+class _Payload:
+    """Unpickling this creates a file: the proof that a loader ran pickle."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_models_and_sequences_load_without_pickle(tmp_path, small_dataset):
+    import pickle
+    import shutil
+
+    import torch
+
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((60, 2)), rng.exponential(size=(60, 2)) + 0.1
+    s = (rng.random((60, 2)) < 0.5).astype(float)
+    folder = CETModel(hidden_sizes=(4,), max_epochs=1, device="cpu").fit(x, t, s).save(tmp_path / "m")
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "weights.safetensors"]
+    marker = tmp_path / "unpickled"
+    torch.save({"payload": _Payload(marker)}, folder / "weights.safetensors")  # a pickle under the real name
+    with pytest.raises(ValueError, match=r"weights.safetensors"):
+        load_model(folder)
+    assert not marker.exists()
+
+    ds = tmp_path / "ds"
+    shutil.copytree(small_dataset, ds)
+    seq = np.empty((300, 20, 4), dtype=object)
+    seq[0, 0, 0] = _Payload(marker)
+    np.save(ds / "sequences.npy", seq, allow_pickle=True)
+    with pytest.raises(ValueError, match=r"sequences.npy"):
+        load_dataset(ds)
+    assert not marker.exists()
+    # control: the payload is real, unpickling it does create the marker
+    pickle.loads(pickle.dumps(_Payload(tmp_path / "control"))).close()
+    assert (tmp_path / "control").exists()

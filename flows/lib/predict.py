@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from cet_model.comments import flatten_inputs
+from cet_model.dataset import load_array
 from cet_model.models import load_model
 
 from . import registry
@@ -74,7 +75,7 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
         if sequences is None:
             raise ValueError(f"{version_dir}: this model reads comment sequences; pass the sequences .npy "
                              f"({data['sequences']['length']} x {data['sequences']['dim']} per row)")
-        seq = np.load(sequences, allow_pickle=False)
+        seq = load_array(sequences)
         want = (len(ids), data["sequences"]["length"], data["sequences"]["dim"])
         if seq.shape != want:
             raise ValueError(f"{sequences}: shape {seq.shape}, expected {want} (rows of {features})")
