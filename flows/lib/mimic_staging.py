@@ -23,9 +23,10 @@ from pathlib import Path
 
 import duckdb
 
+from cet_model.atomic import remove_dead_leftovers
+
 from .crash import crash_point
 from .download import sha256_file as fingerprint
-from .folders import remove_dead_leftovers
 from .mimic_schema import TABLES
 
 log = logging.getLogger("flows.mimic.staging")

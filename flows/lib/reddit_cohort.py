@@ -22,8 +22,9 @@ from pathlib import Path
 
 import polars as pl
 
+from cet_model.atomic import remove_dead_leftovers
+
 from .crash import crash_point
-from .folders import remove_dead_leftovers
 from .pushshift import ReadStats, created_utc, iter_records
 from .reddit_text import SUBREDDITS
 

@@ -21,9 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cet_model.atomic import write_text
-
-from .folders import remove_dead_leftovers
+from cet_model.atomic import remove_dead_leftovers, write_text
 
 # metric -> +1 when higher is better, -1 when lower is better
 METRIC_DIRECTION = {"val_auc": 1, "val_ci": 1, "val_mrae": -1, "val_ece": -1, "always": 0}
