@@ -6,10 +6,15 @@ trains every model on the same dataset once per seed, evaluates on the test spli
 writes ``DIR/metrics.json`` and ``DIR/table.md`` (mean +- std over runs, plus the average
 over tasks). Models:
 
-- ``CET``: the paper's model and hyper-parameters (Gumbel-Softmax, tau 0.3, 100 samples,
-  log eps = -2, the Jensen-bound objective), hidden width 100 on the synthetic data.
-- ``CET-marginal``: the same network fitted to the exact log marginal likelihood
-  (``estimator="exact", objective="marginal"``): beyond the paper.
+- ``CET``: the product default, ``CETModel()`` -- the exact log marginal likelihood (observed
+  cells pinned, censored cells summed), conditioned decoder, Adam lr 1e-3, automatic budget.
+- ``CET-paper``: the paper's model as the original code trained it (Gumbel-Softmax, tau 0.3,
+  100 samples, penalty -log eps - log p with eps = 0.7, Adam lr 3e-4): what produced Tables 3-5.
+- ``CET-bound``: eq. 8 exactly as printed (penalty -log eps, log eps = -2), otherwise as CET-paper.
+- ``CET-marginal``: the marginal likelihood summed over every pattern of every row (no
+  importance sampling: the reference for the default's per-row budget).
+- ``CET-unconditioned``: the default with a decoder on x alone (``condition_on_occurrence=False``):
+  what conditioning times on the occurrences buys.
 - ``ET``: same AFT head, no occurrence. Its AUC is scored as in the paper, by the rank
   of the predicted median time (an earlier time = a higher score).
 - ``BC``: the occurrence encoder trained as a classifier of s. AUC only.
@@ -17,7 +22,7 @@ over tasks). Models:
   what the features allow at best with this network.
 - ``CET-Gumbel``, ``CET-ARM`` and ``CET-exact``: the paper's objective with each estimator
   (Gumbel-Softmax, ARM, exact enumeration of the 2^M patterns). After a search they share
-  the chosen samples, log eps and temperature, so only the estimator differs from ``CET``.
+  the chosen samples, log eps and temperature, so only the estimator differs from ``CET-paper``.
 
 Predicted times are medians (q = 0.5), for CET given that the event occurs. MRAE uses
 t_max = the largest observed test time of that event, as the reference code did. Beyond the
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import platform
 import sys
@@ -52,14 +58,19 @@ from .metrics import (
     occurrence_auc,
     uno_c,
 )
+from .estimators import MAX_EXACT_EVENTS
 from .models import BCModel, CETModel, ETModel
 
 log = logging.getLogger("cet_model.experiments")
 
-PAPER_CET = dict(estimator="gumbel", objective="paper", n_samples=100, temperature=0.3, log_epsilon=-2.0)
+PAPER_CET = dict(objective="paper", estimator="gumbel", n_samples=100, temperature=0.3,
+                 log_epsilon=math.log(0.7), lr=3e-4)
 MODEL_SPECS = {
-    "CET": (CETModel, PAPER_CET),
-    "CET-marginal": (CETModel, dict(estimator="exact", objective="marginal")),
+    "CET": (CETModel, {}),
+    "CET-paper": (CETModel, PAPER_CET),
+    "CET-bound": (CETModel, dict(PAPER_CET, objective="bound", log_epsilon=-2.0)),
+    "CET-marginal": (CETModel, dict(max_patterns=2**MAX_EXACT_EVENTS)),
+    "CET-unconditioned": (CETModel, dict(condition_on_occurrence=False)),
     "ET": (ETModel, {}),
     "BC": (BCModel, {}),
     "Oracle": (BCModel, {}),
@@ -68,7 +79,7 @@ MODEL_SPECS = {
     "CET-ARM": (CETModel, dict(PAPER_CET, estimator="arm")),
 }
 ESTIMATOR_VARIANTS = {"gumbel": "CET-Gumbel", "arm": "CET-ARM", "exact": "CET-exact"}
-DEFAULT_MODELS = ("CET", "ET", "BC", "CET-marginal")
+DEFAULT_MODELS = ("CET", "CET-paper", "ET", "BC", "Oracle")
 TIME_METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")
 COMMENT_WIDTH = 100  # per-comment layer width when the dataset has sequences (Reddit)
 
@@ -86,7 +97,7 @@ def comment_spec(split, width: int = COMMENT_WIDTH) -> dict | None:
     return {"n_aux": split.X.shape[1], "length": length, "dim": dim, "width": width}
 
 
-def fit(name: str, split_tr, split_va, x_tr, x_va, seed: int, hidden_sizes=(100,), max_epochs=100, patience=10,
+def fit(name: str, split_tr, split_va, x_tr, x_va, seed: int, hidden_sizes=(100,), max_epochs=None, patience=None,
         comment_encoder=None, overrides: dict | None = None, on_epoch=None, **extra):
     """Fit one model of MODEL_SPECS (the oracle learns the true occurrence c, not s); ``extra``
     goes to the model (e.g. ``device``), ``on_epoch`` to ``fit``."""
@@ -136,8 +147,8 @@ def _safe_ci(t, t_hat, s) -> float:
         return float("nan")
 
 
-def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_epochs=100,
-        patience=10, first_seed=0, overrides: dict | None = None, progress: bool = True,
+def run(ds: Dataset, runs: int, models=DEFAULT_MODELS, hidden_sizes=(100,), max_epochs=None,
+        patience=None, first_seed=0, overrides: dict | None = None, progress: bool = True,
         model_runs: dict | None = None) -> dict:
     """Fit each model ``runs`` times (seeds first_seed, first_seed + 1, ...) and evaluate;
     ``model_runs`` gives some models fewer (or more) runs, e.g. {"CET-exact": 3}."""
@@ -312,12 +323,13 @@ def main(argv=None) -> int:
         p.add_argument("--models", default=",".join(DEFAULT_MODELS),
                        help=f"comma-separated, from {','.join(MODEL_SPECS)} (default: %(default)s)")
         p.add_argument("--hidden", type=int, default=100, help="hidden width (paper: 100 synthetic, 750 others)")
-        p.add_argument("--max-epochs", type=int, default=100)
-        p.add_argument("--patience", type=int, default=10)
+        p.add_argument("--max-epochs", type=int, default=None,
+                       help="epoch cap (default: automatic, >= 100 epochs and >= 5,000 steps)")
+        p.add_argument("--patience", type=int, default=None, help="early-stopping patience (default: automatic)")
         p.add_argument("--first-seed", type=int, default=0)
         p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
         p.add_argument("--search", type=int, default=0, metavar="BUDGET",
-                       help="random-search trials for CET before the runs (0: the paper's settings)")
+                       help="random-search trials for CET-paper before the runs (0: the paper's settings)")
         p.add_argument("--search-epochs", type=int, default=None, help="epoch cap per trial (default: --max-epochs)")
         p.add_argument("--model-runs", default="", metavar="MODEL=N,...",
                        help="fewer runs for costly rows, e.g. CET-exact=3,CET-marginal=3 (default: --runs each)")
@@ -353,10 +365,10 @@ def main(argv=None) -> int:
         search = random_search(ds, args.search, seed=args.first_seed, max_epochs=args.search_epochs or args.max_epochs,
                                patience=args.patience)
         hidden, overrides = overrides_from(search["best"])
-    chosen = (overrides or {}).get("CET", PAPER_CET)["estimator"]
-    if "CET" in models and ESTIMATOR_VARIANTS[chosen] in models:  # the same fits as the CET row
+    chosen = (overrides or {}).get("CET-paper", PAPER_CET)["estimator"]
+    if "CET-paper" in models and ESTIMATOR_VARIANTS[chosen] in models:  # the same fits as the CET-paper row
         models = tuple(m for m in models if m != ESTIMATOR_VARIANTS[chosen])
-        print(f"CET uses the {chosen} estimator: {ESTIMATOR_VARIANTS[chosen]} is the CET row", flush=True)
+        print(f"CET-paper uses the {chosen} estimator: {ESTIMATOR_VARIANTS[chosen]} is the CET-paper row", flush=True)
     result = run(ds, args.runs, models, hidden_sizes=hidden, max_epochs=args.max_epochs,
                  patience=args.patience, first_seed=args.first_seed, overrides=overrides,
                  model_runs=parse_model_runs(args.model_runs, models))

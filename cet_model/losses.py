@@ -45,18 +45,49 @@ def censored_lognormal_loglik(log_t, s, mu, log_sigma):
     return torch.where(s > 0.5, log_f, log_s)
 
 
-def paper_cell_loglik(c, log_t, s, mu, log_sigma, log_epsilon: float):
-    """The paper's complete-data log-likelihood per event (eq. 8), up to terms free of theta and c.
+def bound_cell_loglik(c, log_t, s, mu, log_sigma, log_epsilon: float):
+    """Eq. 8 of the paper exactly as printed, per event, up to terms free of theta and c.
 
     log p(t, s | c, x) ~ s (1 - c) log eps + s log f(t | x, c) + (1 - s) c log S(t | x, c)
 
-    ``c`` may be a hard {0, 1} sample or a relaxed sample in (0, 1) (Gumbel-Softmax).
+    ``c`` may be a hard {0, 1} sample or a relaxed sample in (0, 1) (Gumbel-Softmax). The
+    objective ``bound`` averages this over c ~ p(c | x) (Jensen's bound); it is linear in p
+    and drives p(c | x) to 0 or 1 (docs: the saturation analysis).
 
     Shape: all arguments broadcast to (n, K, M); returns (n, K, M).
+
+    >>> import torch
+    >>> float(bound_cell_loglik(torch.tensor(0.), torch.tensor(0.), torch.tensor(1.),
+    ...                         torch.tensor(0.), torch.tensor(0.), -2.0))  # log eps + log phi(0)
+    -2.918938533204673
     """
     log_f = lognormal_log_pdf(log_t, mu, log_sigma)
     log_s = lognormal_log_survival(log_t, mu, log_sigma)
     observed = log_f + (1.0 - c) * log_epsilon
+    censored = c * log_s
+    return torch.where(s > 0.5, observed, censored)
+
+
+def paper_cell_loglik(c, log_t, s, mu, log_sigma, log_epsilon: float, log_p):
+    """The original code's objective per event (mengelhard/cft, every final training script).
+
+    s log f + (1 - s) c log S + s (1 - c) (log eps + log p)
+
+    It differs from eq. 8 by the ``log p`` in the penalty: ``p`` is the encoder's probability
+    p(c = 1 | x) (not the sample), so an observed event under a sample c = 0 costs
+    -log eps - log p, a log loss on a wrongly low p that keeps p away from 0 and 1. The
+    original used eps = 0.7. The density term is not multiplied by c.
+
+    Shape: c, log_t, s, mu, log_sigma broadcast to (n, K, M); ``log_p`` (n, 1, M); returns (n, K, M).
+
+    >>> import math, torch
+    >>> z = torch.tensor(0.)
+    >>> float(paper_cell_loglik(z, z, torch.tensor(1.), z, z, math.log(0.7), torch.tensor(math.log(0.5))))
+    -2.0408937402012744
+    """
+    log_f = lognormal_log_pdf(log_t, mu, log_sigma)
+    log_s = lognormal_log_survival(log_t, mu, log_sigma)
+    observed = log_f + (1.0 - c) * (log_epsilon + log_p)
     censored = c * log_s
     return torch.where(s > 0.5, observed, censored)
 
@@ -72,6 +103,27 @@ def marginal_cell_loglik(c, log_t, s, mu, log_sigma):
     ll_occurs = censored_lognormal_loglik(log_t, s, mu, log_sigma)
     ll_never = torch.where(s > 0.5, torch.full_like(ll_occurs, -math.inf), torch.zeros_like(ll_occurs))
     return torch.where(c > 0.5, ll_occurs, ll_never)
+
+
+def factorised_marginal_loglik(logits, log_t, s, mu, log_sigma):
+    """Exact per-event log marginal likelihood when the time model does not see c.
+
+    log [ s p f(t) + (1 - s) (1 - p + p S(t)) ]: the mixture-cure likelihood of each event; with
+    a decoder on x alone the events are independent given x, so the row's log-likelihood is
+    the sum over events: O(M), any M.
+
+    Shape: all (n, M); returns (n, M).
+
+    >>> import torch
+    >>> z = torch.zeros(1, 1)
+    >>> round(float(factorised_marginal_loglik(z, z, z, z, z)), 6)  # log(0.5 + 0.5 * 0.5)
+    -0.287682
+    """
+    log_p = torch.nn.functional.logsigmoid(logits)
+    log_1mp = torch.nn.functional.logsigmoid(-logits)
+    observed = log_p + lognormal_log_pdf(log_t, mu, log_sigma)
+    censored = torch.logaddexp(log_1mp, log_p + lognormal_log_survival(log_t, mu, log_sigma))
+    return torch.where(s > 0.5, observed, censored)
 
 
 def bernoulli_log_prob(c, logits):

@@ -1,8 +1,13 @@
-"""CET, ET and BC with a scikit-survival style API: fit / predict_* / save / load.
+"""CET, ET and BC as scikit-learn estimators: fit / predict_* / save / load.
 
-    >>> model = CETModel(hidden_sizes=(), max_epochs=2)           # doctest: +SKIP
-    >>> model.fit(X, T, S).predict_occurrence(X).shape            # doctest: +SKIP
-    (n, M)
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 3))
+    >>> T = rng.exponential(size=(200, 2)) + 0.1          # n x M times
+    >>> S = (rng.random((200, 2)) < 0.4).astype(float)   # 1 = event observed, 0 = censored
+    >>> model = CETModel(hidden_sizes=(8,), max_epochs=3, device="cpu").fit(X, T, S)
+    >>> model.predict_occurrence(X).shape, model.predict_time(X).shape
+    ((200, 2), (200, 2))
 """
 
 from __future__ import annotations
@@ -15,22 +20,18 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from sklearn.base import BaseEstimator
 
 from . import losses
 from .comments import check_spec
-from .estimators import (
-    MAX_EXACT_EVENTS,
-    OBJECTIVES,
-    all_patterns,
-    evaluation_estimate,
-    get_estimator,
-)
+from .estimators import MAX_EXACT_EVENTS, all_patterns, evaluation_estimate, get_estimator
 from .networks import BCNetwork, CETNetwork, ETNetwork
+from .objectives import log_epsilon_for, resolve
 from .train import TrainConfig, train
-from .validation import check_features, check_survival
+from .validation import check_features, check_survival, column_names
 
 FORMAT = "cet-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: objectives paper/bound/marginal, condition_on_occurrence, feature names
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
 
@@ -45,48 +46,54 @@ def resolve_device(device: str) -> torch.device:
     return dev
 
 
-class _Base:
-    """Shared parameters, tensors, chunking and persistence."""
+class _Base(BaseEstimator):
+    """Shared parameters, tensors, chunking and persistence.
+
+    Parameters are stored as given (scikit-learn's rule, so ``clone`` and ``set_params`` work)
+    and checked when ``fit`` starts.
+    """
 
     _network = None
-    _param_names = ("hidden_sizes", "sigma", "dropout", "lr", "batch_size", "max_epochs", "patience",
-                    "device", "seed", "dtype", "optimizer", "verbose", "comment_encoder")
 
-    def __init__(self, hidden_sizes=(100,), sigma="net", dropout=0.5, lr=3e-4, batch_size=400,
-                 max_epochs=100, patience=10, device="auto", seed=0, dtype="float32",
+    def __init__(self, hidden_sizes=(100,), sigma="net", dropout=0.5, lr=1e-3, batch_size=400,
+                 max_epochs=None, patience=None, device="auto", seed=0, dtype="float32",
                  optimizer="adam", verbose=False, comment_encoder=None):
-        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
+        self.hidden_sizes = hidden_sizes
         self.sigma = sigma
-        self.dropout = float(dropout)
-        self.lr = float(lr)
+        self.dropout = dropout
+        self.lr = lr
         self.batch_size = batch_size
-        self.max_epochs = int(max_epochs)
-        self.patience = int(patience)
+        self.max_epochs = max_epochs
+        self.patience = patience
         self.device = device
-        self.seed = int(seed)
+        self.seed = seed
         self.dtype = dtype
         self.optimizer = optimizer
-        self.verbose = bool(verbose)
-        self.comment_encoder = check_spec(comment_encoder)  # see cet_model.comments
-        self.net_ = None
+        self.verbose = verbose
+        self.comment_encoder = comment_encoder  # see cet_model.comments
 
     # --- parameters -------------------------------------------------------------------------
-    def get_params(self) -> dict:
-        return {k: getattr(self, k) for k in self._param_names}
-
     def _check_params(self) -> None:
+        self.hidden_sizes_ = tuple(int(h) for h in self.hidden_sizes)
         if self.sigma not in ("net", "constant"):
             raise ValueError(f"sigma must be 'net' or 'constant', got {self.sigma!r}")
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
-        if not 0.0 <= self.dropout < 1.0:
+        if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if any(h <= 0 for h in self.hidden_sizes):
+        if any(h <= 0 for h in self.hidden_sizes_):
             raise ValueError(f"hidden_sizes must be positive, got {self.hidden_sizes}")
+        for name in ("max_epochs", "patience"):
+            v = getattr(self, name)
+            if v is not None and int(v) < 1:
+                raise ValueError(f"{name} must be >= 1 or None (automatic), got {v}")
+        if not float(self.lr) > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        self.comment_encoder_ = check_spec(self.comment_encoder)
 
     def _config(self) -> TrainConfig:
-        return TrainConfig(lr=self.lr, batch_size=self.batch_size, max_epochs=self.max_epochs,
-                           patience=self.patience, optimizer=self.optimizer, verbose=self.verbose)
+        return TrainConfig(lr=float(self.lr), batch_size=self.batch_size, max_epochs=self.max_epochs,
+                           patience=self.patience, optimizer=self.optimizer, verbose=bool(self.verbose))
 
     # --- tensors ------------------------------------------------------------------------------
     def _setup(self, n_features: int, n_events: int) -> None:
@@ -94,23 +101,46 @@ class _Base:
         self.device_ = resolve_device(self.device)
         self.torch_dtype_ = _DTYPES[self.dtype]
         self.n_features_in_, self.n_events_ = n_features, n_events
-        torch.manual_seed(self.seed)
-        check_spec(self.comment_encoder, n_features)
-        self.net_ = self._network(n_features, n_events, self.hidden_sizes, self.dropout, self.sigma,
-                                  comment_encoder=self.comment_encoder)
+        torch.manual_seed(int(self.seed))
+        check_spec(self.comment_encoder_, n_features)
+        self.net_ = self._build_network(n_features, n_events)
         self.net_.to(device=self.device_, dtype=self.torch_dtype_)
-        self.noise_generator_ = torch.Generator(device=self.device_).manual_seed(self.seed + 1)
-        self.shuffle_generator_ = torch.Generator().manual_seed(self.seed + 2)
+        self.noise_generator_ = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 1)
+        self.shuffle_generator_ = torch.Generator().manual_seed(int(self.seed) + 2)
+
+    def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
+        return self._network(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+                             comment_encoder=self.comment_encoder_)
 
     def _tensor(self, a) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(a), dtype=self.torch_dtype_, device=self.device_)
 
     def _check_fitted(self) -> None:
-        if self.net_ is None:
+        if getattr(self, "net_", None) is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or load() first")
+
+    def _check_columns(self, X, name: str = "X") -> None:
+        """A data frame must have the training columns, in the training order."""
+        names = column_names(X)
+        want = getattr(self, "feature_names_in_", None)
+        if names is None or want is None:
+            return
+        want = list(want)
+        if names != want:
+            missing = [c for c in want if c not in names]
+            extra = [c for c in names if c not in want]
+            detail = []
+            if missing:
+                detail.append(f"missing {missing}")
+            if extra:
+                detail.append(f"not seen in fit {extra}")
+            if not detail:
+                detail.append(f"in another order than in fit (expected {want})")
+            raise ValueError(f"{name}: columns do not match those seen in fit: " + "; ".join(detail))
 
     def _x(self, X) -> torch.Tensor:
         self._check_fitted()
+        self._check_columns(X)
         return self._tensor(check_features(X, "X", self.n_features_in_))
 
     def _chunks(self, n: int, per_row: int):
@@ -119,7 +149,7 @@ class _Base:
             yield slice(start, min(n, start + step))
 
     def _hidden(self) -> int:
-        return max(self.hidden_sizes, default=2 * self.n_events_)
+        return max(self.hidden_sizes_, default=2 * self.n_events_)
 
     def _init_time_bias(self, log_t: np.ndarray) -> None:
         """Start mu at the mean log time of each event, log sigma at log sd: faster, stabler fits."""
@@ -138,13 +168,23 @@ class _Base:
     def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
         """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed).
 
-        ``mask`` (n x M, optional): 0 drops that cell from the likelihood. Early stopping
-        monitors the validation loss when validation data are given (else the training
-        loss); the best weights are restored. ``on_epoch(epoch, history)`` is called after
-        every epoch (progress reporting, diagnostics).
+        X may be an array or a pandas / polars data frame (its column names are kept in
+        ``feature_names_in_`` and checked at prediction). ``mask`` (n x M, optional): 0 drops
+        that cell from the likelihood. Early stopping monitors the validation loss when
+        validation data are given (else the training loss); the best weights are restored.
+        ``on_epoch(epoch, history)`` is called after every epoch (progress reporting,
+        diagnostics). With ``max_epochs=None`` the budget is at least 100 epochs and at least
+        5,000 optimizer steps (small data sets get more epochs); a budget that ends while the
+        monitored loss still improves raises scikit-learn's ``ConvergenceWarning``.
         """
+        names = column_names(X)
+        self._check_params()
         x, t, s, m = check_survival(X, T, S, max_events=self._max_events, mask=mask)
         self._setup(x.shape[1], t.shape[1])
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
         self._prepare(t)
         tr = self._tensors(x, t, s, m)
 
@@ -154,6 +194,7 @@ class _Base:
 
         val_loss = None
         if X_val is not None:
+            self._check_columns(X_val, "X_val")
             va = self._tensors(*check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
                                                n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
                                                mask_name="mask_val"))
@@ -165,6 +206,7 @@ class _Base:
     def score(self, X, T, S, mask=None) -> float:
         """Mean log-likelihood (CET: the objective) per row and event; dropout off. Higher is better."""
         self._check_fitted()
+        self._check_columns(X)
         x, t, s, m = check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_, mask=mask)
         self.net_.eval()
         with torch.no_grad():
@@ -196,8 +238,10 @@ class _Base:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         config = {"format": FORMAT, "format_version": FORMAT_VERSION, "class": type(self).__name__,
-                  "params": self.get_params(), "n_features": self.n_features_in_,
+                  "params": _jsonable(self.get_params()), "n_features": self.n_features_in_,
                   "n_events": self.n_events_, "extra": self._extra_state()}
+        if hasattr(self, "feature_names_in_"):
+            config["feature_names"] = [str(c) for c in self.feature_names_in_]
         state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
         save_file(state, path / "weights.safetensors.tmp")
         (path / "config.json.tmp").write_text(json.dumps(config, indent=2))
@@ -213,8 +257,13 @@ class _Base:
             raise ValueError(f"{Path(path) / 'config.json'}: holds a {config['class']}, not a {cls.__name__}")
         params = dict(config["params"], device=device)
         params["hidden_sizes"] = tuple(params["hidden_sizes"])
+        unknown = sorted(set(params) - set(cls._get_param_names()))
+        if unknown:
+            raise ValueError(f"{Path(path) / 'config.json'}: field 'params' has unknown parameters {unknown}")
         model = cls(**params)
         model._setup(int(config["n_features"]), int(config["n_events"]))
+        if config.get("feature_names") is not None:
+            model.feature_names_in_ = np.asarray(config["feature_names"], dtype=object)
         try:
             state = load_file(str(Path(path) / "weights.safetensors"), device=str(model.device_))
         except Exception as exc:  # safetensors raises its own error type for a damaged file
@@ -235,76 +284,153 @@ class CETModel(_Base):
     Args:
         hidden_sizes: hidden layer widths of the encoder h(x) and the decoder (x, c) -> (mu, sigma);
             ``()`` gives linear models.
-        estimator: ``"gumbel"``, ``"arm"`` or ``"exact"`` (enumerates the 2^M patterns, M <= 12).
-        objective: ``"paper"`` (the Jensen bound of eqs. 8 and 11, with the penalty epsilon) or
-            ``"marginal"`` (log sum_c p(c|x) p(t,s|c,x); needs ``estimator="exact"``).
+        objective: ``"marginal"`` (default: the exact log marginal likelihood
+            log sum_c p(c|x) p(t,s|c,x)), ``"paper"`` (the original code's objective, which
+            produced the paper's tables: penalty -log eps - log p, eps = 0.7) or ``"bound"``
+            (eq. 8 as printed, log eps = -2). See :mod:`cet_model.objectives`.
+        estimator: ``"auto"`` (the objective's default), for ``marginal`` ``"exact"`` (sum over
+            the censored cells of each row; importance sampling for rows with more than
+            ``max_patterns`` patterns) or ``"importance"``; for ``paper`` and ``bound``
+            ``"gumbel"``, ``"arm"`` or ``"exact"`` (all 2^M patterns, M <= 12).
+        condition_on_occurrence: the time decoder sees [x, c] (True, the paper's model) or x only
+            (False: the events are independent given x and the marginal likelihood factorises,
+            O(M) for any M).
         sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
-        n_samples: occurrence samples per row (gumbel, arm; also Monte Carlo in predictions).
+        n_samples: samples per row for gumbel, arm and importance (also Monte Carlo in predictions).
         temperature: Gumbel-Softmax temperature.
-        log_epsilon: log of the penalty epsilon = P(event observed | c = 0); used by ``paper``.
+        log_epsilon: log of the penalty eps = P(event observed | c = 0) of ``paper`` and ``bound``;
+            None takes the objective's default (log 0.7 and -2).
+        max_patterns: per-row budget of the exact marginal sum (2^censored cells).
+        lr, batch_size, max_epochs, patience, optimizer: training (Adam by default); ``None``
+            for ``max_epochs`` / ``patience`` sizes the budget to the data (see ``fit``).
         comment_encoder: ``{"n_aux", "length", "dim", "width"}`` to read X as [aux | L comment
             embeddings of size D, flattened] through ``cet_model.comments.CommentEncoder`` (all
             three models take it).
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.standard_normal((300, 2))
+        >>> c = rng.random(300) < 0.5                      # the event ever happens
+        >>> t_event = np.exp(0.5 * rng.standard_normal(300))
+        >>> cens = rng.uniform(0.1, 3.0, 300)
+        >>> S = (c & (t_event < cens)).astype(float)[:, None]
+        >>> T = np.where(S[:, 0] == 1, t_event, cens)[:, None]
+        >>> model = CETModel(hidden_sizes=(), device="cpu").fit(X, T, S)
+        >>> round(float(model.predict_occurrence(X).mean()), 1)
+        0.5
     """
 
     _network = CETNetwork
-    _param_names = _Base._param_names + ("estimator", "objective", "n_samples", "temperature", "log_epsilon")
 
-    def __init__(self, hidden_sizes=(100,), estimator="gumbel", objective="paper", sigma="net",
-                 n_samples=100, temperature=0.3, log_epsilon=-2.0, dropout=0.5, lr=3e-4,
-                 batch_size=400, max_epochs=100, patience=10, device="auto", seed=0,
-                 dtype="float32", optimizer="adam", verbose=False, comment_encoder=None):
+    def __init__(self, hidden_sizes=(100,), objective="marginal", estimator="auto",
+                 condition_on_occurrence=True, sigma="net", n_samples=100, temperature=0.3,
+                 log_epsilon=None, max_patterns=256, dropout=0.5, lr=1e-3, batch_size=400,
+                 max_epochs=None, patience=None, device="auto", seed=0, dtype="float32",
+                 optimizer="adam", verbose=False, comment_encoder=None):
         super().__init__(hidden_sizes, sigma, dropout, lr, batch_size, max_epochs, patience, device,
                          seed, dtype, optimizer, verbose, comment_encoder)
-        self.estimator = estimator
         self.objective = objective
-        self.n_samples = int(n_samples)
-        self.temperature = float(temperature)
-        self.log_epsilon = float(log_epsilon)
-        self._check_params()
+        self.estimator = estimator
+        self.condition_on_occurrence = condition_on_occurrence
+        self.n_samples = n_samples
+        self.temperature = temperature
+        self.log_epsilon = log_epsilon
+        self.max_patterns = max_patterns
 
     def _check_params(self) -> None:
         super()._check_params()
-        get_estimator(self.estimator)
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        if self.objective == "marginal" and self.estimator != "exact":
-            raise ValueError("objective='marginal' needs estimator='exact'")
-        if self.n_samples < 1 or not self.temperature > 0:
+        self.objective_, self.estimator_ = resolve(self.objective, self.estimator)
+        self.log_epsilon_ = log_epsilon_for(self.objective_, self.log_epsilon)
+        if int(self.n_samples) < 1 or not float(self.temperature) > 0:
             raise ValueError("n_samples must be >= 1 and temperature > 0")
+        if int(self.max_patterns) < 1:
+            raise ValueError(f"max_patterns must be >= 1, got {self.max_patterns}")
+
+    def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
+        return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+                          comment_encoder=self.comment_encoder_,
+                          condition_on_occurrence=bool(self.condition_on_occurrence))
+
+    @property
+    def _conditioned(self) -> bool:
+        return self.net_.decoder.c_proj is not None
 
     # --- likelihood ---------------------------------------------------------------------------
-    def _row_loglik(self, x, log_t, s, mask):
-        """c (n, K, M) -> log p(t, s | c, x) summed over events, (n, K)."""
-        def row_loglik(c):
-            mu, log_sigma = self.net_.decoder(x, c)  # (n, K, M)
-            lt, ss = log_t.unsqueeze(1), s.unsqueeze(1)
-            if self.objective == "marginal":
+    def _decode(self, x, c):
+        """(mu, log sigma) with shape (n, K, M) for occurrence patterns c (n, K, M)."""
+        if self._conditioned:
+            return self.net_.decoder(x, c)
+        mu, log_sigma = self.net_.decoder(x)
+        return mu.unsqueeze(1), log_sigma.unsqueeze(1)
+
+    def _row_loglik(self, x, logits, log_t, s, mask):
+        """row_loglik(c, rows=None): c (r, K, M) -> log p(t, s | c, x) summed over events, (r, K)."""
+        log_p = torch.nn.functional.logsigmoid(logits)
+
+        def row_loglik(c, rows=None):
+            def pick(a):
+                return a if rows is None or a is None else a[rows]
+            mu, log_sigma = self._decode(pick(x), c)
+            lt, ss = pick(log_t).unsqueeze(1), pick(s).unsqueeze(1)
+            if self.objective_ == "marginal":
                 cell = losses.marginal_cell_loglik(c, lt, ss, mu, log_sigma)
+            elif self.objective_ == "paper":
+                cell = losses.paper_cell_loglik(c, lt, ss, mu, log_sigma, self.log_epsilon_,
+                                                pick(log_p).unsqueeze(1))
             else:
-                cell = losses.paper_cell_loglik(c, lt, ss, mu, log_sigma, self.log_epsilon)
-            if mask is not None:
-                cell = torch.where(mask.unsqueeze(1) > 0.5, cell, torch.zeros_like(cell))
+                cell = losses.bound_cell_loglik(c, lt, ss, mu, log_sigma, self.log_epsilon_)
+            mk = pick(mask)
+            if mk is not None:
+                cell = torch.where(mk.unsqueeze(1) > 0.5, cell, torch.zeros_like(cell))
             return cell.sum(-1)
         return row_loglik
+
+    def _proposal(self, x, logits, log_t, s, mask):
+        """q_j = p_j S_j / (1 - p_j + p_j S_j) for censored cells (p_j for masked ones), from one
+        decoder pass at c = p with observed cells pinned to 1: close to the posterior of c."""
+        def proposal(rows):
+            with torch.no_grad():
+                p = torch.sigmoid(logits[rows])
+                c0 = torch.where(s[rows] > 0.5, torch.ones_like(p), p).unsqueeze(1)
+                mu, log_sigma = self._decode(x[rows], c0)
+                surv = torch.exp(losses.lognormal_log_survival(log_t[rows], mu[:, 0], log_sigma[:, 0]))
+                q = p * surv / (1.0 - p + p * surv)
+                if mask is not None:
+                    q = torch.where(mask[rows] > 0.5, q, p)
+                return q
+        return proposal
 
     def _estimate(self, x, log_t, s, mask, *, train: bool, generator=None):
         x = self.net_.features(x)
         logits = self.net_.encoder(x)
-        row_loglik = self._row_loglik(x, log_t, s, mask)
+        if self.objective_ == "marginal" and not self._conditioned:
+            mu, log_sigma = self.net_.decoder(x)
+            cell = losses.factorised_marginal_loglik(logits, log_t, s, mu, log_sigma)
+            if mask is not None:
+                cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
+            value = cell.sum(-1)
+            return _Estimate(value, value)
+        row_loglik = self._row_loglik(x, logits, log_t, s, mask)
+        kw = dict(n_samples=int(self.n_samples), temperature=float(self.temperature))
+        if self.objective_ == "marginal":
+            free = s < 0.5 if mask is None else (s < 0.5) | (mask < 0.5)
+            kw |= dict(free=free, proposal=self._proposal(x, logits, log_t, s, mask),
+                       max_patterns=int(self.max_patterns))
         if train:
-            est = get_estimator(self.estimator)
-            return est(logits, row_loglik, n_samples=self.n_samples, temperature=self.temperature,
-                       generator=self.noise_generator_, objective=self.objective)
-        return evaluation_estimate(logits, row_loglik, objective=self.objective,
-                                   n_samples=self.n_samples, generator=generator)
+            est = get_estimator(self.objective_, self.estimator_)
+            return est(logits, row_loglik, generator=self.noise_generator_, **kw)
+        kw.pop("temperature")
+        return evaluation_estimate(logits, row_loglik, objective=self.objective_, generator=generator, **kw)
 
     @property
     def _max_events(self):
-        return MAX_EXACT_EVENTS if self.estimator == "exact" else None
+        if self.objective_ != "marginal" and self.estimator_ == "exact":
+            return MAX_EXACT_EVENTS
+        return None
 
     def _desc(self) -> str:
-        return f"CET/{self.estimator}"
+        return f"CET/{self.objective_}/{self.estimator_}"
 
     def _train_loss(self, x, log_t, s, mask):
         return -self._estimate(x, log_t, s, mask, train=True).surrogate.mean() / self.n_events_
@@ -314,10 +440,13 @@ class CETModel(_Base):
 
     def _objective_value(self, x, log_t, s, mask) -> float:
         """Mean negative objective per row and event, with common random numbers across calls."""
-        gen = torch.Generator(device=self.device_).manual_seed(self.seed + 3)
-        per_row = self._hidden() * max(self.n_samples, 2**self.n_events_ if self.n_events_ <= 12 else 1)
+        gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 3)
+        if self.objective_ == "marginal":
+            k = max(int(self.n_samples), int(self.max_patterns)) if self._conditioned else 1
+        else:
+            k = max(int(self.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)
         total = 0.0
-        for sl in self._chunks(len(x), per_row):
+        for sl in self._chunks(len(x), self._hidden() * k):
             m = mask[sl] if mask is not None else None
             total += self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum().item()
         return -total / (len(x) * self.n_events_)
@@ -337,25 +466,29 @@ class CETModel(_Base):
         """
         m = self.n_events_
         x = self.net_.features(x)
+        if not self._conditioned:  # T_j does not depend on c: one component
+            mu, log_sigma = self.net_.decoder(x)
+            return x.new_zeros((len(x), 1)), mu[:, j:j + 1], log_sigma[:, j:j + 1]
         logits = self.net_.encoder(x)  # (n, M); never logit(sigmoid(.)): p = 1.0 in float32 gives inf, then NaN
         p = torch.sigmoid(logits)
-        if 2 ** (m - 1) <= self.n_samples:
+        if 2 ** (m - 1) <= int(self.n_samples):
             c = all_patterns(m, x)
             c = c[c[:, j] == 1].unsqueeze(0).expand(len(x), -1, -1)  # (n, 2^(M-1), M)
             others = torch.cat([logits[:, :j], logits[:, j + 1:]], dim=1).unsqueeze(1)
             log_w = losses.bernoulli_log_prob(torch.cat([c[..., :j], c[..., j + 1:]], dim=-1), others)
         else:
-            u = torch.rand((len(x), self.n_samples, m), generator=generator, device=x.device, dtype=x.dtype)
+            k = int(self.n_samples)
+            u = torch.rand((len(x), k, m), generator=generator, device=x.device, dtype=x.dtype)
             c = (u < p.unsqueeze(1)).to(x.dtype)
             c[..., j] = 1.0
-            log_w = torch.full(c.shape[:2], -math.log(self.n_samples), dtype=x.dtype, device=x.device)
+            log_w = torch.full(c.shape[:2], -math.log(k), dtype=x.dtype, device=x.device)
         mu, log_sigma = self.net_.decoder(x, c)
         return log_w, mu[..., j], log_sigma[..., j]
 
     def _per_event(self, X, fn) -> list:
         x = self._x(X)
-        gen = torch.Generator(device=self.device_).manual_seed(self.seed + 4)
-        k = min(self.n_samples, 2 ** (self.n_events_ - 1))
+        gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 4)
+        k = min(int(self.n_samples), 2 ** (self.n_events_ - 1))
         out = []
         with torch.no_grad():
             for j in range(self.n_events_):
@@ -460,6 +593,13 @@ class BCModel(_Base):
             return torch.sigmoid(self.net_.encoder(self.net_.features(self._x(X)))).cpu().numpy().astype(np.float64)
 
 
+class _Estimate:
+    """The value of a closed-form objective (no estimator): surrogate and value coincide."""
+
+    def __init__(self, surrogate, value):
+        self.surrogate, self.value = surrogate, value
+
+
 MODELS = {"CETModel": CETModel, "ETModel": ETModel, "BCModel": BCModel}
 
 
@@ -487,6 +627,18 @@ def read_model_config(path) -> dict:
 def load_model(path, device: str = "auto"):
     """Load any saved CETModel, ETModel or BCModel."""
     return MODELS[read_model_config(path)["class"]].load(path, device=device)
+
+
+def _jsonable(params: dict) -> dict:
+    """get_params() for config.json: tuples as lists, numpy scalars as Python numbers."""
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, tuple):
+            v = [int(h) for h in v]
+        elif isinstance(v, np.generic):
+            v = v.item()
+        out[k] = v
+    return out
 
 
 def _check_q(q: float) -> None:

@@ -121,13 +121,15 @@ def _features(n_features: int, comment_encoder: dict | None) -> tuple[nn.Module,
 
 
 class CETNetwork(nn.Module):
-    """Occurrence encoder plus conditional time decoder (both read ``features(x)``)."""
+    """Occurrence encoder plus time decoder (both read ``features(x)``); the decoder also reads
+    the occurrence pattern c unless ``condition_on_occurrence=False``."""
 
-    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma, comment_encoder=None):
+    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma, comment_encoder=None,
+                 condition_on_occurrence=True):
         super().__init__()
         self.features, d = _features(n_features, comment_encoder)
         self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout)
-        self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=True)
+        self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence)
 
 
 class ETNetwork(nn.Module):

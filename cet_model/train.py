@@ -2,6 +2,12 @@
 
 Adam with mini-batches and early stopping on the validation loss (the best weights are
 restored), or full-batch L-BFGS for small deterministic fits (reference tests).
+
+Budget: ``max_epochs=None`` means at least ``DEFAULT_EPOCHS`` epochs *and* at least
+``MIN_STEPS`` optimizer steps. On a data set that fits in a few batches, 100 epochs are only a
+few hundred steps, too few to converge; the epochs and the patience are then stretched by the
+same factor. An explicit ``max_epochs`` is obeyed as given. When the budget ends while the
+monitored loss is still improving (no early stop), ``ConvergenceWarning`` says so.
 """
 
 from __future__ import annotations
@@ -12,20 +18,45 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import warnings
+
 import torch
+from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
 log = logging.getLogger("cet_model")
 
+DEFAULT_EPOCHS = 100
+DEFAULT_PATIENCE = 10
+MIN_STEPS = 5000
+
 
 @dataclass(frozen=True)
 class TrainConfig:
-    lr: float = 3e-4
+    lr: float = 1e-3
     batch_size: int | None = 400
-    max_epochs: int = 100
-    patience: int = 10
+    max_epochs: int | None = None  # None: DEFAULT_EPOCHS, stretched to MIN_STEPS steps
+    patience: int | None = None  # None: DEFAULT_PATIENCE, stretched likewise
     optimizer: str = "adam"  # or "lbfgs" (full batch)
     verbose: bool = False
+    tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
+
+    def budget(self, n_train: int) -> tuple[int, int]:
+        """(epochs, patience) for ``n_train`` rows.
+
+        >>> TrainConfig().budget(80)        # one step per epoch: 5,000 epochs, patience 500
+        (5000, 500)
+        >>> TrainConfig().budget(24_000)    # 60 steps per epoch: the defaults
+        (100, 10)
+        >>> TrainConfig(max_epochs=5, patience=2).budget(80)
+        (5, 2)
+        """
+        steps = max(1, math.ceil(n_train / (self.batch_size or n_train)))
+        stretch = max(1, math.ceil(MIN_STEPS / (DEFAULT_EPOCHS * steps)))
+        epochs = self.max_epochs if self.max_epochs is not None else DEFAULT_EPOCHS * stretch
+        patience = self.patience if self.patience is not None else DEFAULT_PATIENCE * (
+            stretch if self.max_epochs is None else 1)
+        return int(epochs), int(patience)
 
 
 @dataclass
@@ -52,9 +83,11 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")
     opt = torch.optim.Adam(module.parameters(), lr=cfg.lr)
     batch_size = cfg.batch_size or n_train
+    max_epochs, patience = cfg.budget(n_train)
     hist = History()
     best, best_state, bad = math.inf, copy.deepcopy(module.state_dict()), 0
-    bar = tqdm(range(cfg.max_epochs), desc=desc, disable=not cfg.verbose, leave=False)
+    anchor = math.inf  # the loss at the last real improvement: slow steady progress still counts
+    bar = tqdm(range(max_epochs), desc=desc, disable=not cfg.verbose, leave=False)
     for epoch in bar:
         module.train()
         perm = torch.randperm(n_train, generator=shuffle_generator)
@@ -77,16 +110,22 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         bar.set_postfix(train=f"{hist.train_loss[-1]:.4f}", val=f"{monitored:.4f}")
         if on_epoch is not None:
             on_epoch(epoch, hist)
-        if monitored < best:
-            best, bad, hist.best_epoch = monitored, 0, epoch
-            best_state = copy.deepcopy(module.state_dict())
+        if monitored < anchor - cfg.tol:
+            anchor, bad = monitored, 0
         else:
             bad += 1
-            if bad >= cfg.patience:
-                hist.stopped_early = True
-                break
+        if monitored < best:  # the best weights are kept even for a gain below tol
+            best, hist.best_epoch = monitored, epoch
+            best_state = copy.deepcopy(module.state_dict())
+        if bad >= patience:
+            hist.stopped_early = True
+            break
     log.info("%s: %d epochs, best epoch %d, monitored loss %.5f", desc, len(hist.train_loss),
-             hist.best_epoch, best)
+             hist.best_epoch + 1, best)
+    if not hist.stopped_early and max_epochs > 1:
+        warnings.warn(f"{desc}: the budget of {max_epochs} epochs ended while the monitored loss was still "
+                      f"improving (best at epoch {hist.best_epoch + 1}); raise max_epochs or lr",
+                      ConvergenceWarning, stacklevel=3)
     module.load_state_dict(best_state)
     module.eval()
     return hist
@@ -95,7 +134,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
 def _train_lbfgs(module, batch_loss, n_train, cfg: TrainConfig) -> History:
     """Full-batch L-BFGS with a strong-Wolfe line search (deterministic; no dropout expected)."""
     module.train()
-    opt = torch.optim.LBFGS(module.parameters(), lr=1.0, max_iter=cfg.max_epochs, history_size=50,
+    opt = torch.optim.LBFGS(module.parameters(), lr=1.0, max_iter=cfg.budget(n_train)[0], history_size=50,
                             tolerance_grad=1e-12, tolerance_change=1e-15, line_search_fn="strong_wolfe")
     idx = torch.arange(n_train)
 

@@ -5,6 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 
+def column_names(a) -> list[str] | None:
+    """The column names of a pandas or polars data frame (as strings), else None."""
+    cols = getattr(a, "columns", None)
+    if cols is None or isinstance(a, np.ndarray):
+        return None
+    return [str(c) for c in list(cols)]
+
+
 def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
     """A 2-D float64 array; a 1-D input is one column. Raises ValueError naming ``name``."""
     try:

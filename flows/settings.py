@@ -42,8 +42,8 @@ class Settings(BaseSettings):
 
     # training, registry and schedule
     hidden: int = 100
-    max_epochs: int = 100
-    patience: int = 10
+    max_epochs: int | None = Field(default=None, gt=0)  # None: automatic (>= 100 epochs and >= 5,000 steps)
+    patience: int | None = Field(default=None, gt=0)  # None: automatic (10 epochs, stretched with the budget)
     seed: int = 0
     promote_metric: str = "val_auc"
     promote_tolerance: float = 0.0

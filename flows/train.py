@@ -34,7 +34,7 @@ BUILDS = ("synthetic", "mimic", "reddit")
 def train_models(dataset_dir: str, models_root: str, name: str, params: dict) -> tuple[str, bool]:
     p = train_eval.TrainParams(**params)
     logger = get_run_logger()
-    total = p.max_epochs * len(p.models)
+    total = (p.max_epochs or 100) * len(p.models)  # automatic budgets: progress counts 100 epochs a model
     artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models)} on {name}")
     done = {m: 0 for m in p.models}
 
@@ -96,7 +96,7 @@ def train_evaluate(dataset: str | None = None, name: str | None = None, models: 
     path = Path(dataset) if Path(dataset).is_dir() or "/" in dataset else s.dataset_dir(dataset)
     name = name or path.name
     params = dict(models=tuple(models or train_eval.TrainParams.models), hidden=hidden or s.hidden,
-                  max_epochs=max_epochs or s.max_epochs, patience=patience or s.patience,
+                  max_epochs=max_epochs or s.max_epochs, patience=patience or s.patience,  # None: automatic
                   seed=s.seed if seed is None else seed, device=s.device)
     version, reused = train_models(str(path), str(s.models_dir), name, params)
     publish_metrics(name, version)

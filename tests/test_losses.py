@@ -43,14 +43,14 @@ def test_marginal_cell_rules():
     assert out[2] == 0.0  # censored and never occurs: probability 1
 
 
-def test_paper_cell_is_eq8():
+def test_bound_cell_is_eq8():
     log_t, mu, ls = torch.tensor(0.3), torch.tensor(0.1), torch.tensor(-0.2)
     log_f = losses.lognormal_log_pdf(log_t, mu, ls)
     log_s = losses.lognormal_log_survival(log_t, mu, ls)
     eps = -2.0
     for c in (0.0, 0.25, 1.0):
         c_t = torch.tensor(c)
-        assert losses.paper_cell_loglik(c_t, log_t, torch.tensor(1.0), mu, ls, eps) == pytest.approx(
+        assert losses.bound_cell_loglik(c_t, log_t, torch.tensor(1.0), mu, ls, eps) == pytest.approx(
             float((1 - c) * eps + log_f))
-        assert losses.paper_cell_loglik(c_t, log_t, torch.tensor(0.0), mu, ls, eps) == pytest.approx(
+        assert losses.bound_cell_loglik(c_t, log_t, torch.tensor(0.0), mu, ls, eps) == pytest.approx(
             float(c * log_s))

@@ -10,10 +10,17 @@ from cet_model.models import FORMAT_VERSION
 FAST = dict(hidden_sizes=(16,), max_epochs=3, patience=2, batch_size=64, device="cpu")
 
 
-@pytest.mark.parametrize("estimator", ["gumbel", "arm", "exact"])
-def test_cet_fit_predict_shapes(small_survival, estimator):
+PAIRS = [("marginal", "exact"), ("marginal", "importance"), ("paper", "gumbel"), ("paper", "arm"),
+         ("paper", "exact"), ("bound", "gumbel")]
+
+
+@pytest.mark.parametrize("objective,estimator", PAIRS)
+@pytest.mark.parametrize("conditioned", [True, False])
+def test_cet_fit_predict_shapes(small_survival, objective, estimator, conditioned):
     x, t, s, _ = small_survival
-    model = CETModel(estimator=estimator, n_samples=8, **FAST).fit(x, t, s, x, t, s)
+    model = CETModel(objective=objective, estimator=estimator, n_samples=8, condition_on_occurrence=conditioned,
+                     **FAST).fit(x, t, s, x, t, s)
+    assert np.isfinite(model.history_.val_loss).all()
     n = len(x)
     p = model.predict_occurrence(x)
     assert p.shape == (n, 2) and ((p > 0) & (p < 1)).all()
@@ -167,11 +174,21 @@ def test_bad_validation_and_prediction_inputs(small_survival):
 
 
 @pytest.mark.bad_input
-def test_exact_refuses_more_than_12_events():
+def test_exact_jensen_objective_refuses_more_than_12_events():
     rng = np.random.default_rng(0)
     x, t, s = rng.standard_normal((20, 2)), rng.random((20, 13)) + 0.1, np.zeros((20, 13))
     with pytest.raises(ValueError, match="T: 13 events, but at most 12"):
-        CETModel(estimator="exact", **FAST).fit(x, t, s)
+        CETModel(objective="paper", estimator="exact", **FAST).fit(x, t, s)
+
+
+def test_marginal_fits_many_events():
+    """The default objective has no limit on M: rows beyond the pattern budget use importance sampling."""
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((60, 2)), rng.random((60, 16)) + 0.1
+    s = (rng.random((60, 16)) < 0.2).astype(float)
+    model = CETModel(max_patterns=64, n_samples=16, **FAST).fit(x, t, s, x, t, s)
+    assert np.isfinite(model.history_.val_loss).all()
+    assert model.predict_occurrence(x).shape == (60, 16)
 
 
 def test_cuda_request_without_gpu_is_a_clear_error():
@@ -195,3 +212,43 @@ def test_on_epoch_callback_sees_every_epoch(small_survival):
     seen = []
     model = ETModel(**FAST).fit(x, t, s, x, t, s, on_epoch=lambda e, h: seen.append((e, len(h.val_loss))))
     assert seen == [(e, e + 1) for e in range(len(model.history_.train_loss))]
+
+
+# --- scikit-learn estimator API --------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
+def test_clone_get_and_set_params(cls):
+    from sklearn.base import clone
+
+    model = cls(hidden_sizes=(7,), lr=0.01, max_epochs=4)
+    params = model.get_params(deep=True)
+    assert params["hidden_sizes"] == (7,) and params["lr"] == 0.01 and params["max_epochs"] == 4
+    copy = clone(model)
+    assert copy is not model and copy.get_params() == params
+    assert copy.set_params(lr=0.5) is copy and copy.lr == 0.5 and model.lr == 0.01
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        model.set_params(learning_rate=1.0)
+
+
+@pytest.mark.parametrize("frame", ["pandas", "polars"])
+def test_frames_record_and_check_feature_names(small_survival, frame, tmp_path):
+    import pandas as pd
+    import polars as pl
+
+    x, t, s, _ = small_survival
+    cols = {"age": x[:, 0], "lactate": x[:, 1], "wbc": x[:, 2]}
+    make = pd.DataFrame if frame == "pandas" else pl.DataFrame
+    X = make(cols)
+    model = CETModel(**FAST).fit(X, t, s)
+    assert list(model.feature_names_in_) == ["age", "lactate", "wbc"] and model.n_features_in_ == 3
+    np.testing.assert_array_equal(model.predict_occurrence(X), model.predict_occurrence(x))
+    with pytest.raises(ValueError, match=r"columns do not match those seen in fit: in another order"):
+        model.predict_occurrence(make({k: cols[k] for k in ("wbc", "age", "lactate")}))
+    with pytest.raises(ValueError, match=r"missing \['wbc'\]"):
+        model.predict_occurrence(make({k: cols[k] for k in ("age", "lactate")}))
+    with pytest.raises(ValueError, match=r"missing \['wbc'\]; not seen in fit \['crp'\]"):
+        model.predict_occurrence(make({"age": x[:, 0], "lactate": x[:, 1], "crp": x[:, 2]}))
+    again = load_model(model.save(tmp_path / "m"), device="cpu")
+    assert list(again.feature_names_in_) == ["age", "lactate", "wbc"]
+    with pytest.raises(ValueError, match="in another order"):
+        again.predict_time(make({k: cols[k] for k in ("wbc", "age", "lactate")}))

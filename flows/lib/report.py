@@ -77,6 +77,25 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+HEADLINE_MODELS = ("CET", "CET-paper", "ET", "BC", "Oracle")
+
+
+def headline_table(entries: list[dict]) -> str:
+    """One row per dataset and model (the average over tasks, test split): CET (the default),
+    CET-paper, ET, BC and the oracle where the dataset holds the true occurrence."""
+    cols = [("auc", "AUC"), ("mrae", "MRAE"), ("ci", "Harrell's C"), ("ece", "ECE"), ("ibs", "IBS")]
+    lines = ["| dataset | model | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    for e in entries:
+        rows = {r["model"]: r for r in metric_rows(Path(e["version"])) if r["task"] == "Avg"}
+        for model in HEADLINE_MODELS:
+            if model not in rows:
+                continue
+            cells = ["" if rows[model][c] is None else f"{rows[model][c]:.3f}" for c, _ in cols]
+            name = f"**{model}**" if model == "CET" else model
+            lines.append(f"| {e['name']} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
     """``entries``: {"name", "dataset", "version", "decision"} per dataset. Writes
     ``out_dir/report.md`` and ``out_dir/<name>-auc.png``, ``<name>-calibration.png``."""
@@ -86,7 +105,10 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
              "Test-split metrics of one training run per dataset: AUC of P(ever) against the true "
              "occurrence c (ET: by the rank of its predicted median time), MRAE and Harrell's C of "
              "predicted median times, ECE of P(ever), Uno's C and the integrated Brier score (IBS) of "
-             "the population survival curves. Figures are PNGs next to this file.", ""]
+             "the population survival curves. Figures are PNGs next to this file.", "",
+             "## Headline", "", "Average over tasks, test split. **CET** is the product default (exact "
+             "marginal likelihood); CET-paper is the paper's model as its original code trained it.", "",
+             headline_table(entries), ""]
     for e in entries:
         name, version, dataset = e["name"], Path(e["version"]), Path(e["dataset"])
         auc_png = auc_figure(version, f"{name}: test AUC", out_dir / f"{name}-auc.png")

@@ -36,10 +36,10 @@ SUMMARY_METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")
 
 @dataclass(frozen=True)
 class TrainParams:
-    models: tuple[str, ...] = ("CET", "ET", "BC")
+    models: tuple[str, ...] = ("CET", "CET-paper", "ET", "BC", "Oracle")
     hidden: int = 100
-    max_epochs: int = 100
-    patience: int = 10
+    max_epochs: int | None = None  # None: automatic (cet_model.train.TrainConfig.budget)
+    patience: int | None = None
     seed: int = 0
     device: str = "auto"
     overrides: dict = field(default_factory=dict)  # per-model keyword overrides, e.g. {"CET": {"n_samples": 20}}
@@ -147,7 +147,8 @@ def _round(v):
 
 
 def experiment(dataset_dir, out, runs: int, search: int = 0, models=("CET", "ET", "BC", "Oracle"), hidden: int = 100,
-               max_epochs: int = 100, patience: int = 10, seed: int = 0, title: str | None = None) -> Path:
+               max_epochs: int | None = None, patience: int | None = None, seed: int = 0,
+               title: str | None = None) -> Path:
     """The paper-format report of one dataset: optional random search for CET, then ``runs``
     seeds of every model; writes ``out/table.md``, ``metrics.json`` and the figures."""
     from cet_model import experiments
