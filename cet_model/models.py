@@ -300,7 +300,8 @@ class CETModel(_Base):
         temperature: Gumbel-Softmax temperature.
         log_epsilon: log of the penalty eps = P(event observed | c = 0) of ``paper`` and ``bound``;
             None takes the objective's default (log 0.7 and -2).
-        max_patterns: per-row budget of the exact marginal sum (2^censored cells).
+        max_patterns: per-row budget of the exact marginal sum (2^censored cells); rows beyond it
+            use the importance-weighted bound with ``importance_samples`` draws.
         lr, batch_size, max_epochs, patience, optimizer: training (Adam by default); ``None``
             for ``max_epochs`` / ``patience`` sizes the budget to the data (see ``fit``).
         comment_encoder: ``{"n_aux", "length", "dim", "width"}`` to read X as [aux | L comment
@@ -325,7 +326,7 @@ class CETModel(_Base):
 
     def __init__(self, hidden_sizes=(100,), objective="marginal", estimator="auto",
                  condition_on_occurrence=True, sigma="net", n_samples=100, temperature=0.3,
-                 log_epsilon=None, max_patterns=256, dropout=0.5, lr=1e-3, batch_size=400,
+                 log_epsilon=None, max_patterns=64, importance_samples=32, dropout=0.5, lr=1e-3, batch_size=400,
                  max_epochs=None, patience=None, device="auto", seed=0, dtype="float32",
                  optimizer="adam", verbose=False, comment_encoder=None):
         super().__init__(hidden_sizes, sigma, dropout, lr, batch_size, max_epochs, patience, device,
@@ -337,6 +338,7 @@ class CETModel(_Base):
         self.temperature = temperature
         self.log_epsilon = log_epsilon
         self.max_patterns = max_patterns
+        self.importance_samples = importance_samples
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -344,8 +346,9 @@ class CETModel(_Base):
         self.log_epsilon_ = log_epsilon_for(self.objective_, self.log_epsilon)
         if int(self.n_samples) < 1 or not float(self.temperature) > 0:
             raise ValueError("n_samples must be >= 1 and temperature > 0")
-        if int(self.max_patterns) < 1:
-            raise ValueError(f"max_patterns must be >= 1, got {self.max_patterns}")
+        if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:
+            raise ValueError(f"max_patterns and importance_samples must be >= 1, got {self.max_patterns} "
+                             f"and {self.importance_samples}")
 
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
         return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
@@ -416,7 +419,7 @@ class CETModel(_Base):
         if self.objective_ == "marginal":
             free = s < 0.5 if mask is None else (s < 0.5) | (mask < 0.5)
             kw |= dict(free=free, proposal=self._proposal(x, logits, log_t, s, mask),
-                       max_patterns=int(self.max_patterns))
+                       max_patterns=int(self.max_patterns), n_samples=int(self.importance_samples))
         if train:
             est = get_estimator(self.objective_, self.estimator_)
             return est(logits, row_loglik, generator=self.noise_generator_, **kw)
@@ -442,7 +445,7 @@ class CETModel(_Base):
         """Mean negative objective per row and event, with common random numbers across calls."""
         gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 3)
         if self.objective_ == "marginal":
-            k = max(int(self.n_samples), int(self.max_patterns)) if self._conditioned else 1
+            k = max(int(self.importance_samples) + 1, int(self.max_patterns)) if self._conditioned else 1
         else:
             k = max(int(self.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)
         total = 0.0

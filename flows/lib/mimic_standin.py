@@ -60,7 +60,7 @@ from .mimic_standin_rows import (
 )
 
 log = logging.getLogger("flows.mimic.standin")
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: the occurrence of a driver event shifts an event's timing
 FULL_RELEASE = {"PATIENTS": 46_520, "ADMISSIONS": 58_976, "ICUSTAYS": 61_532, "CHARTEVENTS": 330_712_483,
                 "LABEVENTS": 27_854_055, "OUTPUTEVENTS": 4_349_218, "D_ITEMS": 12_487, "D_LABITEMS": 753}
 OUTPATIENT_LAB_SHARE = 0.19

@@ -4,7 +4,10 @@ Every admission gets K latent factors z ~ N(0, I). Factor k moves the values of 
 feature items (a top lab for every k, a CareVue/MetaVision chart pair for some) in every row
 of the admission, so the first-24-hour aggregates carry it. Event j is planted from disjoint
 factor sets: occurrence c_j ~ Bernoulli(sigmoid(a_j + w_j . z[occ_j])) and timing
-log t_j = log m_j + v_j . z[time_j] + sigma * eps. The lab of event j is then written at
+log t_j = log m_j + v_j . z[time_j] + g_j c_{d(j)} + sigma * eps, where d(j) is another event
+(its "driver") and g_j = COUPLING_SHIFT < 0: when the driver occurs, event j's lab is drawn
+earlier (a troponin that is ordered makes the follow-up work-up come sooner). This is the
+dependence the paper's model exists for: one event's occurrence changes another's timing. The lab of event j is then written at
 ADMITTIME + t_j (and possibly again later); ADMITTIME is the origin the build computes,
 because no chart or admission lab row precedes it. Discharge comes after every planted
 event, so the truth equals what the build must recover.
@@ -31,6 +34,7 @@ EVENT_PLAN: dict[str, tuple[float, float]] = {
     "Urobilinogen": (0.7, 20.0), "ANA": (0.06, 72.0), "Ammonia": (0.1, 24.0), "Lipase": (0.4, 14.0),
 }
 OCC_WEIGHT, TIME_WEIGHT = 1.5, 0.45
+COUPLING_SHIFT = -0.8  # log-time shift of event j when its driver event occurs (x 0.45 in time)
 
 
 @dataclass
@@ -43,6 +47,8 @@ class Structure:
     time_factors: np.ndarray  # (M, 2)
     time_weights: np.ndarray  # (M, 2)
     log_median: np.ndarray  # (M,)
+    driver: np.ndarray  # (M,) the event whose occurrence shifts event j's log time
+    coupling: np.ndarray  # (M,) that shift
 
     def as_json(self, events: list[str]) -> dict:
         out = {}
@@ -51,7 +57,9 @@ class Structure:
                 "occurrence": {"factors": self.occ_factors[j].tolist(), "weights": self.occ_weights[j].round(4).tolist(),
                                "intercept": round(float(self.intercepts[j]), 4)},
                 "timing": {"factors": self.time_factors[j].tolist(), "weights": self.time_weights[j].round(4).tolist(),
-                           "median_hours": round(float(np.exp(self.log_median[j])), 4), "sigma": SIGMA_TIME},
+                           "median_hours": round(float(np.exp(self.log_median[j])), 4), "sigma": SIGMA_TIME,
+                           "driver_event": events[int(self.driver[j])],
+                           "log_time_shift_if_driver_occurs": round(float(self.coupling[j]), 4)},
             }
         return out
 
@@ -76,7 +84,9 @@ def plant_structure(seed: int) -> Structure:
             lo, hi = (mid, hi) if (1 / (1 + np.exp(-(logits + mid)))).mean() < prev else (lo, mid)
         intercepts[j] = (lo + hi) / 2
     log_median = np.log([mh for _, mh in EVENT_PLAN.values()])
-    return Structure(occ, occ_w, intercepts, tim, tim_w, log_median)
+    shift = np.random.default_rng([seed, 9]).integers(1, m, m)  # a driver other than j itself
+    driver = (np.arange(m) + shift) % m
+    return Structure(occ, occ_w, intercepts, tim, tim_w, log_median, driver, np.full(m, COUPLING_SHIFT))
 
 
 @dataclass
@@ -137,6 +147,7 @@ def make_cohort(n_admissions: int, structure: Structure, seed: int) -> Cohort:
     p = 1 / (1 + np.exp(-occ_logit))
     c = rng.random((a, m)) < p
     log_t = structure.log_median + np.einsum("amf,mf->am", z[:, structure.time_factors], structure.time_weights)
+    log_t = log_t + structure.coupling * c[:, structure.driver]  # the driver's occurrence moves event j
     minutes = np.maximum(5, np.floor(60 * np.exp(log_t + SIGMA_TIME * rng.standard_normal((a, m)))))
     event_time = np.where(c, admit[:, None] + 60 * minutes.astype(np.int64), 0)
 

@@ -50,11 +50,18 @@ from .reddit_text import (
 )
 
 log = logging.getLogger("flows.reddit.standin")
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: timing by activity, occurrence of a driver subreddit shifts timing
 K = len(SUBREDDITS)
 ROWS_PER_BLOCK = 200_000
 BASE_RATE = np.array([0.07, 0.09, 0.14, 0.2, 0.3, 0.25, 0.08, 0.06, 0.25])  # paper Table 2-like
 MEDIAN_DELAY_DAYS = np.array([120, 100, 200, 90, 150, 250, 110, 60, 220], dtype=float)
+# the subreddit whose planted occurrence makes a first post in subreddit k come sooner
+DRIVER_OF = {"ADHD": "Anxiety", "Anxiety": "depression", "books": "LifeProTips", "depression": "Anxiety",
+             "Fitness": "LifeProTips", "LifeProTips": "books", "mentalhealth": "depression",
+             "SuicideWatch": "depression", "worldnews": "books"}
+COUPLING_SHIFT = -0.8  # log-delay shift when the driver occurs (x 0.45 in time)
+ACTIVITY_WEIGHT = 1.0  # log-delay per log comment rate
+DRIVER = np.array([SUBREDDITS.index(DRIVER_OF[s]) for s in SUBREDDITS])
 SUBREDDIT_IDS = {s: f"t5_{_i + 2 * 36**4:x}" for _i, s in enumerate(SUBREDDITS + GENERAL_SUBREDDITS
                                                                        + sorted({t for ts in TOPIC_SUBREDDITS for t in ts}))}
 
@@ -125,7 +132,12 @@ def make_users(n: int, months: Months, seed: int) -> Users:
     start = t0 + (rng.random(n) * 0.6 * (t1 - t0)).astype(np.int64)
     logit = np.log(BASE_RATE / (1 - BASE_RATE)) + 6.0 * (interest - 1 / K)
     occur = rng.random((n, K)) < 1 / (1 + np.exp(-logit))
-    delay = np.exp(np.log(MEDIAN_DELAY_DAYS) - 4.0 * (interest - 1 / K) + 0.6 * rng.standard_normal((n, K)))
+    # timing: active users (more comments a month, visible as shorter gaps between their comments)
+    # act sooner, interest matters less than for occurrence; and a user who will also post in the
+    # driver subreddit of k posts in k sooner (the dependence the paper's model is for)
+    log_delay = (np.log(MEDIAN_DELAY_DAYS) - ACTIVITY_WEIGHT * (np.log(rate) - np.log(8))[:, None]
+                 - 1.5 * (interest - 1 / K) + COUPLING_SHIFT * occur[:, DRIVER])
+    delay = np.exp(log_delay + 0.6 * rng.standard_normal((n, K)))
     early_user = rng.random(n) < 0.08
     early = np.where(early_user, start + (rng.random(n) * 20 * 86400).astype(np.int64), 0)
     early_sub = rng.integers(0, K, n)
@@ -372,7 +384,9 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
                     "prevalence_in_cohort": {s: round(float((first_sub[in_cohort, k] > 0).mean()), 4) if in_cohort.any() else None
                                              for k, s in enumerate(SUBREDDITS)},
                     "structure": {"interest": "Dirichlet(0.35) over the nine", "occurrence_logit": "logit(base) + 6 (interest - 1/9)",
-                                  "delay_days": "exp(log median - 4 (interest - 1/9) + 0.6 eps) after the 20th valid comment",
+                                  "delay_days": "exp(log median - 1.0 (log rate - log 8) - 1.5 (interest - 1/9) "
+                                                "- 0.8 c_driver + 0.6 eps) after the 20th valid comment",
+                                  "driver": DRIVER_OF,
                                   "base_rate": dict(zip(SUBREDDITS, BASE_RATE.tolist(), strict=True)),
                                   "median_delay_days": dict(zip(SUBREDDITS, MEDIAN_DELAY_DAYS.tolist(), strict=True))},
                     "seconds": round(time.perf_counter() - started, 1)}
