@@ -49,6 +49,7 @@ import torch
 from .atomic import write_text
 from .comments import flatten_inputs
 from .dataset import Dataset, load_dataset
+from .estimators import MAX_EXACT_EVENTS
 from .metrics import (
     brier_times,
     concordance_index,
@@ -58,7 +59,6 @@ from .metrics import (
     occurrence_auc,
     uno_c,
 )
-from .estimators import MAX_EXACT_EVENTS
 from .models import BCModel, CETModel, ETModel
 
 log = logging.getLogger("cet_model.experiments")

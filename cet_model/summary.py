@@ -19,12 +19,7 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 
 # folder under the results dir -> (heading, command, note); the order of the README
 SECTIONS = {
-    "synthetic-reference": ("Synthetic data, reference mode (Table 3)", None, ""),
-    "synthetic-independent": ("Synthetic data, independent mode (Table 3)", None, ""),
-    "synthetic-reference-40k": (
-        "Synthetic data, reference mode at the paper's n = 40,000, paper's settings, no search",
-        "python -m cet_model.experiments synthetic --mode reference --runs 10 --out docs/results/synthetic-reference",
-        " at commit 5c94b12, before the Uno's C and IBS columns and the float32 fix of CET's survival weights; 40 min"),
+    "synthetic-reference": ("Synthetic data, reference mode, the paper's n = 40,000 (Table 3)", None, ""),
     "mimic-demo": ("Real MIMIC-III demo, 100 patients (Table 4's tasks)", None, ""),
     "mimic-standin": ("MIMIC-III stand-in with planted truth (Table 4's tasks)", None, ""),
     "reddit-standin": ("Reddit stand-in with planted truth (Table 5's tasks)", None, ""),

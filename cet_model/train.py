@@ -15,10 +15,9 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import warnings
 
 import torch
 from sklearn.exceptions import ConvergenceWarning

@@ -84,12 +84,13 @@ def train_evaluate(dataset: str | None = None, name: str | None = None, models: 
                    hidden: int | None = None, max_epochs: int | None = None, patience: int | None = None,
                    seed: int | None = None, promote_metric: str | None = None,
                    promote_tolerance: float | None = None, runs: int = 0, search: int = 0) -> dict:
-    """Dataset folder -> CET, ET and BC -> metrics, a registered version and a promotion decision.
+    """Dataset folder -> CET (the default), CET-paper, ET, BC and the oracle -> metrics, a registered
+    version and a promotion decision (on CET).
 
     ``dataset``: a folder, or a name under CET_DATA_DIR (default: CET_RETRAIN_DATASET).
     Unset training parameters come from the settings (CET_HIDDEN, CET_MAX_EPOCHS, ...).
     ``runs`` > 0 also writes the paper-format report (``search`` random-search trials for CET,
-    then ``runs`` seeds of CET, ET, BC and the oracle) to CET_REPORTS_DIR/<name>/.
+    then ``runs`` seeds of CET, CET-paper, ET, BC and the oracle) to CET_REPORTS_DIR/<name>/.
     """
     s = Settings()
     dataset = dataset or s.retrain_dataset

@@ -146,7 +146,8 @@ def _round(v):
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else round(float(v), 4)
 
 
-def experiment(dataset_dir, out, runs: int, search: int = 0, models=("CET", "ET", "BC", "Oracle"), hidden: int = 100,
+def experiment(dataset_dir, out, runs: int, search: int = 0, models=("CET", "CET-paper", "ET", "BC", "Oracle"),
+               hidden: int = 100,
                max_epochs: int | None = None, patience: int | None = None, seed: int = 0,
                title: str | None = None) -> Path:
     """The paper-format report of one dataset: optional random search for CET, then ``runs``
