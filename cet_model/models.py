@@ -407,8 +407,13 @@ class CETModel(_Base):
     def _estimate(self, x, log_t, s, mask, *, train: bool, generator=None):
         x = self.net_.features(x)
         logits = self.net_.encoder(x)
-        if self.objective_ == "marginal" and not self._conditioned:
-            mu, log_sigma = self.net_.decoder(x)
+        if self.objective_ == "marginal" and (not self._conditioned or self.n_events_ == 1):
+            # closed form: the events are independent given x, or M = 1, where the decoder only
+            # matters at c = 1 (c = 0 makes an observed event impossible and a censored one certain)
+            if self._conditioned:
+                mu, log_sigma = (a[:, 0] for a in self.net_.decoder(x, torch.ones_like(logits).unsqueeze(1)))
+            else:
+                mu, log_sigma = self.net_.decoder(x)
             cell = losses.factorised_marginal_loglik(logits, log_t, s, mu, log_sigma)
             if mask is not None:
                 cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))

@@ -221,3 +221,18 @@ def test_convergence_warning_when_the_budget_ends_early():
     s = (rng.random((80, 1)) < 0.5).astype(float)
     with pytest.warns(ConvergenceWarning, match="budget of 5 epochs ended"):
         CETModel(hidden_sizes=(), max_epochs=5, lr=1e-4, device="cpu").fit(np.zeros((80, 0)), t, s)
+
+
+def test_single_event_closed_form_equals_the_enumeration():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((50, 3))
+    t = rng.exponential(size=(50, 1)) + 0.1
+    s = (rng.random((50, 1)) < 0.5).astype(float)
+    model = CETModel(hidden_sizes=(8,), max_epochs=2, device="cpu", dtype="float64").fit(x, t, s)
+    xt, lt, st, _ = model._tensors(x, t, s, None)
+    with torch.no_grad():
+        closed = model._estimate(xt, lt, st, None, train=False).value
+        feats = model.net_.features(xt)
+        logits = model.net_.encoder(feats)
+        enum = estimators.marginal_exact(logits, model._row_loglik(feats, logits, lt, st, None), free=st < 0.5).value
+    torch.testing.assert_close(closed, enum)

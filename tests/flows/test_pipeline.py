@@ -167,7 +167,7 @@ def test_train_evaluate_writes_the_experiment_report_and_its_artifact(cet_env):
     for name in ("table.md", "metrics.json", "fig1_occurrence_maps.png", "fig2_auc_mrae.png", "fig3_calibration.png"):
         assert (out / name).is_file(), name
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics["models"]) == {"CET", "ET", "BC", "Oracle"} and len(metrics["search"]["trials"]) == 1
+    assert set(metrics["models"]) == {"CET", "CET-paper", "ET", "BC", "Oracle"} and len(metrics["search"]["trials"]) == 1
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_latest_artifacts()}
     assert "experiment-synthetic" in keys
