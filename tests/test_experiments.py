@@ -135,7 +135,7 @@ def test_readme_block_is_generated_from_metrics(tmp_path, tiny_dataset):
     results = tmp_path / "results"
     result = experiments.run(tiny_dataset, runs=2, models=("ET", "BC"), hidden_sizes=(4,), max_epochs=1,
                              patience=1, progress=False)
-    experiments.write_report(result, results / "synthetic-independent", "t")
+    experiments.write_report(result, results / "synthetic-reference", "t")
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{summary.START}\nstale\n{summary.END}\noutro\n")
     assert experiments.main(["summary", "--results", str(results), "--readme", str(readme)]) == 0
