@@ -48,7 +48,6 @@ DATASETS = ("veteran", "pbc", "whas500", "GBSG2", "actg", "rott2", "flchain", "s
 
 def load(name: str):
     """(X, t, s, feature names, facts) with the preprocessing above, split into train/val/test."""
-    import pandas as pd
     from SurvSet.data import SurvLoader
 
     df = SurvLoader().load_dataset(ds_name=name)["df"]
@@ -83,7 +82,6 @@ def load(name: str):
     facts = {"n": len(df), "features": len(names), "events": int(s.sum()), "nonpositive_times": n_nonpos,
              "split_sizes": {k: int((split == k).sum()) for k in ("train", "val", "test")}}
     parts = {k: (X[split == k], t[split == k], s[split == k]) for k in ("train", "val", "test")}
-    _ = pd  # pandas is SurvSet's own dependency
     return parts, names, facts
 
 
@@ -94,7 +92,7 @@ def rmst(surv: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 
 def score(name, surv_fn, parts, fit_seconds) -> dict:
-    (_, t_tr, s_tr), (X_te, t_te, s_te) = parts["train"][0:3], parts["test"]
+    (_, t_tr, s_tr), (X_te, t_te, s_te) = parts["train"], parts["test"]
     tau = float(np.quantile(t_tr, 0.9))
     grid = np.linspace(tau / 200, tau, 200)
     times = brier_times(t_te)

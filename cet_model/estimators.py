@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .losses import bernoulli_log_prob
+from .losses import bernoulli_log_prob, bernoulli_log_prob_cells
 from .objectives import resolve
 
 RowLogLik = Callable[[torch.Tensor], torch.Tensor]
@@ -189,11 +189,6 @@ def marginal_importance(logits, row_loglik: RowLogLik, *, free, proposal, n_samp
                         generator=None, **_) -> Estimate:
     """The importance-weighted bound for every row (K = ``n_samples``), tight as K grows."""
     return _marginal(logits, row_loglik, free, proposal, n_samples, generator, None)
-
-
-def bernoulli_log_prob_cells(c, logits):
-    """Per-cell log Bernoulli(c; sigmoid(logits)), broadcast; (n, K, M)."""
-    return c * torch.nn.functional.logsigmoid(logits) + (1.0 - c) * torch.nn.functional.logsigmoid(-logits)
 
 
 ESTIMATORS: dict[str, Callable[..., Estimate]] = {"gumbel": gumbel, "arm": arm, "exact": exact}

@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator
 
 from . import losses
 from .comments import check_spec
-from .estimators import MAX_EXACT_EVENTS, all_patterns, evaluation_estimate, get_estimator
+from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import log_epsilon_for, resolve
 from .train import TrainConfig, train
@@ -418,7 +418,7 @@ class CETModel(_Base):
             if mask is not None:
                 cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
             value = cell.sum(-1)
-            return _Estimate(value, value)
+            return Estimate(surrogate=value, value=value)
         row_loglik = self._row_loglik(x, logits, log_t, s, mask)
         kw = dict(n_samples=int(self.n_samples), temperature=float(self.temperature))
         if self.objective_ == "marginal":
@@ -599,13 +599,6 @@ class BCModel(_Base):
         """P(s_j = 1 | x): the probability that event j is *observed*, shape (n, M)."""
         with torch.no_grad():
             return torch.sigmoid(self.net_.encoder(self.net_.features(self._x(X)))).cpu().numpy().astype(np.float64)
-
-
-class _Estimate:
-    """The value of a closed-form objective (no estimator): surrogate and value coincide."""
-
-    def __init__(self, surrogate, value):
-        self.surrogate, self.value = surrogate, value
 
 
 MODELS = {"CETModel": CETModel, "ETModel": ETModel, "BCModel": BCModel}
