@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_survset import load  # noqa: E402
 
 from cet_model import CETModel, ETModel  # noqa: E402
+from cet_model.atomic import write_text  # noqa: E402
 from cet_model.experiments import machine  # noqa: E402
 
 
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
            "ratio_cet_paper_to_et": float(paper / np.median(et)), "goal": "ratio_cet_to_et <= 3",
            "machine": machine(), "facts": facts}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2))
+    write_text(args.out, json.dumps(out, indent=2))
     print(f"{args.dataset}: {len(X)} training rows, {args.epochs} epochs. CET {np.median(cet):.2f} s, "
           f"ET {np.median(et):.2f} s: ratio {out['ratio_cet_to_et']:.2f} (goal <= 3). "
           f"CET-paper (Gumbel, 100 samples) {paper:.2f} s: {out['ratio_cet_paper_to_et']:.1f}x ET")

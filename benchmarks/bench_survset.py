@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cet_model import CETModel  # noqa: E402
+from cet_model.atomic import write_text  # noqa: E402
 from cet_model.experiments import machine  # noqa: E402
 from cet_model.metrics import brier_times, concordance_index, integrated_brier_score, uno_c  # noqa: E402
 
@@ -192,8 +193,8 @@ def main(argv=None) -> int:
            "goal": "CET's Harrell's C not below LogNormalAFT's by more than 0.005 on any data set",
            "worst_cet_minus_aft_c": {"value": worst[0], "dataset": worst[1]}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2))
-    args.out.with_suffix(".md").write_text(markdown(results, mach))
+    write_text(args.out, json.dumps(out, indent=2))
+    write_text(args.out.with_suffix(".md"), markdown(results, mach))
     print(markdown(results, mach))
     print(f"worst CET - LogNormalAFT Harrell's C: {worst[0]:+.3f} ({worst[1]})")
     return 0
