@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from lifelines.utils import concordance_index as lifelines_ci
 
-from cet_model.experiments import machine
+from cet_model.evaluation import machine
 from cet_model.metrics import concordance_index
 
 

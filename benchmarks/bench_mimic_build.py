@@ -29,7 +29,7 @@ import json, resource, sys, time
 from pathlib import Path
 from prefect import flow
 from flows.mimic import build_mimic_features
-from flows.lib.mimic_build import MimicParams, run_sql
+from flows.lib.mimic.build import MimicParams, run_sql
 
 @flow
 def warm_up():
@@ -67,7 +67,7 @@ def zcat_floor(folder: Path) -> float:
 
 
 def bench(scale: float, data_dir: Path, seed: int = 0) -> dict:
-    from flows.lib import mimic_standin
+    from flows.lib.standin import mimic as mimic_standin
 
     src = data_dir / f"mimic-standin-{scale:g}"
     t0 = time.perf_counter()
@@ -106,7 +106,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if shutil.which("zcat") is None:
         sys.exit("zcat is needed for the floor")
-    from cet_model.experiments import machine
+    from cet_model.evaluation import machine
 
     rows = []
     for s in args.scales:

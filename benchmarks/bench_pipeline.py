@@ -56,7 +56,7 @@ def main() -> int:
     for metrics in sorted((work / "models").glob("*/v0001/metrics.json")):
         m = json.loads(metrics.read_text())
         training[metrics.parts[-3]] = {k: round(v, 1) for k, v in m["seconds"].items()}
-    from cet_model.experiments import machine
+    from cet_model.evaluation import machine
 
     # ru_maxrss is a maximum over every child so far: the warm run's own peak is not separable
     result = {"cold": {k: v for k, v in cold.items() if k != "peak_grew"}, "warm": {"wall_s": warm["wall_s"]},

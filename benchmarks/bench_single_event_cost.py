@@ -29,7 +29,7 @@ from bench_survset import load  # noqa: E402
 
 from cet_model import CETModel, ETModel  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
-from cet_model.experiments import machine  # noqa: E402
+from cet_model.evaluation import machine  # noqa: E402
 
 
 def timed(make, X, t, s) -> float:

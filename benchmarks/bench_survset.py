@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from cet_model import CETModel  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
-from cet_model.experiments import machine  # noqa: E402
+from cet_model.evaluation import machine  # noqa: E402
 from cet_model.metrics import brier_times, concordance_index, integrated_brier_score, uno_c  # noqa: E402
 
 DATASETS = ("veteran", "pbc", "whas500", "GBSG2", "actg", "rott2", "flchain", "support2")

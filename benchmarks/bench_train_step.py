@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from cet_model import CETModel
-from cet_model.experiments import machine
+from cet_model.evaluation import machine
 
 
 class TiledDecoder(nn.Module):

@@ -31,7 +31,8 @@ KEY = "bounded-memory-benchmark-key"
 
 
 def stage_scan(dumps: Path, work: Path) -> dict:
-    from flows.lib import reddit_build, reddit_cohort
+    from flows.lib.reddit import build as reddit_build
+    from flows.lib.reddit import cohort as reddit_cohort
 
     params = reddit_build.RedditParams(device="cpu")
     secret = reddit_build.pseudonym_key(KEY, work)
@@ -48,7 +49,7 @@ def stage_scan(dumps: Path, work: Path) -> dict:
 def stage_embed(dumps: Path, work: Path, out: Path) -> dict:
     import polars as pl
 
-    from flows.lib import reddit_build
+    from flows.lib.reddit import build as reddit_build
 
     params = reddit_build.RedditParams(device="cpu")
     secret = reddit_build.pseudonym_key(KEY, work)
@@ -97,8 +98,8 @@ def main(argv=None) -> int:
         print(json.dumps(stage_embed(args.dumps, args.work, args.out)))
         return 0
 
-    from cet_model.experiments import machine
-    from flows.lib import reddit_standin
+    from cet_model.evaluation import machine
+    from flows.lib.standin import reddit as reddit_standin
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="cet-bounded-"))
     dumps, work, out = root / "dumps", root / "work", root / "reddit"

@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cet_model.dataset import load_dataset  # noqa: E402
-from cet_model.experiments import comment_spec, evaluate, fit, inputs  # noqa: E402
+from cet_model.evaluation import evaluate, fit_preset, model_inputs  # noqa: E402
 
 
 def parse(text: str) -> dict:
@@ -43,13 +43,13 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     ds = load_dataset(args.data)
     tr, va = ds.train, ds.val
-    x_tr, x_va, spec = inputs(tr), inputs(va), comment_spec(tr)
+    x_tr, x_va = model_inputs(tr), model_inputs(va)
     for label in args.settings:
         over = parse(label)
         hidden = tuple(over.pop("hidden", (100,)))
         t0 = time.perf_counter()
-        model = fit("CET", tr, va, x_tr, x_va, 0, hidden, over.pop("max_epochs", None), over.pop("patience", None),
-                    spec, over)
+        model = fit_preset("CET", tr, va, seed=0, hidden_sizes=hidden, max_epochs=over.pop("max_epochs", None),
+                           patience=over.pop("patience", None), params=over, x_train=x_tr, x_val=x_va)
         scores = evaluate("CET", model, va, ds.event_names, x_va)
         h = model.history_
         print(f"{label}: val AUC {np.nanmean([r['auc'] for r in scores.values()]):.4f}, epochs {len(h.train_loss)}, "

@@ -53,6 +53,7 @@ def temporary_name(path: Path, kind: str = "tmp") -> str:
 
 
 def write_text(path, text: str) -> Path:
+    """Write ``text`` to a temporary name beside ``path``, then rename: readers see the old file or the new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path))

@@ -18,6 +18,8 @@ SPEC_KEYS = ("n_aux", "length", "dim", "width")
 
 
 def check_spec(spec: dict | None, n_features: int | None = None) -> dict | None:
+    """Validate a ``comment_encoder`` dict (keys ``SPEC_KEYS``, positive sizes; its width must
+    match ``n_features`` when given); returns it with int values, or None."""
     if spec is None:
         return None
     if not isinstance(spec, dict) or sorted(spec) != sorted(SPEC_KEYS):

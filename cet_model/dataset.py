@@ -71,6 +71,11 @@ EVENT_COLUMN = re.compile(r"(t_true|t|s|c|mask)_(.+)")
 
 
 def event_columns(event: str) -> tuple[str, str, str, str]:
+    """The four ``events.parquet`` columns of one event.
+
+    >>> event_columns("lactate")
+    ('t_lactate', 's_lactate', 'c_lactate', 't_true_lactate')
+    """
     return f"t_{event}", f"s_{event}", f"c_{event}", f"t_true_{event}"
 
 

@@ -2,6 +2,14 @@
 
 Conventions follow lifelines: ``(event_times, predicted_times, event_observed)``, and a
 longer predicted time means lower risk.
+
+    >>> import numpy as np
+    >>> occurrence_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    0.75
+    >>> concordance_index([1.0, 2.0, 3.0], [1.5, 2.5, 2.0], [1, 1, 0])
+    0.6666666666666666
+    >>> mrae(np.array([2.0, 4.0]), np.array([3.0, 3.0]), np.array([1, 0]))   # censored: early only
+    0.25
 """
 
 from __future__ import annotations

@@ -565,7 +565,7 @@ class ETModel(_Base):
 
         ET has no occurrence variable; this is its probability of an event within the
         follow-up seen in training. (The paper scored ET's AUC by the rank of the
-        predicted median time instead; see ``cet_model.experiments``.)
+        predicted median time instead; see ``cet_model.evaluation``.)
         """
         mu, log_sigma = self._params(X)
         lt = torch.as_tensor(np.log(self.horizon_), dtype=mu.dtype, device=mu.device)

@@ -34,6 +34,7 @@ def _first_bad(mask: np.ndarray) -> tuple[int, int]:
 
 
 def check_finite(arr: np.ndarray, name: str, what: str = "column") -> None:
+    """Raise a ValueError naming the first non-finite cell (row, column) of a 2-d array and the count."""
     bad = ~np.isfinite(arr)
     if bad.any():
         r, c = _first_bad(bad)
@@ -42,6 +43,7 @@ def check_finite(arr: np.ndarray, name: str, what: str = "column") -> None:
 
 
 def check_features(X, name: str = "X", n_features: int | None = None) -> np.ndarray:
+    """X (array or data frame) as a finite float (n, d) array with ``n_features`` columns when given."""
     arr = as_matrix(X, name, n_features)
     check_finite(arr, name)
     return arr

@@ -7,14 +7,14 @@ from pathlib import Path
 from prefect import task
 from prefect.logging import get_run_logger
 
-from flows.lib import stages
+from flows.lib.infra import stage_cache
 
 
 @task(name="check-stage-cache")
 def check_cache(stage: str, out: str, inputs: dict, params: dict, code: list[str]) -> tuple[str, bool]:
     """The stage's key and whether ``out`` already holds its result."""
-    key = stages.stage_key(inputs, params, stages.code_version(*code))
-    current = stages.is_current(out, key)
+    key = stage_cache.stage_key(inputs, params, stage_cache.code_version(*code))
+    current = stage_cache.is_current(out, key)
     get_run_logger().info("%s: %s", stage, f"inputs, parameters and code unchanged: skipping ({out})" if current
                           else "inputs changed or no result yet: running")
     return key, current
@@ -22,7 +22,7 @@ def check_cache(stage: str, out: str, inputs: dict, params: dict, code: list[str
 
 @task(name="record-stage")
 def record_stage(stage: str, out: str, key: str) -> str:
-    stages.record(out, key, stage=stage)
+    stage_cache.record(out, key, stage=stage)
     return out
 
 

@@ -22,9 +22,9 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
-from flows.lib import report as report_lib
-from flows.lib.runners import with_runner
-from flows.settings import Settings
+from flows.lib.infra.runners import with_runner
+from flows.lib.infra.settings import Settings
+from flows.lib.modeling import report as report_lib
 from flows.train import BUILDS, build_flow, train_evaluate
 
 

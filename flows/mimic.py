@@ -19,9 +19,12 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, work_dir_for
-from flows.lib import mimic_build, mimic_download, mimic_staging, mimic_standin
-from flows.lib.mimic_schema import TABLES
-from flows.settings import Settings
+from flows.lib.infra.settings import Settings
+from flows.lib.mimic import build as mimic_build
+from flows.lib.mimic import download as mimic_download
+from flows.lib.mimic import staging as mimic_staging
+from flows.lib.mimic.schema import TABLES
+from flows.lib.standin import mimic as mimic_standin
 
 DEFAULT_STANDIN_SCALE = Settings.model_fields["mimic_standin_scale"].default
 
@@ -53,10 +56,10 @@ def build_dataset(mimic_dir: str, out: str, work_dir: str, params: dict) -> str:
     return str(path)
 
 
-CODE = ["flows.lib.mimic_build", "flows.lib.mimic_staging", "flows.lib.mimic_schema", "flows.lib.sql_runner",
+CODE = ["flows.lib.mimic", "flows.lib.infra.sql_runner",
         "sql/mimic", "cet_model.censoring", "cet_model.dataset"]
-STANDIN_CODE = ["flows.lib.mimic_standin", "flows.lib.mimic_standin_cohort", "flows.lib.mimic_standin_items",
-                "flows.lib.mimic_standin_rows", "flows.lib.gz_csv"]
+STANDIN_CODE = ["flows.lib.standin.mimic", "flows.lib.standin.mimic_cohort", "flows.lib.standin.mimic_items",
+                "flows.lib.standin.mimic_rows", "flows.lib.standin.gz_csv"]
 
 
 @flow(name="build-mimic-features")

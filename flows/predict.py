@@ -16,8 +16,8 @@ import sys
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from flows.lib import predict as predict_lib
-from flows.settings import Settings
+from flows.lib.infra.settings import Settings
+from flows.lib.modeling import predict as predict_lib
 
 
 @task(name="score-features")

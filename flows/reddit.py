@@ -19,9 +19,12 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, work_dir_for
-from flows.lib import reddit_build, reddit_cohort, reddit_download, reddit_standin
-from flows.lib.embed import DEFAULT_MODEL
-from flows.settings import Settings
+from flows.lib.infra.settings import Settings
+from flows.lib.reddit import build as reddit_build
+from flows.lib.reddit import cohort as reddit_cohort
+from flows.lib.reddit import download as reddit_download
+from flows.lib.reddit.embed import DEFAULT_MODEL
+from flows.lib.standin import reddit as reddit_standin
 
 DEFAULT_USERS = Settings.model_fields["reddit_standin_users"].default
 
@@ -81,9 +84,8 @@ def finish(dumps_dir: str, files: list[str], first_path: str, parts: list[str], 
     return str(path)
 
 
-CODE = ["flows.lib.reddit_build", "flows.lib.reddit_cohort", "flows.lib.pushshift", "flows.lib.embed",
-        "flows.lib.reddit_download", "flows.lib.download", "cet_model.censoring", "cet_model.dataset"]
-STANDIN_CODE = ["flows.lib.reddit_standin", "flows.lib.reddit_text"]
+CODE = ["flows.lib.reddit", "flows.lib.infra.download", "cet_model.censoring", "cet_model.dataset"]
+STANDIN_CODE = ["flows.lib.standin.reddit", "flows.lib.standin.reddit_text"]
 
 
 @task(name="reddit-stage-key")

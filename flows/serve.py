@@ -28,10 +28,10 @@ from prefect.schedules import Cron
 from prefect.settings import PREFECT_API_URL
 
 from flows.full_pipeline import full_pipeline
+from flows.lib.infra.settings import Settings
 from flows.mimic import build_mimic_features
 from flows.predict import predict
 from flows.reddit import build_reddit_features
-from flows.settings import Settings
 from flows.synthetic import build_synthetic
 from flows.train import retrain, train_evaluate
 

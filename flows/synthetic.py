@@ -11,11 +11,11 @@ import sys
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from cet_model import synthetic
+from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
-from flows.settings import Settings
+from flows.lib.infra.settings import Settings
 
-CODE = ["cet_model.synthetic", "cet_model.censoring", "cet_model.dataset"]
+CODE = ["cet_experiments.synthetic", "cet_model.censoring", "cet_model.dataset"]
 
 
 @task(name="generate-synthetic")

@@ -24,8 +24,9 @@ from prefect.artifacts import (
 )
 from prefect.logging import get_run_logger
 
-from flows.lib import registry, train_eval
-from flows.settings import Settings
+from flows.lib.infra import registry
+from flows.lib.infra.settings import Settings
+from flows.lib.modeling import train_eval
 
 BUILDS = ("synthetic", "mimic", "reddit")
 

@@ -29,17 +29,17 @@ run_one() {
     mimic-demo)
       if [ -n "${CET_MIMIC_DEMO_DIR:-}" ]; then src=(--mimic-dir "$CET_MIMIC_DEMO_DIR"); else src=(--download-demo); fi
       "$PY" -m flows.mimic build "${src[@]}" --out "$DATA/mimic-demo"
-      "$PY" -m cet_model.experiments dataset --data "$DATA/mimic-demo" "${common[@]}" --out "$OUT/mimic-demo" ;;
+      "$PY" -m cet_experiments dataset --data "$DATA/mimic-demo" "${common[@]}" --out "$OUT/mimic-demo" ;;
     synthetic-reference|synthetic-independent)
       # the paper's n = 40,000 (24k / 8k / 8k); CET-bound is eq. 8 as printed
-      "$PY" -m cet_model.experiments synthetic --mode "${1#synthetic-}" --n 40000 --runs "$RUNS" \
+      "$PY" -m cet_experiments synthetic --mode "${1#synthetic-}" --n 40000 --runs "$RUNS" \
         --models CET,CET-paper,CET-bound,ET,BC,Oracle --out "$OUT/$1" ;;
     mimic-standin)
       "$PY" -m flows.mimic build --standin-scale "$MIMIC_SCALE" --out "$DATA/mimic-standin"
-      "$PY" -m cet_model.experiments dataset --data "$DATA/mimic-standin" "${common[@]}" "${FEWER[@]}" --out "$OUT/mimic-standin" ;;
+      "$PY" -m cet_experiments dataset --data "$DATA/mimic-standin" "${common[@]}" "${FEWER[@]}" --out "$OUT/mimic-standin" ;;
     reddit-standin)
       "$PY" -m flows.reddit build --standin-users "$REDDIT_USERS" --out "$DATA/reddit-standin"
-      "$PY" -m cet_model.experiments dataset --data "$DATA/reddit-standin" "${common[@]}" "${FEWER[@]}" --out "$OUT/reddit-standin" ;;
+      "$PY" -m cet_experiments dataset --data "$DATA/reddit-standin" "${common[@]}" "${FEWER[@]}" --out "$OUT/reddit-standin" ;;
     *) echo "unknown experiment $1" >&2; exit 2 ;;
   esac
 }

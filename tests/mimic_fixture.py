@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from flows.lib.mimic_schema import TABLES
+from flows.lib.mimic.schema import TABLES
 
 T0 = "2100-01-01 00:00:00"
 

@@ -11,14 +11,15 @@ import orjson
 import polars as pl
 import pytest
 
-from cet_model import CETModel, load_model, synthetic
+from cet_experiments import synthetic
+from cet_model import CETModel, load_model
 from cet_model.dataset import load_dataset
-from flows.lib import registry
-from flows.lib.mimic_staging import stage_table
-from flows.lib.predict import read_features
-from flows.lib.pushshift import DumpError
-from flows.lib.reddit_cohort import pseudonym, scan_comments, scan_submissions
-from flows.lib.reddit_standin import compressor
+from flows.lib.infra import registry
+from flows.lib.mimic.staging import stage_table
+from flows.lib.modeling.predict import read_features
+from flows.lib.reddit.cohort import pseudonym, scan_comments, scan_submissions
+from flows.lib.reddit.pushshift import DumpError
+from flows.lib.standin.reddit import compressor
 
 KEY = b"k"
 pytestmark = pytest.mark.bad_input
@@ -77,7 +78,7 @@ def test_truncated_gzip_table_names_the_file(tmp_path):
 
 
 def test_dotenv_with_a_wrong_type_names_the_setting(tmp_path, monkeypatch):
-    from flows.settings import Settings
+    from flows.lib.infra.settings import Settings
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CET_PATIENCE", raising=False)

@@ -1,7 +1,7 @@
 """Crash consistency: ``kill -9`` inside each stage, rerun, same bytes as an uninterrupted run.
 
 ``python -m flows.full_pipeline`` runs in a subprocess against a real Prefect server on
-loopback. ``CET_CRASH_AT=<point>`` (flows/lib/crash.py) makes it SIGKILL itself inside a
+loopback. ``CET_CRASH_AT=<point>`` (flows/lib/infra/crash.py) makes it SIGKILL itself inside a
 stage: no exception handler, no cleanup, as a power cut or the OOM killer would. The crashed
 runs follow one another in the same folders, each resuming from what the previous one left;
 the last run is not interrupted. Its outputs must hash the same as those of one uninterrupted
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.lib.crash import POINTS
+from flows.lib.infra.crash import POINTS
 from tests.prefect_server import _free_port, _start_server, _stop
 
 REPO = Path(__file__).resolve().parents[1]

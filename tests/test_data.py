@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cet_model import synthetic
+from cet_experiments import synthetic
 from cet_model.censoring import censor_by_median, censor_uniform
 from cet_model.dataset import load_dataset, write_dataset
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from flows.lib.download import DownloadError, download, parse_sha256sums, safe_name
+from flows.lib.infra.download import DownloadError, download, parse_sha256sums, safe_name
 from tests.http_server import FileServer
 
 PAYLOAD = os.urandom(3_000_000)

@@ -4,9 +4,10 @@ import re
 import numpy as np
 import pytest
 
-from cet_model import experiments, summary, synthetic
+from cet_experiments import experiments, summary, synthetic
+from cet_experiments.search import PAPER_POINT
 from cet_model.dataset import load_dataset
-from cet_model.search import PAPER_POINT
+from cet_model.evaluation import PRESET_OF_ESTIMATOR, evaluate, fit_preset
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def test_report_command_writes_every_table_and_figure(tmp_path, tiny_dataset, ca
     assert set(metrics["models"]["Oracle"]["tasks"]["T1"]) == {"auc", "ece"}
     table = (out / "table.md").read_text()
     assert {k: metrics["search"]["trials"][0][k] for k in PAPER_POINT} == PAPER_POINT  # trial 0: the paper's
-    chosen = experiments.ESTIMATOR_VARIANTS[metrics["search"]["best"]["estimator"]]  # its fits are the CET-paper row
+    chosen = PRESET_OF_ESTIMATOR[metrics["search"]["best"]["estimator"]]  # its fits are the CET-paper row
     for model in ("CET", "CET-paper", "ET", "BC", "Oracle", "CET-exact", "CET-ARM"):
         assert (f"| {model} | Avg |" in table) == (model != chosen), model
     # Uno's C and IBS cells equal metrics.json
@@ -85,14 +86,13 @@ def test_oracle_learns_the_true_occurrence(tmp_path):
                                       split_sizes=(900, 300, 300)))
     tr, va, te = ds.train, ds.val, ds.test
     kw = dict(seed=0, hidden_sizes=(32,), max_epochs=150, patience=150, lr=1e-2, dropout=0.0)
-    auc = {n: experiments.evaluate(n, experiments.fit(n, tr, va, tr.X, va.X, **kw), te, ds.event_names)["T1"]["auc"]
-           for n in ("Oracle", "BC")}
+    auc = {n: evaluate(n, fit_preset(n, tr, va, **kw), te, ds.event_names)["T1"]["auc"] for n in ("Oracle", "BC")}
     # trained on c rather than the censored s, the oracle ranks the true occurrence better
     assert auc["Oracle"] > 0.9 and auc["Oracle"] > auc["BC"], auc
 
 
 def test_search_draws_stay_in_the_paper_ranges():
-    from cet_model.search import SPACE, draw
+    from cet_experiments.search import SPACE, draw
 
     rng = np.random.default_rng(0)
     points = [draw(rng) for _ in range(300)]
@@ -100,7 +100,7 @@ def test_search_draws_stay_in_the_paper_ranges():
     assert all(30 <= p["n_samples"] <= 200 and 100 <= p["hidden"] <= 1000 for p in points)
     assert all(-4 <= p["log_epsilon"] <= 0 and 0 < p["temperature"] <= 1 for p in points)
     with pytest.raises(ValueError, match="budget"):
-        from cet_model.search import random_search
+        from cet_experiments.search import random_search
         random_search(None, 0)
 
 
@@ -131,30 +131,30 @@ def test_model_runs_gives_costly_rows_fewer_runs(tmp_path, tiny_dataset):
             experiments.parse_model_runs(bad, ("BC",))
 
 
-def test_readme_block_is_generated_from_metrics(tmp_path, tiny_dataset):
+def test_results_block_is_generated_from_metrics(tmp_path, tiny_dataset):
     results = tmp_path / "results"
     result = experiments.run(tiny_dataset, runs=2, models=("ET", "BC"), hidden_sizes=(4,), max_epochs=1,
                              patience=1, progress=False)
     experiments.write_report(result, results / "synthetic-reference", "t")
-    readme = tmp_path / "README.md"
+    readme = tmp_path / "results.md"
     readme.write_text(f"intro\n{summary.START}\nstale\n{summary.END}\noutro\n")
-    assert experiments.main(["summary", "--results", str(results), "--readme", str(readme)]) == 0
+    assert experiments.main(["summary", "--results", str(results), "--doc", str(readme)]) == 0
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n") and "stale" not in text
     row = next(line for line in text.splitlines() if line.startswith("| ET | ") and "±" in line).split("|")
     want = np.mean([np.mean(v["auc"]) for v in result["models"]["ET"]["tasks"].values()])
     assert float(row[2].split("±")[0]) == pytest.approx(want, abs=0.005)
     assert "| ET | Avg |" in text  # the per-task table is folded in too
-    assert not summary.update_readme(readme, results)  # idempotent
+    assert not summary.update_results_block(readme, results)  # idempotent
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="markers"):
-        summary.update_readme(readme, results)
+        summary.update_results_block(readme, results)
 
 
-def test_committed_readme_shows_the_committed_results():
-    """The README's tables are the committed docs/results/*/metrics.json, not hand-copied."""
+def test_committed_results_page_shows_the_committed_results():
+    """docs/results.md's tables are the committed docs/results/*/metrics.json, not hand-copied."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    text = (root / "README.md").read_text()
+    text = (root / "docs" / "results.md").read_text()
     assert summary.block(root / "docs" / "results") in text

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset
-from flows.lib.mimic_build import MimicParams, build, query, run_sql
+from flows.lib.mimic.build import MimicParams, build, query, run_sql
 from tests.mimic_fixture import write_fixture
 
 DEMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "mimic-iii-demo"
@@ -134,7 +134,7 @@ def test_events_inside_the_feature_window(tmp_path, policy):
 
 
 def test_experiments_run_on_a_masked_mimic_dataset(tmp_path):
-    from cet_model import experiments
+    from cet_experiments import experiments
 
     params = MimicParams(n_chart=2, n_lab=1, n_output=1, window_events="mask")
     ds = load_dataset(build(write_fixture(tmp_path / "m", n_admissions=10), tmp_path / "o", tmp_path / "w", params))

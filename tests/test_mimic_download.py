@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.lib.download import DownloadError, sha256_file
-from flows.lib.mimic_download import fetch_verified_folder
-from flows.lib.mimic_staging import stage_table
+from flows.lib.infra.download import DownloadError, sha256_file
+from flows.lib.mimic.download import fetch_verified_folder
+from flows.lib.mimic.staging import stage_table
 from tests.http_server import FileServer
 
 DEMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "mimic-iii-demo"

@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from flows.lib.mimic_schema import TABLES
-from flows.lib.mimic_staging import stage_table
+from flows.lib.mimic.schema import TABLES
+from flows.lib.mimic.staging import stage_table
 
 DEMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "mimic-iii-demo"
 DEMO_ROWS = {"PATIENTS": 100, "ADMISSIONS": 129, "ICUSTAYS": 136, "CHARTEVENTS": 758_355,

@@ -11,12 +11,13 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset
-from flows.lib import mimic_standin, mimic_standin_rows
-from flows.lib.mimic_build import EVENTS, build
-from flows.lib.mimic_schema import TABLES
-from flows.lib.mimic_staging import stage_table
-from flows.lib.mimic_standin_cohort import FACTOR_LABS
-from flows.lib.mimic_standin_items import load_items
+from flows.lib.mimic.build import EVENTS, build
+from flows.lib.mimic.schema import TABLES
+from flows.lib.mimic.staging import stage_table
+from flows.lib.standin import mimic as mimic_standin
+from flows.lib.standin import mimic_rows as mimic_standin_rows
+from flows.lib.standin.mimic_cohort import FACTOR_LABS
+from flows.lib.standin.mimic_items import load_items
 
 SCALE = 0.002  # 118 admissions, ~660k chart rows
 TS = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")

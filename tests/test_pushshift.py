@@ -7,7 +7,7 @@ import orjson
 import pytest
 import zstandard
 
-from flows.lib.pushshift import (
+from flows.lib.reddit.pushshift import (
     DumpError,
     ReadStats,
     created_utc,
@@ -15,7 +15,7 @@ from flows.lib.pushshift import (
     iter_records,
     list_dumps,
 )
-from flows.lib.reddit_standin import compressor
+from flows.lib.standin.reddit import compressor
 
 
 def _write_zst(path, data: bytes):

@@ -9,10 +9,10 @@ import pytest
 from cet_model.comments import flatten_inputs
 from cet_model.dataset import load_dataset
 from cet_model.models import BCModel, CETModel, ETModel, load_model
-from flows.lib import reddit_standin
-from flows.lib.reddit_build import RedditParams, build
-from flows.lib.reddit_cohort import pseudonym
-from flows.lib.reddit_text import SUBREDDITS
+from flows.lib.reddit.build import RedditParams, build
+from flows.lib.reddit.cohort import pseudonym
+from flows.lib.reddit.subreddits import SUBREDDITS
+from flows.lib.standin import reddit as reddit_standin
 
 MONTHS = reddit_standin.Months("2015-09", "2016-06", "2016-12")  # includes string created_utc months
 PARAMS = RedditParams(start="2015-09", comment_end="2016-06", submission_end="2016-12")

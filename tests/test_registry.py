@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from flows.lib import registry
+from flows.lib.infra import registry
 
 
 def _version(root, dataset, auc, mrae=0.1):

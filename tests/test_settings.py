@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.settings import Settings
+from flows.lib.infra.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 

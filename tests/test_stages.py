@@ -2,57 +2,57 @@ import os
 
 import pytest
 
-from flows.lib import stages
+from flows.lib.infra import stage_cache
 
 
 def test_fingerprint_follows_content_names_and_skips_hidden(tmp_path):
     d = tmp_path / "src"
     d.mkdir()
     (d / "a.csv").write_text("1,2\n")
-    first = stages.fingerprint(d)
+    first = stage_cache.fingerprint(d)
     (d / ".work").mkdir()
     (d / ".work" / "x").write_text("scratch")
     (d / ".stage.json").write_text("{}")
-    assert stages.fingerprint(d) == first
+    assert stage_cache.fingerprint(d) == first
     (d / "a.csv").write_text("1,3\n")
-    assert stages.fingerprint(d) != first
+    assert stage_cache.fingerprint(d) != first
     (d / "a.csv").write_text("1,2\n")
-    assert stages.fingerprint(d) == first
+    assert stage_cache.fingerprint(d) == first
     os.rename(d / "a.csv", d / "b.csv")
-    assert stages.fingerprint(d) != first
+    assert stage_cache.fingerprint(d) != first
     with pytest.raises(FileNotFoundError, match="missing"):
-        stages.fingerprint(tmp_path / "missing")
+        stage_cache.fingerprint(tmp_path / "missing")
 
 
 def test_large_files_are_fingerprinted_by_size_and_mtime(tmp_path, monkeypatch):
-    monkeypatch.setattr(stages, "CONTENT_LIMIT", 4)
+    monkeypatch.setattr(stage_cache, "CONTENT_LIMIT", 4)
     f = tmp_path / "big.bin"
     f.write_bytes(b"0123456789")
-    first = stages.fingerprint(f)
+    first = stage_cache.fingerprint(f)
     f.write_bytes(b"9876543210")
     os.utime(f, ns=(1, 1))
-    assert stages.fingerprint(f) != first
+    assert stage_cache.fingerprint(f) != first
 
 
 def test_stage_key_and_stamp(tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("x")
-    code = stages.code_version("cet_model.synthetic", "sql/mimic")
-    key = stages.stage_key({"src": src}, {"n": 1}, code)
-    assert key == stages.stage_key({"src": src}, {"n": 1}, code)
-    assert key != stages.stage_key({"src": src}, {"n": 2}, code)
-    assert key != stages.stage_key({"src": src}, {"n": 1}, stages.code_version("cet_model.censoring"))
+    code = stage_cache.code_version("cet_experiments.synthetic", "sql/mimic")
+    key = stage_cache.stage_key({"src": src}, {"n": 1}, code)
+    assert key == stage_cache.stage_key({"src": src}, {"n": 1}, code)
+    assert key != stage_cache.stage_key({"src": src}, {"n": 2}, code)
+    assert key != stage_cache.stage_key({"src": src}, {"n": 1}, stage_cache.code_version("cet_model.censoring"))
     out = tmp_path / "out"
     out.mkdir()
-    assert not stages.is_current(out, key)
-    stages.record(out, key, stage="demo")
-    assert stages.is_current(out, key)
+    assert not stage_cache.is_current(out, key)
+    stage_cache.record(out, key, stage="demo")
+    assert stage_cache.is_current(out, key)
     src.write_text("y")
-    assert not stages.is_current(out, stages.stage_key({"src": src}, {"n": 1}, code))
-    (out / stages.STAMP).write_text("not json")
-    assert not stages.is_current(out, key)
+    assert not stage_cache.is_current(out, stage_cache.stage_key({"src": src}, {"n": 1}, code))
+    (out / stage_cache.STAMP).write_text("not json")
+    assert not stage_cache.is_current(out, key)
     with pytest.raises(FileNotFoundError, match="nothing found"):
-        stages.code_version("cet_model.no_such_module")
+        stage_cache.code_version("cet_model.no_such_module")
 
 
 def test_only_a_dead_writers_leftovers_are_removed(tmp_path):
@@ -80,7 +80,7 @@ def test_whole_file_and_dataset_writers_sweep_a_dead_writers_temporaries(tmp_pat
     import subprocess
     import sys
 
-    from cet_model import synthetic
+    from cet_experiments import synthetic
     from cet_model.atomic import write_text
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -4,13 +4,13 @@ import pytest
 from prefect.settings import PREFECT_API_URL
 
 from cet_model.dataset import load_dataset
-from flows.lib.runners import local_cluster_kwargs, task_runner, with_runner
+from flows.lib.infra.runners import local_cluster_kwargs, task_runner, with_runner
 from flows.mimic import build_mimic_features
 from tests.mimic_fixture import write_fixture
 
 
 def test_runner_setting_is_checked():
-    from flows.settings import Settings
+    from flows.lib.infra.settings import Settings
 
     with pytest.raises(ValueError, match="CET_TASK_RUNNER"):
         Settings(task_runner="ray")

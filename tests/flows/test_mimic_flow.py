@@ -32,7 +32,7 @@ def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys):
     import gzip
     import shutil
 
-    from flows.lib.download import sha256_file
+    from flows.lib.infra.download import sha256_file
     from tests.http_server import FileServer
 
     root = tmp_path / "physionet"

@@ -14,7 +14,7 @@ from prefect.client.orchestration import get_client
 
 from flows import predict as predict_flow
 from flows.full_pipeline import full_pipeline
-from flows.lib import registry
+from flows.lib.infra import registry
 from flows.synthetic import build_synthetic
 from flows.train import retrain, train_evaluate
 

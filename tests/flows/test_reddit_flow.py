@@ -6,8 +6,9 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset
-from flows.lib import reddit_download, reddit_standin
-from flows.lib.download import sha256_file
+from flows.lib.infra.download import sha256_file
+from flows.lib.reddit import download as reddit_download
+from flows.lib.standin import reddit as reddit_standin
 from flows.reddit import main
 from tests.http_server import FileServer
 

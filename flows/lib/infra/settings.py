@@ -1,0 +1,83 @@
+"""Settings for the flows, read from the environment and ``.env`` (environment wins).
+
+Every field maps to ``CET_<NAME>`` (``CET_DATA_DIR``, ``CET_TASK_RUNNER``, ...), except the
+Prefect API URL, which is Prefect's own ``PREFECT_API_URL``. ``.env.example`` documents them
+all. Flows read settings when they run (inside the served process too), so a deployment
+triggered without parameters uses them; explicit flow parameters win.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from flows.lib.reddit.embed import DEFAULT_MODEL
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CET_", env_file=".env", extra="ignore")
+
+    # where things are written
+    data_dir: Path = Path("data")
+    reports_dir: Path = Path("reports")
+    models_dir: Path = Path("models")
+
+    # sources: unset means a generated stand-in in the real format
+    mimic_dir: Path | None = None
+    mimic_standin_scale: float = 0.05  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
+    reddit_dumps: str | None = None  # a folder or a base URL of RC_/RS_ dumps
+    reddit_standin_users: int = 2000
+    synthetic_mode: Literal["reference", "independent"] = "reference"
+    synthetic_n: int = 40_000
+
+    # embeddings and torch
+    embedding_model: str = DEFAULT_MODEL
+    embedding_cache: Path | None = None
+    embed_block: int = Field(default=50_000, gt=0)  # texts per saved embedding block (a crash loses one)
+    device: str = "auto"
+    pseudonym_key: SecretStr | None = None
+
+    # training, registry and schedule
+    hidden: int = 100
+    max_epochs: int | None = Field(default=None, gt=0)  # None: automatic (>= 100 epochs and >= 5,000 steps)
+    patience: int | None = Field(default=None, gt=0)  # None: automatic (10 epochs, stretched with the budget)
+    seed: int = 0
+    promote_metric: str = "val_auc"
+    promote_tolerance: float = 0.0
+    retrain_dataset: Literal["synthetic", "mimic", "reddit"] = "mimic"
+    retrain_cron: str = "0 3 * * 1"
+    retrain_timezone: str = "UTC"
+
+    # orchestration
+    task_runner: str = "threads"  # threads | dask | dask://HOST:PORT (an existing scheduler)
+    dask_workers: int = 2
+    prefect_api_url: str | None = Field(default=None, validation_alias="PREFECT_API_URL")
+
+    @field_validator("task_runner")
+    @classmethod
+    def _runner(cls, v: str) -> str:
+        if v in ("threads", "dask") or v.startswith(("dask://", "tcp://")):
+            return v
+        raise ValueError(f"CET_TASK_RUNNER: {v!r} is not threads, dask or dask://HOST:PORT")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if v == "auto" or v == "cpu" or v.startswith("cuda"):
+            return v
+        raise ValueError(f"CET_DEVICE: {v!r} is not auto, cpu or cuda[:N]")
+
+    @field_validator("promote_metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        from flows.lib.infra.registry import METRIC_DIRECTION
+
+        if v not in METRIC_DIRECTION:
+            raise ValueError(f"CET_PROMOTE_METRIC: {v!r} is not one of {sorted(METRIC_DIRECTION)}")
+        return v
+
+    def dataset_dir(self, name: str) -> Path:
+        return self.data_dir / name

@@ -1,0 +1,91 @@
+"""Skip a stage whose inputs are unchanged.
+
+A stage's key is a hash of its input fingerprints, its parameters and the version of the
+code it runs. The output folder carries the key in ``.stage.json``, written after the
+output is complete; a stage is current when its output exists and holds the same key.
+Deleting the output, touching an input, changing a parameter or editing the stage's code
+all make it run again.
+
+Fingerprints: files up to ``CONTENT_LIMIT`` are hashed by content; larger ones (raw MIMIC
+tables, dumps) by name, size and modification time, as ``make`` would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from cet_model.atomic import write_text
+
+CONTENT_LIMIT = 64 * 2**20
+STAMP = ".stage.json"
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _hash_file(path: Path, h) -> None:
+    st = path.stat()
+    if st.st_size <= CONTENT_LIMIT:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(2**20), b""):
+                h.update(block)
+    else:
+        h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+
+
+def fingerprint(path) -> str:
+    """sha256 over a file, or over every file under a folder (relative names included).
+    Hidden entries (work folders, stamps, temporary names) are left out."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: cannot fingerprint, it does not exist")
+    h = hashlib.sha256()
+    if path.is_file():
+        _hash_file(path, h)
+        return h.hexdigest()
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(f for f in files if not f.startswith(".")):
+            p = Path(root) / name
+            h.update(str(p.relative_to(path)).encode() + b"\0")
+            _hash_file(p, h)
+    return h.hexdigest()
+
+
+def code_version(*parts: str) -> str:
+    """Hash of the source files behind a stage: modules (``cet_model.models``), packages
+    (``cet_model``) or repo-relative folders (``sql/mimic``)."""
+    h = hashlib.sha256()
+    for part in sorted(parts):
+        rel = part.replace(".", "/") if not part.startswith("sql") else part
+        target = REPO / rel
+        files = [target.with_suffix(".py")] if target.with_suffix(".py").is_file() else \
+            sorted(p for p in target.rglob("*") if p.suffix in (".py", ".sql") and p.is_file())
+        if not files:
+            raise FileNotFoundError(f"code_version: nothing found for {part!r} under {REPO}")
+        for f in files:
+            h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def stage_key(inputs: dict, params: dict, code: str) -> str:
+    """One key from input fingerprints ({name: path or None}), JSON parameters and code version."""
+    fps = {k: (fingerprint(v) if v is not None else None) for k, v in sorted(inputs.items())}
+    blob = json.dumps({"inputs": fps, "params": params, "code": code}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def is_current(out, key: str) -> bool:
+    stamp = Path(out) / STAMP
+    if not stamp.is_file():
+        return False
+    try:
+        return json.loads(stamp.read_text()).get("key") == key
+    except (json.JSONDecodeError, OSError):
+        return False
+
+
+def record(out, key: str, **info) -> None:
+    """Write the stamp atomically once ``out`` is complete."""
+    write_text(Path(out) / STAMP, json.dumps({"key": key, **info}, indent=2, default=str))

@@ -1,0 +1,90 @@
+"""The architecture as rules on the import graph (read with ast, nothing imported).
+
+- ``cet_model`` (the model library) imports neither prefect, duckdb, the flows nor the
+  experiment harness.
+- Real builds (``flows/lib/{infra,mimic,reddit,modeling}``) never import stand-in code: only
+  the flow entry points (``flows/*.py``) pick a stand-in as the default source.
+- No import cycles inside ``cet_model``, ``cet_experiments`` or ``flows``.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute module names imported anywhere in ``path`` (function-level imports included)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)  # "from pkg import module"
+    return out
+
+
+def modules(*folders: str) -> dict[str, Path]:
+    found = {}
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+def test_model_library_imports_no_orchestration_and_no_harness():
+    banned = ("prefect", "duckdb", "flows", "cet_experiments", "dask", "sentence_transformers")
+    offending = {name: sorted(m for m in imports_of(path) if m.split(".")[0] in banned)
+                 for name, path in modules("cet_model").items()}
+    assert {k: v for k, v in offending.items() if v} == {}
+
+
+@pytest.mark.parametrize("package", ["infra", "mimic", "reddit", "modeling"])
+def test_real_builds_never_import_standin_code(package):
+    mods = modules(f"flows/lib/{package}")
+    assert mods, f"flows/lib/{package} is empty"
+    offending = {name: sorted(m for m in imports_of(path) if "standin" in m) for name, path in mods.items()}
+    assert {k: v for k, v in offending.items() if v} == {}
+
+
+@pytest.mark.parametrize("top", ["cet_model", "cet_experiments", "flows"])
+def test_no_import_cycles(top):
+    mods = modules(top)
+    graph = {name: {m for m in imports_of(path) if m in mods and m != name} for name, path in mods.items()}
+    # a package's __init__ re-exporting its modules is not a cycle of the code's layers
+    graph = {k: {m for m in v if not k.startswith(m + ".")} for k, v in graph.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
