@@ -30,6 +30,7 @@ from pathlib import Path
 from prefect import flow
 from flows.mimic import build_mimic_features
 from flows.lib.mimic.build import MimicParams, run_sql
+from flows.lib.mimic.staging import stage_all
 
 @flow
 def warm_up():
@@ -41,7 +42,7 @@ t0 = time.perf_counter()
 build_mimic_features(out=out, mimic_dir=src, work_dir=work)
 flow_s = time.perf_counter() - t0
 t0 = time.perf_counter()
-con, _ = run_sql(Path(src), Path(work), MimicParams())  # the staged parquet is reused
+con = run_sql(stage_all(Path(src), Path(work) / "staged"), Path(work), MimicParams())  # staged parquet reused
 con.close()
 sql_s = time.perf_counter() - t0
 print(json.dumps({"flow_s": flow_s, "sql_s": sql_s,

@@ -26,7 +26,8 @@ from . import losses
 from .comments import check_spec
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
 from .networks import BCNetwork, CETNetwork, ETNetwork
-from .objectives import log_epsilon_for, resolve
+from .objectives import log_epsilon_for
+from .params import CETParams, ModelParams, keyword_init
 from .train import TrainConfig, train
 from .validation import check_features, check_survival, column_names
 
@@ -49,47 +50,21 @@ def resolve_device(device: str) -> torch.device:
 class _Base(BaseEstimator):
     """Shared parameters, tensors, chunking and persistence.
 
-    Parameters are stored as given (scikit-learn's rule, so ``clone`` and ``set_params`` work)
-    and checked when ``fit`` starts.
+    Parameters are the fields of :class:`cet_model.params.ModelParams` (CET: ``CETParams``),
+    stored as given (scikit-learn's rule, so ``clone`` and ``set_params`` work) and checked
+    when ``fit`` starts.
     """
 
     _network = None
-
-    def __init__(self, hidden_sizes=(100,), sigma="net", dropout=0.5, lr=1e-3, batch_size=400,
-                 max_epochs=None, patience=None, device="auto", seed=0, dtype="float32",
-                 optimizer="adam", verbose=False, comment_encoder=None):
-        self.hidden_sizes = hidden_sizes
-        self.sigma = sigma
-        self.dropout = dropout
-        self.lr = lr
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.patience = patience
-        self.device = device
-        self.seed = seed
-        self.dtype = dtype
-        self.optimizer = optimizer
-        self.verbose = verbose
-        self.comment_encoder = comment_encoder  # see cet_model.comments
+    _params_class = ModelParams
+    __init__ = keyword_init(ModelParams)
 
     # --- parameters -------------------------------------------------------------------------
     def _check_params(self) -> None:
-        self.hidden_sizes_ = tuple(int(h) for h in self.hidden_sizes)
-        if self.sigma not in ("net", "constant"):
-            raise ValueError(f"sigma must be 'net' or 'constant', got {self.sigma!r}")
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
-        if not 0.0 <= float(self.dropout) < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if any(h <= 0 for h in self.hidden_sizes_):
-            raise ValueError(f"hidden_sizes must be positive, got {self.hidden_sizes}")
-        for name in ("max_epochs", "patience"):
-            v = getattr(self, name)
-            if v is not None and int(v) < 1:
-                raise ValueError(f"{name} must be >= 1 or None (automatic), got {v}")
-        if not float(self.lr) > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        self.comment_encoder_ = check_spec(self.comment_encoder)
+        """Validate the parameters as given (``params_``: the checked, frozen copy)."""
+        self.params_ = self._params_class(**self.get_params())
+        self.hidden_sizes_ = self.params_.hidden_sizes
+        self.comment_encoder_ = self.params_.comment_encoder
 
     def _config(self) -> TrainConfig:
         return TrainConfig(lr=float(self.lr), batch_size=self.batch_size, max_epochs=self.max_epochs,
@@ -281,32 +256,11 @@ class _Base(BaseEstimator):
 class CETModel(_Base):
     """Conditional event time model: Bernoulli occurrence heads + a log-normal AFT head on [x, c].
 
-    Args:
-        hidden_sizes: hidden layer widths of the encoder h(x) and the decoder (x, c) -> (mu, sigma);
-            ``()`` gives linear models.
-        objective: ``"marginal"`` (default: the exact log marginal likelihood
-            log sum_c p(c|x) p(t,s|c,x)), ``"paper"`` (the original code's objective, which
-            produced the paper's tables: penalty -log eps - log p, eps = 0.7) or ``"bound"``
-            (eq. 8 as printed, log eps = -2). See :mod:`cet_model.objectives`.
-        estimator: ``"auto"`` (the objective's default), for ``marginal`` ``"exact"`` (sum over
-            the censored cells of each row; importance sampling for rows with more than
-            ``max_patterns`` patterns) or ``"importance"``; for ``paper`` and ``bound``
-            ``"gumbel"``, ``"arm"`` or ``"exact"`` (all 2^M patterns, M <= 12).
-        condition_on_occurrence: the time decoder sees [x, c] (True, the paper's model) or x only
-            (False: the events are independent given x and the marginal likelihood factorises,
-            O(M) for any M).
-        sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
-        n_samples: samples per row for gumbel, arm and importance (also Monte Carlo in predictions).
-        temperature: Gumbel-Softmax temperature.
-        log_epsilon: log of the penalty eps = P(event observed | c = 0) of ``paper`` and ``bound``;
-            None takes the objective's default (log 0.7 and -2).
-        max_patterns: per-row budget of the exact marginal sum (2^censored cells); rows beyond it
-            use the importance-weighted bound with ``importance_samples`` draws.
-        lr, batch_size, max_epochs, patience, optimizer: training (Adam by default); ``None``
-            for ``max_epochs`` / ``patience`` sizes the budget to the data (see ``fit``).
-        comment_encoder: ``{"n_aux", "length", "dim", "width"}`` to read X as [aux | L comment
-            embeddings of size D, flattened] through ``cet_model.comments.CommentEncoder`` (all
-            three models take it).
+    Parameters: the fields of :class:`cet_model.params.CETParams` (objective, estimator,
+    condition_on_occurrence, n_samples, temperature, log_epsilon, max_patterns,
+    importance_samples) and of :class:`cet_model.params.ModelParams` (layers, training,
+    device), as keywords. ``CETModel()`` is the product default: the exact log marginal
+    likelihood, a decoder conditioned on the occurrences, an automatic training budget.
 
     Example:
         >>> import numpy as np
@@ -324,31 +278,13 @@ class CETModel(_Base):
 
     _network = CETNetwork
 
-    def __init__(self, hidden_sizes=(100,), objective="marginal", estimator="auto",
-                 condition_on_occurrence=True, sigma="net", n_samples=100, temperature=0.3,
-                 log_epsilon=None, max_patterns=64, importance_samples=32, dropout=0.5, lr=1e-3, batch_size=400,
-                 max_epochs=None, patience=None, device="auto", seed=0, dtype="float32",
-                 optimizer="adam", verbose=False, comment_encoder=None):
-        super().__init__(hidden_sizes, sigma, dropout, lr, batch_size, max_epochs, patience, device,
-                         seed, dtype, optimizer, verbose, comment_encoder)
-        self.objective = objective
-        self.estimator = estimator
-        self.condition_on_occurrence = condition_on_occurrence
-        self.n_samples = n_samples
-        self.temperature = temperature
-        self.log_epsilon = log_epsilon
-        self.max_patterns = max_patterns
-        self.importance_samples = importance_samples
+    _params_class = CETParams
+    __init__ = keyword_init(CETParams)
 
     def _check_params(self) -> None:
         super()._check_params()
-        self.objective_, self.estimator_ = resolve(self.objective, self.estimator)
+        self.objective_, self.estimator_ = self.params_.resolved
         self.log_epsilon_ = log_epsilon_for(self.objective_, self.log_epsilon)
-        if int(self.n_samples) < 1 or not float(self.temperature) > 0:
-            raise ValueError("n_samples must be >= 1 and temperature > 0")
-        if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:
-            raise ValueError(f"max_patterns and importance_samples must be >= 1, got {self.max_patterns} "
-                             f"and {self.importance_samples}")
 
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
         return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,

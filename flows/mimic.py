@@ -50,8 +50,9 @@ def stage(mimic_dir: str, table: str, work_dir: str) -> str:
 
 
 @task(name="build-mimic-dataset")
-def build_dataset(mimic_dir: str, out: str, work_dir: str, params: dict) -> str:
-    path = mimic_build.build(Path(mimic_dir), Path(out), Path(work_dir), mimic_build.MimicParams(**params))
+def build_dataset(staged_parquets: list[str], out: str, work_dir: str, params: mimic_build.MimicParams) -> str:
+    staged = {s.table: s for s in map(mimic_staging.read_staged, map(Path, staged_parquets))}
+    path = mimic_build.build_staged(staged, Path(out), Path(work_dir), params)
     get_run_logger().info("dataset written to %s", path)
     return str(path)
 
@@ -98,8 +99,7 @@ def build_mimic_features(out: str | None = None, mimic_dir: str | None = None, w
         mimic_dir = generate_standin(str(Path(work) / f"standin-{standin_scale:g}-seed{standin_seed}"),
                                      standin_scale, standin_seed)
     staged = stage.map(mimic_dir, list(TABLES), work)
-    staged.wait()
-    path = build_dataset(mimic_dir, out, work, params, wait_for=[staged])
+    path = build_dataset(staged, out, work, mimic_build.MimicParams(**params))
     return record_stage("build-mimic-features", path, key)
 
 

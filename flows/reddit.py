@@ -74,12 +74,11 @@ def scan_rc(path: str, out: str, work: str, first_path: str, end_utc: int, max_e
 
 @task(name="embed-and-build-reddit-dataset")
 def finish(dumps_dir: str, files: list[str], first_path: str, parts: list[str], out: str, work: str,
-           params: dict, scan_stats: list[dict]) -> str:
+           params: reddit_build.RedditParams, scan_stats: list[dict]) -> str:
     import polars as pl
 
-    p = reddit_build.RedditParams(**params)
     path = reddit_build.finish(Path(dumps_dir), files, pl.read_parquet(first_path), [Path(x) for x in parts],
-                               Path(out), Path(work), p, _key(work), scan_stats)
+                               Path(out), Path(work), params, _key(work), scan_stats)
     get_run_logger().info("dataset written to %s", path)
     return str(path)
 
@@ -115,14 +114,16 @@ def build_reddit_features(out: str | None = None, dumps: str | None = None, work
     model, device = model or s.embedding_model, device or s.device
     embedding_cache = embedding_cache or (str(s.embedding_cache) if s.embedding_cache else None)
     key_id = source_key(str(work))  # creates the key file once, before tasks run in parallel
-    params = dict(start=start, comment_end=comment_end, submission_end=submission_end, split_seed=split_seed,
-                  censor_seed=censor_seed, max_error_rate=max_error_rate, model=model, key_id=key_id,
-                  embed_block=s.embed_block)
+    params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
+                                       split_seed=split_seed, censor_seed=censor_seed,
+                                       max_error_rate=max_error_rate, model=model, device=device,
+                                       embedding_cache=embedding_cache, embed_block=s.embed_block)
     remote = bool(dumps) and dumps.startswith(("http://", "https://"))
     source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
                                                                     "standin_seed": standin_seed}
     key, current = check_cache("build-reddit-features", out, {"dumps": dumps} if dumps and not remote else {},
-                               params | source, CODE + ([] if dumps else STANDIN_CODE))
+                               params.key_params() | {"key_id": key_id} | source,
+                               CODE + ([] if dumps else STANDIN_CODE))
     if current:
         return out
     if dumps is None:
@@ -137,10 +138,6 @@ def build_reddit_features(out: str | None = None, dumps: str | None = None, work
         for f in fetched:
             f.result()
         dumps = str(local)
-    params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
-                                       split_seed=split_seed, censor_seed=censor_seed,
-                                       max_error_rate=max_error_rate, model=model, device=device,
-                                       embedding_cache=embedding_cache, embed_block=s.embed_block)
     rs, rc = reddit_build.local_dumps(Path(dumps), params)
     rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
     rs_stats = scan_rs.map([str(Path(dumps) / f.name) for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
@@ -149,8 +146,7 @@ def build_reddit_features(out: str | None = None, dumps: str | None = None, work
     rc_stats = scan_rc.map([str(Path(dumps) / f.name) for f in rc], rc_parts, str(work), first_path,
                            params.end_utc("RC"), max_error_rate)
     stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
-    p = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.__dict__.items()}
-    path = finish(dumps, [f.name for f in rs + rc], first_path, rc_parts, out, str(work), p, stats)
+    path = finish(dumps, [f.name for f in rs + rc], first_path, rc_parts, out, str(work), params, stats)
     return record_stage("build-reddit-features", path, key)
 
 

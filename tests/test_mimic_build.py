@@ -9,6 +9,7 @@ import pytest
 
 from cet_model.dataset import load_dataset
 from flows.lib.mimic.build import MimicParams, build, query, run_sql
+from flows.lib.mimic.staging import stage_all
 from tests.mimic_fixture import write_fixture
 
 DEMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "mimic-iii-demo"
@@ -17,7 +18,7 @@ TINY = MimicParams(n_chart=2, n_lab=1, n_output=1)
 
 @pytest.fixture
 def tiny_sql(tmp_path):
-    con, _ = run_sql(write_fixture(tmp_path / "mimic"), tmp_path / "work", TINY)
+    con = run_sql(stage_all(write_fixture(tmp_path / "mimic"), tmp_path / "staged"), tmp_path / "work", TINY)
     yield con
     con.close()
 

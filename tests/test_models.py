@@ -252,3 +252,18 @@ def test_frames_record_and_check_feature_names(small_survival, frame, tmp_path):
     assert list(again.feature_names_in_) == ["age", "lactate", "wbc"]
     with pytest.raises(ValueError, match="in another order"):
         again.predict_time(make({k: cols[k] for k in ("wbc", "age", "lactate")}))
+
+
+def test_hyper_parameters_are_listed_once_in_the_params_dataclasses():
+    import dataclasses
+
+    from cet_model.params import CETParams, ModelParams
+
+    assert set(CETModel().get_params()) == {f.name for f in dataclasses.fields(CETParams)}
+    assert set(ETModel().get_params()) == set(BCModel().get_params()) == {f.name for f in dataclasses.fields(ModelParams)}
+    assert CETModel().get_params() == dataclasses.asdict(CETParams())  # the same defaults
+    with pytest.raises(TypeError, match="unexpected parameters \\['hidden'\\]"):
+        CETModel(hidden=3)
+    model = CETModel(dropout=2.0)  # stored as given; refused when fit starts
+    with pytest.raises(ValueError, match="dropout must be in"):
+        model.fit(np.zeros((4, 1)), np.ones((4, 1)), np.ones((4, 1)))

@@ -27,7 +27,7 @@ from cet_model.dataset import event_columns, write_dataset
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.sql_runner import SQL_ROOT, run_sql_file, set_variables
 from flows.lib.mimic.schema import TABLES
-from flows.lib.mimic.staging import connect, stage_table
+from flows.lib.mimic.staging import StagedTable, connect, stage_all
 
 log = logging.getLogger("flows.mimic.build")
 
@@ -79,10 +79,13 @@ def split_subjects(subject_ids: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2)
     return pl.DataFrame({"subject_id": ids.astype(np.int64), "split": split.astype(str)})
 
 
-def run_sql(mimic_dir: Path, work_dir: Path, params: MimicParams):
-    """Stage the tables and run the SQL; returns (connection, staged tables)."""
+def run_sql(staged: dict[str, StagedTable], work_dir: Path, params: MimicParams):
+    """Run ``sql/mimic`` on the staged tables; returns the DuckDB connection holding the marts."""
+    missing = [t for t in TABLES if t not in staged]
+    if missing:
+        raise ValueError(f"staged tables missing: {missing}; the build reads {list(TABLES)}")
+    work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    staged = {t: stage_table(mimic_dir, t, work_dir / "staged") for t in TABLES}
     con = connect(params.memory_limit, work_dir / "duckdb-tmp")
     set_variables(con, {f"{t.lower()}_parquet": str(s.parquet) for t, s in staged.items()})
     con.register("event_items", pl.DataFrame(
@@ -94,13 +97,14 @@ def run_sql(mimic_dir: Path, work_dir: Path, params: MimicParams):
         if step is None:
             subjects = con.execute("SELECT DISTINCT subject_id FROM int_admissions_origin").fetchnumpy()["subject_id"]
             if subjects.size == 0:
-                raise ValueError(f"{mimic_dir}: empty cohort (no admission has both chart and lab rows)")
+                raise ValueError(f"{staged['ADMISSIONS'].parquet.parent}: empty cohort (no admission has both "
+                                 "chart and lab rows)")
             con.register("subject_splits", split_subjects(subjects, params.split_seed, params.split_fractions))
             continue
         run_sql_file(con, SQL_ROOT / "mimic" / step, bound)
         log.info("sql: %s", step)
         crash_point("sql")
-    return con, staged
+    return con
 
 
 def query(con, sql: str) -> pl.DataFrame:
@@ -157,9 +161,14 @@ def features_frame(long: pl.DataFrame, cohort: pl.DataFrame, names: list[str]) -
 
 
 def build(mimic_dir, out_dir, work_dir, params: MimicParams = MimicParams()) -> Path:
-    """Build the MIMIC dataset folder ``out_dir`` from the tables in ``mimic_dir``."""
-    mimic_dir, out_dir, work_dir = Path(mimic_dir), Path(out_dir), Path(work_dir)
-    con, staged = run_sql(mimic_dir, work_dir, params)
+    """Stage the tables in ``mimic_dir`` (under ``work_dir/staged``), then ``build_staged``."""
+    return build_staged(stage_all(mimic_dir, Path(work_dir) / "staged"), out_dir, work_dir, params)
+
+
+def build_staged(staged: dict[str, StagedTable], out_dir, work_dir, params: MimicParams = MimicParams()) -> Path:
+    """Build the MIMIC dataset folder ``out_dir`` from staged tables (``staging.stage_table``)."""
+    out_dir, work_dir = Path(out_dir), Path(work_dir)
+    con = run_sql(staged, work_dir, params)
     cohort = query(con, "SELECT hadm_id, split FROM int_admissions_split ORDER BY hadm_id")
     items = query(con, "SELECT * FROM int_items_selected ORDER BY source, item_rank")
     names = feature_columns(items)

@@ -34,6 +34,7 @@ STAGING_VERSION = 1
 
 @dataclass(frozen=True)
 class StagedTable:
+    """One MIMIC table converted to typed parquet, with its source's fingerprint (sha256)."""
     table: str
     parquet: Path
     rows: int
@@ -101,6 +102,25 @@ def _cached(out_dir: Path, table: str, src: Path) -> dict | None:
     if rec.get("size") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns:
         return rec
     return rec if rec.get("sha256") == fingerprint(src) and rec.get("size") == st.st_size else None
+
+
+def read_staged(parquet: Path) -> StagedTable:
+    """The StagedTable behind a staged parquet (from its sidecar record): what a staging task
+    hands to the build. A missing or unreadable record is an error naming the file."""
+    parquet = Path(parquet)
+    side = _sidecar(parquet.parent, parquet.stem)
+    try:
+        rec = json.loads(side.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{side}: no readable staging record for {parquet.name} ({exc})") from None
+    if rec.get("version") != STAGING_VERSION or rec.get("table") != parquet.stem or not parquet.is_file():
+        raise ValueError(f"{side}: not a current staging record of {parquet}")
+    return StagedTable(rec["table"], parquet, int(rec["rows"]), rec["sha256"], False)
+
+
+def stage_all(mimic_dir, out_dir) -> dict[str, StagedTable]:
+    """Stage every table the build reads (``TABLES``), one after another."""
+    return {t: stage_table(mimic_dir, t, out_dir) for t in TABLES}
 
 
 def connect(memory_limit: str = "4GB", temp_dir: Path | None = None, threads: int | None = None):
