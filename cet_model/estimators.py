@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from .losses import bernoulli_log_prob, bernoulli_log_prob_cells
-from .objectives import resolve
+from .objectives import OBJECTIVES, resolve
 
 RowLogLik = Callable[[torch.Tensor], torch.Tensor]
 MAX_EXACT_EVENTS = 12
@@ -199,7 +199,7 @@ MARGINAL_ESTIMATORS: dict[str, Callable[..., Estimate]] = {"exact": marginal_exa
 def get_estimator(objective: str, estimator: str) -> Callable[..., Estimate]:
     """The estimator function for a (resolved) pair of :mod:`cet_model.objectives`."""
     objective, estimator = resolve(objective, estimator)
-    return (MARGINAL_ESTIMATORS if objective == "marginal" else ESTIMATORS)[estimator]
+    return (MARGINAL_ESTIMATORS if OBJECTIVES[objective].sums_patterns else ESTIMATORS)[estimator]
 
 
 def evaluation_estimate(logits, row_loglik, *, objective, n_samples, generator=None, **marginal_kw) -> Estimate:
@@ -207,7 +207,7 @@ def evaluation_estimate(logits, row_loglik, *, objective, n_samples, generator=N
     budget, else the importance-weighted bound. Jensen-type: exact when 2^M <= n_samples, else
     Monte Carlo with hard samples (not the relaxation)."""
     m = logits.shape[1]
-    if objective == "marginal":
+    if OBJECTIVES[objective].sums_patterns:
         return marginal_exact(logits, row_loglik, n_samples=n_samples, generator=generator, **marginal_kw)
     if 2**m <= n_samples:
         return exact(logits, row_loglik)

@@ -26,7 +26,7 @@ from . import losses
 from .comments import check_spec
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
 from .networks import BCNetwork, CETNetwork, ETNetwork
-from .objectives import log_epsilon_for
+from .objectives import OBJECTIVES, log_epsilon_for
 from .params import CETParams, ModelParams, keyword_init
 from .train import TrainConfig, train
 from .validation import check_features, check_survival, column_names
@@ -284,6 +284,7 @@ class CETModel(_Base):
     def _check_params(self) -> None:
         super()._check_params()
         self.objective_, self.estimator_ = self.params_.resolved
+        self.sums_patterns_ = OBJECTIVES[self.objective_].sums_patterns
         self.log_epsilon_ = log_epsilon_for(self.objective_, self.log_epsilon)
 
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
@@ -306,19 +307,14 @@ class CETModel(_Base):
     def _row_loglik(self, x, logits, log_t, s, mask):
         """row_loglik(c, rows=None): c (r, K, M) -> log p(t, s | c, x) summed over events, (r, K)."""
         log_p = torch.nn.functional.logsigmoid(logits)
+        cell_loglik = OBJECTIVES[self.objective_].cell
 
         def row_loglik(c, rows=None):
             def pick(a):
                 return a if rows is None or a is None else a[rows]
             mu, log_sigma = self._decode(pick(x), c)
             lt, ss = pick(log_t).unsqueeze(1), pick(s).unsqueeze(1)
-            if self.objective_ == "marginal":
-                cell = losses.marginal_cell_loglik(c, lt, ss, mu, log_sigma)
-            elif self.objective_ == "paper":
-                cell = losses.paper_cell_loglik(c, lt, ss, mu, log_sigma, self.log_epsilon_,
-                                                pick(log_p).unsqueeze(1))
-            else:
-                cell = losses.bound_cell_loglik(c, lt, ss, mu, log_sigma, self.log_epsilon_)
+            cell = cell_loglik(c, lt, ss, mu, log_sigma, self.log_epsilon_, pick(log_p).unsqueeze(1))
             mk = pick(mask)
             if mk is not None:
                 cell = torch.where(mk.unsqueeze(1) > 0.5, cell, torch.zeros_like(cell))
@@ -343,7 +339,7 @@ class CETModel(_Base):
     def _estimate(self, x, log_t, s, mask, *, train: bool, generator=None):
         x = self.net_.features(x)
         logits = self.net_.encoder(x)
-        if self.objective_ == "marginal" and (not self._conditioned or self.n_events_ == 1):
+        if self.sums_patterns_ and (not self._conditioned or self.n_events_ == 1):
             # closed form: the events are independent given x, or M = 1, where the decoder only
             # matters at c = 1 (c = 0 makes an observed event impossible and a censored one certain)
             if self._conditioned:
@@ -357,7 +353,7 @@ class CETModel(_Base):
             return Estimate(surrogate=value, value=value)
         row_loglik = self._row_loglik(x, logits, log_t, s, mask)
         kw = dict(n_samples=int(self.n_samples), temperature=float(self.temperature))
-        if self.objective_ == "marginal":
+        if self.sums_patterns_:
             free = s < 0.5 if mask is None else (s < 0.5) | (mask < 0.5)
             kw |= dict(free=free, proposal=self._proposal(x, logits, log_t, s, mask),
                        max_patterns=int(self.max_patterns), n_samples=int(self.importance_samples))
@@ -369,7 +365,7 @@ class CETModel(_Base):
 
     @property
     def _max_events(self):
-        if self.objective_ != "marginal" and self.estimator_ == "exact":
+        if not self.sums_patterns_ and self.estimator_ == "exact":
             return MAX_EXACT_EVENTS
         return None
 
@@ -385,7 +381,7 @@ class CETModel(_Base):
     def _objective_value(self, x, log_t, s, mask) -> float:
         """Mean negative objective per row and event, with common random numbers across calls."""
         gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 3)
-        if self.objective_ == "marginal":
+        if self.sums_patterns_:
             k = max(int(self.importance_samples) + 1, int(self.max_patterns)) if self._conditioned else 1
         else:
             k = max(int(self.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)

@@ -28,23 +28,38 @@ paper (``paper``) and to show what eq. 8 as printed does (``bound``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from . import losses
 
 
 @dataclass(frozen=True)
 class Objective:
+    """One objective: which estimators serve it, its penalty default and its per-cell term.
+
+    ``sums_patterns``: True when the row's objective is the log of a sum over the occurrence
+    patterns c (the marginal likelihood), False when it is an expectation over c of a per-cell
+    log term (the Jensen-type objectives). ``cell(c, log_t, s, mu, log_sigma, log_epsilon, log_p)``
+    is that per-cell term, shape of c.
+    """
+
     name: str
     estimators: tuple[str, ...]  # the first is the default ("auto")
     default_log_epsilon: float | None  # eps = P(event observed | c = 0) in the Jensen objectives
+    sums_patterns: bool
+    cell: Callable
     summary: str
 
 
 OBJECTIVES: dict[str, Objective] = {
-    "marginal": Objective("marginal", ("exact", "importance"), None,
+    "marginal": Objective("marginal", ("exact", "importance"), None, True,
+                          lambda c, lt, s, mu, ls, log_eps, log_p: losses.marginal_cell_loglik(c, lt, s, mu, ls),
                           "exact log marginal likelihood log sum_c p(c|x) p(t,s|c,x)"),
-    "paper": Objective("paper", ("gumbel", "arm", "exact"), math.log(0.7),
+    "paper": Objective("paper", ("gumbel", "arm", "exact"), math.log(0.7), False, losses.paper_cell_loglik,
                        "the original code's objective: penalty -log eps - log p, eps = 0.7"),
-    "bound": Objective("bound", ("gumbel", "arm", "exact"), -2.0,
+    "bound": Objective("bound", ("gumbel", "arm", "exact"), -2.0, False,
+                       lambda c, lt, s, mu, ls, log_eps, log_p: losses.bound_cell_loglik(c, lt, s, mu, ls, log_eps),
                        "eq. 8 as printed: penalty -log eps"),
 }
 ESTIMATOR_NAMES = ("gumbel", "arm", "exact", "importance")
