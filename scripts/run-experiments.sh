@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's experiment tables: search, then repeated runs, on every dataset.
+# The experiment tables of docs/results.md: search, then repeated runs, on every dataset.
 #
 #   bash scripts/run-experiments.sh [mimic-demo|synthetic-reference|synthetic-independent|mimic-standin|reddit-standin ...]
 #

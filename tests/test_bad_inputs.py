@@ -1,4 +1,4 @@
-"""Bad inputs the other test files do not already cover (RELIABILITY.md lists the whole catalogue).
+"""Bad inputs the other test files do not already cover (docs/reliability.md lists the whole catalogue).
 
 Each case asserts a clear error naming the file, row or field, and that nothing was written.
 """

@@ -1,7 +1,6 @@
 """The MIMIC build: a hand-made fixture checked by hand, and the real demo end to end."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -10,9 +9,9 @@ import pytest
 from cet_model.dataset import load_dataset
 from flows.lib.mimic.build import MimicParams, build, query, run_sql
 from flows.lib.mimic.staging import stage_all
+from tests.demo import DEMO, requires_demo
 from tests.mimic_fixture import write_fixture
 
-DEMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "mimic-iii-demo"
 TINY = MimicParams(n_chart=2, n_lab=1, n_output=1)
 
 
@@ -74,7 +73,7 @@ def test_split_statistics_come_from_training_rows_only(tmp_path):
     assert set(np.concatenate([ds.train.ids, ds.val.ids, ds.test.ids])) == set(range(101, 111))
 
 
-@pytest.mark.skipif(not DEMO.is_dir(), reason="the MIMIC-III demo is not next to the repo")
+@requires_demo
 def test_real_demo_builds_end_to_end(tmp_path):
     path = build(DEMO, tmp_path / "mimic", tmp_path / "work")
     ds = load_dataset(path)

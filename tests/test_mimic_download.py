@@ -2,17 +2,16 @@
 
 import gzip
 import shutil
-from pathlib import Path
 
 import pytest
 
 from flows.lib.infra.download import DownloadError, sha256_file
 from flows.lib.mimic.download import fetch_verified_folder
 from flows.lib.mimic.staging import stage_table
+from tests.demo import DEMO, requires_demo
 from tests.http_server import FileServer
 
-DEMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "mimic-iii-demo"
-pytestmark = pytest.mark.skipif(not DEMO.is_dir(), reason="the MIMIC-III demo is not next to the repo")
+pytestmark = requires_demo
 SMALL = ["ADMISSIONS.csv", "D_LABITEMS.csv", "PATIENTS.csv"]
 
 

@@ -1,4 +1,4 @@
-"""Staging of MIMIC-III tables on the real open demo (../shared/data/mimic-iii-demo)."""
+"""Staging of MIMIC-III tables on the real open demo (``tests/demo.py`` says where it is)."""
 
 import csv
 import gzip
@@ -11,12 +11,12 @@ import pytest
 
 from flows.lib.mimic.schema import TABLES
 from flows.lib.mimic.staging import stage_table
+from tests.demo import DEMO, requires_demo
 
-DEMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "mimic-iii-demo"
 DEMO_ROWS = {"PATIENTS": 100, "ADMISSIONS": 129, "ICUSTAYS": 136, "CHARTEVENTS": 758_355,
              "LABEVENTS": 76_074, "OUTPUTEVENTS": 11_320, "D_ITEMS": 12_487, "D_LABITEMS": 753}
 
-pytestmark = pytest.mark.skipif(not DEMO.is_dir(), reason="the MIMIC-III demo is not next to the repo")
+pytestmark = requires_demo
 
 
 def _rows(path):

@@ -7,7 +7,7 @@ from scipy import optimize, special, stats
 
 from cet_model import CETModel, ETModel
 
-# lifelines LogNormalAFTFitter on rossi (../shared/reference/survival-libraries.md)
+# lifelines LogNormalAFTFitter on rossi (lifelines' documented example data)
 ROSSI = {"fin": 0.34283, "age": 0.02721, "race": -0.36311, "wexp": 0.26813, "mar": 0.46024,
          "paro": 0.05588, "prio": -0.06552}
 ROSSI_INTERCEPT, ROSSI_LOG_SIGMA, ROSSI_LL = 4.26754, 0.25816, -683.23463

@@ -1,4 +1,4 @@
-"""Services bind 127.0.0.1 and serve no dashboard by default (RELIABILITY.md section 5)."""
+"""Services bind 127.0.0.1 and serve no dashboard by default (docs/reliability.md section 5)."""
 
 import re
 import socket
@@ -43,7 +43,7 @@ def test_the_temporary_prefect_server_is_loopback_only_without_a_ui():
 def test_every_documented_server_command_binds_loopback():
     """Every ``prefect server start`` users are told to run names --host 127.0.0.1."""
     commands = []
-    for path in [REPO / "README.md", REPO / ".env.example",
+    for path in [REPO / "README.md", *REPO.glob("docs/*.md"), REPO / ".env.example",
                  *REPO.glob("flows/**/*.py"), *REPO.glob("scripts/*.sh")]:
         for line in path.read_text().splitlines():
             if re.search(r"prefect server start", line):

@@ -1,12 +1,9 @@
-from pathlib import Path
 
-import pytest
 
 from cet_model.dataset import load_dataset
 from flows.mimic import build_mimic_features, main
+from tests.demo import DEMO, requires_demo
 from tests.mimic_fixture import write_fixture
-
-DEMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "mimic-iii-demo"
 
 
 def test_flow_builds_the_fixture_and_reports_completed(tmp_path):
@@ -27,7 +24,7 @@ def test_flow_defaults_to_a_generated_standin(tmp_path, capsys):
     assert len(ds.train) + len(ds.val) + len(ds.test) == ds.manifest["cohort"]["cohort_admissions"] > 50
 
 
-@pytest.mark.skipif(not DEMO.is_dir(), reason="the MIMIC-III demo is not next to the repo")
+@requires_demo
 def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys):
     import gzip
     import shutil

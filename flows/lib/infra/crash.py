@@ -1,4 +1,4 @@
-"""Crash points for the crash-consistency tests (RELIABILITY.md section 2).
+"""Crash points for the crash-consistency tests (docs/reliability.md section 2).
 
 ``CET_CRASH_AT=<point>`` makes the process kill itself with SIGKILL when it reaches that point,
 as a power cut or the kernel's OOM killer would: no exception, no cleanup, no flushing. Unset

@@ -6,7 +6,7 @@ pivot, impute and standardise with training statistics; censor with the shared f
 write the folder atomically. Only aggregate counts and item metadata reach the manifest and
 the logs: no MIMIC row values.
 
-Decisions (see the README): the unit is the hospital admission with chart and lab rows; the
+Decisions (docs/datasets.md): the unit is the hospital admission with chart and lab rows; the
 origin of both the window and the event times is min(ADMITTIME, first chart row, first lab
 row); the window is [origin, origin + 24 h] (nothing before the origin is used); event times
 are hours from the origin plus 0.01 h (as the reference did, so an event at the origin has

@@ -1,0 +1,73 @@
+"""The README is a front page and the docs hold together: links resolve, nothing points
+outside the repository, the README's example runs and prints what it says."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    body = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", body, flags=re.M)}
+
+
+def test_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines; details belong in docs/"
+    commands = [line for line in lines[:8] if line.startswith("bash scripts/")]
+    assert [c.split()[1] for c in commands] == ["scripts/run-main.sh", "scripts/run-tests.sh"]
+    for script in ("scripts/run-main.sh", "scripts/run-tests.sh"):
+        assert (ROOT / script).is_file()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_relative_links_resolve(page):
+    broken = []
+    for m in LINK.finditer(page.read_text()):
+        target = m.group(1) or m.group(2)
+        if re.match(r"^[a-z]+://|^mailto:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(target)
+    assert broken == [], f"{page.name}: broken links {broken}"
+
+
+def test_nothing_refers_to_paths_outside_the_repository():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    offending = []
+    for rel in tracked:
+        path = ROOT / rel
+        if path.suffix not in (".md", ".py", ".toml", ".sh", ".sql", ".cfg", ".example", "") or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if "../shared" in text or "/work/" in text:
+            offending.append(rel)
+    assert offending == []
+
+
+@pytest.mark.slow
+def test_readme_example_runs_as_written(tmp_path):
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, flags=re.S).group(1)
+    claimed = re.search(r"AUC against the true occurrence: ([0-9.]+)", code).group(1)
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == claimed
+    assert (tmp_path / "models" / "example-cet" / "weights.safetensors").is_file()
