@@ -17,6 +17,7 @@ from cet_model.atomic import write_text
 from .tables import average_table
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+FORMER_CLI = "python -m cet_model.experiments"  # the harness lived in cet_model until the architecture change
 
 # folder under the results dir -> (heading, command, note), in the order of the page
 SECTIONS = {
@@ -37,7 +38,11 @@ def section(name: str, heading: str, command: str | None, note: str, folder: Pat
              f"(split sizes {ds.get('split_sizes')}). Machine: {m.get('processor')}, {m.get('cpu_count')} cores, "
              f"torch {m.get('torch')}, CUDA: {m.get('cuda')}."]
     if result.get("command"):
-        parts.append(f"As run: `{result['command']}`.")
+        command = result["command"]
+        renamed = command.startswith(FORMER_CLI)
+        command = command.replace(FORMER_CLI, "python -m cet_experiments", 1)
+        parts.append(f"As run: `{command}`" + (" (then under the harness's former name, "
+                                               "`python -m cet_model.experiments`)." if renamed else "."))
     if search:
         best = search["best"]
         parts.append(f"Search: {search['budget']} trials; chosen estimator {best['estimator']}, "

@@ -271,7 +271,7 @@ class CETModel(_Base):
         >>> cens = rng.uniform(0.1, 3.0, 300)
         >>> S = (c & (t_event < cens)).astype(float)[:, None]
         >>> T = np.where(S[:, 0] == 1, t_event, cens)[:, None]
-        >>> model = CETModel(hidden_sizes=(), device="cpu").fit(X, T, S)
+        >>> model = CETModel(hidden_sizes=(), lr=0.05, max_epochs=300, device="cpu").fit(X, T, S)
         >>> round(float(model.predict_occurrence(X).mean()), 1)
         0.5
     """

@@ -36,7 +36,7 @@ class ModelParams:
             linear models.
         sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
         dropout: dropout rate of the hidden layers, in [0, 1).
-        lr, batch_size, optimizer: Adam (default) or L-BFGS settings.
+        lr, batch_size, optimizer: Adam (default) or L-BFGS settings; ``batch_size=None`` is full batch.
         max_epochs, patience: ``None`` sizes the budget to the data (>= 100 epochs and >= 5,000
             optimizer steps; patience stretched alike, see ``cet_model.train``).
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:n]"``.
@@ -75,8 +75,8 @@ class ModelParams:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not float(self.lr) > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
-        if int(self.batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.batch_size is not None and int(self.batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1 or None (full batch), got {self.batch_size}")
         for name in ("max_epochs", "patience"):
             v = getattr(self, name)
             if v is not None and int(v) < 1:

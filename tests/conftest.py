@@ -20,3 +20,12 @@ def small_survival():
     s = ((c == 1) & (t_true < cens)).astype(float)
     t = np.where(s == 1, t_true, cens)
     return x, t, s, c
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that start a Prefect server (tests/flows/, tests/serve/) are slow: the quick loop
+    (``pytest -m "not slow"``) leaves them to CI, which runs everything."""
+    for item in items:
+        parts = item.path.parts
+        if "tests" in parts and parts[parts.index("tests") + 1] in ("flows", "serve"):
+            item.add_marker(pytest.mark.slow)

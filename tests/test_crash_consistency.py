@@ -22,6 +22,8 @@ import pytest
 from flows.lib.infra.crash import POINTS
 from tests.prefect_server import _free_port, _start_server, _stop
 
+pytestmark = pytest.mark.slow  # kills the pipeline inside every stage, then reruns it (minutes)
+
 REPO = Path(__file__).resolve().parents[1]
 # the order the pipeline reaches them: synthetic is trained before MIMIC is staged
 ORDER = ("train", "staging", "sql", "scan", "embed", "report")

@@ -106,6 +106,7 @@ def test_unknown_estimator_and_objective_combinations():
         CETModel(objective="elbo").fit(x, t, s)
 
 
+@pytest.mark.slow
 def test_fused_layer_matches_unfused_and_gradcheck():
     torch.manual_seed(0)
     a = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)

@@ -16,6 +16,7 @@ def tiny_dataset(tmp_path_factory):
     return load_dataset(synthetic.write(path, "independent", n=600, split_sizes=(360, 120, 120)))
 
 
+@pytest.mark.slow
 def test_report_writes_table_and_metrics_that_agree(tmp_path, tiny_dataset):
     result = experiments.run(tiny_dataset, runs=2, hidden_sizes=(8,), max_epochs=2, patience=2, progress=False)
     experiments.write_report(result, tmp_path, "tiny")
@@ -53,6 +54,7 @@ def test_cli_on_an_existing_dataset(tmp_path, tiny_dataset, capsys):
         experiments.run(tiny_dataset, runs=1, models=("XGB",))
 
 
+@pytest.mark.slow
 def test_report_command_writes_every_table_and_figure(tmp_path, tiny_dataset, capsys):
     out = tmp_path / "rep"
     rc = experiments.main(["dataset", "--data", str(tiny_dataset.path), "--runs", "2", "--hidden", "8",

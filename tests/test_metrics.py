@@ -25,6 +25,7 @@ def survival_with_ties(draw):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(survival_with_ties())
+@pytest.mark.slow
 def test_cindex_matches_lifelines_and_sksurv(data):
     t, pred, e = data
     try:

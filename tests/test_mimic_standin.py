@@ -42,6 +42,7 @@ def _raw_lines(path, n=2000):
         return [line for _, line in zip(range(n), fh, strict=False)]
 
 
+@pytest.mark.slow
 def test_every_table_is_in_the_full_release_dialect(standin):
     for table, columns in TABLES.items():
         path = standin / f"{table}.csv.gz"
@@ -127,6 +128,7 @@ def test_features_carry_the_planted_factors(standin, built):
     assert all(v is None or v > 0.6 for v in man["oracle_auc"].values())
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     a = mimic_standin.generate(tmp_path / "a", scale=0.0005, seed=1, progress=False)
     b = mimic_standin.generate(tmp_path / "b", scale=0.0005, seed=1, progress=False)
@@ -135,6 +137,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     assert (a / "SHA256SUMS.txt").read_text() != (c / "SHA256SUMS.txt").read_text()
 
 
+@pytest.mark.slow
 def test_existing_folder_is_kept_and_a_failure_leaves_nothing(tmp_path, monkeypatch):
     out = tmp_path / "m"
     mimic_standin.generate(out, scale=0.0005, progress=False)
@@ -171,6 +174,7 @@ def test_event_values_use_the_real_text_formats():
     assert "NEG" in v and any(x is not None for x in vn)
 
 
+@pytest.mark.slow
 def test_rebuilding_the_same_input_gives_the_same_bytes(standin, built, tmp_path):
     """DuckDB's threads combine partial sums in varying order; the window means and sums add
     exact decimals so a rebuild is byte-identical (the double sums differed in their last bits)."""

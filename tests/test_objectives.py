@@ -192,6 +192,7 @@ def _cure_nll(theta, t, s):
     return -ll.sum()
 
 
+@pytest.mark.slow
 def test_default_intercept_only_fit_reaches_the_mixture_cure_mle():
     """Lymphoma (lifelines; 80 patients, 54 deaths): a linear CETModel with every other argument at
     its default, on no features, lands on the mixture-cure maximum likelihood fitted by scipy

@@ -14,6 +14,8 @@ from flows.lib.reddit.cohort import pseudonym
 from flows.lib.reddit.subreddits import SUBREDDITS
 from flows.lib.standin import reddit as reddit_standin
 
+pytestmark = pytest.mark.slow  # builds a whole dataset once per module (tens of seconds)
+
 MONTHS = reddit_standin.Months("2015-09", "2016-06", "2016-12")  # includes string created_utc months
 PARAMS = RedditParams(start="2015-09", comment_end="2016-06", submission_end="2016-12")
 KEY = "test-pseudonym-key"
