@@ -28,6 +28,7 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 from prefect import flow
+from flows.lib.flow_params import MimicBuildParams  # noqa: E402
 from flows.mimic import build_mimic_features
 from flows.lib.mimic.build import MimicParams, run_sql
 from flows.lib.mimic.staging import stage_all
@@ -39,7 +40,7 @@ def warm_up():
 src, out, work = sys.argv[1:4]
 warm_up()
 t0 = time.perf_counter()
-build_mimic_features(out=out, mimic_dir=src, work_dir=work)
+build_mimic_features(MimicBuildParams(out=out, mimic_dir=src, work_dir=work))
 flow_s = time.perf_counter() - t0
 t0 = time.perf_counter()
 con = run_sql(stage_all(Path(src), Path(work) / "staged"), Path(work), MimicParams())  # staged parquet reused

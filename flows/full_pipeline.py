@@ -22,6 +22,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
+from flows.lib.flow_params import FullPipelineParams, TrainEvaluateParams
 from flows.lib.infra.runners import with_runner
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import report as report_lib
@@ -38,19 +39,15 @@ def write_report(entries: list[dict], reports_dir: str) -> str:
 
 
 @flow(name="full-pipeline")
-def full_pipeline(datasets: list[str] | None = None, max_epochs: int | None = None, hidden: int | None = None,
-                  seed: int | None = None) -> str:
+def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
     """Build each dataset (skipped when unchanged), train-evaluate it, then write the report."""
     s = Settings()
-    datasets = list(BUILDS) if datasets is None else datasets
-    unknown = [d for d in datasets if d not in BUILDS]
-    if unknown:
-        raise ValueError(f"unknown datasets {unknown}; choose from {list(BUILDS)}")
     entries = []
-    for name in datasets:
+    for name in params.datasets:
         build = with_runner(build_flow(name), s.task_runner, s.dask_workers)
         path = build()
-        entries.append(train_evaluate(dataset=path, name=name, max_epochs=max_epochs, hidden=hidden, seed=seed))
+        entries.append(train_evaluate(TrainEvaluateParams(dataset=path, name=name, max_epochs=params.max_epochs,
+                                                          hidden=params.hidden, seed=params.seed)))
     return write_report(entries, str(s.reports_dir))
 
 
@@ -65,7 +62,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     t0 = time.perf_counter()
-    path = full_pipeline(datasets=datasets, max_epochs=args.max_epochs, hidden=args.hidden, seed=args.seed)
+    try:
+        params = FullPipelineParams(datasets=datasets, max_epochs=args.max_epochs, hidden=args.hidden, seed=args.seed)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    path = full_pipeline(params)
     print(f"report: {path} ({time.perf_counter() - t0:.0f} s)")
     return 0
 

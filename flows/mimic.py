@@ -19,6 +19,7 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, work_dir_for
+from flows.lib.flow_params import MimicBuildParams
 from flows.lib.infra.settings import Settings
 from flows.lib.mimic import build as mimic_build
 from flows.lib.mimic import download as mimic_download
@@ -64,11 +65,7 @@ STANDIN_CODE = ["flows.lib.standin.mimic", "flows.lib.standin.mimic_cohort", "fl
 
 
 @flow(name="build-mimic-features")
-def build_mimic_features(out: str | None = None, mimic_dir: str | None = None, work_dir: str | None = None,
-                         download_demo_url: str | None = None, window_hours: int = 24, n_chart: int = 80,
-                         n_lab: int = 30, n_output: int = 10, split_seed: int = 0, censor_seed: int = 0,
-                         memory_limit: str = "2500MB", window_events: str = "keep",
-                         standin_scale: float | None = None, standin_seed: int = 0) -> str:
+def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
     """MIMIC-III v1.4 tables -> typed parquet -> SQL -> a dataset folder in the contract.
 
     The source is ``mimic_dir`` (default: the CET_MIMIC_DIR setting), or the open demo
@@ -77,20 +74,17 @@ def build_mimic_features(out: str | None = None, mimic_dir: str | None = None, w
     already holds a build of the same inputs, parameters and code.
     """
     s = Settings()
-    out = out or str(s.dataset_dir("mimic"))
-    work = work_dir_for(out, work_dir)
-    if mimic_dir and download_demo_url:
-        raise ValueError("give mimic_dir or download_demo_url, not both")
+    out = params.out or str(s.dataset_dir("mimic"))
+    work = work_dir_for(out, params.work_dir)
+    mimic_dir, download_demo_url, standin_seed = params.mimic_dir, params.download_demo_url, params.standin_seed
     if not mimic_dir and not download_demo_url and s.mimic_dir:
         mimic_dir = str(s.mimic_dir)
-    standin_scale = standin_scale if standin_scale is not None else s.mimic_standin_scale
-    params = dict(window_hours=window_hours, n_chart=n_chart, n_lab=n_lab, n_output=n_output,
-                  split_seed=split_seed, censor_seed=censor_seed, memory_limit=memory_limit,
-                  window_events=window_events)
+    standin_scale = params.standin_scale if params.standin_scale is not None else s.mimic_standin_scale
+    build_params = params.build_params()
     source = ({"mimic_dir": "given"} if mimic_dir else {"demo_url": download_demo_url} if download_demo_url
               else {"standin_scale": standin_scale, "standin_seed": standin_seed})
     key, current = check_cache("build-mimic-features", out, {"mimic": mimic_dir} if mimic_dir else {},
-                               params | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
+                               build_params.key_params() | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
     if current:
         return out
     if download_demo_url:
@@ -99,7 +93,7 @@ def build_mimic_features(out: str | None = None, mimic_dir: str | None = None, w
         mimic_dir = generate_standin(str(Path(work) / f"standin-{standin_scale:g}-seed{standin_seed}"),
                                      standin_scale, standin_seed)
     staged = stage.map(mimic_dir, list(TABLES), work)
-    path = build_dataset(staged, out, work, mimic_build.MimicParams(**params))
+    path = build_dataset(staged, out, work, build_params)
     return record_stage("build-mimic-features", path, key)
 
 
@@ -139,10 +133,14 @@ def main(argv=None) -> int:
             ap.error(str(exc))
         print(path)
         return 0
-    path = build_mimic_features(out=args.out, mimic_dir=args.mimic_dir, work_dir=args.work_dir,
-                                download_demo_url=args.download_demo, window_hours=args.window_hours,
-                                split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit,
-                                window_events=args.window_events, standin_scale=args.standin_scale)
+    try:
+        params = MimicBuildParams(out=args.out, mimic_dir=args.mimic_dir, work_dir=args.work_dir,
+                                  download_demo_url=args.download_demo, window_hours=args.window_hours,
+                                  split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit,
+                                  window_events=args.window_events, standin_scale=args.standin_scale)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    path = build_mimic_features(params)
     print(path)
     return 0
 

@@ -16,6 +16,7 @@ import sys
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
+from flows.lib.flow_params import PredictParams
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import predict as predict_lib
 
@@ -28,14 +29,11 @@ def score(features: str, version: str, out: str, quantiles: list[float], sequenc
 
 
 @flow(name="predict")
-def predict(features: str, out: str, dataset: str | None = None, version: str | None = None,
-            quantiles: list[float] | None = None, sequences: str | None = None) -> str:
-    """Score ``features`` with ``dataset``'s promoted model (or ``version``) and write ``out``."""
+def predict(params: PredictParams) -> str:
+    """Score ``params.features`` with the dataset's promoted model (or ``params.version``)."""
     s = Settings()
-    dataset = dataset or s.retrain_dataset
-    quantiles = list(predict_lib.DEFAULT_QUANTILES) if quantiles is None else quantiles
-    version_dir = predict_lib.resolve_version(s.models_dir, dataset, version)
-    return score(features, str(version_dir), out, quantiles, sequences, s.device)
+    version_dir = predict_lib.resolve_version(s.models_dir, params.dataset or s.retrain_dataset, params.version)
+    return score(params.features, str(version_dir), params.out, list(params.quantiles), params.sequences, s.device)
 
 
 def main(argv=None) -> int:
@@ -56,8 +54,12 @@ def main(argv=None) -> int:
         version = predict_lib.resolve_version(s.models_dir, args.dataset or s.retrain_dataset, args.version)
     except FileNotFoundError as exc:
         ap.error(str(exc))
-    print(predict(features=args.features, out=args.out, dataset=args.dataset, version=version.name, quantiles=qs,
-                  sequences=args.sequences))
+    try:
+        params = PredictParams(features=args.features, out=args.out, dataset=args.dataset, version=version.name,
+                               quantiles=qs, sequences=args.sequences)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    print(predict(params))
     return 0
 
 

@@ -19,6 +19,7 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, work_dir_for
+from flows.lib.flow_params import RedditBuildParams
 from flows.lib.infra.settings import Settings
 from flows.lib.reddit import build as reddit_build
 from flows.lib.reddit import cohort as reddit_cohort
@@ -94,11 +95,7 @@ def source_key(work: str) -> str:
 
 
 @flow(name="build-reddit-features")
-def build_reddit_features(out: str | None = None, dumps: str | None = None, work_dir: str | None = None,
-                          start: str | None = None, comment_end: str = "2017-11", submission_end: str = "2020-01",
-                          standin_users: int | None = None, standin_seed: int = 0, model: str | None = None,
-                          device: str | None = None, split_seed: int = 0, censor_seed: int = 0,
-                          max_error_rate: float = 0.01, embedding_cache: str | None = None) -> str:
+def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> str:
     """Pushshift dumps (a folder or a base URL; default: CET_REDDIT_DUMPS, else a generated
     stand-in) -> the Reddit dataset. Skipped when the output holds a build of the same
     inputs, parameters, key and code.
@@ -107,17 +104,20 @@ def build_reddit_features(out: str | None = None, dumps: str | None = None, work
     the work folder (never a flow parameter, so it is never stored by Prefect).
     """
     s = Settings()
-    out = out or str(s.dataset_dir("reddit"))
-    work = Path(work_dir_for(out, work_dir))
-    dumps = dumps or s.reddit_dumps
-    standin_users = standin_users or s.reddit_standin_users
-    model, device = model or s.embedding_model, device or s.device
-    embedding_cache = embedding_cache or (str(s.embedding_cache) if s.embedding_cache else None)
+    request = params
+    out = request.out or str(s.dataset_dir("reddit"))
+    work = Path(work_dir_for(out, request.work_dir))
+    dumps = request.dumps or s.reddit_dumps
+    standin_users, standin_seed = request.standin_users or s.reddit_standin_users, request.standin_seed
+    start, comment_end, submission_end = request.start, request.comment_end, request.submission_end
+    max_error_rate = request.max_error_rate
+    embedding_cache = request.embedding_cache or (str(s.embedding_cache) if s.embedding_cache else None)
     key_id = source_key(str(work))  # creates the key file once, before tasks run in parallel
     params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
-                                       split_seed=split_seed, censor_seed=censor_seed,
-                                       max_error_rate=max_error_rate, model=model, device=device,
-                                       embedding_cache=embedding_cache, embed_block=s.embed_block)
+                                       split_seed=request.split_seed, censor_seed=request.censor_seed,
+                                       max_error_rate=max_error_rate, model=request.model or s.embedding_model,
+                                       device=request.device or s.device, embedding_cache=embedding_cache,
+                                       embed_block=s.embed_block)
     remote = bool(dumps) and dumps.startswith(("http://", "https://"))
     source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
                                                                     "standin_seed": standin_seed}
@@ -185,10 +185,14 @@ def main(argv=None) -> int:
             ap.error(str(exc))
         print(path)
         return 0
-    path = build_reddit_features(out=args.out, dumps=args.dumps, work_dir=args.work_dir, start=args.start,
-                                 comment_end=args.comment_end, submission_end=args.submission_end,
-                                 standin_users=args.standin_users, model=args.model, device=args.device,
-                                 split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate)
+    try:
+        params = RedditBuildParams(out=args.out, dumps=args.dumps, work_dir=args.work_dir, start=args.start,
+                                   comment_end=args.comment_end, submission_end=args.submission_end,
+                                   standin_users=args.standin_users, model=args.model, device=args.device,
+                                   split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    path = build_reddit_features(params)
     print(path)
     return 0
 

@@ -13,6 +13,7 @@ from prefect.logging import get_run_logger
 
 from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
+from flows.lib.flow_params import SyntheticParams
 from flows.lib.infra.settings import Settings
 
 CODE = ["cet_experiments.synthetic", "cet_model.censoring", "cet_model.dataset"]
@@ -27,11 +28,11 @@ def generate(out: str, mode: str, n: int, seed: int) -> str:
 
 
 @flow(name="build-synthetic")
-def build_synthetic(out: str | None = None, mode: str | None = None, n: int | None = None, seed: int = 0) -> str:
+def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
     """The paper's synthetic dataset (Section 5.1): 60/20/20 split, uniform censoring on (0, 3)."""
     s = Settings()
-    out = out or str(s.dataset_dir("synthetic"))
-    mode, n = mode or s.synthetic_mode, n or s.synthetic_n
+    out = params.out or str(s.dataset_dir("synthetic"))
+    mode, n, seed = params.mode or s.synthetic_mode, params.n or s.synthetic_n, params.seed
     params = {"mode": mode, "n": n, "seed": seed}
     key, current = check_cache("build-synthetic", out, {}, params, CODE)
     if current:
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, help="rows (default: $CET_SYNTHETIC_N or 40000, the paper's)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    print(build_synthetic(out=args.out, mode=args.mode, n=args.n, seed=args.seed))
+    print(build_synthetic(SyntheticParams(out=args.out, mode=args.mode, n=args.n, seed=args.seed)))
     return 0
 
 

@@ -24,6 +24,7 @@ from prefect.artifacts import (
 )
 from prefect.logging import get_run_logger
 
+from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
 from flows.lib.infra import registry
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import train_eval
@@ -32,8 +33,7 @@ BUILDS = ("synthetic", "mimic", "reddit")
 
 
 @task(name="train-models")
-def train_models(dataset_dir: str, models_root: str, name: str, params: dict) -> tuple[str, bool]:
-    p = train_eval.TrainParams(**params)
+def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.TrainParams) -> tuple[str, bool]:
     logger = get_run_logger()
     total = (p.max_epochs or 100) * len(p.models)  # automatic budgets: progress counts 100 epochs a model
     artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models)} on {name}")
@@ -81,10 +81,7 @@ def artifact_key(name: str) -> str:
 
 
 @flow(name="train-evaluate")
-def train_evaluate(dataset: str | None = None, name: str | None = None, models: list[str] | None = None,
-                   hidden: int | None = None, max_epochs: int | None = None, patience: int | None = None,
-                   seed: int | None = None, promote_metric: str | None = None,
-                   promote_tolerance: float | None = None, runs: int = 0, search: int = 0) -> dict:
+def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     """Dataset folder -> CET (the default), CET-paper, ET, BC and the oracle -> metrics, a registered
     version and a promotion decision (on CET).
 
@@ -94,20 +91,21 @@ def train_evaluate(dataset: str | None = None, name: str | None = None, models: 
     then ``runs`` seeds of CET, CET-paper, ET, BC and the oracle) to CET_REPORTS_DIR/<name>/.
     """
     s = Settings()
-    dataset = dataset or s.retrain_dataset
+    dataset = params.dataset or s.retrain_dataset
     path = Path(dataset) if Path(dataset).is_dir() or "/" in dataset else s.dataset_dir(dataset)
-    name = name or path.name
-    params = dict(models=tuple(models or train_eval.TrainParams.models), hidden=hidden or s.hidden,
-                  max_epochs=max_epochs or s.max_epochs, patience=patience or s.patience,  # None: automatic
-                  seed=s.seed if seed is None else seed, device=s.device)
-    version, reused = train_models(str(path), str(s.models_dir), name, params)
+    name = params.name or path.name
+    training = train_eval.TrainParams(
+        models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
+        max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
+        seed=s.seed if params.seed is None else params.seed, device=s.device)
+    version, reused = train_models(str(path), str(s.models_dir), name, training)
     publish_metrics(name, version)
-    decision = judge(str(s.models_dir), name, version, promote_metric or s.promote_metric,
-                     s.promote_tolerance if promote_tolerance is None else promote_tolerance)
+    decision = judge(str(s.models_dir), name, version, params.promote_metric or s.promote_metric,
+                     s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance)
     report = None
-    if runs:
-        report = experiment_report(str(path), str(s.reports_dir / name), runs, search, params["hidden"],
-                                   params["max_epochs"], params["patience"], params["seed"], name)
+    if params.runs:
+        report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,
+                                   training.max_epochs, training.patience, training.seed, name)
     return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision,
             "experiment": report}
 
@@ -126,14 +124,14 @@ def build_flow(name: str):
 
 
 @flow(name="retrain")
-def retrain(dataset: str | None = None, seed: int | None = None, promote_metric: str | None = None,
-            promote_tolerance: float | None = None) -> dict:
+def retrain(params: RetrainParams = RetrainParams()) -> dict:
     """Rebuild ``dataset`` (synthetic, mimic or reddit; default CET_RETRAIN_DATASET) from its
     configured source when its inputs changed, train a new version and apply the promotion rule."""
-    name = dataset or Settings().retrain_dataset
+    name = params.dataset or Settings().retrain_dataset
     path = build_flow(name)()
-    return train_evaluate(dataset=path, name=name, seed=seed, promote_metric=promote_metric,
-                          promote_tolerance=promote_tolerance)
+    return train_evaluate(TrainEvaluateParams(dataset=path, name=name, seed=params.seed,
+                                              promote_metric=params.promote_metric,
+                                              promote_tolerance=params.promote_tolerance))
 
 
 def main(argv=None) -> int:
@@ -154,13 +152,17 @@ def main(argv=None) -> int:
         p.add_argument("--promote-metric", choices=sorted(registry.METRIC_DIRECTION))
         p.add_argument("--promote-tolerance", type=float)
     args = ap.parse_args(argv)
-    if args.command == "evaluate":
-        result = train_evaluate(dataset=args.dataset, name=args.name, max_epochs=args.max_epochs, hidden=args.hidden,
-                                seed=args.seed, promote_metric=args.promote_metric,
-                                promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)
-    else:
-        result = retrain(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
-                         promote_tolerance=args.promote_tolerance)
+    try:
+        if args.command == "evaluate":
+            params = TrainEvaluateParams(dataset=args.dataset, name=args.name, max_epochs=args.max_epochs,
+                                         hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
+                                         promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)
+        else:
+            params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
+                                   promote_tolerance=args.promote_tolerance)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
     print(f"{result['version']}: {result['decision']['reason']}")
     return 0
 

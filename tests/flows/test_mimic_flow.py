@@ -1,6 +1,7 @@
 
 
 from cet_model.dataset import load_dataset
+from flows.lib.flow_params import MimicBuildParams
 from flows.mimic import build_mimic_features, main
 from tests.demo import DEMO, requires_demo
 from tests.mimic_fixture import write_fixture
@@ -8,8 +9,8 @@ from tests.mimic_fixture import write_fixture
 
 def test_flow_builds_the_fixture_and_reports_completed(tmp_path):
     src = write_fixture(tmp_path / "mimic", n_admissions=6)
-    state = build_mimic_features(out=str(tmp_path / "ds"), mimic_dir=str(src), n_chart=2, n_lab=1, n_output=1,
-                                 return_state=True)
+    params = MimicBuildParams(out=str(tmp_path / "ds"), mimic_dir=str(src), n_chart=2, n_lab=1, n_output=1)
+    state = build_mimic_features(params, return_state=True)
     assert state.is_completed()
     ds = load_dataset(state.result())
     assert len(ds.train) + len(ds.val) + len(ds.test) == 6

@@ -14,6 +14,7 @@ from prefect.client.orchestration import get_client
 
 from flows import predict as predict_flow
 from flows.full_pipeline import full_pipeline
+from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
 from flows.lib.infra import registry
 from flows.synthetic import build_synthetic
 from flows.train import retrain, train_evaluate
@@ -32,7 +33,7 @@ def cet_env(tmp_path, monkeypatch):
 def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     data = build_synthetic()
     assert data == str(cet_env / "data" / "synthetic")
-    first = train_evaluate(dataset="synthetic")
+    first = train_evaluate(TrainEvaluateParams(dataset="synthetic"))
     assert first["version"].endswith("v0001") and not first["reused"]
     assert first["decision"]["promoted"] and first["decision"]["reason"] == "no promoted version yet"
     v1 = cet_env / "models" / "synthetic" / "v0001"
@@ -41,7 +42,7 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     data_info = json.loads((v1 / "data.json").read_text())
     assert data_info["feature_names"] == ["x1", "x2", "x3", "x4", "x5"] and len(data_info["fingerprint"]) == 64
     assert 0.0 <= json.loads((v1 / "metrics.json").read_text())["summary"]["CET"]["val_auc"] <= 1.0
-    again = train_evaluate(dataset="synthetic")
+    again = train_evaluate(TrainEvaluateParams(dataset="synthetic"))
     assert again["reused"] and again["version"] == first["version"]
     assert registry.versions(cet_env / "models", "synthetic") == ["v0001"]
     with get_client(sync_client=True) as client:
@@ -52,8 +53,8 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
 
 def test_retrain_promotes_or_keeps_by_the_rule(cet_env):
     build_synthetic()
-    train_evaluate(dataset="synthetic")
-    promoted = retrain(dataset="synthetic", seed=1, promote_tolerance=1.0)  # any val AUC within 1.0
+    train_evaluate(TrainEvaluateParams(dataset="synthetic"))
+    promoted = retrain(RetrainParams(dataset="synthetic", seed=1, promote_tolerance=1.0))  # any val AUC within 1.0
     assert promoted["version"].endswith("v0002") and promoted["decision"]["promoted"]
     assert registry.promoted(cet_env / "models", "synthetic").name == "v0002"
     # make the promoted version unbeatable: the next candidate must be kept out
@@ -61,7 +62,7 @@ def test_retrain_promotes_or_keeps_by_the_rule(cet_env):
     m = json.loads(metrics_path.read_text())
     m["summary"]["CET"]["val_auc"] = 1.0
     metrics_path.write_text(json.dumps(m))
-    kept = retrain(dataset="synthetic", seed=2, promote_tolerance=0.0)
+    kept = retrain(RetrainParams(dataset="synthetic", seed=2, promote_tolerance=0.0))
     assert kept["version"].endswith("v0003") and not kept["decision"]["promoted"]
     assert "worse, kept v0002" in kept["decision"]["reason"]
     assert registry.promoted(cet_env / "models", "synthetic").name == "v0002"
@@ -71,7 +72,7 @@ def test_retrain_promotes_or_keeps_by_the_rule(cet_env):
 
 def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
     data = build_synthetic()
-    train_evaluate(dataset="synthetic")
+    train_evaluate(TrainEvaluateParams(dataset="synthetic"))
     features = pl.read_parquet(f"{data}/features.parquet").filter(pl.col("split") == "test")
     src = cet_env / "new.parquet"
     features.drop("split").write_parquet(src)
@@ -161,7 +162,7 @@ def assert_no_private_markers(root, captured) -> None:
 
 def test_train_evaluate_writes_the_experiment_report_and_its_artifact(cet_env):
     build_synthetic()
-    result = train_evaluate(dataset="synthetic", runs=2, search=1, max_epochs=2)
+    result = train_evaluate(TrainEvaluateParams(dataset="synthetic", runs=2, search=1, max_epochs=2))
     out = cet_env / "reports" / "synthetic"
     assert result["experiment"] == str(out)
     for name in ("table.md", "metrics.json", "fig1_occurrence_maps.png", "fig2_auc_mrae.png", "fig3_calibration.png"):
@@ -179,7 +180,7 @@ def test_a_failing_run_is_reported_failed_never_completed(cet_env):
     data = build_synthetic()
     events = f"{data}/events.parquet"
     pl.read_parquet(events).drop("c_T2").write_parquet(events)  # damaged after the build
-    state = train_evaluate(dataset="synthetic", return_state=True)
+    state = train_evaluate(TrainEvaluateParams(dataset="synthetic"), return_state=True)
     assert state.is_failed()
     with pytest.raises(ValueError, match=r"events.parquet: missing columns \['c_T2'\]"):
         state.result()

@@ -70,7 +70,7 @@ def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, 
               90, "the restarted serve process")
         retrain = _deployment(url, "retrain/retrain")
         assert not retrain["paused"] and retrain["schedules"][0]["active"]
-        done = _run(server, "train-evaluate/train-evaluate", 'dataset="synthetic"')
+        done = _run(server, "train-evaluate/train-evaluate", 'params={"dataset": "synthetic"}')
         assert done.returncode == 0, done.stdout + done.stderr
         assert (tmp_path / "models" / "synthetic" / "v0001" / "CET" / "weights.safetensors").is_file()
 

@@ -1,0 +1,56 @@
+"""Each flow takes one typed parameter model; bad runs are refused before any work, naming the field."""
+
+import inspect
+
+import pydantic
+import pytest
+
+from flows.full_pipeline import full_pipeline
+from flows.lib import flow_params
+from flows.mimic import build_mimic_features
+from flows.predict import predict
+from flows.reddit import build_reddit_features
+from flows.synthetic import build_synthetic
+from flows.train import retrain, train_evaluate
+
+FLOWS = [build_synthetic, build_mimic_features, build_reddit_features, train_evaluate, retrain, predict, full_pipeline]
+
+
+@pytest.mark.parametrize("flow", FLOWS, ids=lambda f: f.name)
+def test_every_flow_takes_one_typed_parameter_model(flow):
+    sig = inspect.signature(flow.fn)
+    assert list(sig.parameters) == ["params"]
+    annotation = sig.parameters["params"].annotation
+    model = getattr(flow_params, annotation) if isinstance(annotation, str) else annotation
+    assert issubclass(model, flow_params.FlowParams)
+
+
+@pytest.mark.parametrize("model, fields, name", [
+    (flow_params.MimicBuildParams, {"standin_scale": 50}, "standin_scale"),
+    (flow_params.MimicBuildParams, {"memory_limit": "lots"}, "memory_limit"),
+    (flow_params.MimicBuildParams, {"window_events": "drop"}, "window_events"),
+    (flow_params.RedditBuildParams, {"start": "2017-1"}, "start"),
+    (flow_params.RedditBuildParams, {"max_error_rate": 2}, "max_error_rate"),
+    (flow_params.TrainEvaluateParams, {"runs": -1}, "runs"),
+    (flow_params.TrainEvaluateParams, {"promote_metric": "val_f1"}, "promote_metric"),
+    (flow_params.RetrainParams, {"dataset": "census"}, "dataset"),
+    (flow_params.FullPipelineParams, {"datasets": ["mimic", "census"]}, "datasets"),
+    (flow_params.PredictParams, {"features": "f.parquet", "out": "o.parquet", "quantiles": [0.5, 1.5]}, "quantiles"),
+    (flow_params.SyntheticParams, {"nn": 4}, "nn"),
+])
+def test_a_bad_field_is_refused_naming_it(model, fields, name):
+    with pytest.raises(pydantic.ValidationError, match=name):
+        model(**fields)
+
+
+def test_two_mimic_sources_are_refused():
+    with pytest.raises(pydantic.ValidationError, match="not both"):
+        flow_params.MimicBuildParams(mimic_dir="/a", download_demo_url="http://127.0.0.1/x")
+
+
+def test_a_deployment_run_passes_a_plain_dict():
+    """What `prefect deployment run --param params='{...}'` sends is validated into the model."""
+    validated = train_evaluate.validate_parameters({"params": {"dataset": "synthetic", "runs": 2}})
+    assert validated["params"] == flow_params.TrainEvaluateParams(dataset="synthetic", runs=2)
+    with pytest.raises(Exception, match="runs"):
+        train_evaluate.validate_parameters({"params": {"runs": -2}})
