@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from flows.lib.reddit.embed import DEFAULT_MODEL
@@ -27,11 +27,11 @@ class Settings(BaseSettings):
 
     # sources: unset means a generated stand-in in the real format
     mimic_dir: Path | None = None
-    mimic_standin_scale: float = 0.05  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
+    mimic_standin_scale: float = Field(default=0.05, gt=0, le=1)  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
     reddit_dumps: str | None = None  # a folder or a base URL of RC_/RS_ dumps
-    reddit_standin_users: int = 2000
+    reddit_standin_users: int = Field(default=2000, ge=10)
     synthetic_mode: Literal["reference", "independent"] = "reference"
-    synthetic_n: int = 40_000
+    synthetic_n: int = Field(default=40_000, ge=100)
 
     # embeddings and torch
     embedding_model: str = DEFAULT_MODEL
@@ -41,20 +41,32 @@ class Settings(BaseSettings):
     pseudonym_key: SecretStr | None = None
 
     # training, registry and schedule
-    hidden: int = 100
+    hidden: int = Field(default=100, gt=0)
     max_epochs: int | None = Field(default=None, gt=0)  # None: automatic (>= 100 epochs and >= 5,000 steps)
     patience: int | None = Field(default=None, gt=0)  # None: automatic (10 epochs, stretched with the budget)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     promote_metric: str = "val_auc"
-    promote_tolerance: float = 0.0
+    promote_tolerance: float = Field(default=0.0, ge=0)
     retrain_dataset: Literal["synthetic", "mimic", "reddit"] = "mimic"
     retrain_cron: str = "0 3 * * 1"
     retrain_timezone: str = "UTC"
 
     # orchestration
     task_runner: str = "threads"  # threads | dask | dask://HOST:PORT (an existing scheduler)
-    dask_workers: int = 2
+    dask_workers: int = Field(default=2, ge=1)
     prefect_api_url: str | None = Field(default=None, validation_alias="PREFECT_API_URL")
+
+    def __init__(self, **values):
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:  # name the variable a user sets, not the field
+            lines = []
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else "?"
+                var = "PREFECT_API_URL" if field in ("prefect_api_url", "PREFECT_API_URL") else f"CET_{field.upper()}"
+                msg = err["msg"].removeprefix("Value error, ")
+                lines.append(msg if msg.startswith(var) else f"{var}: {msg} (got {err.get('input')!r})")
+            raise ValueError("bad setting: " + "; ".join(lines)) from None
 
     @field_validator("task_runner")
     @classmethod
@@ -62,6 +74,35 @@ class Settings(BaseSettings):
         if v in ("threads", "dask") or v.startswith(("dask://", "tcp://")):
             return v
         raise ValueError(f"CET_TASK_RUNNER: {v!r} is not threads, dask or dask://HOST:PORT")
+
+    @field_validator("mimic_dir")
+    @classmethod
+    def _mimic_dir(cls, v: Path | None) -> Path | None:
+        if v is not None and not Path(v).is_dir():
+            raise ValueError(f"CET_MIMIC_DIR: {str(v)!r} is not an existing folder")
+        return v
+
+    @field_validator("retrain_cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from prefect.client.schemas.schedules import CronSchedule
+
+        try:
+            CronSchedule(cron=v)
+        except ValueError:
+            raise ValueError(f"CET_RETRAIN_CRON: {v!r} is not a cron expression (e.g. '0 3 * * 1')") from None
+        return v
+
+    @field_validator("retrain_timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(v)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"CET_RETRAIN_TIMEZONE: {v!r} is not an IANA time zone (e.g. 'UTC', 'Europe/Paris')") from None
+        return v
 
     @field_validator("device")
     @classmethod
