@@ -14,7 +14,6 @@ skipped, so a second run takes seconds.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -59,7 +58,6 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
     ap.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
     args = ap.parse_args(argv)
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     t0 = time.perf_counter()
     try:
