@@ -7,12 +7,13 @@ are bound, never formatted into the text: each file gets exactly the parameters 
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 from pathlib import Path
 
 import duckdb
 
-SQL_ROOT = Path(__file__).resolve().parents[3] / "sql"
+SQL_ROOT = Path(str(importlib.resources.files("cet_sql")))  # the repository's sql/, shipped as package cet_sql
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
 
 

@@ -13,6 +13,8 @@ tables, dumps) by name, size and modification time, as ``make`` would.
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -21,7 +23,6 @@ from cet_model.atomic import write_text
 
 CONTENT_LIMIT = 64 * 2**20
 STAMP = ".stage.json"
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _hash_file(path: Path, h) -> None:
@@ -53,19 +54,41 @@ def fingerprint(path) -> str:
     return h.hexdigest()
 
 
+def source_files(part: str) -> list[tuple[str, Path]]:
+    """(name, file) of the source behind ``part``: a module (``cet_model.models``), a package
+    (``cet_model``: every .py under it) or a folder of the SQL package (``sql/mimic``). Found
+    through the import system, so it works from a clone and from an installed wheel alike;
+    names are the repository-relative paths (``flows/lib/mimic/build.py``) in both."""
+    if part == "sql" or part.startswith("sql/"):
+        root = Path(str(importlib.resources.files("cet_sql")))
+        base = root.joinpath(*part.split("/")[1:])
+        found = sorted(p for p in base.rglob("*.sql") if p.is_file())
+        return [("sql/" + p.relative_to(root).as_posix(), p) for p in found]
+    try:
+        spec = importlib.util.find_spec(part)
+    except ModuleNotFoundError:
+        spec = None
+    if spec is None:
+        return []
+    rel = part.replace(".", "/")
+    if spec.submodule_search_locations:
+        out = []
+        for loc in spec.submodule_search_locations:
+            out += [(f"{rel}/{p.relative_to(loc).as_posix()}", p) for p in sorted(Path(loc).rglob("*.py"))
+                    if "__pycache__" not in p.parts]
+        return out
+    return [(rel + ".py", Path(spec.origin))] if spec.origin else []
+
+
 def code_version(*parts: str) -> str:
-    """Hash of the source files behind a stage: modules (``cet_model.models``), packages
-    (``cet_model``) or repo-relative folders (``sql/mimic``)."""
+    """Hash of the source files behind a stage (see ``source_files``)."""
     h = hashlib.sha256()
     for part in sorted(parts):
-        rel = part.replace(".", "/") if not part.startswith("sql") else part
-        target = REPO / rel
-        files = [target.with_suffix(".py")] if target.with_suffix(".py").is_file() else \
-            sorted(p for p in target.rglob("*") if p.suffix in (".py", ".sql") and p.is_file())
+        files = source_files(part)
         if not files:
-            raise FileNotFoundError(f"code_version: nothing found for {part!r} under {REPO}")
-        for f in files:
-            h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
+            raise FileNotFoundError(f"code_version: nothing found for {part!r}")
+        for name, f in files:
+            h.update(name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -1,0 +1,221 @@
+"""Repeated-seed experiments and tables in the paper's layout.
+
+    python -m cet_experiments synthetic --mode reference --runs 10 --out DIR
+
+trains every model on the same dataset once per seed, evaluates on the test split and
+writes ``DIR/metrics.json``, ``DIR/table.md`` and the paper's figures (mean +- std over runs,
+plus the average over tasks). The models are the presets of :mod:`cet_model.evaluation`
+(``CET`` is the product default; ``CET-paper`` the original code's objective; ``ET``, ``BC``
+and ``Oracle`` the baselines), fitted with :func:`cet_model.evaluation.fit_preset` and scored
+with :func:`cet_model.evaluation.evaluate` -- the same calls the production flow makes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cet_model.atomic import write_text
+from cet_model.dataset import Dataset, load_dataset
+from cet_model.evaluation import (
+    DEFAULT_PRESETS,
+    PAPER_CET,
+    PRESET_OF_ESTIMATOR,
+    PRESETS,
+    check_presets,
+    comment_encoder_for,
+    evaluate,
+    fit_preset,
+    machine,
+    model_inputs,
+)
+from cet_model.metrics import calibration_curve, expected_calibration_error
+
+from . import figures, synthetic
+from .search import overrides_from, random_search
+from .tables import table_markdown
+
+log = logging.getLogger("cet_experiments")
+
+
+def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max_epochs=None,
+        patience=None, first_seed=0, overrides: dict | None = None, progress: bool = True,
+        model_runs: dict | None = None) -> dict:
+    """Fit each model ``runs`` times (seeds first_seed, first_seed + 1, ...) and evaluate;
+    ``model_runs`` gives some models fewer (or more) runs, e.g. {"CET-exact": 3}."""
+    models = check_presets(models)
+    tr, va, te = ds.train, ds.val, ds.test
+    x_tr, x_va, x_te, spec = model_inputs(tr), model_inputs(va), model_inputs(te), comment_encoder_for(tr)
+    result = {"models": {m: {"tasks": {e: {} for e in ds.event_names}, "seconds": []} for m in models},
+              "figures": {"calibration": {e: {} for e in ds.event_names}, "maps": None}}
+    model_runs = {m: (model_runs or {}).get(m, runs) for m in models}
+    for r in range(max(model_runs.values(), default=0)):
+        seed = first_seed + r
+        for name in models:
+            if r >= model_runs[name]:
+                continue
+            t0 = time.perf_counter()
+            model = fit_preset(name, tr, va, seed=seed, hidden_sizes=hidden_sizes, max_epochs=max_epochs,
+                               patience=patience, params=(overrides or {}).get(name, {}), x_train=x_tr,
+                               x_val=x_va, comment_encoder=spec)
+            secs = time.perf_counter() - t0
+            scores = evaluate(name, model, te, ds.event_names, x_te, train=tr)
+            if r == 0:
+                _figure_data(result, name, model, ds, x_te)
+            entry = result["models"][name]
+            entry["seconds"].append(secs)
+            entry.setdefault("epochs", []).append(len(model.history_.train_loss))
+            for e, row in scores.items():
+                for k, v in row.items():
+                    entry["tasks"][e].setdefault(k, []).append(v)
+            if progress:
+                aucs = " ".join(f"{e}={row['auc']:.3f}" for e, row in scores.items())
+                print(f"run {r + 1}/{model_runs[name]} {name:<13} {secs:6.1f}s  AUC {aucs}", flush=True)
+    result["config"] = {"runs": runs, "model_runs": model_runs, "first_seed": first_seed, "hidden_sizes": list(hidden_sizes),
+                        "max_epochs": max_epochs, "patience": patience,
+                        "models": {m: PRESETS[m][1] | (overrides or {}).get(m, {}) for m in models}}
+    result["dataset"] = {"path": str(ds.path), "name": ds.manifest.get("name"),
+                         "split_sizes": ds.manifest.get("split_sizes")}
+    result["machine"] = machine()
+    return result
+
+
+def _figure_data(result: dict, name: str, model, ds, x_te) -> None:
+    """Calibration curves (every dataset) and occurrence maps (the synthetic data) of one model."""
+    te = ds.test
+    p = model.predict_occurrence(x_te)
+    for j, e in enumerate(ds.event_names):
+        keep = np.ones(len(te), bool) if te.mask is None else te.mask[:, j] == 1
+        if len(np.unique(te.C[keep, j])) < 2:
+            continue
+        obs, pred, _ = calibration_curve(te.C[keep, j], p[keep, j])
+        result["figures"]["calibration"][e][name] = {
+            "pred": pred.tolist(), "obs": obs.tolist(), "ece": expected_calibration_error(te.C[keep, j], p[keep, j])}
+    synthetic = ds.feature_names == ["x1", "x2", "x3", "x4", "x5"] and ds.event_names == ["T1", "T2"]
+    if not synthetic or te.sequences is not None:
+        return
+    maps = result["figures"]["maps"] = result["figures"]["maps"] or {}
+    rows = np.random.default_rng(0).choice(len(te), size=min(400, len(te)), replace=False)
+    for j, e in enumerate(ds.event_names):
+        a, b, grid = figures.occurrence_grid(te.X, figures.MAP_AXES[e])
+        fi, fj = figures.MAP_AXES[e]
+        m = maps.setdefault(e, {"a": a.tolist(), "b": b.tolist(), "models": {},
+                                "points": (te.X[rows, fi].tolist(), te.X[rows, fj].tolist(), te.C[rows, j].tolist())})
+        m["models"][name] = figures.map_scores(name, model, grid, j).tolist()
+
+
+def write_figures(result: dict, out: Path) -> list[Path]:
+    """fig2 (and fig3, and fig1 on the synthetic data) as PNGs in ``out``."""
+    fig = result.get("figures") or {}
+    paths = [figures.figure2(result, out / "fig2_auc_mrae.png")]
+    if any(fig.get("calibration", {}).values()):
+        paths.append(figures.figure3({k: v for k, v in fig["calibration"].items() if v}, out / "fig3_calibration.png"))
+    if fig.get("maps"):
+        paths.append(figures.figure1(fig["maps"], out / "fig1_occurrence_maps.png"))
+    return paths
+
+
+def write_report(result: dict, out: Path, title: str) -> None:
+    """Write metrics.json, table.md and the figures atomically (temporary names, then rename).
+    The occurrence-map grids are drawn, not stored in metrics.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_figures(result, out)
+    stored = dict(result, figures={"calibration": (result.get("figures") or {}).get("calibration")})
+    write_text(out / "metrics.json", json.dumps(stored, indent=2))
+    write_text(out / "table.md", table_markdown(result, title))
+
+
+def parse_model_runs(text: str, models) -> dict:
+    """``"CET-exact=3,CET-ARM=3"`` -> {"CET-exact": 3, "CET-ARM": 3}, keeping the names in ``models``."""
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, sep, n = item.partition("=")
+        if not sep or not n.strip().isdigit():
+            raise SystemExit(f"--model-runs: expected MODEL=N, got {item!r}")
+        if name.strip() not in PRESETS:
+            raise SystemExit(f"--model-runs: unknown model {name.strip()!r}; choose from {sorted(PRESETS)}")
+        if name.strip() in models:
+            out[name.strip()] = int(n)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cet_experiments", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    syn = sub.add_parser("synthetic", help="the paper's synthetic data (Table 3)")
+    syn.add_argument("--mode", choices=("reference", "independent"), default="reference")
+    syn.add_argument("--data", type=Path, help="an existing synthetic dataset folder (default: generate one)")
+    syn.add_argument("--n", type=int, default=40_000, help="rows to generate, split 60/20/20 (default: the paper's 40,000)")
+    ds_cmd = sub.add_parser("dataset", help="any dataset folder in the contract")
+    ds_cmd.add_argument("--data", type=Path, required=True)
+    for p in (syn, ds_cmd):
+        p.add_argument("--runs", type=int, default=10, help="seeds per model (default 10)")
+        p.add_argument("--out", type=Path, required=True, help="folder for metrics.json and table.md")
+        p.add_argument("--models", default=",".join(DEFAULT_PRESETS),
+                       help=f"comma-separated, from {','.join(PRESETS)} (default: %(default)s)")
+        p.add_argument("--hidden", type=int, default=100, help="hidden width (paper: 100 synthetic, 750 others)")
+        p.add_argument("--max-epochs", type=int, default=None,
+                       help="epoch cap (default: automatic, >= 100 epochs and >= 5,000 steps)")
+        p.add_argument("--patience", type=int, default=None, help="early-stopping patience (default: automatic)")
+        p.add_argument("--first-seed", type=int, default=0)
+        p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+        p.add_argument("--search", type=int, default=0, metavar="BUDGET",
+                       help="random-search trials for CET-paper before the runs (0: the paper's settings)")
+        p.add_argument("--search-epochs", type=int, default=None, help="epoch cap per trial (default: --max-epochs)")
+        p.add_argument("--model-runs", default="", metavar="MODEL=N,...",
+                       help="fewer runs for costly rows, e.g. CET-exact=3,CET-marginal=3 (default: --runs each)")
+    summ = sub.add_parser("summary", help="rewrite the generated results block of docs/results.md")
+    summ.add_argument("--results", type=Path, default=Path("docs/results"), help="report folders (default: %(default)s)")
+    summ.add_argument("--doc", type=Path, default=Path("docs/results.md"),
+                      help="the markdown file holding the block (default: %(default)s)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    if args.command == "summary":
+        from .summary import update_results_block
+
+        changed = update_results_block(args.doc, args.results)
+        print(f"{args.doc}: results block {'rewritten' if changed else 'already current'}")
+        return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.command == "synthetic":
+        data = args.data
+        if data is None:
+            n_tr, n_va = int(0.6 * args.n), int(0.2 * args.n)
+            data = synthetic.write(args.out / "data", mode=args.mode, n=args.n,
+                                   split_sizes=(n_tr, n_va, args.n - n_tr - n_va))
+        title = f"Synthetic data ({args.mode} mode, n = {args.n:,}): Table 3"
+    else:
+        data, title = args.data, f"Dataset {args.data.name}"
+    ds = load_dataset(data)
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    hidden, overrides, search = (args.hidden,), None, None
+    if args.search:
+        search = random_search(ds, args.search, seed=args.first_seed, max_epochs=args.search_epochs or args.max_epochs,
+                               patience=args.patience)
+        hidden, overrides = overrides_from(search["best"])
+    chosen = (overrides or {}).get("CET-paper", PAPER_CET)["estimator"]
+    if "CET-paper" in models and PRESET_OF_ESTIMATOR[chosen] in models:  # the same fits as the CET-paper row
+        models = tuple(m for m in models if m != PRESET_OF_ESTIMATOR[chosen])
+        print(f"CET-paper uses the {chosen} estimator: {PRESET_OF_ESTIMATOR[chosen]} is the CET-paper row", flush=True)
+    result = run(ds, args.runs, models, hidden_sizes=hidden, max_epochs=args.max_epochs,
+                 patience=args.patience, first_seed=args.first_seed, overrides=overrides,
+                 model_runs=parse_model_runs(args.model_runs, models))
+    if search is not None:
+        result["search"] = search
+    result["command"] = "python -m cet_experiments " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_report(result, args.out, title)
+    print(table_markdown(result, title))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""Markdown tables of an experiment's result, in the paper's layout.
+
+    >>> fmt([0.81, 0.83])
+    '0.82 ± 0.01'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cet_model.evaluation import METRICS, average_over_tasks, mean_std
+
+HEADERS = {"auc": "AUC", "mrae": "MRAE", "ci": "CI", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS"}
+
+
+def fmt(values) -> str:
+    """'mean ± std' over runs (two decimals; scientific beyond 1,000); '' when undefined."""
+    mean, std = mean_std(values)
+    if np.isnan(mean):
+        return ""
+    if abs(mean) >= 1e3:
+        return f"{mean:.1e} ± {std:.1e}"
+    return f"{mean:.2f} ± {std:.2f}"
+
+
+def table_markdown(result: dict, title: str) -> str:
+    """The paper's table layout: model, task, then every metric (mean ± std over runs)."""
+    config = result.get("config", {})
+    runs = config.get("runs", "?")
+    fewer = {m: n for m, n in config.get("model_runs", {}).items() if n != runs}
+    note = ("" if not fewer else " Fewer runs for " + ", ".join(f"{m} ({n})" for m, n in fewer.items()) + ".")
+    lines = [f"# {title}", "", f"Mean ± std over {runs} runs on the test split.{note} "
+             "AUC against the true occurrence c; ET's AUC from the rank of its predicted median time. "
+             "MRAE, Harrell's CI and Uno's C of predicted median times; ECE of P(ever); IBS: integrated "
+             "Brier score of the population survival curves (lower is better).",
+             "", "| Model | Task | " + " | ".join(HEADERS[m] for m in METRICS) + " |",
+             "|---" * (len(METRICS) + 2) + "|"]
+    for name, entry in result["models"].items():
+        tasks = dict(entry["tasks"])
+        rows = list(tasks.items()) + [("Avg", {m: average_over_tasks(tasks, m) for m in METRICS})]
+        for task, vals in rows:
+            cells = [fmt(vals.get(m, [])) for m in METRICS]
+            lines.append(f"| {name} | {task} | " + " | ".join(cells) + " |")
+    m = result.get("machine", {})
+    lines += ["", f"Machine: {m.get('processor')}, {m.get('cpu_count')} cores, torch {m.get('torch')}, "
+              f"CUDA: {m.get('cuda')}."]
+    return "\n".join(lines) + "\n"
+
+
+def average_table(result: dict) -> str:
+    """One row per model: the per-run average over tasks, then mean ± std over runs."""
+    lines = ["| Model | " + " | ".join(HEADERS[m] for m in METRICS) + " | runs | s / fit |",
+             "|---" * (len(METRICS) + 3) + "|"]
+    for name, entry in result["models"].items():
+        cells = [fmt(average_over_tasks(entry["tasks"], m)) for m in METRICS]
+        secs = entry.get("seconds", [])
+        per_fit = f"{sum(secs) / len(secs):.1f}" if secs else ""
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(secs)} | {per_fit} |")
+    return "\n".join(lines)

@@ -1,0 +1,229 @@
+"""The dataset contract shared by every flow: read, write and check a dataset folder.
+
+A folder holds ``manifest.json``; ``features.parquet`` (``id``, ``split`` in train/val/test,
+float feature columns); ``events.parquet`` (``id``, ``split`` and per event e: ``t_e`` observed
+time > 0, ``s_e`` 1 if observed, ``c_e`` true occurrence, ``t_true_e`` true time or null);
+and optionally ``sequences.npy`` (n x 20 x D, in row order) and, in ``events.parquet``,
+``mask_e`` columns (0 = leave this task out for this row, e.g. an event inside the feature
+window; a missing column means every cell is used). Writes are atomic: the folder
+appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .atomic import temporary_name
+
+SPLITS = ("train", "val", "test")
+REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
+                     "split_sizes", "source_fingerprints")
+
+
+@dataclass
+class Split:
+    """One split as arrays: X (n, d), T, S, C, T_true (n, M), ids; sequences (n, L, D) or None."""
+    ids: np.ndarray
+    X: np.ndarray
+    T: np.ndarray
+    S: np.ndarray
+    C: np.ndarray
+    T_true: np.ndarray
+    sequences: np.ndarray | None = None
+    mask: np.ndarray | None = None  # (n, M) 1 = use the cell; None = use every cell
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class Dataset:
+    path: Path
+    manifest: dict
+    feature_names: list[str]
+    event_names: list[str]
+    splits: dict[str, Split] = field(default_factory=dict)
+
+    @property
+    def train(self) -> Split:
+        return self.splits["train"]
+
+    @property
+    def val(self) -> Split:
+        return self.splits["val"]
+
+    @property
+    def test(self) -> Split:
+        return self.splits["test"]
+
+
+EVENT_COLUMN = re.compile(r"(t_true|t|s|c|mask)_(.+)")
+
+
+def event_columns(event: str) -> tuple[str, str, str, str]:
+    """The four ``events.parquet`` columns of one event.
+
+    >>> event_columns("lactate")
+    ('t_lactate', 's_lactate', 'c_lactate', 't_true_lactate')
+    """
+    return f"t_{event}", f"s_{event}", f"c_{event}", f"t_true_{event}"
+
+
+def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifest: dict,
+                  sequences: np.ndarray | None = None) -> Path:
+    """Check the frames against the contract, then write the folder atomically."""
+    out_dir = Path(out_dir)
+    manifest = dict(manifest)
+    manifest.setdefault("split_sizes", {s: int((features["split"] == s).sum()) for s in SPLITS})
+    manifest["n_rows"] = features.height
+    check_frames(features, events, manifest, where=str(out_dir), sequences=sequences)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=temporary_name(out_dir)))
+    try:
+        features.write_parquet(tmp / "features.parquet")
+        events.write_parquet(tmp / "events.parquet")
+        if sequences is not None:
+            np.save(tmp / "sequences.npy", sequences, allow_pickle=False)
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        _replace_dir(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out_dir
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    if dst.exists():
+        old = dst.parent / f"{temporary_name(dst, 'old')}{uuid.uuid4().hex[:8]}"
+        os.replace(dst, old)
+        os.replace(src, dst)
+        shutil.rmtree(old)
+    else:
+        os.replace(src, dst)
+
+
+def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, where: str,
+                 sequences: np.ndarray | None = None) -> None:
+    """Raise ValueError naming the file, column and row of the first contract violation."""
+    missing = [k for k in REQUIRED_MANIFEST if k not in manifest]
+    if missing:
+        raise ValueError(f"{where}/manifest.json: missing fields {missing}")
+    feats, names = manifest["feature_names"], manifest["event_names"]
+    fpath, epath = f"{where}/features.parquet", f"{where}/events.parquet"
+    _require_columns(features, ["id", "split", *feats], fpath)
+    _require_columns(events, ["id", "split", *[c for e in names for c in event_columns(e)]], epath)
+    unknown = sorted({m.group(2) for col in events.columns if (m := EVENT_COLUMN.fullmatch(col))} - set(names))
+    if unknown:  # an event the manifest does not name would be dropped without a word
+        raise ValueError(f"{epath}: columns for events {unknown} that manifest.json's event_names "
+                         f"{list(names)} does not name")
+    if features.height != events.height:
+        raise ValueError(f"{epath}: {events.height} rows but features.parquet has {features.height}")
+    if not features["id"].equals(events["id"]):
+        raise ValueError(f"{epath}: column 'id' is not in the same order as in features.parquet")
+    if features["id"].n_unique() != features.height:
+        raise ValueError(f"{fpath}: column 'id' has duplicate values")
+    bad_split = ~features["split"].is_in(list(SPLITS))
+    if bad_split.any():
+        row = int(bad_split.arg_max())
+        raise ValueError(f"{fpath}: column 'split' row {row} is {features['split'][row]!r}; "
+                         f"expected one of {SPLITS}")
+    for col in feats:
+        _check_numeric(features[col], fpath, col, finite=True)
+    for e in names:
+        t, s, c, tt = event_columns(e)
+        _check_numeric(events[t], epath, t, finite=True, positive=True)
+        for col in (s, c):
+            vals = events[col].cast(pl.Float64, strict=False)
+            bad = vals.is_null() | ~vals.is_in([0.0, 1.0])
+            if bad.any():
+                row = int(bad.arg_max())
+                raise ValueError(f"{epath}: column {col!r} row {row} is {events[col][row]!r}; expected 0 or 1")
+        if f"mask_{e}" in events.columns:
+            vals = events[f"mask_{e}"].cast(pl.Float64, strict=False)
+            bad = vals.is_null() | ~vals.is_in([0.0, 1.0])
+            if bad.any():
+                row = int(bad.arg_max())
+                raise ValueError(f"{epath}: column 'mask_{e}' row {row} is {events[f'mask_{e}'][row]!r}; "
+                                 f"expected 0 or 1")
+        bad = (events[s] == 1) & (events[c] == 0)
+        if bad.any():
+            raise ValueError(f"{epath}: row {int(bad.arg_max())} has {s} = 1 but {c} = 0 "
+                             f"(an observed event must occur)")
+    if sequences is not None and sequences.shape[0] != features.height:
+        raise ValueError(f"{where}/sequences.npy: {sequences.shape[0]} rows but features.parquet "
+                         f"has {features.height}")
+
+
+def _require_columns(df: pl.DataFrame, cols, path: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}")
+
+
+def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: bool = False) -> None:
+    if not col.dtype.is_numeric():
+        raise ValueError(f"{path}: column {name!r} has type {col.dtype}, expected a number")
+    vals = col.cast(pl.Float64).to_numpy()
+    bad = ~np.isfinite(vals) if finite else np.zeros(len(vals), bool)
+    if positive:
+        bad |= ~(vals > 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        need = "finite and > 0" if positive else "finite"
+        raise ValueError(f"{path}: column {name!r} row {row} is {float(vals[row])!r}; values must be {need}")
+
+
+def load_array(path, mmap: bool = False) -> np.ndarray:
+    """A numeric ``.npy`` array, never unpickled; a bad file raises ValueError naming it."""
+    try:
+        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: not a numeric .npy array ({exc})") from None
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise ValueError(f"{path}: dtype {arr.dtype}, expected numbers")
+    return arr
+
+
+def load_dataset(path) -> Dataset:
+    """Read a dataset folder, check it against the contract, and split it into arrays."""
+    path = Path(path)
+    for fname in ("manifest.json", "features.parquet", "events.parquet"):
+        if not (path / fname).is_file():
+            raise FileNotFoundError(f"{path / fname}: missing; not a dataset folder")
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path / 'manifest.json'}: not valid JSON ({exc})") from None
+    features = pl.read_parquet(path / "features.parquet")
+    events = pl.read_parquet(path / "events.parquet")
+    seq = None
+    if (path / "sequences.npy").is_file():
+        seq = load_array(path / "sequences.npy", mmap=True)
+    check_frames(features, events, manifest, where=str(path), sequences=seq)
+    feats, names = list(manifest["feature_names"]), list(manifest["event_names"])
+    ds = Dataset(path=path, manifest=manifest, feature_names=feats, event_names=names)
+    split = features["split"].to_numpy()
+    X = features.select(feats).cast(pl.Float64).to_numpy() if feats else np.zeros((features.height, 0))
+    cols = {k: events.select([event_columns(e)[i] for e in names]).cast(pl.Float64).to_numpy()
+            for i, k in enumerate(("T", "S", "C", "T_true"))}
+    ids = features["id"].to_numpy()
+    mask = None
+    if any(f"mask_{e}" in events.columns for e in names):
+        mask = np.column_stack([events[f"mask_{e}"].cast(pl.Float64).to_numpy() if f"mask_{e}" in events.columns
+                                else np.ones(events.height) for e in names])
+    for name in SPLITS:
+        rows = np.flatnonzero(split == name)
+        ds.splits[name] = Split(ids=ids[rows], X=X[rows], sequences=None if seq is None else np.asarray(seq[rows]),
+                                mask=None if mask is None else mask[rows],
+                                **{k: v[rows] for k, v in cols.items()})
+    return ds

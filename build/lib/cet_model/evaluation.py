@@ -1,0 +1,196 @@
+"""The small evaluation API: named model presets, one fit on a dataset's splits, per-task metrics.
+
+The production flow (``flows/train.py``) and the experiment harness (``cet_experiments``)
+both train and score through these functions, so a table and a registered model version mean
+the same thing.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> def split(n):
+    ...     c = (rng.random((n, 1)) < 0.5).astype(float)
+    ...     t = rng.exponential(size=(n, 1)) + 0.1
+    ...     return Split(ids=np.arange(n), X=rng.standard_normal((n, 3)), T=t, S=c, C=c, T_true=t)
+    >>> train, val, test = split(200), split(100), split(100)
+    >>> model = fit_preset("BC", train, val, seed=0, hidden_sizes=(8,), max_epochs=2, device="cpu")
+    >>> sorted(evaluate("BC", model, test, ["T1"])["T1"])
+    ['auc', 'ece']
+
+Presets (``PRESETS``):
+
+- ``CET``: the product default, ``CETModel()`` -- the exact log marginal likelihood (observed
+  cells pinned, censored cells summed), conditioned decoder, Adam lr 1e-3, automatic budget.
+- ``CET-paper``: the paper's model as the original code trained it (Gumbel-Softmax, tau 0.3,
+  100 samples, penalty -log eps - log p with eps = 0.7, Adam lr 3e-4): what produced Tables 3-5.
+- ``CET-bound``: eq. 8 exactly as printed (penalty -log eps, log eps = -2), otherwise as CET-paper.
+- ``CET-marginal``: the marginal likelihood summed over every pattern of every row (no
+  importance sampling: the reference for the default's per-row budget).
+- ``CET-unconditioned``: the default with a decoder on x alone (``condition_on_occurrence=False``).
+- ``ET``: same AFT head, no occurrence; its AUC is scored as in the paper, by the rank of the
+  predicted median time (an earlier time = a higher score).
+- ``BC``: the occurrence encoder trained as a classifier of s. AUC and ECE only.
+- ``Oracle``: the same classifier trained on the true occurrence c (the paper's Figure 1).
+- ``CET-Gumbel``, ``CET-ARM``, ``CET-exact``: the paper's objective with each estimator.
+
+Metrics per task (``evaluate``): AUC against the true occurrence c, ECE of P(ever); for time
+models MRAE (t_max = the largest observed time of that event in the split, as the reference
+code did) and Harrell's C of predicted medians, and with the training split Uno's C and the
+integrated Brier score of the population survival curves.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+
+import numpy as np
+import torch
+
+from .comments import flatten_inputs
+from .dataset import Split
+from .estimators import MAX_EXACT_EVENTS
+from .metrics import (
+    brier_times,
+    concordance_index,
+    expected_calibration_error,
+    integrated_brier_score,
+    mrae,
+    occurrence_auc,
+    uno_c,
+)
+from .models import BCModel, CETModel, ETModel
+
+PAPER_CET = dict(objective="paper", estimator="gumbel", n_samples=100, temperature=0.3,
+                 log_epsilon=math.log(0.7), lr=3e-4)
+PRESETS: dict[str, tuple[type, dict]] = {
+    "CET": (CETModel, {}),
+    "CET-paper": (CETModel, PAPER_CET),
+    "CET-bound": (CETModel, dict(PAPER_CET, objective="bound", log_epsilon=-2.0)),
+    "CET-marginal": (CETModel, dict(max_patterns=2**MAX_EXACT_EVENTS)),
+    "CET-unconditioned": (CETModel, dict(condition_on_occurrence=False)),
+    "ET": (ETModel, {}),
+    "BC": (BCModel, {}),
+    "Oracle": (BCModel, {}),
+    "CET-Gumbel": (CETModel, PAPER_CET),
+    "CET-exact": (CETModel, dict(PAPER_CET, estimator="exact")),
+    "CET-ARM": (CETModel, dict(PAPER_CET, estimator="arm")),
+}
+PRESET_OF_ESTIMATOR = {"gumbel": "CET-Gumbel", "arm": "CET-ARM", "exact": "CET-exact"}
+DEFAULT_PRESETS = ("CET", "CET-paper", "ET", "BC", "Oracle")
+METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")
+COMMENT_WIDTH = 100  # per-comment layer width when the dataset has sequences (Reddit)
+
+
+def check_presets(names) -> tuple[str, ...]:
+    """The names as a tuple; an unknown one is a ValueError listing the presets."""
+    names = tuple(names)
+    unknown = [m for m in names if m not in PRESETS]
+    if unknown:
+        raise ValueError(f"unknown models {unknown}; choose from {sorted(PRESETS)}")
+    return names
+
+
+def model_inputs(split: Split) -> np.ndarray:
+    """The model input of a split, (n, d): X, or [X | comment embeddings flattened] when the
+    dataset has ``sequences.npy`` (n, L, D) -> (n, d + L * D)."""
+    return split.X if split.sequences is None else flatten_inputs(split.X, split.sequences)
+
+
+def comment_encoder_for(split: Split, width: int = COMMENT_WIDTH) -> dict | None:
+    """The ``comment_encoder`` parameter for a dataset with sequences (None without)."""
+    if split.sequences is None:
+        return None
+    _, length, dim = split.sequences.shape
+    return {"n_aux": split.X.shape[1], "length": length, "dim": dim, "width": width}
+
+
+def fit_preset(name: str, train: Split, val: Split, *, seed: int = 0, hidden_sizes=(100,),
+               max_epochs: int | None = None, patience: int | None = None, params: dict | None = None,
+               x_train: np.ndarray | None = None, x_val: np.ndarray | None = None, on_epoch=None, **model_params):
+    """Fit preset ``name`` on ``train`` with early stopping on ``val``; returns the fitted model.
+
+    ``params`` overrides the preset's parameters (e.g. a search's choice), ``model_params``
+    adds others (e.g. ``device``). The Oracle learns the true occurrence c, the others the
+    observed indicators s. ``x_train``/``x_val``: the model inputs when already computed.
+    """
+    cls, preset = PRESETS[check_presets([name])[0]]
+    kwargs = dict(preset, **(params or {}), **model_params)
+    kwargs.setdefault("comment_encoder", comment_encoder_for(train))
+    model = cls(hidden_sizes=hidden_sizes, max_epochs=max_epochs, patience=patience, seed=seed, **kwargs)
+    x_train = model_inputs(train) if x_train is None else x_train
+    x_val = model_inputs(val) if x_val is None else x_val
+    y_train, y_val = (train.C, val.C) if name == "Oracle" else (train.S, val.S)
+    return model.fit(x_train, train.T, y_train, x_val, val.T, y_val, mask=train.mask, mask_val=val.mask,
+                     on_epoch=on_epoch)
+
+
+def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None = None,
+             train: Split | None = None) -> dict[str, dict[str, float]]:
+    """Per-task metrics {event: {metric: value}} of a fitted model on a split.
+
+    ``x``: the split's model input, if already computed. With ``train`` (the training split)
+    time models also get Uno's C and the integrated Brier score. Masked cells are not scored.
+    """
+    x = model_inputs(split) if x is None else x
+    p = model.predict_occurrence(x)
+    timed = hasattr(model, "predict_time")
+    t_hat = model.predict_time(x) if timed else None
+    tasks = {}
+    for j, e in enumerate(event_names):
+        keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
+        if not keep.any():
+            tasks[e] = {k: float("nan") for k in (METRICS if timed else ("auc", "ece"))}
+            continue
+        c, t, s = split.C[keep, j], split.T[keep, j], split.S[keep, j]
+        score = -t_hat[keep, j] if name == "ET" else p[keep, j]
+        row = {"auc": occurrence_auc(c, score), "ece": expected_calibration_error(c, p[keep, j])}
+        if timed:
+            row["mrae"] = mrae(t, t_hat[keep, j], s, t.max())
+            row["ci"] = _harrell_c_or_nan(t, t_hat[keep, j], s)
+            if train is not None:
+                keep_tr = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
+                t_tr, s_tr = train.T[keep_tr, j], train.S[keep_tr, j]
+                row["uno_c"] = uno_c(t_tr, s_tr, t, s, t_hat[keep, j])
+                times = brier_times(t)
+                surv = model.predict_survival(x[keep], times)[:, :, j] if len(times) >= 2 else None
+                row["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, surv, times) if surv is not None else float("nan")
+        tasks[e] = row
+    return tasks
+
+
+def _harrell_c_or_nan(t, t_hat, s) -> float:
+    try:
+        return concordance_index(t, t_hat, s)
+    except ZeroDivisionError:  # no comparable pair
+        return float("nan")
+
+
+def mean_std(values) -> tuple[float, float]:
+    """(mean, std) ignoring NaN; (nan, nan) when nothing is defined.
+
+    >>> [round(v, 3) for v in mean_std([0.5, 0.7, float("nan")])]
+    [0.6, 0.1]
+    """
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0 or np.isnan(arr).all():
+        return float("nan"), float("nan")
+    return float(np.nanmean(arr)), float(np.nanstd(arr))
+
+
+def average_over_tasks(tasks: dict, metric: str) -> list[float]:
+    """Per-run mean over tasks (the paper's Avg row): {task: {metric: [runs]}} -> [runs].
+
+    >>> [round(v, 3) for v in average_over_tasks({"T1": {"auc": [0.8, 0.9]}, "T2": {"auc": [0.6, 0.7]}}, "auc")]
+    [0.7, 0.8]
+    """
+    per_task = [v[metric] for v in tasks.values() if metric in v]
+    if not per_task:
+        return []
+    return np.nanmean(np.asarray(per_task, dtype=np.float64), axis=0).tolist()
+
+
+def machine() -> dict:
+    """The machine a figure was measured on (platform, CPU, cores, torch, threads, CUDA device)."""
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}

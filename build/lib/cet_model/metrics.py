@@ -1,0 +1,220 @@
+"""Evaluation metrics: occurrence AUC, MRAE, Harrell's C, calibration.
+
+Conventions follow lifelines: ``(event_times, predicted_times, event_observed)``, and a
+longer predicted time means lower risk.
+
+    >>> import numpy as np
+    >>> occurrence_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    0.75
+    >>> concordance_index([1.0, 2.0, 3.0], [1.5, 2.5, 2.0], [1, 1, 0])
+    0.6666666666666666
+    >>> mrae(np.array([2.0, 4.0]), np.array([3.0, 3.0]), np.array([1, 0]))   # censored: early only
+    0.25
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+log = logging.getLogger("cet_model.metrics")
+
+
+def occurrence_auc(c_true, p) -> float:
+    """ROC AUC of predicted occurrence probabilities against the true occurrence c.
+
+    Returns NaN (rather than raising) when c_true has a single class, so a rare event in a
+    small test split does not abort a whole report.
+    """
+    c = np.asarray(c_true).reshape(-1)
+    score = np.asarray(p, dtype=np.float64).reshape(-1)
+    if c.shape != score.shape:
+        raise ValueError(f"c_true has {c.size} values but p has {score.size}")
+    if not np.isfinite(score).all():
+        raise ValueError("p: contains non-finite values")
+    if np.unique(c).size < 2:
+        return float("nan")
+    return float(roc_auc_score(c, score))
+
+
+def mrae(t, t_pred, s, t_max: float | None = None) -> float:
+    """Mean relative absolute error (the paper's definition).
+
+    Observed (s = 1): |t - t_hat| / t_max; censored (s = 0): max(0, t - t_hat) / t_max
+    (a prediction after the censoring time is not penalised). ``t_max`` defaults to max(t).
+    """
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    t_hat = np.asarray(t_pred, dtype=np.float64).reshape(-1)
+    s = np.asarray(s).reshape(-1).astype(bool)
+    if not (t.shape == t_hat.shape == s.shape):
+        raise ValueError(f"t, t_pred and s must have the same length, got {t.size}, {t_hat.size}, {s.size}")
+    scale = float(np.max(t)) if t_max is None else float(t_max)
+    if not scale > 0:
+        raise ValueError(f"t_max must be > 0, got {scale}")
+    err = np.where(s, np.abs(t - t_hat), np.maximum(0.0, t - t_hat))
+    return float(np.mean(err) / scale)
+
+
+def concordance_index(event_times, predicted_times, event_observed=None) -> float:
+    """Harrell's C with lifelines' semantics, in O(n log n).
+
+    A pair (i, j) is comparable when i has an event and t_i < t_j, or t_i = t_j with i an
+    event and j censored; it is concordant when predicted_i < predicted_j; tied predictions
+    count one half. Two events at the same time are not comparable.
+    """
+    t = np.asarray(event_times, dtype=np.float64).reshape(-1)
+    pred = np.asarray(predicted_times, dtype=np.float64).reshape(-1)
+    e = np.ones_like(t, dtype=bool) if event_observed is None else np.asarray(event_observed).reshape(-1).astype(bool)
+    if not (t.shape == pred.shape == e.shape):
+        raise ValueError(f"lengths differ: event_times {t.size}, predicted_times {pred.size}, "
+                         f"event_observed {e.size}")
+    if np.isnan(t).any() or np.isnan(pred).any():
+        raise ValueError("NaN in event_times or predicted_times")
+    # order by time, events before censored at equal times
+    order = np.lexsort((~e, t))
+    t, pred, e = t[order], pred[order], e[order]
+    rank = np.unique(pred, return_inverse=True)[1].astype(np.int64)
+    time_group = np.concatenate([[0], np.cumsum(t[1:] != t[:-1])]).astype(np.int64)
+    # all pairs (i before j in this order, i an event) ...
+    less, tied, total = _ordered_pair_counts(np.zeros_like(rank), e, rank)
+    # ... minus pairs of two events at the same time (not comparable)
+    ev = np.flatnonzero(e)
+    less2, tied2, total2 = _ordered_pair_counts(time_group[ev], np.ones(ev.size, bool), rank[ev])
+    comparable = total - total2
+    if comparable == 0:
+        raise ZeroDivisionError("no admissible pairs: every subject is censored or all events are tied")
+    return float((less - less2) + 0.5 * (tied - tied2)) / comparable
+
+
+def _ordered_pair_counts(group: np.ndarray, first: np.ndarray, rank: np.ndarray):
+    """Count pairs (i, j), i before j in the given order, same ``group``, ``first[i]`` true:
+    how many have rank_i < rank_j, rank_i == rank_j, and in all.
+
+    rank_i < rank_j is decided at the highest bit where the ranks differ. Walking the bits
+    from the top, elements stay ordered by (group, rank prefix, position); at bit b the pairs
+    with equal prefix, bit 0 at i and bit 1 at j are counted with cumulative sums, then each
+    block is stably split by that bit. O(n) per bit, O(n log n) in all, no Python loop over n.
+    """
+    if rank.size < 2:
+        return 0, 0, 0
+    perm = np.lexsort((np.arange(rank.size), group))  # by group, then position
+    group, first, rank = group[perm], first[perm], rank[perm]
+    sizes = np.diff(np.flatnonzero(np.r_[True, group[1:] != group[:-1], True]))
+    keep = np.repeat(sizes >= 2, sizes)  # a group of one has no pairs
+    group, first, rank = group[keep], first[keep], rank[keep]
+    n = rank.size
+    if n < 2:
+        return 0, 0, 0
+    total = _pairs_within(group, first)
+    n_bits = max(1, int(rank.max()).bit_length())
+    full = (np.unique(group, return_inverse=True)[1].astype(np.int64) << n_bits) | rank
+    tied = _pairs_within(full, first, stable_sort=True)
+    idx = np.arange(n)
+    less = 0
+    for b in range(n_bits - 1, -1, -1):
+        key = full >> (b + 1)
+        block_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        block_size = np.diff(np.r_[block_start, n])
+        bit0 = ((full >> b) & 1) == 0
+        fz = np.cumsum(first & bit0)  # flagged bit-0 elements so far
+        fz_before = fz[block_start] - (first & bit0)[block_start]
+        ones = np.add.reduceat((~bit0).astype(np.int64), block_start)
+        less += int(np.dot(fz, ~bit0) - np.dot(ones, fz_before))
+        # stable split of every block: bit-0 elements first, then bit-1, positions kept
+        z = np.cumsum(bit0)
+        zb = np.repeat(z[block_start] - bit0[block_start], block_size)
+        nz = np.repeat(block_size - ones, block_size)
+        a = z - zb  # bit-0 elements up to and including i, within its block
+        new_pos = np.where(bit0, np.repeat(block_start, block_size) + a - 1, idx + nz - a)
+        full_next, first_next = np.empty_like(full), np.empty_like(first)
+        full_next[new_pos], first_next[new_pos] = full, first
+        full, first = full_next, first_next
+    return less, tied, total
+
+
+def _pairs_within(key: np.ndarray, first: np.ndarray, stable_sort: bool = False) -> int:
+    """Pairs (i before j) with equal key and first[i], for elements already in position order."""
+    if stable_sort:
+        order = np.argsort(key, kind="stable")
+        key, first = key[order], first[order]
+    block_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    size = np.diff(np.r_[block_start, key.size])
+    last = np.repeat(block_start + size - 1, size)
+    return int(np.dot(last - np.arange(key.size), first))  # elements after i in its block
+
+
+def calibration_curve(c_true, p, n_bins: int = 10, strategy: str = "uniform"):
+    """Observed frequency vs mean predicted probability per bin.
+
+    Returns (prob_true, prob_pred, counts) for the non-empty bins. ``strategy`` is
+    ``"uniform"`` (equal-width bins on [0, 1]) or ``"quantile"`` (equal-count bins).
+    """
+    c = np.asarray(c_true, dtype=np.float64).reshape(-1)
+    prob = np.asarray(p, dtype=np.float64).reshape(-1)
+    if c.shape != prob.shape:
+        raise ValueError(f"c_true has {c.size} values but p has {prob.size}")
+    if ((prob < 0) | (prob > 1)).any():
+        raise ValueError("p: probabilities must lie in [0, 1]")
+    if strategy == "uniform":
+        edges = np.linspace(0.0, 1.0, n_bins + 1)
+    elif strategy == "quantile":
+        edges = np.quantile(prob, np.linspace(0.0, 1.0, n_bins + 1))
+    else:
+        raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
+    idx = np.clip(np.searchsorted(edges[1:-1], prob, side="right"), 0, n_bins - 1)
+    counts = np.bincount(idx, minlength=n_bins)
+    keep = counts > 0
+    prob_true = np.bincount(idx, weights=c, minlength=n_bins)[keep] / counts[keep]
+    prob_pred = np.bincount(idx, weights=prob, minlength=n_bins)[keep] / counts[keep]
+    return prob_true, prob_pred, counts[keep]
+
+
+def expected_calibration_error(c_true, p, n_bins: int = 10, strategy: str = "uniform") -> float:
+    """ECE = sum over bins of (bin share) x |observed frequency - mean prediction|."""
+    prob_true, prob_pred, counts = calibration_curve(c_true, p, n_bins, strategy)
+    return float(np.sum(counts * np.abs(prob_true - prob_pred)) / np.sum(counts))
+
+
+def _surv_array(t, s):
+    from sksurv.util import Surv
+
+    return Surv.from_arrays(event=np.asarray(s).astype(bool), time=np.asarray(t, dtype=np.float64))
+
+
+def uno_c(t_train, s_train, t, s, predicted_times, tau: float | None = None) -> float:
+    """Uno's IPCW concordance (scikit-survival) of predicted times: an earlier predicted time
+    is a higher risk. Censoring weights come from the training split; ``tau`` defaults to
+    the 90th percentile of the training times. NaN when undefined (no comparable pair,
+    no event)."""
+    from sksurv.metrics import concordance_index_ipcw
+
+    t_train, t = np.asarray(t_train, np.float64), np.asarray(t, np.float64)
+    tau = float(np.quantile(t_train, 0.9)) if tau is None else tau
+    try:
+        return float(concordance_index_ipcw(_surv_array(t_train, s_train), _surv_array(t, s),
+                                            -np.asarray(predicted_times, np.float64), tau=tau)[0])
+    except (ValueError, ZeroDivisionError):
+        return float("nan")
+
+
+def brier_times(t, n: int = 20) -> np.ndarray:
+    """An evaluation grid strictly inside the observed follow-up: quantiles 10 %..90 %."""
+    grid = np.unique(np.quantile(np.asarray(t, np.float64), np.linspace(0.1, 0.9, n)))
+    return grid[(grid > np.min(t)) & (grid < np.max(t))]
+
+
+def integrated_brier_score(t_train, s_train, t, s, survival, times) -> float:
+    """Integrated Brier score (scikit-survival, IPCW) of survival curves ``survival`` (n, len(times))
+    at ``times``. Lower is better; NaN when undefined."""
+    from sksurv.metrics import integrated_brier_score as ibs
+
+    if len(times) < 2:
+        return float("nan")
+    try:
+        return float(ibs(_surv_array(t_train, s_train), _surv_array(t, s), np.asarray(survival, np.float64),
+                         np.asarray(times, np.float64)))
+    except (ValueError, ZeroDivisionError) as exc:  # undefined here (e.g. no follow-up left): say why
+        log.warning("integrated Brier score undefined: %s", exc)
+        return float("nan")

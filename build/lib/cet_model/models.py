@@ -1,0 +1,604 @@
+"""CET, ET and BC as scikit-learn estimators: fit / predict_* / save / load.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 3))
+    >>> T = rng.exponential(size=(200, 2)) + 0.1          # n x M times
+    >>> S = (rng.random((200, 2)) < 0.4).astype(float)   # 1 = event observed, 0 = censored
+    >>> model = CETModel(hidden_sizes=(8,), max_epochs=3, device="cpu").fit(X, T, S)
+    >>> model.predict_occurrence(X).shape, model.predict_time(X).shape
+    ((200, 2), (200, 2))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from sklearn.base import BaseEstimator
+
+from . import losses
+from .comments import check_spec
+from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
+from .networks import BCNetwork, CETNetwork, ETNetwork
+from .objectives import OBJECTIVES, log_epsilon_for
+from .params import CETParams, ModelParams, keyword_init
+from .train import TrainConfig, train
+from .validation import check_features, check_survival, column_names
+
+FORMAT = "cet-model"
+FORMAT_VERSION = 2  # 2: objectives paper/bound/marginal, condition_on_occurrence, feature names
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
+
+
+def resolve_device(device: str) -> torch.device:
+    """'auto' -> CUDA when present, else CPU. Asking for CUDA without one is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but no CUDA device is available; use 'auto' or 'cpu'")
+    return dev
+
+
+class _Base(BaseEstimator):
+    """Shared parameters, tensors, chunking and persistence.
+
+    Parameters are the fields of :class:`cet_model.params.ModelParams` (CET: ``CETParams``),
+    stored as given (scikit-learn's rule, so ``clone`` and ``set_params`` work) and checked
+    when ``fit`` starts.
+    """
+
+    _network = None
+    _params_class = ModelParams
+    __init__ = keyword_init(ModelParams)
+
+    # --- parameters -------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        """Validate the parameters as given (``params_``: the checked, frozen copy)."""
+        self.params_ = self._params_class(**self.get_params())
+        self.hidden_sizes_ = self.params_.hidden_sizes
+        self.comment_encoder_ = self.params_.comment_encoder
+
+    def _config(self) -> TrainConfig:
+        return TrainConfig(lr=float(self.lr), batch_size=self.batch_size, max_epochs=self.max_epochs,
+                           patience=self.patience, optimizer=self.optimizer, verbose=bool(self.verbose))
+
+    # --- tensors ------------------------------------------------------------------------------
+    def _setup(self, n_features: int, n_events: int) -> None:
+        self._check_params()
+        self.device_ = resolve_device(self.device)
+        self.torch_dtype_ = _DTYPES[self.dtype]
+        self.n_features_in_, self.n_events_ = n_features, n_events
+        torch.manual_seed(int(self.seed))
+        check_spec(self.comment_encoder_, n_features)
+        self.net_ = self._build_network(n_features, n_events)
+        self.net_.to(device=self.device_, dtype=self.torch_dtype_)
+        self.noise_generator_ = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 1)
+        self.shuffle_generator_ = torch.Generator().manual_seed(int(self.seed) + 2)
+
+    def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
+        return self._network(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+                             comment_encoder=self.comment_encoder_)
+
+    def _tensor(self, a) -> torch.Tensor:
+        return torch.as_tensor(np.ascontiguousarray(a), dtype=self.torch_dtype_, device=self.device_)
+
+    def _check_fitted(self) -> None:
+        if getattr(self, "net_", None) is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or load() first")
+
+    def _check_columns(self, X, name: str = "X") -> None:
+        """A data frame must have the training columns, in the training order."""
+        names = column_names(X)
+        want = getattr(self, "feature_names_in_", None)
+        if names is None or want is None:
+            return
+        want = list(want)
+        if names != want:
+            missing = [c for c in want if c not in names]
+            extra = [c for c in names if c not in want]
+            detail = []
+            if missing:
+                detail.append(f"missing {missing}")
+            if extra:
+                detail.append(f"not seen in fit {extra}")
+            if not detail:
+                detail.append(f"in another order than in fit (expected {want})")
+            raise ValueError(f"{name}: columns do not match those seen in fit: " + "; ".join(detail))
+
+    def _x(self, X) -> torch.Tensor:
+        self._check_fitted()
+        self._check_columns(X)
+        return self._tensor(check_features(X, "X", self.n_features_in_))
+
+    def _chunks(self, n: int, per_row: int):
+        step = max(1, _EVAL_ELEMENTS // max(1, per_row))
+        for start in range(0, n, step):
+            yield slice(start, min(n, start + step))
+
+    def _hidden(self) -> int:
+        return max(self.hidden_sizes_, default=2 * self.n_events_)
+
+    def _init_time_bias(self, log_t: np.ndarray) -> None:
+        """Start mu at the mean log time of each event, log sigma at log sd: faster, stabler fits."""
+        bias = self.net_.decoder.output_bias()
+        m = self.n_events_
+        with torch.no_grad():
+            bias[:m] = self._tensor(log_t.mean(0))
+            if self.sigma == "net":
+                bias[m:] = self._tensor(np.log(log_t.std(0) + 1e-3))
+            else:
+                self.net_.decoder.log_sigma.copy_(self._tensor(np.log(log_t.std(0) + 1e-3)))
+
+    # --- fitting ------------------------------------------------------------------------------
+    _max_events: int | None = None
+
+    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
+        """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed).
+
+        X may be an array or a pandas / polars data frame (its column names are kept in
+        ``feature_names_in_`` and checked at prediction). ``mask`` (n x M, optional): 0 drops
+        that cell from the likelihood. Early stopping monitors the validation loss when
+        validation data are given (else the training loss); the best weights are restored.
+        ``on_epoch(epoch, history)`` is called after every epoch (progress reporting,
+        diagnostics). With ``max_epochs=None`` the budget is at least 100 epochs and at least
+        5,000 optimizer steps (small data sets get more epochs); a budget that ends while the
+        monitored loss still improves raises scikit-learn's ``ConvergenceWarning``.
+        """
+        names = column_names(X)
+        self._check_params()
+        x, t, s, m = check_survival(X, T, S, max_events=self._max_events, mask=mask)
+        self._setup(x.shape[1], t.shape[1])
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self._prepare(t)
+        tr = self._tensors(x, t, s, m)
+
+        def batch_loss(idx):
+            idx = idx.to(self.device_)
+            return self._train_loss(*[a[idx] if a is not None else None for a in tr])
+
+        val_loss = None
+        if X_val is not None:
+            self._check_columns(X_val, "X_val")
+            va = self._tensors(*check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
+                                               n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
+                                               mask_name="mask_val"))
+            val_loss = lambda: self._eval_loss(*va)  # noqa: E731
+        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
+                              val_loss, desc=self._desc(), on_epoch=on_epoch)
+        return self
+
+    def score(self, X, T, S, mask=None) -> float:
+        """Mean log-likelihood (CET: the objective) per row and event; dropout off. Higher is better."""
+        self._check_fitted()
+        self._check_columns(X)
+        x, t, s, m = check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_, mask=mask)
+        self.net_.eval()
+        with torch.no_grad():
+            return -self._eval_loss(*self._tensors(x, t, s, m))
+
+    def _tensors(self, x, t, s, m) -> list:
+        return [self._tensor(a) if a is not None else None for a in (x, np.log(t), s, m)]
+
+    def _prepare(self, t: np.ndarray) -> None:
+        """Per-model set-up from the training times, after the network is built."""
+        self._init_time_bias(np.log(t))
+
+    def _desc(self) -> str:
+        return type(self).__name__.removesuffix("Model")
+
+    def _eval_loss(self, x, log_t, s, mask) -> float:
+        return self._train_loss(x, log_t, s, mask).item()
+
+    # --- persistence --------------------------------------------------------------------------
+    def _extra_state(self) -> dict:
+        return {}
+
+    def _load_extra_state(self, extra: dict) -> None:
+        pass
+
+    def save(self, path) -> Path:
+        """Write ``config.json`` and ``weights.safetensors`` (no pickle). Files appear whole."""
+        self._check_fitted()
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        config = {"format": FORMAT, "format_version": FORMAT_VERSION, "class": type(self).__name__,
+                  "params": _jsonable(self.get_params()), "n_features": self.n_features_in_,
+                  "n_events": self.n_events_, "extra": self._extra_state()}
+        if hasattr(self, "feature_names_in_"):
+            config["feature_names"] = [str(c) for c in self.feature_names_in_]
+        state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
+        save_file(state, path / "weights.safetensors.tmp")
+        (path / "config.json.tmp").write_text(json.dumps(config, indent=2))
+        os.replace(path / "weights.safetensors.tmp", path / "weights.safetensors")
+        os.replace(path / "config.json.tmp", path / "config.json")
+        return path
+
+    @classmethod
+    def load(cls, path, device: str = "auto"):
+        """Rebuild a saved model. Refuses folders written by another format or class."""
+        config = read_model_config(path)
+        if config["class"] != cls.__name__:
+            raise ValueError(f"{Path(path) / 'config.json'}: holds a {config['class']}, not a {cls.__name__}")
+        params = dict(config["params"], device=device)
+        params["hidden_sizes"] = tuple(params["hidden_sizes"])
+        unknown = sorted(set(params) - set(cls._get_param_names()))
+        if unknown:
+            raise ValueError(f"{Path(path) / 'config.json'}: field 'params' has unknown parameters {unknown}")
+        model = cls(**params)
+        model._setup(int(config["n_features"]), int(config["n_events"]))
+        if config.get("feature_names") is not None:
+            model.feature_names_in_ = np.asarray(config["feature_names"], dtype=object)
+        try:
+            state = load_file(str(Path(path) / "weights.safetensors"), device=str(model.device_))
+        except Exception as exc:  # safetensors raises its own error type for a damaged file
+            raise ValueError(f"{Path(path) / 'weights.safetensors'}: not a readable safetensors file "
+                             f"({type(exc).__name__}: {exc})") from None
+        try:
+            model.net_.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(f"{Path(path) / 'weights.safetensors'}: does not match config.json ({exc})") from None
+        model.net_.eval()
+        model._load_extra_state(config.get("extra", {}))
+        return model
+
+
+class CETModel(_Base):
+    """Conditional event time model: Bernoulli occurrence heads + a log-normal AFT head on [x, c].
+
+    Parameters: the fields of :class:`cet_model.params.CETParams` (objective, estimator,
+    condition_on_occurrence, n_samples, temperature, log_epsilon, max_patterns,
+    importance_samples) and of :class:`cet_model.params.ModelParams` (layers, training,
+    device), as keywords. ``CETModel()`` is the product default: the exact log marginal
+    likelihood, a decoder conditioned on the occurrences, an automatic training budget.
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.standard_normal((300, 2))
+        >>> c = rng.random(300) < 0.5                      # the event ever happens
+        >>> t_event = np.exp(0.5 * rng.standard_normal(300))
+        >>> cens = rng.uniform(0.1, 3.0, 300)
+        >>> S = (c & (t_event < cens)).astype(float)[:, None]
+        >>> T = np.where(S[:, 0] == 1, t_event, cens)[:, None]
+        >>> model = CETModel(hidden_sizes=(), lr=0.05, max_epochs=300, device="cpu").fit(X, T, S)
+        >>> round(float(model.predict_occurrence(X).mean()), 1)
+        0.5
+    """
+
+    _network = CETNetwork
+
+    _params_class = CETParams
+    __init__ = keyword_init(CETParams)
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        self.objective_, self.estimator_ = self.params_.resolved
+        self.sums_patterns_ = OBJECTIVES[self.objective_].sums_patterns
+        self.log_epsilon_ = log_epsilon_for(self.objective_, self.log_epsilon)
+
+    def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
+        return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+                          comment_encoder=self.comment_encoder_,
+                          condition_on_occurrence=bool(self.condition_on_occurrence))
+
+    @property
+    def _conditioned(self) -> bool:
+        return self.net_.decoder.c_proj is not None
+
+    # --- likelihood ---------------------------------------------------------------------------
+    def _decode(self, x, c):
+        """(mu, log sigma) with shape (n, K, M) for occurrence patterns c (n, K, M)."""
+        if self._conditioned:
+            return self.net_.decoder(x, c)
+        mu, log_sigma = self.net_.decoder(x)
+        return mu.unsqueeze(1), log_sigma.unsqueeze(1)
+
+    def _row_loglik(self, x, logits, log_t, s, mask):
+        """row_loglik(c, rows=None): c (r, K, M) -> log p(t, s | c, x) summed over events, (r, K)."""
+        log_p = torch.nn.functional.logsigmoid(logits)
+        cell_loglik = OBJECTIVES[self.objective_].cell
+
+        def row_loglik(c, rows=None):
+            def pick(a):
+                return a if rows is None or a is None else a[rows]
+            mu, log_sigma = self._decode(pick(x), c)
+            lt, ss = pick(log_t).unsqueeze(1), pick(s).unsqueeze(1)
+            cell = cell_loglik(c, lt, ss, mu, log_sigma, self.log_epsilon_, pick(log_p).unsqueeze(1))
+            mk = pick(mask)
+            if mk is not None:
+                cell = torch.where(mk.unsqueeze(1) > 0.5, cell, torch.zeros_like(cell))
+            return cell.sum(-1)
+        return row_loglik
+
+    def _proposal(self, x, logits, log_t, s, mask):
+        """q_j = p_j S_j / (1 - p_j + p_j S_j) for censored cells (p_j for masked ones), from one
+        decoder pass at c = p with observed cells pinned to 1: close to the posterior of c."""
+        def proposal(rows):
+            with torch.no_grad():
+                p = torch.sigmoid(logits[rows])
+                c0 = torch.where(s[rows] > 0.5, torch.ones_like(p), p).unsqueeze(1)
+                mu, log_sigma = self._decode(x[rows], c0)
+                surv = torch.exp(losses.lognormal_log_survival(log_t[rows], mu[:, 0], log_sigma[:, 0]))
+                q = p * surv / (1.0 - p + p * surv)
+                if mask is not None:
+                    q = torch.where(mask[rows] > 0.5, q, p)
+                return q
+        return proposal
+
+    def _estimate(self, x, log_t, s, mask, *, train: bool, generator=None):
+        x = self.net_.features(x)
+        logits = self.net_.encoder(x)
+        if self.sums_patterns_ and (not self._conditioned or self.n_events_ == 1):
+            # closed form: the events are independent given x, or M = 1, where the decoder only
+            # matters at c = 1 (c = 0 makes an observed event impossible and a censored one certain)
+            if self._conditioned:
+                mu, log_sigma = (a[:, 0] for a in self.net_.decoder(x, torch.ones_like(logits).unsqueeze(1)))
+            else:
+                mu, log_sigma = self.net_.decoder(x)
+            cell = losses.factorised_marginal_loglik(logits, log_t, s, mu, log_sigma)
+            if mask is not None:
+                cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
+            value = cell.sum(-1)
+            return Estimate(surrogate=value, value=value)
+        row_loglik = self._row_loglik(x, logits, log_t, s, mask)
+        kw = dict(n_samples=int(self.n_samples), temperature=float(self.temperature))
+        if self.sums_patterns_:
+            free = s < 0.5 if mask is None else (s < 0.5) | (mask < 0.5)
+            kw |= dict(free=free, proposal=self._proposal(x, logits, log_t, s, mask),
+                       max_patterns=int(self.max_patterns), n_samples=int(self.importance_samples))
+        if train:
+            est = get_estimator(self.objective_, self.estimator_)
+            return est(logits, row_loglik, generator=self.noise_generator_, **kw)
+        kw.pop("temperature")
+        return evaluation_estimate(logits, row_loglik, objective=self.objective_, generator=generator, **kw)
+
+    @property
+    def _max_events(self):
+        if not self.sums_patterns_ and self.estimator_ == "exact":
+            return MAX_EXACT_EVENTS
+        return None
+
+    def _desc(self) -> str:
+        return f"CET/{self.objective_}/{self.estimator_}"
+
+    def _train_loss(self, x, log_t, s, mask):
+        return -self._estimate(x, log_t, s, mask, train=True).surrogate.mean() / self.n_events_
+
+    def _eval_loss(self, x, log_t, s, mask) -> float:
+        return self._objective_value(x, log_t, s, mask)
+
+    def _objective_value(self, x, log_t, s, mask) -> float:
+        """Mean negative objective per row and event, with common random numbers across calls."""
+        gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 3)
+        if self.sums_patterns_:
+            k = max(int(self.importance_samples) + 1, int(self.max_patterns)) if self._conditioned else 1
+        else:
+            k = max(int(self.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)
+        total = 0.0
+        for sl in self._chunks(len(x), self._hidden() * k):
+            m = mask[sl] if mask is not None else None
+            total += self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum().item()
+        return -total / (len(x) * self.n_events_)
+
+    # --- predictions --------------------------------------------------------------------------
+    def predict_occurrence(self, X) -> np.ndarray:
+        """P(event j ever occurs | x), shape (n, M)."""
+        x = self._x(X)
+        with torch.no_grad():
+            return torch.sigmoid(self.net_.encoder(self.net_.features(x))).cpu().numpy().astype(np.float64)
+
+    def _conditional_components(self, x, j: int, generator):
+        """Mixture for T_j given c_j = 1: weights over the other events' c, and (mu, log sigma).
+
+        Exact enumeration of the 2^(M-1) patterns when that is <= n_samples, otherwise
+        n_samples hard Monte Carlo draws. Shapes (n, K) each.
+        """
+        m = self.n_events_
+        x = self.net_.features(x)
+        if not self._conditioned:  # T_j does not depend on c: one component
+            mu, log_sigma = self.net_.decoder(x)
+            return x.new_zeros((len(x), 1)), mu[:, j:j + 1], log_sigma[:, j:j + 1]
+        logits = self.net_.encoder(x)  # (n, M); never logit(sigmoid(.)): p = 1.0 in float32 gives inf, then NaN
+        p = torch.sigmoid(logits)
+        if 2 ** (m - 1) <= int(self.n_samples):
+            c = all_patterns(m, x)
+            c = c[c[:, j] == 1].unsqueeze(0).expand(len(x), -1, -1)  # (n, 2^(M-1), M)
+            others = torch.cat([logits[:, :j], logits[:, j + 1:]], dim=1).unsqueeze(1)
+            log_w = losses.bernoulli_log_prob(torch.cat([c[..., :j], c[..., j + 1:]], dim=-1), others)
+        else:
+            k = int(self.n_samples)
+            u = torch.rand((len(x), k, m), generator=generator, device=x.device, dtype=x.dtype)
+            c = (u < p.unsqueeze(1)).to(x.dtype)
+            c[..., j] = 1.0
+            log_w = torch.full(c.shape[:2], -math.log(k), dtype=x.dtype, device=x.device)
+        mu, log_sigma = self.net_.decoder(x, c)
+        return log_w, mu[..., j], log_sigma[..., j]
+
+    def _per_event(self, X, fn) -> list:
+        x = self._x(X)
+        gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 4)
+        k = min(int(self.n_samples), 2 ** (self.n_events_ - 1))
+        out = []
+        with torch.no_grad():
+            for j in range(self.n_events_):
+                parts = [fn(*self._conditional_components(x[sl], j, gen), x[sl], j)
+                         for sl in self._chunks(len(x), k * self._hidden())]
+                out.append(np.concatenate(parts))
+        return out
+
+    def predict_time(self, X, q: float = 0.5) -> np.ndarray:
+        """The q-quantile of T_j given that event j occurs (c_j = 1), shape (n, M)."""
+        _check_q(q)
+        z = _ndtri(q)
+        return np.stack(self._per_event(X, lambda lw, mu, ls, x, j: _mixture_quantile(lw, mu, ls, z)), 1)
+
+    def predict_survival(self, X, times) -> np.ndarray:
+        """Population survival 1 - p_j + p_j S_j(t | c_j = 1), shape (n, len(times), M)."""
+        grid = _times(times)
+        p = self.predict_occurrence(X)
+
+        def surv(log_w, mu, log_sigma, x, j):
+            lt = torch.as_tensor(np.log(grid), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
+            log_s = losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1))
+            return torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2).exp().cpu().numpy()
+
+        s_cond = np.stack(self._per_event(X, surv), axis=2)  # (n, T, M)
+        return 1.0 - p[:, None, :] + p[:, None, :] * s_cond
+
+
+class ETModel(_Base):
+    """The ET baseline: a log-normal AFT model on x alone (no occurrence), same layers as CET."""
+
+    _network = ETNetwork
+
+    def _prepare(self, t):
+        self._init_time_bias(np.log(t))
+        self.horizon_ = t.max(0)
+
+    def _train_loss(self, x, log_t, s, mask):
+        return -self._loglik(x, log_t, s, mask).mean() / self.n_events_
+
+    def _loglik(self, x, log_t, s, mask):
+        mu, log_sigma = self.net_.decoder(self.net_.features(x))
+        cell = losses.censored_lognormal_loglik(log_t, s, mu, log_sigma)
+        if mask is not None:
+            cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
+        return cell.sum(-1)
+
+    def _params(self, X):
+        with torch.no_grad():
+            return self.net_.decoder(self.net_.features(self._x(X)))
+
+    def predict_time(self, X, q: float = 0.5) -> np.ndarray:
+        """The q-quantile of T_j: exp(mu + sigma * Phi^-1(q)), shape (n, M)."""
+        _check_q(q)
+        mu, log_sigma = self._params(X)
+        return torch.exp(mu + torch.exp(log_sigma) * _ndtri(q)).cpu().numpy().astype(np.float64)
+
+    def predict_survival(self, X, times) -> np.ndarray:
+        """S_j(t | x), shape (n, len(times), M)."""
+        mu, log_sigma = self._params(X)
+        lt = torch.as_tensor(np.log(_times(times)), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
+        return losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1)).exp().cpu().numpy()
+
+    def predict_occurrence(self, X) -> np.ndarray:
+        """P(T_j <= horizon_j), horizon_j = the longest time seen in training for event j.
+
+        ET has no occurrence variable; this is its probability of an event within the
+        follow-up seen in training. (The paper scored ET's AUC by the rank of the
+        predicted median time instead; see ``cet_model.evaluation``.)
+        """
+        mu, log_sigma = self._params(X)
+        lt = torch.as_tensor(np.log(self.horizon_), dtype=mu.dtype, device=mu.device)
+        return (1.0 - losses.lognormal_log_survival(lt, mu, log_sigma).exp()).cpu().numpy().astype(np.float64)
+
+    def _extra_state(self):
+        return {"horizon": [float(h) for h in self.horizon_]}
+
+    def _load_extra_state(self, extra):
+        self.horizon_ = np.asarray(extra["horizon"], dtype=np.float64)
+
+
+class BCModel(_Base):
+    """The BC baseline: the CET encoder trained as a classifier of the observed indicator s."""
+
+    _network = BCNetwork
+
+    def _prepare(self, t):
+        pass  # T is accepted (and checked) for a uniform API but not used
+
+    def _train_loss(self, x, log_t, s, mask):
+        return self._nll(x, s, mask).mean() / self.n_events_
+
+    def _nll(self, x, s, mask):
+        cell = losses.binary_cross_entropy(self.net_.encoder(self.net_.features(x)), s)
+        if mask is not None:
+            cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
+        return cell.sum(-1)
+
+    def predict_occurrence(self, X) -> np.ndarray:
+        """P(s_j = 1 | x): the probability that event j is *observed*, shape (n, M)."""
+        with torch.no_grad():
+            return torch.sigmoid(self.net_.encoder(self.net_.features(self._x(X)))).cpu().numpy().astype(np.float64)
+
+
+MODELS = {"CETModel": CETModel, "ETModel": ETModel, "BCModel": BCModel}
+
+
+def read_model_config(path) -> dict:
+    """Read and check a model folder's config.json; errors name the file and the field."""
+    cfg_path = Path(path) / "config.json"
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"{cfg_path}: missing; not a saved model folder")
+    if not (Path(path) / "weights.safetensors").is_file():
+        raise FileNotFoundError(f"{Path(path) / 'weights.safetensors'}: missing")
+    try:
+        config = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{cfg_path}: not valid JSON ({exc})") from None
+    if config.get("format") != FORMAT:
+        raise ValueError(f"{cfg_path}: field 'format' is {config.get('format')!r}, expected {FORMAT!r}")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{cfg_path}: field 'format_version' is {config.get('format_version')!r}; this "
+                         f"version of cet_model reads format_version {FORMAT_VERSION}")
+    if config.get("class") not in MODELS:
+        raise ValueError(f"{cfg_path}: field 'class' is {config.get('class')!r}, expected one of {sorted(MODELS)}")
+    return config
+
+
+def load_model(path, device: str = "auto"):
+    """Load any saved CETModel, ETModel or BCModel."""
+    return MODELS[read_model_config(path)["class"]].load(path, device=device)
+
+
+def _jsonable(params: dict) -> dict:
+    """get_params() for config.json: tuples as lists, numpy scalars as Python numbers."""
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, tuple):
+            v = [int(h) for h in v]
+        elif isinstance(v, np.generic):
+            v = v.item()
+        out[k] = v
+    return out
+
+
+def _check_q(q: float) -> None:
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+
+
+def _ndtri(q: float) -> float:
+    return float(torch.special.ndtri(torch.tensor(q, dtype=torch.float64)))
+
+
+def _times(times) -> np.ndarray:
+    grid = np.asarray(times, dtype=np.float64).reshape(-1)
+    if not np.isfinite(grid).all() or (grid <= 0).any():
+        raise ValueError("times: must be finite and > 0")
+    return grid
+
+
+def _mixture_quantile(log_w, mu, log_sigma, z: float, iters: int = 60) -> np.ndarray:
+    """q-quantile of sum_k w_k LogNormal(mu_k, sigma_k), by bisection on log t. Shapes (n, K)."""
+    sigma = torch.exp(log_sigma)
+    comp = mu + sigma * z  # each component's quantile; the mixture's lies between them
+    lo, hi = comp.min(1).values, comp.max(1).values
+    q = float(torch.special.ndtr(torch.tensor(z, dtype=torch.float64)))
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        cdf = (torch.exp(log_w) * torch.special.ndtr((mid.unsqueeze(1) - mu) / sigma)).sum(1)
+        below = cdf < q
+        lo, hi = torch.where(below, mid, lo), torch.where(below, hi, mid)
+    return torch.exp(0.5 * (lo + hi)).cpu().numpy().astype(np.float64)

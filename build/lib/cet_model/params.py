@@ -1,0 +1,157 @@
+"""The models' hyper-parameters, listed once: frozen dataclasses that check themselves.
+
+``CETModel``, ``ETModel`` and ``BCModel`` take exactly these fields as keyword arguments
+(their ``__init__`` signatures are generated from them, so scikit-learn's ``get_params``,
+``set_params`` and ``clone`` see the same list) and validate them when ``fit`` starts.
+
+    >>> CETParams().objective, CETParams().hidden_sizes
+    ('marginal', (100,))
+    >>> CETParams(hidden_sizes=[64, 32]).hidden_sizes      # any sequence of widths
+    (64, 32)
+    >>> CETParams(dropout=1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: dropout must be in [0, 1), got 1.5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+
+from .comments import check_spec
+from .objectives import log_epsilon_for, resolve
+
+DTYPES = ("float32", "float64")
+OPTIMIZERS = ("adam", "lbfgs")
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """What CET, ET and BC share: layers, training and where it runs.
+
+    Attributes:
+        hidden_sizes: hidden layer widths of the encoder and the time decoder; ``()`` gives
+            linear models.
+        sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
+        dropout: dropout rate of the hidden layers, in [0, 1).
+        lr, batch_size, optimizer: Adam (default) or L-BFGS settings; ``batch_size=None`` is full batch.
+        max_epochs, patience: ``None`` sizes the budget to the data (>= 100 epochs and >= 5,000
+            optimizer steps; patience stretched alike, see ``cet_model.train``).
+        device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:n]"``.
+        seed: weights, noise and shuffling.
+        dtype: ``"float32"`` or ``"float64"``.
+        verbose: log every epoch.
+        comment_encoder: ``{"n_aux", "length", "dim", "width"}`` to read X as [aux | L comment
+            embeddings of size D, flattened] (``cet_model.comments``), or None.
+    """
+
+    hidden_sizes: tuple[int, ...] = (100,)
+    sigma: str = "net"
+    dropout: float = 0.5
+    lr: float = 1e-3
+    batch_size: int = 400
+    max_epochs: int | None = None
+    patience: int | None = None
+    optimizer: str = "adam"
+    device: str = "auto"
+    seed: int = 0
+    dtype: str = "float32"
+    verbose: bool = False
+    comment_encoder: dict | None = None
+
+    def __post_init__(self):
+        try:
+            sizes = tuple(int(h) for h in self.hidden_sizes)
+        except (TypeError, ValueError):
+            raise ValueError(f"hidden_sizes must be a sequence of positive ints, got {self.hidden_sizes!r}") from None
+        if any(h <= 0 for h in sizes):
+            raise ValueError(f"hidden_sizes must be positive, got {self.hidden_sizes}")
+        object.__setattr__(self, "hidden_sizes", sizes)
+        if self.sigma not in ("net", "constant"):
+            raise ValueError(f"sigma must be 'net' or 'constant', got {self.sigma!r}")
+        if not 0.0 <= float(self.dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not float(self.lr) > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.batch_size is not None and int(self.batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1 or None (full batch), got {self.batch_size}")
+        for name in ("max_epochs", "patience"):
+            v = getattr(self, name)
+            if v is not None and int(v) < 1:
+                raise ValueError(f"{name} must be >= 1 or None (automatic), got {v}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+        object.__setattr__(self, "comment_encoder", check_spec(self.comment_encoder))
+
+
+@dataclass(frozen=True)
+class CETParams(ModelParams):
+    """CET's own hyper-parameters on top of :class:`ModelParams`.
+
+    Attributes:
+        objective: ``"marginal"`` (default: the exact log marginal likelihood), ``"paper"``
+            (the original code's objective, which produced the paper's tables) or ``"bound"``
+            (eq. 8 as printed). See :mod:`cet_model.objectives`.
+        estimator: ``"auto"`` (the objective's default) or one the objective accepts:
+            ``marginal``: ``exact``, ``importance``; ``paper`` and ``bound``: ``gumbel``,
+            ``arm``, ``exact`` (all 2^M patterns, M <= ``estimators.MAX_EXACT_EVENTS``).
+        condition_on_occurrence: the time decoder sees [x, c] (the paper's model) or x only
+            (the marginal likelihood then factorises over events: O(M) for any M).
+        n_samples: samples per row for gumbel and arm, and Monte Carlo draws in predictions.
+        temperature: Gumbel-Softmax temperature.
+        log_epsilon: log of the penalty eps of ``paper`` and ``bound``; None takes the
+            objective's default (log 0.7 and -2).
+        max_patterns: per-row budget of the exact marginal sum (2^censored cells); rows beyond
+            it use the importance-weighted bound with ``importance_samples`` draws.
+    """
+
+    objective: str = "marginal"
+    estimator: str = "auto"
+    condition_on_occurrence: bool = True
+    n_samples: int = 100
+    temperature: float = 0.3
+    log_epsilon: float | None = None
+    max_patterns: int = 64
+    importance_samples: int = 32
+
+    def __post_init__(self):
+        super().__post_init__()
+        resolve(self.objective, self.estimator)  # refuses an unknown objective or an unsupported pair
+        log_epsilon_for(self.objective, self.log_epsilon)
+        if int(self.n_samples) < 1 or not float(self.temperature) > 0:
+            raise ValueError(f"n_samples must be >= 1 and temperature > 0, got {self.n_samples} and "
+                             f"{self.temperature}")
+        if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:
+            raise ValueError(f"max_patterns and importance_samples must be >= 1, got {self.max_patterns} "
+                             f"and {self.importance_samples}")
+
+    @property
+    def resolved(self) -> tuple[str, str]:
+        """(objective, estimator) with ``"auto"`` replaced by the objective's default."""
+        return resolve(self.objective, self.estimator)
+
+
+def keyword_init(params_class):
+    """An ``__init__`` taking exactly ``params_class``'s fields as keywords, stored as given
+    (scikit-learn's rule: validation happens in ``fit``). Its signature lists the fields, so
+    ``get_params`` and ``clone`` see them."""
+    fields = dataclasses.fields(params_class)
+    names = {f.name for f in fields}
+
+    def __init__(self, **params):
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got unexpected parameters {unknown}; "
+                            f"see {params_class.__module__}.{params_class.__name__}")
+        for f in fields:
+            setattr(self, f.name, params.get(f.name, f.default))
+
+    __init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default) for f in fields])
+    __init__.__doc__ = f"Keyword arguments: the fields of {params_class.__name__}."
+    return __init__

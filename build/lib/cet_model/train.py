@@ -1,0 +1,153 @@
+"""The training loop: the only place with an optimizer.
+
+Adam with mini-batches and early stopping on the validation loss (the best weights are
+restored), or full-batch L-BFGS for small deterministic fits (reference tests).
+
+Budget: ``max_epochs=None`` means at least ``DEFAULT_EPOCHS`` epochs *and* at least
+``MIN_STEPS`` optimizer steps. On a data set that fits in a few batches, 100 epochs are only a
+few hundred steps, too few to converge; the epochs and the patience are then stretched by the
+same factor. An explicit ``max_epochs`` is obeyed as given. When the budget ends while the
+monitored loss is still improving (no early stop), ``ConvergenceWarning`` says so.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from tqdm.auto import tqdm
+
+log = logging.getLogger("cet_model")
+
+DEFAULT_EPOCHS = 100
+DEFAULT_PATIENCE = 10
+MIN_STEPS = 5000
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    lr: float = 1e-3
+    batch_size: int | None = 400
+    max_epochs: int | None = None  # None: DEFAULT_EPOCHS, stretched to MIN_STEPS steps
+    patience: int | None = None  # None: DEFAULT_PATIENCE, stretched likewise
+    optimizer: str = "adam"  # or "lbfgs" (full batch)
+    verbose: bool = False
+    tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
+
+    def budget(self, n_train: int) -> tuple[int, int]:
+        """(epochs, patience) for ``n_train`` rows.
+
+        >>> TrainConfig().budget(80)        # one step per epoch: 5,000 epochs, patience 500
+        (5000, 500)
+        >>> TrainConfig().budget(24_000)    # 60 steps per epoch: the defaults
+        (100, 10)
+        >>> TrainConfig(max_epochs=5, patience=2).budget(80)
+        (5, 2)
+        """
+        steps = max(1, math.ceil(n_train / (self.batch_size or n_train)))
+        stretch = max(1, math.ceil(MIN_STEPS / (DEFAULT_EPOCHS * steps)))
+        epochs = self.max_epochs if self.max_epochs is not None else DEFAULT_EPOCHS * stretch
+        patience = self.patience if self.patience is not None else DEFAULT_PATIENCE * (
+            stretch if self.max_epochs is None else 1)
+        return int(epochs), int(patience)
+
+
+@dataclass
+class History:
+    train_loss: list[float] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    best_epoch: int = -1
+    stopped_early: bool = False
+
+
+def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Tensor], n_train: int,
+          cfg: TrainConfig, shuffle_generator: torch.Generator,
+          val_loss: Callable[[], float] | None = None, desc: str = "train",
+          on_epoch: Callable[[int, History], None] | None = None) -> History:
+    """Minimise ``batch_loss(row_index)``; stop after ``patience`` epochs without improvement.
+
+    ``val_loss()`` returns the monitored loss (dropout off); without it the epoch's mean
+    training loss is monitored. The best weights seen are restored at the end.
+    ``on_epoch(epoch, history)`` is called after each epoch with the module in eval mode.
+    """
+    if cfg.optimizer == "lbfgs":
+        return _train_lbfgs(module, batch_loss, n_train, cfg)
+    if cfg.optimizer != "adam":
+        raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")
+    opt = torch.optim.Adam(module.parameters(), lr=cfg.lr)
+    batch_size = cfg.batch_size or n_train
+    max_epochs, patience = cfg.budget(n_train)
+    hist = History()
+    best, best_state, bad = math.inf, copy.deepcopy(module.state_dict()), 0
+    anchor = math.inf  # the loss at the last real improvement: slow steady progress still counts
+    bar = tqdm(range(max_epochs), desc=desc, disable=not cfg.verbose, leave=False)
+    for epoch in bar:
+        module.train()
+        perm = torch.randperm(n_train, generator=shuffle_generator)
+        total = 0.0
+        for start in range(0, n_train, batch_size):
+            idx = perm[start:start + batch_size]
+            loss = batch_loss(idx)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"{desc}: non-finite training loss at epoch {epoch}, rows "
+                                         f"{start}..{start + len(idx) - 1} of the shuffled batch")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(idx)
+        hist.train_loss.append(total / n_train)
+        module.eval()
+        with torch.no_grad():
+            monitored = val_loss() if val_loss is not None else hist.train_loss[-1]
+        hist.val_loss.append(monitored)
+        bar.set_postfix(train=f"{hist.train_loss[-1]:.4f}", val=f"{monitored:.4f}")
+        if on_epoch is not None:
+            on_epoch(epoch, hist)
+        if monitored < anchor - cfg.tol:
+            anchor, bad = monitored, 0
+        else:
+            bad += 1
+        if monitored < best:  # the best weights are kept even for a gain below tol
+            best, hist.best_epoch = monitored, epoch
+            best_state = copy.deepcopy(module.state_dict())
+        if bad >= patience:
+            hist.stopped_early = True
+            break
+    log.info("%s: %d epochs, best epoch %d, monitored loss %.5f", desc, len(hist.train_loss),
+             hist.best_epoch + 1, best)
+    if not hist.stopped_early and max_epochs > 1:
+        warnings.warn(f"{desc}: the budget of {max_epochs} epochs ended while the monitored loss was still "
+                      f"improving (best at epoch {hist.best_epoch + 1}); raise max_epochs or lr",
+                      ConvergenceWarning, stacklevel=3)
+    module.load_state_dict(best_state)
+    module.eval()
+    return hist
+
+
+def _train_lbfgs(module, batch_loss, n_train, cfg: TrainConfig) -> History:
+    """Full-batch L-BFGS with a strong-Wolfe line search (deterministic; no dropout expected)."""
+    module.train()
+    opt = torch.optim.LBFGS(module.parameters(), lr=1.0, max_iter=cfg.budget(n_train)[0], history_size=50,
+                            tolerance_grad=1e-12, tolerance_change=1e-15, line_search_fn="strong_wolfe")
+    idx = torch.arange(n_train)
+
+    def closure():
+        opt.zero_grad(set_to_none=True)
+        loss = batch_loss(idx)
+        loss.backward()
+        return loss
+
+    hist = History()
+    for _ in range(5):  # restarts help L-BFGS settle on flat optima
+        hist.train_loss.append(float(opt.step(closure).detach()))
+    module.eval()
+    with torch.no_grad():
+        hist.train_loss.append(float(batch_loss(idx)))
+    hist.best_epoch = len(hist.train_loss) - 1
+    return hist

@@ -1,0 +1,86 @@
+"""Checks at the public boundary. Every error names the argument, the row and the column."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def column_names(a) -> list[str] | None:
+    """The column names of a pandas or polars data frame (as strings), else None."""
+    cols = getattr(a, "columns", None)
+    if cols is None or isinstance(a, np.ndarray):
+        return None
+    return [str(c) for c in list(cols)]
+
+
+def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
+    """A 2-D float64 array; a 1-D input is one column. Raises ValueError naming ``name``."""
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: cannot be read as a numeric array ({exc})") from None
+    if arr.ndim == 1:
+        arr = arr.reshape(-1, 1)
+    if arr.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D array (rows x columns), got {arr.ndim} dimensions")
+    if n_cols is not None and arr.shape[1] != n_cols:
+        raise ValueError(f"{name}: expected {n_cols} columns, got {arr.shape[1]}")
+    return arr
+
+
+def _first_bad(mask: np.ndarray) -> tuple[int, int]:
+    row, col = np.argwhere(mask)[0]
+    return int(row), int(col)
+
+
+def check_finite(arr: np.ndarray, name: str, what: str = "column") -> None:
+    """Raise a ValueError naming the first non-finite cell (row, column) of a 2-d array and the count."""
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        r, c = _first_bad(bad)
+        raise ValueError(f"{name}: non-finite value {float(arr[r, c])!r} at row {r}, {what} {c} "
+                         f"({int(bad.sum())} non-finite values in all)")
+
+
+def check_features(X, name: str = "X", n_features: int | None = None) -> np.ndarray:
+    """X (array or data frame) as a finite float (n, d) array with ``n_features`` columns when given."""
+    arr = as_matrix(X, name, n_features)
+    check_finite(arr, name)
+    return arr
+
+
+def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=None,
+                   max_events=None, mask=None, mask_name="mask"):
+    """Validate a feature matrix and its event times and indicators; return float64 arrays.
+
+    Rules: X finite; T finite and > 0; S in {0, 1}; the same rows everywhere; T and S n x M.
+    """
+    x_name, t_name, s_name = names
+    x = check_features(X, x_name, n_features)
+    t = as_matrix(T, t_name, n_events)
+    s = as_matrix(S, s_name, t.shape[1])
+    for arr, nm in ((t, t_name), (s, s_name)):
+        if arr.shape[0] != x.shape[0]:
+            raise ValueError(f"{nm}: has {arr.shape[0]} rows but {x_name} has {x.shape[0]}")
+    if t.shape[0] == 0:
+        raise ValueError(f"{x_name}: no rows")
+    if max_events is not None and t.shape[1] > max_events:
+        raise ValueError(f"{t_name}: {t.shape[1]} events, but at most {max_events} are supported "
+                         f"by this estimator (2^M patterns are enumerated)")
+    check_finite(t, t_name, "event")
+    if (t <= 0).any():
+        r, c = _first_bad(t <= 0)
+        raise ValueError(f"{t_name}: event times must be > 0; found {float(t[r, c])!r} at row {r}, event {c}")
+    check_finite(s, s_name, "event")
+    if not np.isin(s, (0.0, 1.0)).all():
+        r, c = _first_bad(~np.isin(s, (0.0, 1.0)))
+        raise ValueError(f"{s_name}: values must be 0 or 1; found {float(s[r, c])!r} at row {r}, event {c}")
+    m = None
+    if mask is not None:
+        m = as_matrix(mask, mask_name, t.shape[1])
+        if m.shape[0] != x.shape[0]:
+            raise ValueError(f"{mask_name}: has {m.shape[0]} rows but {x_name} has {x.shape[0]}")
+        if not np.isin(m, (0.0, 1.0)).all():
+            r, c = _first_bad(~np.isin(m, (0.0, 1.0)))
+            raise ValueError(f"{mask_name}: values must be 0 or 1; found {float(m[r, c])!r} at row {r}, event {c}")
+    return x, t, s, m

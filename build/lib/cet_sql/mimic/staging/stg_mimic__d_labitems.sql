@@ -1,0 +1,2 @@
+-- Lab item labels.
+SELECT ITEMID AS itemid, LABEL AS label FROM read_parquet(getvariable('d_labitems_parquet'))

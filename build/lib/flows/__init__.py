@@ -1,0 +1,20 @@
+"""Prefect flows and the plain functions they wire (``flows/lib``).
+
+The plain functions log to the standard ``flows.*`` and ``cet_model.*`` loggers at INFO;
+Prefect forwards those to the run logs (and the UI) only when they are named as extra
+loggers, so that is the default here (a value already set in the environment wins).
+
+Every entry point (``python -m flows.<name>``) imports this package first, so it also turns
+Prefect's analytics off before Prefect is imported: a first command on a fresh machine has no
+network to report to, and would otherwise print telemetry errors.
+"""
+
+import logging
+import os
+
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,cet_model")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+for _name in ("flows", "cet_model"):
+    if logging.getLogger(_name).level == logging.NOTSET:
+        logging.getLogger(_name).setLevel(logging.INFO)

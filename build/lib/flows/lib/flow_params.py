@@ -1,0 +1,154 @@
+"""One typed parameter model per flow (pydantic): what a deployment run, a CLI or a test passes.
+
+Each flow takes a single ``params`` argument of its model, so a run is validated before any
+work starts (an unknown field, a bad month or a negative scale is an error naming the field),
+the Prefect UI shows a typed form, and the CLI and the deployments build the same object.
+Fields left ``None`` fall back to the settings (``CET_*``) when the flow runs.
+
+    >>> MimicBuildParams(mimic_dir="/data/mimic", n_chart=40).build_params().n_chart
+    40
+    >>> RedditBuildParams(comment_end="2017-13")
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for RedditBuildParams
+    comment_end
+      String should match pattern '^\\d{4}-(0[1-9]|1[0-2])$' ...
+
+From a deployment: ``prefect deployment run build-mimic-features/build-mimic-features
+--param params='{"mimic_dir": "/data/mimic"}'``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from flows.lib.infra.registry import METRIC_DIRECTION
+from flows.lib.mimic.build import MimicParams
+
+MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
+DATASETS = ("synthetic", "mimic", "reddit")
+PROMOTE_METRICS = tuple(METRIC_DIRECTION)
+
+
+class FlowParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticParams(FlowParams):
+    """build-synthetic: the paper's synthetic data."""
+
+    out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/synthetic)")
+    mode: Literal["reference", "independent"] | None = Field(
+        None, description="reference (the original generator) or independent (default: $CET_SYNTHETIC_MODE)")
+    n: int | None = Field(None, ge=100, description="rows, split 60/20/20 (default: $CET_SYNTHETIC_N)")
+    seed: int = Field(0, ge=0, description="generator and censoring seed")
+
+
+class MimicBuildParams(FlowParams):
+    """build-mimic-features: MIMIC-III tables -> the dataset folder."""
+
+    out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/mimic)")
+    mimic_dir: str | None = Field(None, description="folder of the MIMIC-III tables (default: $CET_MIMIC_DIR, "
+                                                     "else a generated stand-in)")
+    download_demo_url: str | None = Field(None, description="fetch and verify the open demo from this URL")
+    work_dir: str | None = Field(None, description="staged tables and scratch (default: beside the output)")
+    window_hours: int = Field(24, ge=1, le=24 * 14, description="feature window after the origin")
+    n_chart: int = Field(80, ge=0, description="chart items kept (by row count on training admissions)")
+    n_lab: int = Field(30, ge=0, description="lab items kept")
+    n_output: int = Field(10, ge=0, description="output items kept")
+    split_seed: int = Field(0, ge=0)
+    censor_seed: int = Field(0, ge=0)
+    memory_limit: str = Field("2500MB", pattern=r"^\d+(\.\d+)?\s*[KMGT]i?B$", description="DuckDB memory limit")
+    window_events: Literal["keep", "mask"] = Field("keep", description="events inside the feature window: keep "
+                                                                       "them (the reference) or mask that task")
+    standin_scale: float | None = Field(None, gt=0, le=1, description="stand-in size as a fraction of the full "
+                                                                      "release (default: $CET_MIMIC_STANDIN_SCALE)")
+    standin_seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if self.mimic_dir and self.download_demo_url:
+            raise ValueError("give mimic_dir or download_demo_url, not both")
+        return self
+
+    def build_params(self) -> MimicParams:
+        """The build's own parameters (what enters the dataset and its stage key)."""
+        return MimicParams(window_hours=self.window_hours, n_chart=self.n_chart, n_lab=self.n_lab,
+                           n_output=self.n_output, split_seed=self.split_seed, censor_seed=self.censor_seed,
+                           memory_limit=self.memory_limit, window_events=self.window_events)
+
+
+class RedditBuildParams(FlowParams):
+    """build-reddit-features: Pushshift dumps -> the dataset folder."""
+
+    out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/reddit)")
+    dumps: str | None = Field(None, description="folder or base URL of RC_/RS_YYYY-MM dumps (default: "
+                                                "$CET_REDDIT_DUMPS, else generated stand-in dumps)")
+    work_dir: str | None = None
+    start: str | None = Field(None, pattern=MONTH, description="first month read (default: all)")
+    comment_end: str = Field("2017-11", pattern=MONTH, description="last comment month (the paper's)")
+    submission_end: str = Field("2020-01", pattern=MONTH, description="last submission month (the paper's)")
+    standin_users: int | None = Field(None, ge=10, description="stand-in users (default: $CET_REDDIT_STANDIN_USERS)")
+    standin_seed: int = Field(0, ge=0)
+    model: str | None = Field(None, description="sentence-transformers model name or folder "
+                                                "(default: $CET_EMBEDDING_MODEL)")
+    device: str | None = Field(None, description="auto, cpu or cuda (default: $CET_DEVICE)")
+    split_seed: int = Field(0, ge=0)
+    censor_seed: int = Field(0, ge=0)
+    max_error_rate: float = Field(0.01, ge=0, le=1, description="malformed-line share that fails a file")
+    embedding_cache: str | None = Field(None, description="reusable embedding cache (default: $CET_EMBEDDING_CACHE)")
+
+
+class TrainEvaluateParams(FlowParams):
+    """train-evaluate: a dataset folder -> a registered, judged model version."""
+
+    dataset: str | None = Field(None, description="dataset folder, or a name under $CET_DATA_DIR "
+                                                  "(default: $CET_RETRAIN_DATASET)")
+    name: str | None = Field(None, description="registry name (default: the folder's name)")
+    models: list[str] | None = Field(None, description="presets to train (default: CET, CET-paper, ET, BC, Oracle)")
+    hidden: int | None = Field(None, ge=1, description="hidden width (default: $CET_HIDDEN)")
+    max_epochs: int | None = Field(None, ge=1, description="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
+    patience: int | None = Field(None, ge=1)
+    seed: int | None = Field(None, ge=0, description="training seed (default: $CET_SEED)")
+    promote_metric: Literal[PROMOTE_METRICS] | None = None  # type: ignore[valid-type]
+    promote_tolerance: float | None = Field(None, ge=0)
+    runs: int = Field(0, ge=0, description="also write the paper-format report over this many seeds")
+    search: int = Field(0, ge=0, description="random-search trials for CET-paper before those runs")
+
+
+class RetrainParams(FlowParams):
+    """retrain: rebuild a dataset if its inputs changed, then train-evaluate."""
+
+    dataset: Literal[DATASETS] | None = Field(None, description="default: $CET_RETRAIN_DATASET")  # type: ignore[valid-type]
+    seed: int | None = Field(None, ge=0)
+    promote_metric: Literal[PROMOTE_METRICS] | None = None  # type: ignore[valid-type]
+    promote_tolerance: float | None = Field(None, ge=0)
+
+
+class PredictParams(FlowParams):
+    """predict: score a features parquet with a registered model."""
+
+    features: str = Field(description="parquet with id and the model's feature columns")
+    out: str = Field(description="output parquet")
+    dataset: str | None = Field(None, description="registry name (default: $CET_RETRAIN_DATASET)")
+    version: str | None = Field(None, description="a registered version (default: the promoted one)")
+    quantiles: list[float] = Field([0.1, 0.5, 0.9], description="time quantiles, each in (0, 1)")
+    sequences: str | None = Field(None, description="comment embeddings .npy, for models trained on Reddit")
+
+    @model_validator(mode="after")
+    def _quantiles_in_range(self):
+        bad = [q for q in self.quantiles if not 0 < q < 1]
+        if bad or not self.quantiles:
+            raise ValueError(f"quantiles must be a non-empty list of numbers in (0, 1), got {self.quantiles}")
+        return self
+
+
+class FullPipelineParams(FlowParams):
+    """full-pipeline: every build, train-evaluate for each, the report."""
+
+    datasets: list[Literal[DATASETS]] = Field(list(DATASETS), min_length=1)  # type: ignore[valid-type]
+    max_epochs: int | None = Field(None, ge=1, description="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
+    hidden: int | None = Field(None, ge=1, description="hidden width (default: $CET_HIDDEN)")
+    seed: int | None = Field(None, ge=0, description="training seed (default: $CET_SEED)")

@@ -1,0 +1,138 @@
+"""A model registry on disk: ``models/<dataset>/<version>/``.
+
+Each version folder holds one sub-folder per trained model (safetensors + config.json),
+``metrics.json`` (validation and test metrics per model), ``params.json`` (training
+parameters), ``data.json`` (the dataset's fingerprint, manifest name, feature and event
+names) and, once judged, ``decision.json`` (promoted or kept, and why). The promoted
+version is named in ``models/<dataset>/promoted.json``; every decision is appended to
+``models/<dataset>/history.jsonl``. Versions are ``v0001``, ``v0002``, ... and are
+written under a temporary name, then renamed, so a crash leaves no half version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cet_model.atomic import remove_dead_leftovers, write_text
+
+# metric -> +1 when higher is better, -1 when lower is better
+METRIC_DIRECTION = {"val_auc": 1, "val_ci": 1, "val_mrae": -1, "val_ece": -1, "always": 0}
+VERSION = re.compile(r"^v(\d{4,})$")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Promote when the candidate's ``metric`` is not worse than the promoted version's by
+    more than ``tolerance`` (``always``: promote every new version)."""
+
+    metric: str = "val_auc"
+    tolerance: float = 0.0
+
+    def __post_init__(self):
+        if self.metric not in METRIC_DIRECTION:
+            raise ValueError(f"promotion metric {self.metric!r} is not one of {sorted(METRIC_DIRECTION)}")
+        if self.tolerance < 0:
+            raise ValueError(f"promotion tolerance must be >= 0, got {self.tolerance}")
+
+
+def _write_json(path: Path, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+def versions(root: Path, dataset: str) -> list[str]:
+    d = Path(root) / dataset
+    if not d.is_dir():
+        return []
+    return sorted((p.name for p in d.iterdir() if p.is_dir() and VERSION.match(p.name)),
+                  key=lambda n: int(VERSION.match(n).group(1)))
+
+
+def staging_dir(root: Path, dataset: str) -> Path:
+    """A fresh temporary folder to fill; hand it to ``commit``."""
+    d = Path(root) / dataset
+    d.mkdir(parents=True, exist_ok=True)
+    remove_dead_leftovers(d, ".incoming-*")
+    return Path(tempfile.mkdtemp(dir=d, prefix=f".incoming-{os.getpid()}-"))
+
+
+def commit(root: Path, dataset: str, tmp: Path) -> Path:
+    """Give a filled staging folder the next version name (atomic rename)."""
+    for _ in range(100):
+        existing = versions(root, dataset)
+        n = int(VERSION.match(existing[-1]).group(1)) + 1 if existing else 1
+        dest = Path(root) / dataset / f"v{n:04d}"
+        try:
+            os.rename(tmp, dest)  # fails if dest appeared meanwhile (another run)
+            return dest
+        except OSError:
+            if not dest.exists():
+                raise
+    raise RuntimeError(f"{Path(root) / dataset}: could not name a new version")
+
+
+def find_version(root: Path, dataset: str, key: str) -> Path | None:
+    """An existing version trained from the same data, parameters and code (its stage key)."""
+    for v in reversed(versions(root, dataset)):
+        p = Path(root) / dataset / v / "params.json"
+        if p.is_file() and json.loads(p.read_text()).get("stage_key") == key:
+            return p.parent
+    return None
+
+
+def promoted(root: Path, dataset: str) -> Path | None:
+    p = Path(root) / dataset / "promoted.json"
+    if not p.is_file():
+        return None
+    try:
+        version = json.loads(p.read_text())["version"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{p}: not a promotion record ({type(exc).__name__}: {exc}); "
+                         "remove it and promote a version again") from None
+    return Path(root) / dataset / version
+
+
+def metric_value(version_dir: Path, metric: str, model: str = "CET") -> float:
+    metrics = json.loads((Path(version_dir) / "metrics.json").read_text())
+    value = metrics["summary"][model].get(metric)
+    return float("nan") if value is None else float(value)
+
+
+def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "CET") -> dict:
+    """Apply the rule to ``candidate``; promote it or keep the current version; record why."""
+    current = promoted(root, dataset)
+    decision = {"candidate": candidate.name, "metric": rule.metric, "tolerance": rule.tolerance,
+                "model": model, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if current is not None and current.resolve() == Path(candidate).resolve():
+        return decision | {"promoted": True, "previous": current.name, "reason": "already the promoted version"}
+    if current is None:
+        decision |= {"promoted": True, "previous": None, "reason": "no promoted version yet"}
+    elif rule.metric == "always":
+        decision |= {"promoted": True, "previous": current.name, "reason": "rule 'always' promotes every version"}
+    else:
+        new, old = metric_value(candidate, rule.metric, model), metric_value(current, rule.metric, model)
+        sign = METRIC_DIRECTION[rule.metric]
+        # an undefined candidate value never wins; an undefined incumbent always loses
+        ok = (not math.isnan(new)) and (math.isnan(old) or sign * (new - old) >= -rule.tolerance)
+        word = "higher" if sign > 0 else "lower"
+        decision |= {"promoted": bool(ok), "previous": current.name, "candidate_value": new, "previous_value": old,
+                     "reason": (f"{rule.metric} {new:.4f} vs {old:.4f} for {current.name} ({word} is better, "
+                                f"tolerance {rule.tolerance}): " + ("not worse, promoted" if ok else "worse, kept "
+                                                                     f"{current.name}"))}
+    _write_json(candidate / "decision.json", decision)
+    if decision["promoted"]:
+        _write_json(Path(root) / dataset / "promoted.json", {"version": candidate.name, "since": decision["time"]})
+    with open(Path(root) / dataset / "history.jsonl", "a") as fh:
+        fh.write(json.dumps(decision, sort_keys=True) + "\n")
+    return decision
+
+
+def discard(tmp: Path) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,124 @@
+"""Settings for the flows, read from the environment and ``.env`` (environment wins).
+
+Every field maps to ``CET_<NAME>`` (``CET_DATA_DIR``, ``CET_TASK_RUNNER``, ...), except the
+Prefect API URL, which is Prefect's own ``PREFECT_API_URL``. ``.env.example`` documents them
+all. Flows read settings when they run (inside the served process too), so a deployment
+triggered without parameters uses them; explicit flow parameters win.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from flows.lib.reddit.embed import DEFAULT_MODEL
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CET_", env_file=".env", extra="ignore")
+
+    # where things are written
+    data_dir: Path = Path("data")
+    reports_dir: Path = Path("reports")
+    models_dir: Path = Path("models")
+
+    # sources: unset means a generated stand-in in the real format
+    mimic_dir: Path | None = None
+    mimic_standin_scale: float = Field(default=0.05, gt=0, le=1)  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
+    reddit_dumps: str | None = None  # a folder or a base URL of RC_/RS_ dumps
+    reddit_standin_users: int = Field(default=2000, ge=10)
+    synthetic_mode: Literal["reference", "independent"] = "reference"
+    synthetic_n: int = Field(default=40_000, ge=100)
+
+    # embeddings and torch
+    embedding_model: str = DEFAULT_MODEL
+    embedding_cache: Path | None = None
+    embed_block: int = Field(default=50_000, gt=0)  # texts per saved embedding block (a crash loses one)
+    device: str = "auto"
+    pseudonym_key: SecretStr | None = None
+
+    # training, registry and schedule
+    hidden: int = Field(default=100, gt=0)
+    max_epochs: int | None = Field(default=None, gt=0)  # None: automatic (>= 100 epochs and >= 5,000 steps)
+    patience: int | None = Field(default=None, gt=0)  # None: automatic (10 epochs, stretched with the budget)
+    seed: int = Field(default=0, ge=0)
+    promote_metric: str = "val_auc"
+    promote_tolerance: float = Field(default=0.0, ge=0)
+    retrain_dataset: Literal["synthetic", "mimic", "reddit"] = "mimic"
+    retrain_cron: str = "0 3 * * 1"
+    retrain_timezone: str = "UTC"
+
+    # orchestration
+    task_runner: str = "threads"  # threads | dask | dask://HOST:PORT (an existing scheduler)
+    dask_workers: int = Field(default=2, ge=1)
+    prefect_api_url: str | None = Field(default=None, validation_alias="PREFECT_API_URL")
+
+    def __init__(self, **values):
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:  # name the variable a user sets, not the field
+            lines = []
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else "?"
+                var = "PREFECT_API_URL" if field in ("prefect_api_url", "PREFECT_API_URL") else f"CET_{field.upper()}"
+                msg = err["msg"].removeprefix("Value error, ")
+                lines.append(msg if msg.startswith(var) else f"{var}: {msg} (got {err.get('input')!r})")
+            raise ValueError("bad setting: " + "; ".join(lines)) from None
+
+    @field_validator("task_runner")
+    @classmethod
+    def _runner(cls, v: str) -> str:
+        if v in ("threads", "dask") or v.startswith(("dask://", "tcp://")):
+            return v
+        raise ValueError(f"CET_TASK_RUNNER: {v!r} is not threads, dask or dask://HOST:PORT")
+
+    @field_validator("mimic_dir")
+    @classmethod
+    def _mimic_dir(cls, v: Path | None) -> Path | None:
+        if v is not None and not Path(v).is_dir():
+            raise ValueError(f"CET_MIMIC_DIR: {str(v)!r} is not an existing folder")
+        return v
+
+    @field_validator("retrain_cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from prefect.client.schemas.schedules import CronSchedule
+
+        try:
+            CronSchedule(cron=v)
+        except ValueError:
+            raise ValueError(f"CET_RETRAIN_CRON: {v!r} is not a cron expression (e.g. '0 3 * * 1')") from None
+        return v
+
+    @field_validator("retrain_timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(v)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"CET_RETRAIN_TIMEZONE: {v!r} is not an IANA time zone (e.g. 'UTC', 'Europe/Paris')") from None
+        return v
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if v == "auto" or v == "cpu" or v.startswith("cuda"):
+            return v
+        raise ValueError(f"CET_DEVICE: {v!r} is not auto, cpu or cuda[:N]")
+
+    @field_validator("promote_metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        from flows.lib.infra.registry import METRIC_DIRECTION
+
+        if v not in METRIC_DIRECTION:
+            raise ValueError(f"CET_PROMOTE_METRIC: {v!r} is not one of {sorted(METRIC_DIRECTION)}")
+        return v
+
+    def dataset_dir(self, name: str) -> Path:
+        return self.data_dir / name

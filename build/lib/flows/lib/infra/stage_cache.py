@@ -1,0 +1,114 @@
+"""Skip a stage whose inputs are unchanged.
+
+A stage's key is a hash of its input fingerprints, its parameters and the version of the
+code it runs. The output folder carries the key in ``.stage.json``, written after the
+output is complete; a stage is current when its output exists and holds the same key.
+Deleting the output, touching an input, changing a parameter or editing the stage's code
+all make it run again.
+
+Fingerprints: files up to ``CONTENT_LIMIT`` are hashed by content; larger ones (raw MIMIC
+tables, dumps) by name, size and modification time, as ``make`` would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+from cet_model.atomic import write_text
+
+CONTENT_LIMIT = 64 * 2**20
+STAMP = ".stage.json"
+
+
+def _hash_file(path: Path, h) -> None:
+    st = path.stat()
+    if st.st_size <= CONTENT_LIMIT:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(2**20), b""):
+                h.update(block)
+    else:
+        h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+
+
+def fingerprint(path) -> str:
+    """sha256 over a file, or over every file under a folder (relative names included).
+    Hidden entries (work folders, stamps, temporary names) are left out."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: cannot fingerprint, it does not exist")
+    h = hashlib.sha256()
+    if path.is_file():
+        _hash_file(path, h)
+        return h.hexdigest()
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(f for f in files if not f.startswith(".")):
+            p = Path(root) / name
+            h.update(str(p.relative_to(path)).encode() + b"\0")
+            _hash_file(p, h)
+    return h.hexdigest()
+
+
+def source_files(part: str) -> list[tuple[str, Path]]:
+    """(name, file) of the source behind ``part``: a module (``cet_model.models``), a package
+    (``cet_model``: every .py under it) or a folder of the SQL package (``sql/mimic``). Found
+    through the import system, so it works from a clone and from an installed wheel alike;
+    names are the repository-relative paths (``flows/lib/mimic/build.py``) in both."""
+    if part == "sql" or part.startswith("sql/"):
+        root = Path(str(importlib.resources.files("cet_sql")))
+        base = root.joinpath(*part.split("/")[1:])
+        found = sorted(p for p in base.rglob("*.sql") if p.is_file())
+        return [("sql/" + p.relative_to(root).as_posix(), p) for p in found]
+    try:
+        spec = importlib.util.find_spec(part)
+    except ModuleNotFoundError:
+        spec = None
+    if spec is None:
+        return []
+    rel = part.replace(".", "/")
+    if spec.submodule_search_locations:
+        out = []
+        for loc in spec.submodule_search_locations:
+            out += [(f"{rel}/{p.relative_to(loc).as_posix()}", p) for p in sorted(Path(loc).rglob("*.py"))
+                    if "__pycache__" not in p.parts]
+        return out
+    return [(rel + ".py", Path(spec.origin))] if spec.origin else []
+
+
+def code_version(*parts: str) -> str:
+    """Hash of the source files behind a stage (see ``source_files``)."""
+    h = hashlib.sha256()
+    for part in sorted(parts):
+        files = source_files(part)
+        if not files:
+            raise FileNotFoundError(f"code_version: nothing found for {part!r}")
+        for name, f in files:
+            h.update(name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def stage_key(inputs: dict, params: dict, code: str) -> str:
+    """One key from input fingerprints ({name: path or None}), JSON parameters and code version."""
+    fps = {k: (fingerprint(v) if v is not None else None) for k, v in sorted(inputs.items())}
+    blob = json.dumps({"inputs": fps, "params": params, "code": code}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def is_current(out, key: str) -> bool:
+    stamp = Path(out) / STAMP
+    if not stamp.is_file():
+        return False
+    try:
+        return json.loads(stamp.read_text()).get("key") == key
+    except (json.JSONDecodeError, OSError):
+        return False
+
+
+def record(out, key: str, **info) -> None:
+    """Write the stamp atomically once ``out`` is complete."""
+    write_text(Path(out) / STAMP, json.dumps({"key": key, **info}, indent=2, default=str))

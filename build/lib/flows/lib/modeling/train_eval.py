@@ -1,0 +1,183 @@
+"""Train CET, ET and BC on one dataset folder and register the result as a model version.
+
+Plain functions; ``flows/train.py`` wires them. A version whose stage key (dataset
+fingerprint + training parameters + code version) already exists is reused, not retrained.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cet_model.dataset import load_dataset
+from cet_model.evaluation import (
+    DEFAULT_PRESETS,
+    METRICS,
+    average_over_tasks,
+    check_presets,
+    comment_encoder_for,
+    evaluate,
+    fit_preset,
+    machine,
+    mean_std,
+    model_inputs,
+)
+from flows.lib.infra import registry, stage_cache
+from flows.lib.infra.crash import crash_point
+
+log = logging.getLogger("flows.train")
+
+CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.infra.registry")
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    models: tuple[str, ...] = DEFAULT_PRESETS
+    hidden: int = 100
+    max_epochs: int | None = None  # None: automatic (cet_model.train.TrainConfig.budget)
+    patience: int | None = None
+    seed: int = 0
+    device: str = "auto"
+    overrides: dict = field(default_factory=dict)  # per-model keyword overrides, e.g. {"CET": {"n_samples": 20}}
+
+    def __post_init__(self):
+        check_presets(self.models)
+        if "CET" not in self.models:
+            raise ValueError("models must include CET: the registry promotes and predicts with it")
+
+    def key_params(self) -> dict:
+        """What changes the trained weights (the device does not enter the key)."""
+        d = asdict(self)
+        d.pop("device")
+        d["models"] = list(self.models)
+        return d
+
+
+def task_means(tasks: dict) -> dict:
+    """{metric: mean over tasks} of one fit's per-task metrics {task: {metric: value}}."""
+    out = {}
+    for m in METRICS:
+        vals = average_over_tasks({e: {k: [v] for k, v in row.items()} for e, row in tasks.items()}, m)
+        out[m] = float(vals[0]) if vals else float("nan")
+    return out
+
+
+def train_version(dataset_dir, models_root, name: str, params: TrainParams = TrainParams(),
+                  progress=None) -> tuple[Path, bool]:
+    """Train (or reuse) a version of ``name``'s models; returns (version folder, reused)."""
+    dataset_dir = Path(dataset_dir)
+    key = stage_cache.stage_key({"dataset": dataset_dir}, params.key_params(), stage_cache.code_version(*CODE))
+    found = registry.find_version(models_root, name, key)
+    if found is not None:
+        log.info("%s: data, parameters and code unchanged: reusing %s", name, found.name)
+        return found, True
+    ds = load_dataset(dataset_dir)
+    tr, va, te = ds.train, ds.val, ds.test
+    x_tr, x_va, x_te, spec = model_inputs(tr), model_inputs(va), model_inputs(te), comment_encoder_for(tr)
+    tmp = registry.staging_dir(models_root, name)
+    try:
+        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}}
+        for model_name in params.models:
+            t0 = time.perf_counter()
+
+            def on_epoch(epoch, hist, m=model_name):
+                if epoch == 1:
+                    crash_point("train")
+                if progress is not None:
+                    progress(m, epoch, hist)
+            model = fit_preset(model_name, tr, va, seed=params.seed, hidden_sizes=(params.hidden,),
+                               max_epochs=params.max_epochs, patience=params.patience,
+                               params=params.overrides.get(model_name, {}), x_train=x_tr, x_val=x_va,
+                               on_epoch=on_epoch, device=params.device)
+            metrics["seconds"][model_name] = time.perf_counter() - t0
+            metrics["epochs"][model_name] = len(model.history_.train_loss)
+            model.save(tmp / model_name)
+            for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
+                metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr)
+            metrics["summary"][model_name] = {
+                f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
+            log.info("%s %s: %d epochs, %.1fs, val AUC %.3f", name, model_name, metrics["epochs"][model_name],
+                     metrics["seconds"][model_name], metrics["summary"][model_name]["val_auc"])
+        (tmp / "metrics.json").write_text(json.dumps(_clean(metrics), indent=2))
+        (tmp / "params.json").write_text(json.dumps({**asdict(params), "stage_key": key,
+                                                     "machine": machine()}, indent=2, default=list))
+        (tmp / "data.json").write_text(json.dumps({
+            "path": str(dataset_dir.resolve()), "fingerprint": stage_cache.fingerprint(dataset_dir),
+            "name": ds.manifest.get("name"), "feature_names": ds.feature_names, "event_names": ds.event_names,
+            "time_unit": ds.manifest.get("time_unit"), "split_sizes": ds.manifest.get("split_sizes"),
+            "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]}}, indent=2))
+        version = registry.commit(models_root, name, tmp)
+    except BaseException:
+        registry.discard(tmp)
+        raise
+    log.info("%s: registered %s", name, version)
+    return version, False
+
+
+def _clean(o):
+    """NaN (a metric undefined on a split, e.g. no positive case) becomes null: strict JSON."""
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_clean(v) for v in o]
+    if isinstance(o, float | np.floating):
+        return None if np.isnan(o) else float(o)
+    return o
+
+
+def metric_rows(version: Path) -> list[dict]:
+    """The test metrics of a version as table rows (model, task, then METRICS)."""
+    metrics = json.loads((Path(version) / "metrics.json").read_text())
+    rows = []
+    for model, tasks in metrics["test"].items():
+        for task, row in tasks.items():
+            rows.append({"model": model, "task": task, **{m: _round(row.get(m)) for m in METRICS}})
+        summ = metrics["summary"][model]
+        rows.append({"model": model, "task": "Avg", **{m: _round(summ.get(f"test_{m}")) for m in METRICS}})
+    return rows
+
+
+def _round(v):
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else round(float(v), 4)
+
+
+def experiment(dataset_dir, out, runs: int, search: int = 0, models=DEFAULT_PRESETS,
+               hidden: int = 100,
+               max_epochs: int | None = None, patience: int | None = None, seed: int = 0,
+               title: str | None = None) -> Path:
+    """The paper-format report of one dataset: optional random search for CET, then ``runs``
+    seeds of every model; writes ``out/table.md``, ``metrics.json`` and the figures."""
+    from cet_experiments import experiments
+    from cet_experiments.search import overrides_from, random_search
+
+    ds = load_dataset(dataset_dir)
+    sizes, overrides, found = (hidden,), None, None
+    if search:
+        found = random_search(ds, search, seed=seed, max_epochs=max_epochs, patience=patience, progress=False)
+        sizes, overrides = overrides_from(found["best"])
+    result = experiments.run(ds, runs, tuple(models), hidden_sizes=sizes, max_epochs=max_epochs, patience=patience,
+                             first_seed=seed, overrides=overrides, progress=False)
+    if found is not None:
+        result["search"] = found
+    experiments.write_report(result, Path(out), title or f"{ds.manifest.get('name', Path(dataset_dir).name)}")
+    return Path(out)
+
+
+def experiment_rows(out) -> list[dict]:
+    """metrics.json of an experiment as table rows: mean and std per model and task."""
+    result = json.loads((Path(out) / "metrics.json").read_text())
+    rows = []
+    for model, entry in result["models"].items():
+        tasks = dict(entry["tasks"])
+        for task, vals in [*tasks.items(), ("Avg", {m: average_over_tasks(tasks, m) for m in METRICS})]:
+            row = {"model": model, "task": task}
+            for m in METRICS:
+                mean, std = mean_std(vals.get(m, []))
+                row[m] = None if np.isnan(mean) else f"{mean:.3f} ± {std:.3f}"
+            rows.append(row)
+    return rows

@@ -1,0 +1,201 @@
+"""Pushshift dumps -> the paper's Reddit dataset (first 20 comments, 9 subreddit events).
+
+Plain functions; ``flows/reddit.py`` maps the per-month scans as Prefect tasks. Steps: pass 1
+over RS files (first submission per user and subreddit), pass 2 over RC files (each cohort
+user's first 20 comments before their first submission to any of the nine), embeddings of
+the 20 comments (sentence-transformers, cached), aux features, events, split by user,
+training-only scaling, the shared censoring, the dataset contract with ``sequences.npy``.
+
+Decisions: time is measured from the 20th comment, in **days** (the paper used months; days
+keep resolution and the unit is in the manifest); c = the user submitted to that subreddit
+within the data (up to ``submission_end``); comments whose body is ``[deleted]``/``[removed]``
+do not count among the 20 (no text); aux features are log(1 + mean hours between the 20
+comments) and the mean comment length in characters, standardised with training statistics.
+Users appear only as keyed hashes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from cet_model.censoring import censor_by_median
+from cet_model.dataset import event_columns, write_dataset
+from flows.lib.infra.download import sha256_file
+from flows.lib.reddit import cohort as reddit_cohort
+from flows.lib.reddit.embed import DEFAULT_MODEL, embed
+from flows.lib.reddit.months import month_bounds
+from flows.lib.reddit.pushshift import DumpFile, list_dumps
+from flows.lib.reddit.subreddits import SUBREDDITS
+
+log = logging.getLogger("flows.reddit.build")
+
+
+@dataclass(frozen=True)
+class RedditParams:
+    start: str | None = None  # first month read (None: all there are)
+    comment_end: str = "2017-11"
+    submission_end: str = "2020-01"
+    split_seed: int = 0
+    censor_seed: int = 0
+    censor_factor: float = 2.0
+    split_fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    max_error_rate: float = 0.01
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    batch_size: int = 64
+    embed_block: int = 50_000  # texts embedded and saved per block: a crash loses at most one block
+    embedding_cache: str | None = None  # default: <work dir>/embeddings; share it across runs to reuse vectors
+
+    def key_params(self) -> dict:
+        """What changes the dataset, for the stage key: not the device, the batch size or where
+        embeddings are cached (the vectors are the same)."""
+        skip = {"device", "batch_size", "embedding_cache"}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k not in skip}
+
+    def end_utc(self, kind: str) -> int:
+        return month_bounds(self.comment_end if kind == "RC" else self.submission_end)[1] - 1
+
+
+def pseudonym_key(value: str | None, work_dir: Path) -> bytes:
+    """The key from settings, or a random one kept (mode 600) in the work folder and reused."""
+    if value:
+        return value.encode("utf-8")
+    path = Path(work_dir) / "pseudonym.key"
+    if path.is_file():
+        return path.read_bytes().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_hex(32).encode()
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    os.replace(tmp, path)
+    log.warning("no pseudonymisation key set (CET_PSEUDONYM_KEY); generated one in %s", path)
+    return key
+
+
+def local_dumps(dumps_dir: Path, params: RedditParams) -> tuple[list[DumpFile], list[DumpFile]]:
+    """The RS and RC files of a folder within the configured months."""
+    dumps_dir = Path(dumps_dir)
+    if not dumps_dir.is_dir():
+        raise FileNotFoundError(f"dumps folder {dumps_dir} does not exist")
+    names = [p.name for p in dumps_dir.iterdir() if p.is_file()]
+    rs = list_dumps(names, "RS", params.start, params.submission_end)
+    rc = list_dumps(names, "RC", params.start, params.comment_end)
+    if not rs or not rc:
+        raise FileNotFoundError(f"{dumps_dir}: need RS_YYYY-MM and RC_YYYY-MM dumps (.zst, .bz2 or .xz) up to "
+                                f"{params.submission_end} / {params.comment_end}; found {len(rs)} RS and {len(rc)} RC")
+    return rs, rc
+
+
+def split_users(users: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2)) -> np.ndarray:
+    """Seeded 60/20/20 split of users given by unique keys (sorted first, so the result does not
+    depend on their order)."""
+    order = np.argsort(users, kind="stable")
+    perm = np.random.default_rng(seed).permutation(users.size)
+    n_train, n_val = int(round(fractions[0] * users.size)), int(round(fractions[1] * users.size))
+    labels = np.empty(users.size, dtype=object)
+    labels[perm[:n_train]], labels[perm[n_train:n_train + n_val]], labels[perm[n_train + n_val:]] = "train", "val", "test"
+    out = np.empty(users.size, dtype=object)
+    out[order] = labels
+    return out.astype(str)
+
+
+def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, out: Path, params: RedditParams,
+             extra_manifest: dict) -> Path:
+    """Cohort comments (user, rank, created_utc, body; 20 per user, sorted) + first submissions +
+    their embeddings (row-aligned with ``comments``) -> the dataset folder."""
+    if comments.height == 0:
+        raise ValueError("empty cohort: no user has 20 comments before a first submission to the nine subreddits")
+    per_user = comments.group_by("user", maintain_order=True).agg(
+        pl.col("created_utc").first().alias("t1"), pl.col("created_utc").last().alias("t20"),
+        pl.col("body").str.len_chars().mean().alias("mean_length"), pl.col("id").first().alias("first_id"))
+    n = per_user.height
+    seqs = vectors.reshape(n, reddit_cohort.N_COMMENTS, -1).astype(np.float32, copy=False)  # a view
+    # Rows in the order of each user's first comment id, not of the pseudonyms: row order, split and
+    # censoring draws then do not depend on the pseudonymisation key (a fresh random key per cold
+    # build used to give a different split, hence different results, from the same seeds).
+    order = np.argsort(per_user["first_id"].to_numpy().astype(str), kind="stable")
+    per_user, seqs = per_user[order], np.take(seqs, order, axis=0)  # the one reordered copy
+    users = per_user["user"].to_numpy().astype(str)
+    split = split_users(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions)
+    train = split == "train"
+    gap = np.log1p((per_user["t20"] - per_user["t1"]).to_numpy() / 19 / 3600)
+    length = per_user["mean_length"].to_numpy().astype(float)
+    raw = {"log1p_mean_gap_hours": gap, "mean_length_chars": length}
+    scaling, feats = {}, {}
+    for name, v in raw.items():
+        mu, sd = float(v[train].mean()), float(v[train].std(ddof=1)) if train.sum() > 1 else 1.0
+        sd = sd if sd > 0 else 1.0
+        scaling[name] = {"mean": mu, "sd": sd}
+        feats[name] = (v - mu) / sd
+    wide = first.pivot(on="subreddit", index="user", values="first_utc")
+    ev = per_user.select("user", "t20").join(wide, on="user", how="left")
+    t_true = np.full((n, len(SUBREDDITS)), np.nan)
+    for j, s in enumerate(SUBREDDITS):
+        if s in ev.columns:
+            t_true[:, j] = (ev[s].cast(pl.Float64) - ev["t20"].cast(pl.Float64)).to_numpy() / 86400.0
+    c = np.isfinite(t_true).astype(np.int8)
+    if (t_true[c == 1] <= 0).any():
+        raise AssertionError("internal: a first submission precedes the 20th comment")
+    t, s, cens = censor_by_median(t_true, c, train, factor=params.censor_factor, seed=params.censor_seed,
+                                  event_names=SUBREDDITS, fallback=True)
+    features = pl.DataFrame({"id": users, "split": split, **feats})
+    events = pl.DataFrame({"id": users, "split": split})
+    for j, e in enumerate(SUBREDDITS):
+        tc, sc, cc, ttc = event_columns(e)
+        events = events.with_columns(pl.Series(tc, t[:, j]), pl.Series(sc, s[:, j]), pl.Series(cc, c[:, j]),
+                                     pl.Series(ttc, t_true[:, j]).fill_nan(None))
+    manifest = {
+        "name": "reddit", "feature_names": list(feats), "event_names": SUBREDDITS, "time_unit": "days",
+        "time_origin": "the 20th comment", "censoring": cens,
+        "seeds": {"split": params.split_seed, "censoring": params.censor_seed},
+        "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(params).items()},
+        "feature_scaling": scaling, "sequences": {"shape": list(seqs.shape), "model": params.model},
+        "events": {e: int(c[:, j].sum()) for j, e in enumerate(SUBREDDITS)},
+        "cohort": {"users": n}, **extra_manifest,
+    }
+    return write_dataset(out, features, events, manifest, sequences=seqs)
+
+
+def build(dumps_dir, out, work_dir, params: RedditParams = RedditParams(), key: str | None = None,
+          read_size: int | None = None) -> Path:
+    """The whole build in one process (the flow runs the same steps as mapped tasks)."""
+    dumps_dir, out, work = Path(dumps_dir), Path(out), Path(work_dir)
+    secret = pseudonym_key(key, work)
+    rs, rc = local_dumps(dumps_dir, params)
+    sub_stats = [reddit_cohort.scan_submissions(dumps_dir / f.name, work / "rs" / f"{f.month}.parquet", secret,
+                                                params.end_utc("RS"), params.max_error_rate, read_size) for f in rs]
+    first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs], work / "first.parquet")
+    candidates = reddit_cohort.first_any(first)
+    com_stats = [reddit_cohort.scan_comments(dumps_dir / f.name, work / "rc" / f"{f.month}.parquet", secret, candidates,
+                                             params.end_utc("RC"), params.max_error_rate, read_size) for f in rc]
+    return finish(dumps_dir, [f.name for f in rs + rc], first, [work / "rc" / f"{f.month}.parquet" for f in rc],
+                  out, work, params, secret, sub_stats + com_stats)
+
+
+def finish(dumps_dir: Path, files: list[str], first: pl.DataFrame, comment_parts: list[Path], out: Path, work: Path,
+           params: RedditParams, secret: bytes, scan_stats: list[dict]) -> Path:
+    comments = reddit_cohort.combine_comments(comment_parts)
+    cache = Path(params.embedding_cache) if params.embedding_cache else work / "embeddings"
+    vectors, emb_stats = embed(comments["body"].to_list(), cache, params.model, params.device, params.batch_size,
+                               shard_size=params.embed_block)
+    # how this run got its vectors (cache or model) is logged, not stored: the dataset is the same
+    # bytes however often the build was interrupted and resumed
+    log.info("embeddings: %d texts, %d unique, %d from the cache, %d embedded now", emb_stats["texts"],
+             emb_stats["unique"], emb_stats["cached"], emb_stats["embedded"])
+    cohort_first = first.filter(pl.col("user").is_in(comments["user"].unique().implode()))
+    extra = {
+        "source_fingerprints": {f: sha256_file(Path(dumps_dir) / f) for f in sorted(files)},
+        "scan": scan_stats, "embedding": {"texts": emb_stats["texts"], "unique": emb_stats["unique"]}, "pseudonym_key_id": reddit_cohort.key_digest(secret),
+        "cohort_funnel": {"users_with_a_target_submission": int(first["user"].n_unique()),
+                          "users_with_20_comments_before_it": int(comments["user"].n_unique())},
+    }
+    return assemble(comments, cohort_first, vectors, out, params, extra)

@@ -1,0 +1,187 @@
+"""The paper's Reddit cohort in two passes over monthly dumps, one month per call.
+
+Pass 1 (``scan_submissions``, RS files): each author's first submission time to each of the
+nine subreddits (matched case-insensitively), up to ``end_utc``. Pass 2 (``scan_comments``,
+RC files): for authors with such a submission, their comments before their first submission
+to any of the nine and up to ``end_utc``; per month at most the first 20 per author are kept
+(the union's first 20 are among them), so memory stays bounded. ``combine_*`` merge months.
+
+Skipped and counted, never silently: ``[deleted]`` and missing authors, AutoModerator,
+rows without a subreddit, ``[deleted]``/``[removed]`` bodies (no text to embed), rows whose
+created_utc is not a number. Authors are pseudonymised with a keyed hash (HMAC-SHA256) as
+soon as a row is read: no username reaches a file. Per-month outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+
+from cet_model.atomic import remove_dead_leftovers
+from flows.lib.infra.crash import crash_point
+from flows.lib.reddit.pushshift import ReadStats, created_utc, iter_records
+from flows.lib.reddit.subreddits import SUBREDDITS
+
+TARGETS = {s.lower(): s for s in SUBREDDITS}
+SKIP_AUTHORS = {"[deleted]", "automoderator"}
+GONE_BODIES = {"[deleted]", "[removed]"}
+N_COMMENTS = 20
+
+
+def pseudonym(author: str, key: bytes) -> str:
+    """A stable keyed hash of a username (HMAC-SHA256, 20 hex characters)."""
+    return hmac.digest(key, author.encode("utf-8"), "sha256").hex()[:20]
+
+
+def _created(obj: dict, skipped: Counter, stats: ReadStats) -> int | None:
+    """created_utc as an int, or None when missing or unreadable: counted in ``skipped`` and as
+    a malformed line in ``stats``, so a file with too many fails under max_error_rate, naming them."""
+    t = created_utc(obj)
+    if t is None:
+        skipped["bad_created_utc"] += 1
+        stats.malformed += 1
+        if len(stats.examples) < 5:
+            stats.examples.append(stats.lines)
+    return t
+
+
+def _author(obj: dict, skipped: Counter) -> str | None:
+    a = obj.get("author")
+    if not isinstance(a, str) or not a:
+        skipped["missing_author"] += 1
+        return None
+    if a.lower() in SKIP_AUTHORS:
+        skipped["deleted_or_bot_author"] += 1
+        return None
+    return a
+
+
+def _write(frame: pl.DataFrame, out: Path, crash: str | None = None) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_leftovers(out.parent, f".{out.name}.tmp-*")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    frame.write_parquet(tmp)
+    if crash:
+        crash_point(crash)
+    os.replace(tmp, out)
+
+
+def scan_submissions(path: Path, out: Path, key: bytes, end_utc: int, max_error_rate: float = 0.01,
+                     read_size: int | None = None) -> dict:
+    """First submission time per (author, target subreddit) in one RS file -> ``out`` parquet."""
+    stats = ReadStats(str(path))
+    skipped: Counter = Counter()
+    first: dict[tuple[str, str], int] = {}
+    for obj in iter_records(path, stats, max_error_rate, read_size):
+        sub = obj.get("subreddit")
+        if not isinstance(sub, str):
+            skipped["missing_subreddit"] += 1
+            continue
+        target = TARGETS.get(sub.lower())
+        if target is None:
+            continue
+        author = _author(obj, skipped)
+        if author is None:
+            continue
+        t = _created(obj, skipped, stats)
+        if t is None:
+            continue
+        if t > end_utc:
+            skipped["after_end"] += 1
+            continue
+        k = (pseudonym(author, key), target)
+        if k not in first or t < first[k]:
+            first[k] = t
+    frame = pl.DataFrame({"user": [k[0] for k in first], "subreddit": [k[1] for k in first],
+                          "first_utc": list(first.values())},
+                         schema={"user": pl.String, "subreddit": pl.String, "first_utc": pl.Int64})
+    _write(frame, out)
+    return {"file": Path(path).name, "lines": stats.lines, "malformed": stats.malformed,
+            "target_rows": len(first), "skipped": dict(skipped)}
+
+
+def combine_submissions(parts: list[Path], out: Path) -> pl.DataFrame:
+    """Across months: the first time per (user, subreddit), and per user the first to any."""
+    frame = (pl.concat([pl.read_parquet(p) for p in parts]) if parts else
+             pl.DataFrame(schema={"user": pl.String, "subreddit": pl.String, "first_utc": pl.Int64}))
+    first = frame.group_by("user", "subreddit").agg(pl.col("first_utc").min()).sort("user", "subreddit")
+    _write(first, out)
+    return first
+
+
+def first_any(first: pl.DataFrame) -> dict[str, int]:
+    return dict(first.group_by("user").agg(pl.col("first_utc").min()).iter_rows())
+
+
+def scan_comments(path: Path, out: Path, key: bytes, candidates: dict[str, int], end_utc: int,
+                  max_error_rate: float = 0.01, read_size: int | None = None) -> dict:
+    """Comments of candidate users before their first target submission -> ``out`` parquet
+    (user, created_utc, id, body), at most the first 20 per user of this month."""
+    stats = ReadStats(str(path))
+    skipped: Counter = Counter()
+    kept: dict[str, list[tuple[int, int, str, str]]] = {}
+    for obj in iter_records(path, stats, max_error_rate, read_size):
+        author = _author(obj, skipped)
+        if author is None:
+            continue
+        user = pseudonym(author, key)
+        limit = candidates.get(user)
+        if limit is None:
+            continue
+        t = _created(obj, skipped, stats)
+        if t is None:
+            continue
+        if t >= limit or t > end_utc:
+            continue
+        body = obj.get("body")
+        if not isinstance(body, str) or body in GONE_BODIES:
+            skipped["deleted_or_removed_body"] += 1
+            continue
+        cid = obj.get("id") if isinstance(obj.get("id"), str) else ""
+        rows = kept.setdefault(user, [])
+        rows.append((t, _id_order(cid), cid, body))
+        if len(rows) > 4 * N_COMMENTS:
+            rows.sort()
+            del rows[N_COMMENTS:]
+    users, times, ids, bodies = [], [], [], []
+    for user, rows in kept.items():
+        rows.sort()
+        for t, _, cid, body in rows[:N_COMMENTS]:
+            users.append(user)
+            times.append(t)
+            ids.append(cid)
+            bodies.append(body)
+    frame = pl.DataFrame({"user": users, "created_utc": times, "id": ids, "body": bodies},
+                         schema={"user": pl.String, "created_utc": pl.Int64, "id": pl.String, "body": pl.String})
+    _write(frame, out, crash="scan")
+    return {"file": Path(path).name, "lines": stats.lines, "malformed": stats.malformed,
+            "candidate_comments": len(users), "skipped": dict(skipped)}
+
+
+def _id_order(cid: str) -> int:
+    try:
+        return int(cid, 36)
+    except ValueError:
+        return -1
+
+
+def combine_comments(parts: list[Path]) -> pl.DataFrame:
+    """Each user's first 20 comments across months (by time, then base-36 id); only users with 20."""
+    if not parts:
+        return pl.DataFrame(schema={"user": pl.String, "created_utc": pl.Int64, "id": pl.String, "body": pl.String})
+    frame = pl.concat([pl.read_parquet(p) for p in parts])
+    frame = frame.with_columns(order=pl.col("id").map_elements(_id_order, return_dtype=pl.Int64))
+    frame = frame.sort("user", "created_utc", "order").with_columns(rank=pl.int_range(pl.len()).over("user"))
+    frame = frame.filter(pl.col("rank") < N_COMMENTS)
+    full = frame.group_by("user").agg(pl.len().alias("n")).filter(pl.col("n") == N_COMMENTS)["user"]
+    return frame.filter(pl.col("user").is_in(full.implode())).drop("order").sort("user", "rank")
+
+
+def key_digest(key: bytes) -> str:
+    """A fingerprint of the key for manifests (never the key itself)."""
+    return hashlib.sha256(b"cet-pseudonym-key:" + key).hexdigest()[:12]

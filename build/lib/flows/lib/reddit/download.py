@@ -1,0 +1,77 @@
+"""Fetch Pushshift dumps from a base URL: list, filter by month, download, verify.
+
+The listing comes from the checksum list when the mirror has one (``sha256sums.txt`` by
+default; every file it names is then verified), otherwise from the hrefs of the base URL's
+HTML index. Every name from a remote listing goes through ``safe_name`` and must look like a
+dump (``RC_/RS_YYYY-MM.zst|bz2|xz``): nothing can land outside the destination folder.
+Downloads stream, resume with Range, retry, time out and are renamed into place only when
+complete (``flows.lib.infra.download``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import requests
+
+from flows.lib.infra.download import download, parse_sha256sums, safe_name, sha256_file
+from flows.lib.reddit.pushshift import DumpFile, list_dumps
+
+log = logging.getLogger("flows.reddit.download")
+HREF = re.compile(r"""href\s*=\s*["']([^"'#?]+)["']""", re.IGNORECASE)
+
+
+def remote_listing(base_url: str, session: requests.Session | None = None, checksums: str | None = "sha256sums.txt",
+                   timeout=(10.0, 60.0)) -> tuple[list[str], dict[str, str]]:
+    """(dump names, {name: sha256}) at ``base_url``; the dict is empty without a checksum list."""
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    session = session or requests.Session()
+    sums: dict[str, str] = {}
+    if checksums:
+        r = session.get(base + checksums, timeout=timeout)
+        if r.status_code == 200:
+            sums = parse_sha256sums(r.text)
+        elif r.status_code != 404:
+            r.raise_for_status()
+        else:
+            log.warning("%s%s not found: dumps will not be verified", base, checksums)
+    if sums:
+        names = list(sums)
+    else:
+        r = session.get(base, timeout=timeout)
+        r.raise_for_status()
+        names = [h.rsplit("/", 1)[-1] for h in HREF.findall(r.text)]
+    dumps, rejected = [], []
+    for n in names:
+        try:
+            name = safe_name(n)
+        except ValueError:
+            rejected.append(n)
+            continue
+        if DumpFile.parse(name):
+            dumps.append(name)
+    if rejected:
+        log.warning("ignored %d unsafe name(s) in the listing of %s", len(rejected), base)
+    return sorted(set(dumps)), {k: v for k, v in sums.items() if k in set(dumps)}
+
+
+def plan(base_url: str, start: str | None, comment_end: str, submission_end: str, **kwargs) -> list[tuple[str, str | None]]:
+    """[(name, sha256 or None)] of the RS and RC dumps to fetch for these months."""
+    names, sums = remote_listing(base_url, **kwargs)
+    chosen = list_dumps(names, "RS", start, submission_end) + list_dumps(names, "RC", start, comment_end)
+    if not chosen:
+        raise FileNotFoundError(f"{base_url}: no RC_/RS_YYYY-MM dumps for the configured months")
+    return [(f.name, sums.get(f.name)) for f in chosen]
+
+
+def fetch(base_url: str, name: str, dest_dir: Path, sha256: str | None, session=None, **kwargs) -> Path:
+    """One dump into ``dest_dir`` (skipped when present and, if a checksum is known, verified)."""
+    name = safe_name(name)
+    dest = Path(dest_dir) / name
+    if dest.is_file() and (sha256 is None or sha256_file(dest) == sha256):
+        log.info("%s: present%s", name, " and verified" if sha256 else "")
+        return dest
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    return download(base + name, dest, sha256=sha256, session=session, **kwargs)

@@ -1,0 +1,176 @@
+"""Read Pushshift monthly dumps: names, streaming decompression, NDJSON records.
+
+- Names: ``RC_YYYY-MM`` (comments) and ``RS_YYYY-MM`` (submissions) with ``.zst``, ``.bz2``
+  or ``.xz``.
+- zstd is read with ``max_window_size=2**31``: real dumps declare a 2 GiB window, which
+  default decoders refuse.
+- Raw bytes are split on ``b"\\n"`` *before* decoding (0x0A never occurs inside a UTF-8
+  multi-byte sequence, so no character is ever cut at a read boundary); a last line without a
+  newline is kept; leading NUL bytes are stripped; lines are parsed with orjson.
+- Malformed lines (bad JSON, not an object) are counted per file; above ``max_error_rate``
+  the file fails with an error naming it. A corrupt or truncated stream fails naming the file.
+- Memory is bounded by the read size plus one partial line.
+"""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import zstandard
+
+NAME = re.compile(r"^(RC|RS)_(\d{4})-(\d{2})\.(zst|bz2|xz)$")
+ZSTD_MAX_WINDOW = 2**31
+READ_SIZE = 1 << 24  # 16 MiB
+ZSTD_RAW_READ = 1 << 20  # compressed bytes per zstd step (bounds the decompressed piece)
+
+
+class DumpError(ValueError):
+    """A dump that cannot be read (corrupt, truncated, too many malformed lines)."""
+
+
+@dataclass(frozen=True, order=True)
+class DumpFile:
+    month: str  # 'YYYY-MM'
+    kind: str  # 'RC' comments or 'RS' submissions
+    name: str
+
+    @classmethod
+    def parse(cls, name: str) -> DumpFile | None:
+        m = NAME.match(name)
+        return cls(f"{m[2]}-{m[3]}", m[1], name) if m else None
+
+
+def list_dumps(names, kind: str | None = None, start: str | None = None, end: str | None = None) -> list[DumpFile]:
+    """The dump files among ``names`` (of ``kind``, months in [start, end]), one per (kind, month).
+
+    When a month exists in several compressions, ``.zst`` is preferred, then ``.xz``, ``.bz2``.
+    """
+    best: dict[tuple[str, str], DumpFile] = {}
+    rank = {"zst": 0, "xz": 1, "bz2": 2}
+    for n in names:
+        f = DumpFile.parse(n)
+        if f is None or (kind and f.kind != kind) or (start and f.month < start) or (end and f.month > end):
+            continue
+        key = (f.kind, f.month)
+        if key not in best or rank[f.name.rsplit(".", 1)[1]] < rank[best[key].name.rsplit(".", 1)[1]]:
+            best[key] = f
+    return sorted(best.values())
+
+
+def _zstd_chunks(path: Path, read_size: int):
+    """Decompressed pieces of a (multi-frame) zstd file. A frame cut short is an error: the
+    library's stream reader would end quietly there (silent truncation)."""
+    dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+    dobj, fed = dctx.decompressobj(), False
+    with open(path, "rb") as fh:
+        while raw := fh.read(read_size):
+            while raw:
+                fed = True
+                out = dobj.decompress(raw)
+                if out:
+                    yield out
+                if dobj.eof:  # a frame ended; what follows belongs to the next one
+                    raw, dobj, fed = dobj.unused_data, dctx.decompressobj(), False
+                else:
+                    raw = b""
+    if fed and not dobj.eof:
+        raise EOFError("the last zstd frame is incomplete (truncated file)")
+
+
+def _stream_chunks(path: Path, read_size: int):
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".zst":
+        yield from _zstd_chunks(path, min(read_size, ZSTD_RAW_READ))
+        return
+    if suffix not in (".bz2", ".xz"):
+        raise DumpError(f"{path}: unknown compression {suffix!r} (expected .zst, .bz2 or .xz)")
+    with (bz2.open(path, "rb") if suffix == ".bz2" else lzma.open(path, "rb")) as fh:
+        while chunk := fh.read(read_size):
+            yield chunk
+
+
+def iter_lines(path: Path, read_size: int = READ_SIZE) -> Iterator[bytes]:
+    """Every line of the decompressed dump as bytes (no newline), the last one even without '\\n'."""
+    rest = b""
+    try:
+        for chunk in _stream_chunks(path, read_size):
+            parts = (rest + chunk).split(b"\n")
+            rest = parts.pop()
+            yield from parts
+    except (zstandard.ZstdError, OSError, EOFError, lzma.LZMAError) as exc:
+        raise DumpError(f"{path}: cannot be decompressed ({type(exc).__name__}: {exc}); "
+                        "the file is corrupt or truncated") from None
+    if rest:
+        yield rest
+
+
+@dataclass
+class ReadStats:
+    file: str
+    lines: int = 0
+    blank: int = 0
+    malformed: int = 0
+    examples: list[int] = field(default_factory=list)  # line numbers of the first malformed lines
+
+    @property
+    def error_rate(self) -> float:
+        return self.malformed / max(1, self.lines - self.blank)
+
+
+def iter_records(path: Path, stats: ReadStats | None = None, max_error_rate: float = 0.01,
+                 read_size: int | None = None, min_lines_for_rate: int = 1000) -> Iterator[dict]:
+    """Parsed JSON objects of a dump. Malformed lines are counted in ``stats``; the file fails
+    when their share exceeds ``max_error_rate`` (checked at the end, and along the way once
+    ``min_lines_for_rate`` lines were read)."""
+    stats = stats if stats is not None else ReadStats(str(path))
+    loads = orjson.loads
+    for line in iter_lines(path, read_size or READ_SIZE):
+        stats.lines += 1
+        if line[:1] == b"\0":
+            line = line.lstrip(b"\0")
+        if not line.strip():
+            stats.blank += 1
+            continue
+        try:
+            obj = loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            stats.malformed += 1
+            if len(stats.examples) < 5:
+                stats.examples.append(stats.lines)
+            if stats.lines >= min_lines_for_rate and stats.error_rate > max_error_rate:
+                _fail(path, stats, max_error_rate)
+            continue
+        yield obj
+    if stats.malformed and stats.error_rate > max_error_rate:
+        _fail(path, stats, max_error_rate)
+
+
+def _fail(path, stats: ReadStats, limit: float):
+    raise DumpError(f"{path}: {stats.malformed} malformed line(s) of {stats.lines - stats.blank} "
+                    f"({stats.error_rate:.2%} > max_error_rate {limit:.2%}); first at line(s) {stats.examples}")
+
+
+def created_utc(obj: dict) -> int | None:
+    """``created_utc`` as an int (it is a string in some years); None when missing or invalid."""
+    v = obj.get("created_utc")
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v == v:
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(float(v)) if "." in v else int(v)
+        except ValueError:
+            return None
+    return None

@@ -1,0 +1,201 @@
+"""Prefect flow ``build-reddit-features`` and its CLI.
+
+    python -m flows.reddit build --out DIR                        # on a generated stand-in (default)
+    python -m flows.reddit build --dumps URL_OR_DIR --out DIR     # real or mirrored Pushshift dumps
+    python -m flows.reddit generate --users 1000 --out DIR        # stand-in dumps in the real format
+
+Tasks wire the plain functions in ``flows/lib``: downloads, the submission scan and the
+comment scan are each mapped over months; then embeddings and the dataset. Paths, not
+objects, pass between tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.logging import get_run_logger
+
+from flows.common import check_cache, record_stage, work_dir_for
+from flows.lib.flow_params import RedditBuildParams
+from flows.lib.infra.settings import Settings
+from flows.lib.reddit import build as reddit_build
+from flows.lib.reddit import cohort as reddit_cohort
+from flows.lib.reddit import download as reddit_download
+from flows.lib.reddit.embed import DEFAULT_MODEL
+from flows.lib.standin import reddit as reddit_standin
+
+DEFAULT_USERS = Settings.model_fields["reddit_standin_users"].default
+
+
+def _key(work: str) -> bytes:
+    """The pseudonymisation key (CET_PSEUDONYM_KEY, from the environment or .env), read inside
+    each task: it never travels as a Prefect parameter (parameters are stored by the server)."""
+    secret = Settings().pseudonym_key
+    return reddit_build.pseudonym_key(secret.get_secret_value() if secret else None, Path(work))
+
+
+@task(name="generate-reddit-standin")
+def generate_standin(dest: str, n_users: int, seed: int, start: str, comment_end: str, submission_end: str) -> str:
+    months = reddit_standin.Months(start, comment_end, submission_end)
+    return str(reddit_standin.ensure(Path(dest), n_users, seed, months))
+
+
+@task(name="download-reddit-dump", retries=2, retry_delay_seconds=[5, 30])
+def download_dump(base_url: str, name: str, dest: str, sha256: str | None) -> str:
+    return str(reddit_download.fetch(base_url, name, Path(dest), sha256, progress=True))
+
+
+@task(name="scan-submissions")
+def scan_rs(path: str, out: str, work: str, end_utc: int, max_error_rate: float) -> dict:
+    stats = reddit_cohort.scan_submissions(Path(path), Path(out), _key(work), end_utc, max_error_rate)
+    get_run_logger().info("%s: %d lines, %d malformed, skipped %s", stats["file"], stats["lines"],
+                          stats["malformed"], stats["skipped"])
+    return stats
+
+
+@task(name="combine-submissions")
+def combine_rs(parts: list[str], out: str) -> str:
+    reddit_cohort.combine_submissions([Path(p) for p in parts], Path(out))
+    return out
+
+
+@task(name="scan-comments")
+def scan_rc(path: str, out: str, work: str, first_path: str, end_utc: int, max_error_rate: float) -> dict:
+    import polars as pl
+
+    candidates = reddit_cohort.first_any(pl.read_parquet(first_path))
+    stats = reddit_cohort.scan_comments(Path(path), Path(out), _key(work), candidates, end_utc, max_error_rate)
+    get_run_logger().info("%s: %d lines, %d malformed, skipped %s", stats["file"], stats["lines"],
+                          stats["malformed"], stats["skipped"])
+    return stats
+
+
+@task(name="embed-and-build-reddit-dataset")
+def finish(dumps_dir: str, files: list[str], first_path: str, parts: list[str], out: str, work: str,
+           params: reddit_build.RedditParams, scan_stats: list[dict]) -> str:
+    import polars as pl
+
+    path = reddit_build.finish(Path(dumps_dir), files, pl.read_parquet(first_path), [Path(x) for x in parts],
+                               Path(out), Path(work), params, _key(work), scan_stats)
+    get_run_logger().info("dataset written to %s", path)
+    return str(path)
+
+
+CODE = ["flows.lib.reddit", "flows.lib.infra.download", "cet_model.censoring", "cet_model.dataset"]
+STANDIN_CODE = ["flows.lib.standin.reddit", "flows.lib.standin.reddit_text"]
+
+
+@task(name="reddit-stage-key")
+def source_key(work: str) -> str:
+    """Which key pseudonymises (its digest, never the key): another key means other user ids."""
+    return reddit_cohort.key_digest(_key(work))
+
+
+@flow(name="build-reddit-features")
+def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> str:
+    """Pushshift dumps (a folder or a base URL; default: CET_REDDIT_DUMPS, else a generated
+    stand-in) -> the Reddit dataset. Skipped when the output holds a build of the same
+    inputs, parameters, key and code.
+
+    Usernames are pseudonymised with the key in CET_PSEUDONYM_KEY, or one generated once in
+    the work folder (never a flow parameter, so it is never stored by Prefect).
+    """
+    s = Settings()
+    request = params
+    out = request.out or str(s.dataset_dir("reddit"))
+    work = Path(work_dir_for(out, request.work_dir))
+    dumps = request.dumps or s.reddit_dumps
+    standin_users, standin_seed = request.standin_users or s.reddit_standin_users, request.standin_seed
+    start, comment_end, submission_end = request.start, request.comment_end, request.submission_end
+    max_error_rate = request.max_error_rate
+    embedding_cache = request.embedding_cache or (str(s.embedding_cache) if s.embedding_cache else None)
+    key_id = source_key(str(work))  # creates the key file once, before tasks run in parallel
+    params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
+                                       split_seed=request.split_seed, censor_seed=request.censor_seed,
+                                       max_error_rate=max_error_rate, model=request.model or s.embedding_model,
+                                       device=request.device or s.device, embedding_cache=embedding_cache,
+                                       embed_block=s.embed_block)
+    remote = bool(dumps) and dumps.startswith(("http://", "https://"))
+    source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
+                                                                    "standin_seed": standin_seed}
+    key, current = check_cache("build-reddit-features", out, {"dumps": dumps} if dumps and not remote else {},
+                               params.key_params() | {"key_id": key_id} | source,
+                               CODE + ([] if dumps else STANDIN_CODE))
+    if current:
+        return out
+    if dumps is None:
+        months = reddit_standin.Months()
+        dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}"), standin_users,
+                                 standin_seed, start or months.start, comment_end, submission_end)
+    elif remote:
+        wanted = reddit_download.plan(dumps, start, comment_end, submission_end)
+        local = work / "dumps"
+        fetched = download_dump.map(dumps, [n for n, _ in wanted], str(local), [h for _, h in wanted])
+        fetched.wait()
+        for f in fetched:
+            f.result()
+        dumps = str(local)
+    rs, rc = reddit_build.local_dumps(Path(dumps), params)
+    rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
+    rs_stats = scan_rs.map([str(Path(dumps) / f.name) for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
+    first_path = combine_rs(rs_parts, str(work / "first.parquet"), wait_for=[rs_stats])
+    rc_parts = [str(work / "rc" / f"{f.month}.parquet") for f in rc]
+    rc_stats = scan_rc.map([str(Path(dumps) / f.name) for f in rc], rc_parts, str(work), first_path,
+                           params.end_utc("RC"), max_error_rate)
+    stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
+    path = finish(dumps, [f.name for f in rs + rc], first_path, rc_parts, out, str(work), params, stats)
+    return record_stage("build-reddit-features", path, key)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m flows.reddit", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the Reddit dataset folder")
+    b.add_argument("--dumps", help="folder or base URL of RC_/RS_YYYY-MM dumps (default: a generated stand-in)")
+    b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/reddit)")
+    b.add_argument("--work-dir")
+    b.add_argument("--start", help="first month to read, YYYY-MM (default: all)")
+    b.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s, the paper's)")
+    b.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
+    b.add_argument("--standin-users", type=int, help=f"default: $CET_REDDIT_STANDIN_USERS or {DEFAULT_USERS}")
+    b.add_argument("--model", help=f"sentence-transformers model name or folder (default: $CET_EMBEDDING_MODEL "
+                                   f"or {DEFAULT_MODEL})")
+    b.add_argument("--device", help="auto, cpu or cuda (default: $CET_DEVICE or auto)")
+    b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
+    b.add_argument("--max-error-rate", type=float, default=0.01, help="malformed-line share that fails a file")
+    g = sub.add_parser("generate", help="write stand-in Pushshift dumps with planted truth")
+    g.add_argument("--users", type=int, required=True, help="simulated users (1k to 1M)")
+    g.add_argument("--out", required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--start", default="2015-01")
+    g.add_argument("--comment-end", default="2017-11")
+    g.add_argument("--submission-end", default="2020-01")
+    g.add_argument("--malformed-rate", type=float, default=0.0, help="share of broken lines to inject (tests)")
+    g.add_argument("--force", action="store_true", help="replace an existing, non-empty --out")
+    args = ap.parse_args(argv)
+    if args.command == "generate":
+        try:
+            path = reddit_standin.generate(args.out, n_users=args.users, seed=args.seed,
+                                           months=reddit_standin.Months(args.start, args.comment_end, args.submission_end),
+                                           malformed_rate=args.malformed_rate, overwrite=args.force)
+        except (ValueError, FileExistsError) as exc:
+            ap.error(str(exc))
+        print(path)
+        return 0
+    try:
+        params = RedditBuildParams(out=args.out, dumps=args.dumps, work_dir=args.work_dir, start=args.start,
+                                   comment_end=args.comment_end, submission_end=args.submission_end,
+                                   standin_users=args.standin_users, model=args.model, device=args.device,
+                                   split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    path = build_reddit_features(params)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

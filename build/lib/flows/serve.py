@@ -1,0 +1,114 @@
+"""Serve every flow as a Prefect deployment named ``<flow>/<flow>``.
+
+    prefect server start --host 127.0.0.1 --port 4200 --analytics-off &      # once
+    export PREFECT_API_URL=http://127.0.0.1:4200/api
+    python -m flows.serve                                                     # from the repo root
+    prefect deployment run build-mimic-features/build-mimic-features --watch
+
+``retrain`` runs on the CET_RETRAIN_CRON schedule (timezone CET_RETRAIN_TIMEZONE). Schedules
+stay active when this process stops (``pause_on_shutdown=False``), so a restarted or
+supervised serve process picks them up again. If the Prefect API goes away while serving
+(a server restart, a network blip longer than Prefect's three polls), this process logs it,
+waits until the API answers again and serves again, instead of exiting. Runs execute in subprocesses that load
+the flows by module path, so this works from any folder where ``cet`` is installed;
+the flows read their settings (``.env``) from the folder the serve process started in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+import httpx
+from prefect import serve
+from prefect.deployments.runner import EntrypointType
+from prefect.schedules import Cron
+from prefect.settings import PREFECT_API_URL
+
+from flows.full_pipeline import full_pipeline
+from flows.lib.infra.settings import Settings
+from flows.mimic import build_mimic_features
+from flows.predict import predict
+from flows.reddit import build_reddit_features
+from flows.synthetic import build_synthetic
+from flows.train import retrain, train_evaluate
+
+log = logging.getLogger("cet.serve")
+
+FLOWS = (build_synthetic, build_mimic_features, build_reddit_features, train_evaluate, retrain, predict,
+         full_pipeline)
+
+
+def deployments(settings: Settings | None = None) -> list:
+    s = settings or Settings()
+    out = []
+    for f in FLOWS:
+        schedules = [Cron(s.retrain_cron, timezone=s.retrain_timezone)] if f.name == "retrain" else None
+        out.append(f.to_deployment(name=f.name, schedules=schedules, tags=["cet"],
+                                   entrypoint_type=EntrypointType.MODULE_PATH,
+                                   description=(f.description or "").split("\n\n")[0]))
+    return out
+
+
+def api_outage(exc: BaseException) -> bool:
+    """True when ``exc``, or an exception it groups or wraps, says the Prefect API could not be
+    reached: a transport error, a 5xx answer, or Prefect's poller giving up after them."""
+    stack, seen = [exc], set()
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, httpx.TransportError):
+            return True
+        if isinstance(e, httpx.HTTPStatusError) and e.response.status_code >= 500:
+            return True
+        if isinstance(e, RuntimeError) and "exceeded error threshold" in str(e):
+            return True
+        stack.extend(getattr(e, "exceptions", None) or ())
+        stack.extend((e.__cause__, e.__context__))
+    return False
+
+
+def wait_for_api(url: str, poll_seconds: float) -> None:
+    """Block until ``GET <url>/health`` answers 2xx."""
+    while True:
+        try:
+            if httpx.get(f"{url.rstrip('/')}/health", timeout=5).is_success:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(poll_seconds)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m flows.serve", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--limit", type=int, default=2, help="flow runs at once (default %(default)s; 2 cores)")
+    ap.add_argument("--retry-seconds", type=float, default=5.0,
+                    help="while the Prefect API is unreachable, check it this often (default %(default)s)")
+    ap.add_argument("--max-outages", type=int, default=0,
+                    help="API outages to wait out; the next one ends serve with its error (default 0: wait out every one)")
+    args = ap.parse_args(argv)
+    log.setLevel(logging.INFO)  # Prefect has configured logging already (basicConfig would do nothing)
+    outages = 0
+    while True:
+        try:
+            serve(*deployments(), pause_on_shutdown=False, limit=args.limit)
+            return 0
+        except Exception as exc:
+            if not api_outage(exc) or (args.max_outages and outages >= args.max_outages):
+                raise
+            outages += 1
+            url = PREFECT_API_URL.value() or "(PREFECT_API_URL unset)"
+            log.warning("The Prefect API at %s is unreachable (outage %d: %s); serving again once it "
+                        "answers. Deployments and schedules are kept by the server.", url, outages,
+                        type(exc).__name__)
+            wait_for_api(url, args.retry_seconds)
+            log.info("The Prefect API at %s answers again; serving the deployments again.", url)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

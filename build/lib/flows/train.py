@@ -1,0 +1,171 @@
+"""Prefect flows ``train-evaluate`` and ``retrain``, and their CLI.
+
+    python -m flows.train evaluate --dataset data/mimic [--name mimic]   # train, register, judge
+    python -m flows.train retrain [--dataset mimic]                      # rebuild if changed, then the same
+
+train-evaluate fits CET, ET and BC on a dataset folder, evaluates them on the validation
+and test splits, registers the models as ``models/<name>/<version>/`` and applies the
+promotion rule (CET_PROMOTE_METRIC, CET_PROMOTE_TOLERANCE). retrain first runs the
+dataset's build flow (skipped when its inputs are unchanged), then train-evaluate; it is
+the deployment served on the CET_RETRAIN_CRON schedule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.artifacts import (
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.logging import get_run_logger
+
+from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
+from flows.lib.infra import registry
+from flows.lib.infra.settings import Settings
+from flows.lib.modeling import train_eval
+
+BUILDS = ("synthetic", "mimic", "reddit")
+
+
+@task(name="train-models")
+def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.TrainParams) -> tuple[str, bool]:
+    logger = get_run_logger()
+    total = (p.max_epochs or 100) * len(p.models)  # automatic budgets: progress counts 100 epochs a model
+    artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models)} on {name}")
+    done = {m: 0 for m in p.models}
+
+    def progress(model, epoch, hist):
+        done[model] = epoch + 1
+        logger.info("%s %s epoch %d: train loss %.4f, val loss %.4f", name, model, epoch + 1,
+                    hist.train_loss[-1], hist.val_loss[-1])
+        update_progress_artifact(artifact, min(100.0, 100.0 * sum(done.values()) / total))
+
+    version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress)
+    update_progress_artifact(artifact, 100.0)
+    logger.info("%s: %s %s", name, "reused" if reused else "registered", version)
+    return str(version), reused
+
+
+@task(name="apply-promotion-rule")
+def judge(models_root: str, name: str, version: str, metric: str, tolerance: float) -> dict:
+    decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance))
+    get_run_logger().info("%s %s: %s", name, Path(version).name, decision["reason"])
+    return decision
+
+
+@task(name="publish-metrics")
+def publish_metrics(name: str, version: str) -> None:
+    rows = train_eval.metric_rows(Path(version))
+    create_table_artifact(rows, key=f"metrics-{artifact_key(name)}",
+                          description=f"{name}, model version {Path(version).name}: test metrics")
+
+
+@task(name="experiment-report")
+def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden: int, max_epochs: int,
+                      patience: int, seed: int, name: str) -> str:
+    path = train_eval.experiment(dataset_dir, out, runs, search, hidden=hidden, max_epochs=max_epochs,
+                                 patience=patience, seed=seed, title=f"{name}: {runs} runs")
+    create_table_artifact(train_eval.experiment_rows(path), key=f"experiment-{artifact_key(name)}",
+                          description=f"{name}: mean ± std over {runs} runs (test split)")
+    get_run_logger().info("%s: experiment report in %s", name, path)
+    return str(path)
+
+
+def artifact_key(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "dataset"
+
+
+@flow(name="train-evaluate")
+def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
+    """Dataset folder -> CET (the default), CET-paper, ET, BC and the oracle -> metrics, a registered
+    version and a promotion decision (on CET).
+
+    ``dataset``: a folder, or a name under CET_DATA_DIR (default: CET_RETRAIN_DATASET).
+    Unset training parameters come from the settings (CET_HIDDEN, CET_MAX_EPOCHS, ...).
+    ``runs`` > 0 also writes the paper-format report (``search`` random-search trials for CET,
+    then ``runs`` seeds of CET, CET-paper, ET, BC and the oracle) to CET_REPORTS_DIR/<name>/.
+    """
+    s = Settings()
+    dataset = params.dataset or s.retrain_dataset
+    path = Path(dataset) if Path(dataset).is_dir() or "/" in dataset else s.dataset_dir(dataset)
+    name = params.name or path.name
+    training = train_eval.TrainParams(
+        models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
+        max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
+        seed=s.seed if params.seed is None else params.seed, device=s.device)
+    version, reused = train_models(str(path), str(s.models_dir), name, training)
+    publish_metrics(name, version)
+    decision = judge(str(s.models_dir), name, version, params.promote_metric or s.promote_metric,
+                     s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance)
+    report = None
+    if params.runs:
+        report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,
+                                   training.max_epochs, training.patience, training.seed, name)
+    return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision,
+            "experiment": report}
+
+
+def build_flow(name: str):
+    if name == "synthetic":
+        from flows.synthetic import build_synthetic
+        return build_synthetic
+    if name == "mimic":
+        from flows.mimic import build_mimic_features
+        return build_mimic_features
+    if name == "reddit":
+        from flows.reddit import build_reddit_features
+        return build_reddit_features
+    raise ValueError(f"dataset {name!r}: expected one of {BUILDS}")
+
+
+@flow(name="retrain")
+def retrain(params: RetrainParams = RetrainParams()) -> dict:
+    """Rebuild ``dataset`` (synthetic, mimic or reddit; default CET_RETRAIN_DATASET) from its
+    configured source when its inputs changed, train a new version and apply the promotion rule."""
+    name = params.dataset or Settings().retrain_dataset
+    path = build_flow(name)()
+    return train_evaluate(TrainEvaluateParams(dataset=path, name=name, seed=params.seed,
+                                              promote_metric=params.promote_metric,
+                                              promote_tolerance=params.promote_tolerance))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m flows.train", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    ev = sub.add_parser("evaluate", help="train CET, ET and BC on a dataset folder and register them")
+    ev.add_argument("--dataset", required=True, help="dataset folder, or a name under $CET_DATA_DIR")
+    ev.add_argument("--name", help="registry name (default: the folder's name)")
+    ev.add_argument("--max-epochs", type=int)
+    ev.add_argument("--hidden", type=int)
+    ev.add_argument("--seed", type=int)
+    ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
+    ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
+    rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
+    rt.add_argument("--dataset", choices=BUILDS, help="default: $CET_RETRAIN_DATASET")
+    rt.add_argument("--seed", type=int)
+    for p in (ev, rt):
+        p.add_argument("--promote-metric", choices=sorted(registry.METRIC_DIRECTION))
+        p.add_argument("--promote-tolerance", type=float)
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "evaluate":
+            params = TrainEvaluateParams(dataset=args.dataset, name=args.name, max_epochs=args.max_epochs,
+                                         hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
+                                         promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)
+        else:
+            params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
+                                   promote_tolerance=args.promote_tolerance)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
+    print(f"{result['version']}: {result['decision']['reason']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
