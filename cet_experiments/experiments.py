@@ -66,7 +66,7 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
                                patience=patience, params=(overrides or {}).get(name, {}), x_train=x_tr,
                                x_val=x_va, comment_encoder=spec)
             secs = time.perf_counter() - t0
-            scores = evaluate(name, model, te, ds.event_names, x_te, train=tr)
+            scores = evaluate(name, model, te, ds.event_names, x_te, train=tr, label=f"test, run {r + 1}")
             if r == 0:
                 _figure_data(result, name, model, ds, x_te)
             entry = result["models"][name]

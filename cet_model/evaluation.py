@@ -39,6 +39,7 @@ integrated Brier score of the population survival curves.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import platform
@@ -59,6 +60,8 @@ from .metrics import (
     uno_c,
 )
 from .models import BCModel, CETModel, ETModel
+
+log = logging.getLogger("cet_model.evaluation")
 
 PAPER_CET = dict(objective="paper", estimator="gumbel", n_samples=100, temperature=0.3,
                  log_epsilon=math.log(0.7), lr=3e-4)
@@ -125,11 +128,13 @@ def fit_preset(name: str, train: Split, val: Split, *, seed: int = 0, hidden_siz
 
 
 def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None = None,
-             train: Split | None = None) -> dict[str, dict[str, float]]:
+             train: Split | None = None, label: str = "") -> dict[str, dict[str, float]]:
     """Per-task metrics {event: {metric: value}} of a fitted model on a split.
 
     ``x``: the split's model input, if already computed. With ``train`` (the training split)
     time models also get Uno's C and the integrated Brier score. Masked cells are not scored.
+    A metric undefined on some tasks is NaN there, reported in one warning naming the model,
+    ``label`` (e.g. the dataset and split) and the tasks.
     """
     x = model_inputs(split) if x is None else x
     p = model.predict_occurrence(x)
@@ -155,6 +160,10 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
                 surv = model.predict_survival(x[keep], times)[:, :, j] if len(times) >= 2 else None
                 row["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, surv, times) if surv is not None else float("nan")
         tasks[e] = row
+    no_ibs = [e for e, row in tasks.items() if "ibs" in row and np.isnan(row["ibs"])]
+    if no_ibs:
+        log.warning("%s%s: integrated Brier score undefined for %s (too little follow-up in the split)",
+                    name, f" on {label}" if label else "", ", ".join(no_ibs))
     return tasks
 
 

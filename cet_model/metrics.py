@@ -215,6 +215,6 @@ def integrated_brier_score(t_train, s_train, t, s, survival, times) -> float:
     try:
         return float(ibs(_surv_array(t_train, s_train), _surv_array(t, s), np.asarray(survival, np.float64),
                          np.asarray(times, np.float64)))
-    except (ValueError, ZeroDivisionError) as exc:  # undefined here (e.g. no follow-up left): say why
-        log.warning("integrated Brier score undefined: %s", exc)
+    except (ValueError, ZeroDivisionError) as exc:  # undefined here (e.g. no follow-up left); the caller
+        log.debug("integrated Brier score undefined: %s", exc)  # reports it once, naming the task
         return float("nan")

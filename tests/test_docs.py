@@ -71,3 +71,12 @@ def test_readme_example_runs_as_written(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == claimed
     assert (tmp_path / "models" / "example-cet" / "weights.safetensors").is_file()
+
+
+def test_documented_stand_in_defaults_are_the_settings():
+    from flows.lib.infra.settings import Settings
+
+    text = (ROOT / "docs" / "datasets.md").read_text()
+    for field in ("mimic_standin_scale", "reddit_standin_users"):
+        default = Settings.model_fields[field].default
+        assert f"CET_{field.upper()}, default {default:g}" in text, field

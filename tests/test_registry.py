@@ -17,7 +17,7 @@ def test_versions_are_numbered_and_the_first_is_promoted(tmp_path):
     assert (v1.name, v2.name) == ("v0001", "v0002")
     assert registry.versions(tmp_path, "mimic") == ["v0001", "v0002"]
     d = registry.decide(tmp_path, "mimic", v1, registry.Rule())
-    assert d["promoted"] and d["reason"] == "no promoted version yet"
+    assert d["promoted"] and d["reason"] == "the first version: nothing was promoted before"
     assert registry.promoted(tmp_path, "mimic") == v1
     assert not list((tmp_path / "mimic").glob(".incoming-*"))
 

@@ -35,7 +35,7 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     assert data == str(cet_env / "data" / "synthetic")
     first = train_evaluate(TrainEvaluateParams(dataset="synthetic"))
     assert first["version"].endswith("v0001") and not first["reused"]
-    assert first["decision"]["promoted"] and first["decision"]["reason"] == "no promoted version yet"
+    assert first["decision"]["promoted"] and first["decision"]["reason"] == "the first version: nothing was promoted before"
     v1 = cet_env / "models" / "synthetic" / "v0001"
     assert {p.name for p in v1.iterdir()} >= {"CET", "ET", "BC", "metrics.json", "params.json", "data.json",
                                               "decision.json"}

@@ -113,7 +113,7 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     if current is not None and current.resolve() == Path(candidate).resolve():
         return decision | {"promoted": True, "previous": current.name, "reason": "already the promoted version"}
     if current is None:
-        decision |= {"promoted": True, "previous": None, "reason": "no promoted version yet"}
+        decision |= {"promoted": True, "previous": None, "reason": "the first version: nothing was promoted before"}
     elif rule.metric == "always":
         decision |= {"promoted": True, "previous": current.name, "reason": "rule 'always' promotes every version"}
     else:

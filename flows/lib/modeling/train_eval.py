@@ -98,7 +98,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             metrics["epochs"][model_name] = len(model.history_.train_loss)
             model.save(tmp / model_name)
             for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
-                metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr)
+                metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
+                                                           label=f"{name} {split_name}")
             metrics["summary"][model_name] = {
                 f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
             log.info("%s %s: %d epochs, %.1fs, val AUC %.3f", name, model_name, metrics["epochs"][model_name],
