@@ -99,3 +99,29 @@ def test_dump_names_and_month_filters():
     assert [f.name for f in list_dumps(names, "RC", end="2017-11")] == ["RC_2017-11.zst"]
     assert [f.name for f in list_dumps(names, "RS", "2020-01", "2020-01")] == ["RS_2020-01.zst"]
     assert [f.name for f in list_dumps(names)] == ["RC_2017-11.zst", "RC_2017-12.xz", "RS_2020-01.zst", "RS_2020-02.zst"]
+
+
+@pytest.mark.parametrize("suffix", ["zst", "bz2", "xz"])
+def test_progress_counts_every_compressed_byte(tmp_path, capsys, suffix):
+    from flows.lib.reddit.pushshift import _stream_chunks
+
+    data = b"".join(orjson.dumps(r) + b"\n" for r in ROWS) * 2000
+    path = tmp_path / f"RC_2016-01.{suffix}"
+    if suffix == "zst":
+        _write_zst(path, data)
+    else:
+        path.write_bytes(bz2.compress(data) if suffix == "bz2" else lzma.compress(data))
+
+    class Counter:
+        n = 0
+
+        def update(self, k):
+            self.n += k
+
+    bar = Counter()
+    assert b"".join(_stream_chunks(path, 4096, bar)) == data
+    assert bar.n == path.stat().st_size  # the bar ends at the file's size
+    assert sum(1 for _ in iter_lines(path, read_size=4096, progress=True)) == 4000
+    assert path.name in capsys.readouterr().err  # shown when asked for
+    assert sum(1 for _ in iter_lines(path)) == 4000
+    assert path.name not in capsys.readouterr().err  # by default only on a terminal; tests have none

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import orjson
 import zstandard
+from tqdm.auto import tqdm
 
 NAME = re.compile(r"^(RC|RS)_(\d{4})-(\d{2})\.(zst|bz2|xz)$")
 ZSTD_MAX_WINDOW = 2**31
@@ -63,13 +64,15 @@ def list_dumps(names, kind: str | None = None, start: str | None = None, end: st
     return sorted(best.values())
 
 
-def _zstd_chunks(path: Path, read_size: int):
+def _zstd_chunks(path: Path, read_size: int, bar=None):
     """Decompressed pieces of a (multi-frame) zstd file. A frame cut short is an error: the
     library's stream reader would end quietly there (silent truncation)."""
     dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     dobj, fed = dctx.decompressobj(), False
     with open(path, "rb") as fh:
         while raw := fh.read(read_size):
+            if bar is not None:
+                bar.update(len(raw))
             while raw:
                 fed = True
                 out = dobj.decompress(raw)
@@ -83,30 +86,41 @@ def _zstd_chunks(path: Path, read_size: int):
         raise EOFError("the last zstd frame is incomplete (truncated file)")
 
 
-def _stream_chunks(path: Path, read_size: int):
+def _stream_chunks(path: Path, read_size: int, bar=None):
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".zst":
-        yield from _zstd_chunks(path, min(read_size, ZSTD_RAW_READ))
+        yield from _zstd_chunks(path, min(read_size, ZSTD_RAW_READ), bar)
         return
     if suffix not in (".bz2", ".xz"):
         raise DumpError(f"{path}: unknown compression {suffix!r} (expected .zst, .bz2 or .xz)")
-    with (bz2.open(path, "rb") if suffix == ".bz2" else lzma.open(path, "rb")) as fh:
+    with open(path, "rb") as raw, (bz2.open(raw, "rb") if suffix == ".bz2" else lzma.open(raw, "rb")) as fh:
+        done = 0
         while chunk := fh.read(read_size):
+            if bar is not None:
+                bar.update(raw.tell() - done)
+                done = raw.tell()
             yield chunk
 
 
-def iter_lines(path: Path, read_size: int = READ_SIZE) -> Iterator[bytes]:
-    """Every line of the decompressed dump as bytes (no newline), the last one even without '\\n'."""
+def iter_lines(path: Path, read_size: int = READ_SIZE, progress: bool | None = None) -> Iterator[bytes]:
+    """Every line of the decompressed dump as bytes (no newline), the last one even without '\\n'.
+
+    ``progress``: a bar over the compressed bytes read (None: only when stderr is a terminal,
+    so logs and tests stay clean); a multi-GB month is otherwise silent for minutes."""
     rest = b""
+    bar = tqdm(total=Path(path).stat().st_size, unit="B", unit_scale=True, desc=Path(path).name, leave=False,
+               disable=None if progress is None else not progress)
     try:
-        for chunk in _stream_chunks(path, read_size):
+        for chunk in _stream_chunks(path, read_size, bar):
             parts = (rest + chunk).split(b"\n")
             rest = parts.pop()
             yield from parts
     except (zstandard.ZstdError, OSError, EOFError, lzma.LZMAError) as exc:
         raise DumpError(f"{path}: cannot be decompressed ({type(exc).__name__}: {exc}); "
                         "the file is corrupt or truncated") from None
+    finally:
+        bar.close()
     if rest:
         yield rest
 
