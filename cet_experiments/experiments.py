@@ -151,11 +151,13 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     syn = sub.add_parser("synthetic", help="the paper's synthetic data (Table 3)")
-    syn.add_argument("--mode", choices=("reference", "independent"), default="reference")
+    syn.add_argument("--mode", choices=("reference", "independent"), default="reference",
+                     help="reference: the original generator (its artefact included); independent: the paper's text "
+                          "(default %(default)s)")
     syn.add_argument("--data", type=Path, help="an existing synthetic dataset folder (default: generate one)")
     syn.add_argument("--n", type=int, default=40_000, help="rows to generate, split 60/20/20 (default: the paper's 40,000)")
     ds_cmd = sub.add_parser("dataset", help="any dataset folder in the contract")
-    ds_cmd.add_argument("--data", type=Path, required=True)
+    ds_cmd.add_argument("--data", type=Path, required=True, help="a dataset folder in the contract")
     for p in (syn, ds_cmd):
         p.add_argument("--runs", type=int, default=10, help="seeds per model (default 10)")
         p.add_argument("--out", type=Path, required=True, help="folder for metrics.json and table.md")
@@ -165,7 +167,8 @@ def main(argv=None) -> int:
         p.add_argument("--max-epochs", type=int, default=None,
                        help="epoch cap (default: automatic, >= 100 epochs and >= 5,000 steps)")
         p.add_argument("--patience", type=int, default=None, help="early-stopping patience (default: automatic)")
-        p.add_argument("--first-seed", type=int, default=0)
+        p.add_argument("--first-seed", type=int, default=0, help="seed of the first run; run r uses first + r "
+                                                                  "(default %(default)s)")
         p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
         p.add_argument("--search", type=int, default=0, metavar="BUDGET",
                        help="random-search trials for CET-paper before the runs (0: the paper's settings)")

@@ -22,6 +22,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
 from flows.lib.flow_params import FullPipelineParams, TrainEvaluateParams
+from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.runners import with_runner
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import report as report_lib
@@ -51,13 +52,14 @@ def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.full_pipeline", description=__doc__.split("\n\n")[0],
+    ap = command_parser("python -m flows.full_pipeline", __doc__.split("\n\n")[0],
                                  epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default=",".join(BUILDS), help="comma-separated subset of %(default)s")
     ap.add_argument("--max-epochs", type=int, help="training epochs cap (default: $CET_MAX_EPOCHS or 100)")
     ap.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
     ap.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
     args = ap.parse_args(argv)
+    apply_log_level(args)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     t0 = time.perf_counter()
     try:

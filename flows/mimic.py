@@ -11,7 +11,6 @@ task (retries are for I/O only: the download). Paths, not objects, pass between 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib.flow_params import MimicBuildParams
+from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.settings import Settings
 from flows.lib.mimic import build as mimic_build
 from flows.lib.mimic import download as mimic_download
@@ -98,7 +98,7 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.mimic", description=__doc__.split("\n\n")[0])
+    ap = command_parser("python -m flows.mimic", __doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the MIMIC dataset folder")
     src = b.add_mutually_exclusive_group()
@@ -107,8 +107,8 @@ def main(argv=None) -> int:
     src.add_argument("--download-demo", nargs="?", const=mimic_download.DEMO_URL, metavar="URL",
                      help=f"fetch and verify the open demo (default {mimic_download.DEMO_URL})")
     b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/mimic)")
-    b.add_argument("--work-dir")
-    b.add_argument("--window-hours", type=int, default=24)
+    b.add_argument("--work-dir", help="staged tables and scratch (default: a hidden folder beside --out)")
+    b.add_argument("--window-hours", type=int, default=24, help="feature window after the origin (default %(default)s)")
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
     b.add_argument("--memory-limit", default="2500MB", help="DuckDB memory limit (default %(default)s)")
     b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
@@ -119,12 +119,13 @@ def main(argv=None) -> int:
     g = sub.add_parser("generate", help="write a MIMIC-III stand-in in the full release's layout, with planted truth")
     g.add_argument("--scale", type=float, required=True,
                    help="fraction of the full release (61,532 ICU stays, 330M chart rows): 0.001 to 1")
-    g.add_argument("--out", required=True)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--out", required=True, help="folder for the stand-in tables (must be empty or absent)")
+    g.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
     g.add_argument("--compresslevel", type=int, default=6, choices=range(1, 10), metavar="1-9",
                    help="gzip level (default %(default)s, as gzip's default)")
     g.add_argument("--force", action="store_true", help="replace an existing, non-empty --out")
     args = ap.parse_args(argv)
+    apply_log_level(args)
     if args.command == "generate":
         try:
             path = mimic_standin.generate(args.out, scale=args.scale, seed=args.seed,

@@ -11,7 +11,6 @@ objects, pass between tasks.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib.flow_params import RedditBuildParams
+from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.settings import Settings
 from flows.lib.reddit import build as reddit_build
 from flows.lib.reddit import cohort as reddit_cohort
@@ -151,12 +151,12 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.reddit", description=__doc__.split("\n\n")[0])
+    ap = command_parser("python -m flows.reddit", __doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the Reddit dataset folder")
     b.add_argument("--dumps", help="folder or base URL of RC_/RS_YYYY-MM dumps (default: a generated stand-in)")
     b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/reddit)")
-    b.add_argument("--work-dir")
+    b.add_argument("--work-dir", help="scans, embeddings and scratch (default: a hidden folder beside --out)")
     b.add_argument("--start", help="first month to read, YYYY-MM (default: all)")
     b.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s, the paper's)")
     b.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
@@ -168,14 +168,15 @@ def main(argv=None) -> int:
     b.add_argument("--max-error-rate", type=float, default=0.01, help="malformed-line share that fails a file")
     g = sub.add_parser("generate", help="write stand-in Pushshift dumps with planted truth")
     g.add_argument("--users", type=int, required=True, help="simulated users (1k to 1M)")
-    g.add_argument("--out", required=True)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--start", default="2015-01")
-    g.add_argument("--comment-end", default="2017-11")
-    g.add_argument("--submission-end", default="2020-01")
+    g.add_argument("--out", required=True, help="folder for the stand-in dumps (must be empty or absent)")
+    g.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
+    g.add_argument("--start", default="2015-01", help="first month written, YYYY-MM (default %(default)s)")
+    g.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s)")
+    g.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
     g.add_argument("--malformed-rate", type=float, default=0.0, help="share of broken lines to inject (tests)")
     g.add_argument("--force", action="store_true", help="replace an existing, non-empty --out")
     args = ap.parse_args(argv)
+    apply_log_level(args)
     if args.command == "generate":
         try:
             path = reddit_standin.generate(args.out, n_users=args.users, seed=args.seed,

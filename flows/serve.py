@@ -28,6 +28,7 @@ from prefect.schedules import Cron
 from prefect.settings import PREFECT_API_URL
 
 from flows.full_pipeline import full_pipeline
+from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.settings import Settings
 from flows.mimic import build_mimic_features
 from flows.predict import predict
@@ -84,7 +85,7 @@ def wait_for_api(url: str, poll_seconds: float) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.serve", description=__doc__.split("\n\n")[0],
+    ap = command_parser("python -m flows.serve", __doc__.split("\n\n")[0],
                                  epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=2, help="flow runs at once (default %(default)s; 2 cores)")
     ap.add_argument("--retry-seconds", type=float, default=5.0,
@@ -92,6 +93,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-outages", type=int, default=0,
                     help="API outages to wait out; the next one ends serve with its error (default 0: wait out every one)")
     args = ap.parse_args(argv)
+    apply_log_level(args)
     log.setLevel(logging.INFO)  # Prefect has configured logging already (basicConfig would do nothing)
     outages = 0
     while True:

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from prefect import flow, task
@@ -14,6 +13,7 @@ from prefect.logging import get_run_logger
 from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
 from flows.lib.flow_params import SyntheticParams
+from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.settings import Settings
 
 CODE = ["cet_experiments.synthetic", "cet_model.censoring", "cet_model.dataset"]
@@ -42,12 +42,13 @@ def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.synthetic", description=__doc__.split("\n\n")[0])
+    ap = command_parser("python -m flows.synthetic", __doc__.split("\n\n")[0])
     ap.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/synthetic)")
     ap.add_argument("--mode", choices=synthetic.MODES, help="reference (the original code's) or independent")
     ap.add_argument("--n", type=int, help="rows (default: $CET_SYNTHETIC_N or 40000, the paper's)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="generator and censoring seed (default %(default)s)")
     args = ap.parse_args(argv)
+    apply_log_level(args)
     print(build_synthetic(SyntheticParams(out=args.out, mode=args.mode, n=args.n, seed=args.seed)))
     return 0
 

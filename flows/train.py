@@ -12,7 +12,6 @@ the deployment served on the CET_RETRAIN_CRON schedule.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from prefect.logging import get_run_logger
 
 from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
 from flows.lib.infra import registry
+from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import train_eval
 
@@ -135,23 +135,27 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.train", description=__doc__.split("\n\n")[0])
+    ap = command_parser("python -m flows.train", __doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="train CET, ET and BC on a dataset folder and register them")
     ev.add_argument("--dataset", required=True, help="dataset folder, or a name under $CET_DATA_DIR")
     ev.add_argument("--name", help="registry name (default: the folder's name)")
-    ev.add_argument("--max-epochs", type=int)
-    ev.add_argument("--hidden", type=int)
-    ev.add_argument("--seed", type=int)
+    ev.add_argument("--max-epochs", type=int, help="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
+    ev.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
+    ev.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
     ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
     ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
     rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
     rt.add_argument("--dataset", choices=BUILDS, help="default: $CET_RETRAIN_DATASET")
-    rt.add_argument("--seed", type=int)
+    rt.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
     for p in (ev, rt):
-        p.add_argument("--promote-metric", choices=sorted(registry.METRIC_DIRECTION))
-        p.add_argument("--promote-tolerance", type=float)
+        p.add_argument("--promote-metric", choices=sorted(registry.METRIC_DIRECTION),
+                       help="validation metric of CET that decides promotion (default: $CET_PROMOTE_METRIC or val_auc)")
+        p.add_argument("--promote-tolerance", type=float,
+                       help="how much worse a new version may be and still be promoted "
+                            "(default: $CET_PROMOTE_TOLERANCE or 0)")
     args = ap.parse_args(argv)
+    apply_log_level(args)
     try:
         if args.command == "evaluate":
             params = TrainEvaluateParams(dataset=args.dataset, name=args.name, max_epochs=args.max_epochs,
