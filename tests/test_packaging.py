@@ -3,6 +3,7 @@ the installed package builds the MIMIC demo from a folder outside the repository
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -27,9 +28,15 @@ def test_every_package_folder_is_listed_in_pyproject():
 @pytest.mark.slow
 @requires_demo
 def test_the_installed_wheel_builds_the_demo_outside_the_repository(tmp_path):
+    # build from a copy of the tracked files: setuptools leaves build/ beside the sources
+    src = tmp_path / "src"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for rel in tracked.split():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, src / rel)
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(wheels), str(ROOT)], check=True, timeout=300)
+                    str(wheels), str(src)], check=True, timeout=300)
     wheel = next(wheels.glob("cet-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     sql = sorted(p.relative_to(ROOT / "sql").as_posix() for p in (ROOT / "sql").rglob("*.sql"))

@@ -1,3 +1,0 @@
-from .experiments import main
-
-raise SystemExit(main())

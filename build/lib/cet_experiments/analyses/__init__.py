@@ -1,1 +1,0 @@
-"""Analyses behind statements in docs/ (run as scripts; see each module's docstring)."""

@@ -1,2 +1,0 @@
--- Chart and output item labels.
-SELECT ITEMID AS itemid, LABEL AS label FROM read_parquet(getvariable('d_items_parquet'))

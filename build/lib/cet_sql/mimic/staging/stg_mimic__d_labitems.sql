@@ -1,2 +1,0 @@
--- Lab item labels.
-SELECT ITEMID AS itemid, LABEL AS label FROM read_parquet(getvariable('d_labitems_parquet'))
