@@ -37,11 +37,11 @@ def stage_scan(dumps: Path, work: Path) -> dict:
     params = reddit_build.RedditParams(device="cpu")
     secret = reddit_build.pseudonym_key(KEY, work)
     rs, rc = reddit_build.local_dumps(dumps, params)
-    stats = [reddit_cohort.scan_submissions(dumps / f.name, work / "rs" / f"{f.month}.parquet", secret,
+    stats = [reddit_cohort.scan_submissions(Path(f.path), work / "rs" / f"{f.month}.parquet", secret,
                                             params.end_utc("RS"), params.max_error_rate) for f in rs]
     first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs], work / "first.parquet")
     candidates = reddit_cohort.first_any(first)
-    stats += [reddit_cohort.scan_comments(dumps / f.name, work / "rc" / f"{f.month}.parquet", secret, candidates,
+    stats += [reddit_cohort.scan_comments(Path(f.path), work / "rc" / f"{f.month}.parquet", secret, candidates,
                                           params.end_utc("RC"), params.max_error_rate) for f in rc]
     return {"files": len(rs) + len(rc), "lines": sum(s.get("lines", 0) for s in stats)}
 
@@ -54,7 +54,7 @@ def stage_embed(dumps: Path, work: Path, out: Path) -> dict:
     params = reddit_build.RedditParams(device="cpu")
     secret = reddit_build.pseudonym_key(KEY, work)
     rs, rc = reddit_build.local_dumps(dumps, params)
-    path = reddit_build.finish(dumps, [f.name for f in rs + rc], pl.read_parquet(work / "first.parquet"),
+    path = reddit_build.finish([f.path for f in rs + rc], pl.read_parquet(work / "first.parquet"),
                                [work / "rc" / f"{f.month}.parquet" for f in rc], out, work, params, secret, [])
     manifest = json.loads((path / "manifest.json").read_text())
     return {"users": sum(manifest["split_sizes"].values()), "texts": manifest["embedding"]["texts"]}

@@ -74,11 +74,11 @@ def scan_rc(path: str, out: str, work: str, first_path: str, end_utc: int, max_e
 
 
 @task(name="embed-and-build-reddit-dataset")
-def finish(dumps_dir: str, files: list[str], first_path: str, parts: list[str], out: str, work: str,
+def finish(files: list[str], first_path: str, parts: list[str], out: str, work: str,
            params: reddit_build.RedditParams, scan_stats: list[dict]) -> str:
     import polars as pl
 
-    path = reddit_build.finish(Path(dumps_dir), files, pl.read_parquet(first_path), [Path(x) for x in parts],
+    path = reddit_build.finish(files, pl.read_parquet(first_path), [Path(x) for x in parts],
                                Path(out), Path(work), params, _key(work), scan_stats)
     get_run_logger().info("dataset written to %s", path)
     return str(path)
@@ -96,8 +96,8 @@ def source_key(work: str) -> str:
 
 @flow(name="build-reddit-features")
 def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> str:
-    """Pushshift dumps (a folder or a base URL; default: CET_REDDIT_DUMPS, else a generated
-    stand-in) -> the Reddit dataset. Skipped when the output holds a build of the same
+    """Pushshift dumps (folders searched recursively, or a base URL; default: CET_REDDIT_DUMPS,
+    else a generated stand-in) -> the Reddit dataset. Skipped when the output holds a build of the same
     inputs, parameters, key and code.
 
     Usernames are pseudonymised with the key in CET_PSEUDONYM_KEY, or one generated once in
@@ -118,10 +118,11 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
                                        max_error_rate=max_error_rate, model=request.model or s.embedding_model,
                                        device=request.device or s.device, embedding_cache=embedding_cache,
                                        embed_block=s.embed_block)
-    remote = bool(dumps) and dumps.startswith(("http://", "https://"))
+    remote = isinstance(dumps, str) and dumps.startswith(("http://", "https://"))
     source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
                                                                     "standin_seed": standin_seed}
-    key, current = check_cache("build-reddit-features", out, {"dumps": dumps} if dumps and not remote else {},
+    roots = {} if remote or not dumps else {f"dumps_{i}": str(r) for i, r in enumerate(reddit_build.dump_roots(dumps))}
+    key, current = check_cache("build-reddit-features", out, roots,
                                params.key_params() | {"key_id": key_id} | source,
                                CODE + ([] if dumps else STANDIN_CODE))
     if current:
@@ -138,15 +139,15 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
         for f in fetched:
             f.result()
         dumps = str(local)
-    rs, rc = reddit_build.local_dumps(Path(dumps), params)
+    rs, rc = reddit_build.local_dumps(dumps, params)
     rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
-    rs_stats = scan_rs.map([str(Path(dumps) / f.name) for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
+    rs_stats = scan_rs.map([f.path for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
     first_path = combine_rs(rs_parts, str(work / "first.parquet"), wait_for=[rs_stats])
     rc_parts = [str(work / "rc" / f"{f.month}.parquet") for f in rc]
-    rc_stats = scan_rc.map([str(Path(dumps) / f.name) for f in rc], rc_parts, str(work), first_path,
+    rc_stats = scan_rc.map([f.path for f in rc], rc_parts, str(work), first_path,
                            params.end_utc("RC"), max_error_rate)
     stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
-    path = finish(dumps, [f.name for f in rs + rc], first_path, rc_parts, out, str(work), params, stats)
+    path = finish([f.path for f in rs + rc], first_path, rc_parts, out, str(work), params, stats)
     return record_stage("build-reddit-features", path, key)
 
 
@@ -154,7 +155,10 @@ def main(argv=None) -> int:
     ap = command_parser("python -m flows.reddit", __doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the Reddit dataset folder")
-    b.add_argument("--dumps", help="folder or base URL of RC_/RS_YYYY-MM dumps (default: a generated stand-in)")
+    b.add_argument("--dumps", nargs="+", metavar="DIR_OR_URL",
+                   help="folders holding RC_/RS_YYYY-MM dumps, searched recursively (the archive's "
+                        "reddit/comments + reddit/submissions layout, month folders or flat), or one base URL "
+                        "(default: $CET_REDDIT_DUMPS, else a generated stand-in)")
     b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/reddit)")
     b.add_argument("--work-dir", help="scans, embeddings and scratch (default: a hidden folder beside --out)")
     b.add_argument("--start", help="first month to read, YYYY-MM (default: all)")
@@ -187,7 +191,8 @@ def main(argv=None) -> int:
         print(path)
         return 0
     try:
-        params = RedditBuildParams(out=args.out, dumps=args.dumps, work_dir=args.work_dir, start=args.start,
+        dumps = args.dumps[0] if args.dumps and len(args.dumps) == 1 else args.dumps
+        params = RedditBuildParams(out=args.out, dumps=dumps, work_dir=args.work_dir, start=args.start,
                                    comment_end=args.comment_end, submission_end=args.submission_end,
                                    standin_users=args.standin_users, model=args.model, device=args.device,
                                    split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate)

@@ -166,3 +166,48 @@ def test_the_dataset_does_not_depend_on_the_pseudonymisation_key(reddit_dumps, r
         assert not a["id"].equals(b["id"])
         assert a.drop("id").equals(b.drop("id")), name
     np.testing.assert_array_equal(np.load(path / "sequences.npy"), np.load(other / "sequences.npy"))
+
+
+def test_the_archive_layout_and_a_flat_folder_give_identical_datasets(reddit_dumps, reddit_ds, embedding_cache,
+                                                                      tmp_path):
+    """The public archives' layout: reddit/comments/RC_*.zst and reddit/submissions/RS_*.zst."""
+    import shutil
+
+    archive = tmp_path / "archive" / "reddit"
+    for f in reddit_dumps.iterdir():
+        if f.name.startswith(("RC_", "RS_")):
+            sub = archive / ("comments" if f.name.startswith("RC_") else "submissions")
+            sub.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, sub / f.name)
+    params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
+    again = build(archive.parent, tmp_path / "ds", tmp_path / "work", params, key=KEY)
+    flat, _ = reddit_ds
+    for name in ("features.parquet", "events.parquet", "sequences.npy"):
+        assert (again / name).read_bytes() == (flat / name).read_bytes(), name
+    fingerprints = [json.loads((p / "manifest.json").read_text())["source_fingerprints"] for p in (again, flat)]
+    assert fingerprints[0] == fingerprints[1]
+    # two roots, each holding half of the files, find the same
+    half = tmp_path / "second-root" / "submissions"
+    shutil.move(str(archive / "submissions"), str(half))
+    third = build([archive.parent, half.parent], tmp_path / "ds3", tmp_path / "work3", params, key=KEY)
+    assert (third / "events.parquet").read_bytes() == (flat / "events.parquet").read_bytes()
+
+
+def test_a_month_found_twice_is_resolved_or_refused(reddit_dumps, tmp_path):
+    import shutil
+
+    from flows.lib.reddit.build import local_dumps
+    from flows.lib.reddit.pushshift import DumpError
+
+    name = next(f.name for f in sorted(reddit_dumps.iterdir()) if f.name.startswith("RC_"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for f in reddit_dumps.iterdir():
+        if f.name.startswith(("RC_", "RS_")):
+            shutil.copy2(f, tmp_path / "a" / f.name)
+    (tmp_path / "b" / name.replace(".zst", ".bz2")).write_bytes(b"")  # another compression: .zst preferred
+    rs, rc = local_dumps([tmp_path / "a", tmp_path / "b"], PARAMS)
+    assert all(f.path.endswith(".zst") for f in rs + rc)
+    shutil.copy2(tmp_path / "a" / name, tmp_path / "b" / name)  # the same file twice: which one is meant?
+    with pytest.raises(DumpError, match=f"{name} found twice: .*a/{name} and .*b/{name}"):
+        local_dumps([tmp_path / "a", tmp_path / "b"], PARAMS)

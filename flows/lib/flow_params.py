@@ -84,8 +84,15 @@ class RedditBuildParams(FlowParams):
     """build-reddit-features: Pushshift dumps -> the dataset folder."""
 
     out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/reddit)")
-    dumps: str | None = Field(None, description="folder or base URL of RC_/RS_YYYY-MM dumps (default: "
-                                                "$CET_REDDIT_DUMPS, else generated stand-in dumps)")
+    dumps: str | list[str] | None = Field(None, description="folders of RC_/RS_YYYY-MM dumps, searched "
+                                                            "recursively, or one base URL (default: "
+                                                            "$CET_REDDIT_DUMPS, else generated stand-in dumps)")
+
+    @model_validator(mode="after")
+    def _one_url(self):
+        if isinstance(self.dumps, list) and any(d.startswith(("http://", "https://")) for d in self.dumps):
+            raise ValueError("dumps: a base URL must be given alone, not with other sources")
+        return self
     work_dir: str | None = None
     start: str | None = Field(None, pattern=MONTH, description="first month read (default: all)")
     comment_end: str = Field("2017-11", pattern=MONTH, description="last comment month (the paper's)")

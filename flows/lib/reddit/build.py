@@ -31,7 +31,7 @@ from flows.lib.infra.download import sha256_file
 from flows.lib.reddit import cohort as reddit_cohort
 from flows.lib.reddit.embed import DEFAULT_MODEL, embed
 from flows.lib.reddit.months import month_bounds
-from flows.lib.reddit.pushshift import DumpFile, list_dumps
+from flows.lib.reddit.pushshift import DumpFile, find_dumps, select
 from flows.lib.reddit.subreddits import SUBREDDITS
 
 log = logging.getLogger("flows.reddit.build")
@@ -81,17 +81,25 @@ def pseudonym_key(value: str | None, work_dir: Path) -> bytes:
     return key
 
 
-def local_dumps(dumps_dir: Path, params: RedditParams) -> tuple[list[DumpFile], list[DumpFile]]:
-    """The RS and RC files of a folder within the configured months."""
-    dumps_dir = Path(dumps_dir)
-    if not dumps_dir.is_dir():
-        raise FileNotFoundError(f"dumps folder {dumps_dir} does not exist")
-    names = [p.name for p in dumps_dir.iterdir() if p.is_file()]
-    rs = list_dumps(names, "RS", params.start, params.submission_end)
-    rc = list_dumps(names, "RC", params.start, params.comment_end)
+def dump_roots(dumps) -> list[Path]:
+    """One folder or several (a list, or one string with ``os.pathsep`` between folders)."""
+    if isinstance(dumps, str | Path):
+        dumps = str(dumps).split(os.pathsep)
+    return [Path(d) for d in dumps if str(d)]
+
+
+def local_dumps(dumps, params: RedditParams) -> tuple[list[DumpFile], list[DumpFile]]:
+    """The RS and RC files under one or more folders (searched recursively) within the
+    configured months, one per month (``pushshift.select``)."""
+    roots = dump_roots(dumps)
+    found = find_dumps(roots)
+    rs = select(found, "RS", params.start, params.submission_end)
+    rc = select(found, "RC", params.start, params.comment_end)
     if not rs or not rc:
-        raise FileNotFoundError(f"{dumps_dir}: need RS_YYYY-MM and RC_YYYY-MM dumps (.zst, .bz2 or .xz) up to "
-                                f"{params.submission_end} / {params.comment_end}; found {len(rs)} RS and {len(rc)} RC")
+        where = ", ".join(map(str, roots))
+        raise FileNotFoundError(f"{where}: need RS_YYYY-MM and RC_YYYY-MM dumps (.zst, .bz2 or .xz) up to "
+                                f"{params.submission_end} / {params.comment_end}, searched recursively; found "
+                                f"{len(rs)} RS and {len(rc)} RC")
     return rs, rc
 
 
@@ -165,23 +173,24 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
     return write_dataset(out, features, events, manifest, sequences=seqs)
 
 
-def build(dumps_dir, out, work_dir, params: RedditParams = RedditParams(), key: str | None = None,
+def build(dumps, out, work_dir, params: RedditParams = RedditParams(), key: str | None = None,
           read_size: int | None = None) -> Path:
-    """The whole build in one process (the flow runs the same steps as mapped tasks)."""
-    dumps_dir, out, work = Path(dumps_dir), Path(out), Path(work_dir)
+    """The whole build in one process (the flow runs the same steps as mapped tasks).
+    ``dumps``: one folder or several (``dump_roots``)."""
+    out, work = Path(out), Path(work_dir)
     secret = pseudonym_key(key, work)
-    rs, rc = local_dumps(dumps_dir, params)
-    sub_stats = [reddit_cohort.scan_submissions(dumps_dir / f.name, work / "rs" / f"{f.month}.parquet", secret,
+    rs, rc = local_dumps(dumps, params)
+    sub_stats = [reddit_cohort.scan_submissions(Path(f.path), work / "rs" / f"{f.month}.parquet", secret,
                                                 params.end_utc("RS"), params.max_error_rate, read_size) for f in rs]
     first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs], work / "first.parquet")
     candidates = reddit_cohort.first_any(first)
-    com_stats = [reddit_cohort.scan_comments(dumps_dir / f.name, work / "rc" / f"{f.month}.parquet", secret, candidates,
+    com_stats = [reddit_cohort.scan_comments(Path(f.path), work / "rc" / f"{f.month}.parquet", secret, candidates,
                                              params.end_utc("RC"), params.max_error_rate, read_size) for f in rc]
-    return finish(dumps_dir, [f.name for f in rs + rc], first, [work / "rc" / f"{f.month}.parquet" for f in rc],
+    return finish([f.path for f in rs + rc], first, [work / "rc" / f"{f.month}.parquet" for f in rc],
                   out, work, params, secret, sub_stats + com_stats)
 
 
-def finish(dumps_dir: Path, files: list[str], first: pl.DataFrame, comment_parts: list[Path], out: Path, work: Path,
+def finish(files: list[str], first: pl.DataFrame, comment_parts: list[Path], out: Path, work: Path,
            params: RedditParams, secret: bytes, scan_stats: list[dict]) -> Path:
     comments = reddit_cohort.combine_comments(comment_parts)
     cache = Path(params.embedding_cache) if params.embedding_cache else work / "embeddings"
@@ -193,7 +202,7 @@ def finish(dumps_dir: Path, files: list[str], first: pl.DataFrame, comment_parts
              emb_stats["unique"], emb_stats["cached"], emb_stats["embedded"])
     cohort_first = first.filter(pl.col("user").is_in(comments["user"].unique().implode()))
     extra = {
-        "source_fingerprints": {f: sha256_file(Path(dumps_dir) / f) for f in sorted(files)},
+        "source_fingerprints": {Path(f).name: sha256_file(Path(f)) for f in sorted(files, key=lambda p: Path(p).name)},
         "scan": scan_stats, "embedding": {"texts": emb_stats["texts"], "unique": emb_stats["unique"]}, "pseudonym_key_id": reddit_cohort.key_digest(secret),
         "cohort_funnel": {"users_with_a_target_submission": int(first["user"].n_unique()),
                           "users_with_20_comments_before_it": int(comments["user"].n_unique())},

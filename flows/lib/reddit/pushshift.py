@@ -1,7 +1,8 @@
 """Read Pushshift monthly dumps: names, streaming decompression, NDJSON records.
 
 - Names: ``RC_YYYY-MM`` (comments) and ``RS_YYYY-MM`` (submissions) with ``.zst``, ``.bz2``
-  or ``.xz``.
+  or ``.xz``, found recursively under one or more roots: the archives' layout
+  (``reddit/comments/RC_...``, ``reddit/submissions/RS_...``), month folders or a flat folder.
 - zstd is read with ``max_window_size=2**31``: real dumps declare a 2 GiB window, which
   default decoders refuse.
 - Raw bytes are split on ``b"\\n"`` *before* decoding (0x0A never occurs inside a UTF-8
@@ -15,10 +16,12 @@
 from __future__ import annotations
 
 import bz2
+import logging
 import lzma
+import os
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
@@ -31,6 +34,10 @@ READ_SIZE = 1 << 24  # 16 MiB
 ZSTD_RAW_READ = 1 << 20  # compressed bytes per zstd step (bounds the decompressed piece)
 
 
+log = logging.getLogger("flows.reddit.pushshift")
+COMPRESSION_PREFERENCE = ("zst", "xz", "bz2")  # when a month exists in several compressions
+
+
 class DumpError(ValueError):
     """A dump that cannot be read (corrupt, truncated, too many malformed lines)."""
 
@@ -40,6 +47,11 @@ class DumpFile:
     month: str  # 'YYYY-MM'
     kind: str  # 'RC' comments or 'RS' submissions
     name: str
+    path: str = field(default="", compare=False)  # where it was found (local dumps)
+
+    @property
+    def compression(self) -> str:
+        return self.name.rsplit(".", 1)[1]
 
     @classmethod
     def parse(cls, name: str) -> DumpFile | None:
@@ -52,16 +64,55 @@ def list_dumps(names, kind: str | None = None, start: str | None = None, end: st
 
     When a month exists in several compressions, ``.zst`` is preferred, then ``.xz``, ``.bz2``.
     """
+    return select(filter(None, map(DumpFile.parse, names)), kind, start, end)
+
+
+def select(dumps: Iterable[DumpFile], kind: str | None = None, start: str | None = None,
+           end: str | None = None) -> list[DumpFile]:
+    """One file per (kind, month) of ``kind`` with the month in [start, end], by
+    ``COMPRESSION_PREFERENCE``; sorted by month, then kind."""
     best: dict[tuple[str, str], DumpFile] = {}
-    rank = {"zst": 0, "xz": 1, "bz2": 2}
-    for n in names:
-        f = DumpFile.parse(n)
-        if f is None or (kind and f.kind != kind) or (start and f.month < start) or (end and f.month > end):
+    rank = {c: i for i, c in enumerate(COMPRESSION_PREFERENCE)}
+    for f in dumps:
+        if (kind and f.kind != kind) or (start and f.month < start) or (end and f.month > end):
             continue
         key = (f.kind, f.month)
-        if key not in best or rank[f.name.rsplit(".", 1)[1]] < rank[best[key].name.rsplit(".", 1)[1]]:
+        if key not in best or rank[f.compression] < rank[best[key].compression]:
             best[key] = f
     return sorted(best.values())
+
+
+def find_dumps(roots) -> list[DumpFile]:
+    """Every dump under ``roots`` (a folder or several), searched recursively; hidden folders
+    (work folders) are skipped. The same month in several compressions is kept for ``select``
+    to choose from; the same file name found twice in different places is an error naming both
+    paths (which copy is meant cannot be guessed).
+
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for rel in ("comments/RC_2017-11.zst", "submissions/RS_2017-11.zst", "submissions/RS_2017-11.bz2"):
+    ...     (root / rel).parent.mkdir(exist_ok=True); (root / rel).touch()
+    >>> [f.name for f in select(find_dumps(root))]
+    ['RC_2017-11.zst', 'RS_2017-11.zst']
+    """
+    roots = [roots] if isinstance(roots, str | Path) else list(roots)
+    found: dict[str, DumpFile] = {}
+    for root in map(Path, roots):
+        if not root.is_dir():
+            raise FileNotFoundError(f"dumps folder {root} does not exist")
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                f = DumpFile.parse(name)
+                if f is None:
+                    continue
+                f = replace(f, path=str(Path(dirpath) / name))
+                other = found.get(name)
+                if other is not None and Path(other.path).resolve() != Path(f.path).resolve():
+                    raise DumpError(f"{name} found twice: {other.path} and {f.path}; remove one copy or give "
+                                    "roots that hold it once")
+                found[name] = f
+    return sorted(found.values())
 
 
 def _zstd_chunks(path: Path, read_size: int, bar=None):
