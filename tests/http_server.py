@@ -45,7 +45,8 @@ class FileServer:
                     self.send_error(503)
                     return
                 if path.is_dir() and server.index:  # an HTML index, as a plain mirror serves
-                    links = "".join(f'<a href="{p.name}">{p.name}</a>\n' for p in sorted(path.iterdir()) if p.is_file())
+                    links = "".join(f'<a href="{p.name}{"/" if p.is_dir() else ""}">{p.name}</a>\n'
+                                    for p in sorted(path.iterdir()))
                     links += "".join(f'<a href="{h}">x</a>\n' for h in server.extra_links)
                     body = f"<html><body>{links}</body></html>".encode()
                     self.send_response(200)

@@ -57,3 +57,23 @@ def test_listing_from_an_html_index_ignores_unsafe_names(dumps, tmp_path):
         with pytest.raises(ValueError, match="unsafe file name"):
             reddit_download.fetch(srv.url, "../escape.zst", tmp_path, None)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_url_in_the_archive_layout_lists_its_comments_and_submissions(dumps, tmp_path):
+    """The public archives serve reddit/comments/RC_* and reddit/submissions/RS_*."""
+    import shutil
+
+    root = tmp_path / "mirror" / "reddit"
+    for f in dumps.glob("R[CS]_*.zst"):
+        sub = root / ("comments" if f.name.startswith("RC_") else "submissions")
+        sub.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, sub / f.name)
+    with FileServer(root.parent) as srv:
+        plan = reddit_download.plan(srv.url + "/reddit/", "2015-10", "2015-11", "2015-12")
+        assert [n for n, _ in plan] == ["submissions/RS_2015-10.zst", "submissions/RS_2015-11.zst",
+                                        "submissions/RS_2015-12.zst", "comments/RC_2015-10.zst",
+                                        "comments/RC_2015-11.zst"]
+        got = reddit_download.fetch(srv.url + "/reddit/", plan[-1][0], tmp_path / "local", None)
+        assert got == tmp_path / "local" / "RC_2015-11.zst" and got.read_bytes() == (dumps / got.name).read_bytes()
+        with pytest.raises(ValueError, match="unsafe file name"):
+            reddit_download.fetch(srv.url, "elsewhere/RC_2015-11.zst", tmp_path / "x", None)
