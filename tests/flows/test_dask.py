@@ -4,6 +4,7 @@ import pytest
 from prefect.settings import PREFECT_API_URL
 
 from cet_model.dataset import load_dataset
+from flows.lib.flow_params import MimicBuildParams
 from flows.lib.infra.runners import local_cluster_kwargs, task_runner, with_runner
 from flows.mimic import build_mimic_features
 from tests.mimic_fixture import write_fixture
@@ -29,8 +30,8 @@ def test_mimic_staging_maps_over_a_dask_local_cluster(tmp_path, monkeypatch):
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         flow = with_runner(build_mimic_features, "dask://" + cluster.scheduler_address.split("://")[1])
         assert type(flow.task_runner).__name__ == "DaskTaskRunner"
-        state = flow(out=str(tmp_path / "ds"), mimic_dir=str(src), n_chart=2, n_lab=1, n_output=1,
-                     return_state=True)
+        params = MimicBuildParams(out=str(tmp_path / "ds"), mimic_dir=str(src), n_chart=2, n_lab=1, n_output=1)
+        state = flow(params, return_state=True)
         ran = {k: v.state_counts["memory"] for k, v in cluster.scheduler.task_prefixes.items()}
     assert ran.get("stage") == 8, ran  # the 8 per-table staging tasks finished on the cluster's workers
     assert state.is_completed()
