@@ -13,6 +13,7 @@ from flows.lib.reddit.build import RedditParams, build
 from flows.lib.reddit.cohort import pseudonym
 from flows.lib.reddit.subreddits import SUBREDDITS
 from flows.lib.standin import reddit as reddit_standin
+from flows.lib.standin.reddit import compressor
 
 pytestmark = pytest.mark.slow  # builds a whole dataset once per module (tens of seconds)
 
@@ -211,3 +212,47 @@ def test_a_month_found_twice_is_resolved_or_refused(reddit_dumps, tmp_path):
     shutil.copy2(tmp_path / "a" / name, tmp_path / "b" / name)  # the same file twice: which one is meant?
     with pytest.raises(DumpError, match=f"{name} found twice: .*a/{name} and .*b/{name}"):
         local_dumps([tmp_path / "a", tmp_path / "b"], PARAMS)
+
+
+def test_the_prefiltered_scan_equals_parsing_every_line(tmp_path):
+    """The byte-level prefilter only skips lines that cannot matter: same parquet, same counts."""
+    import polars as pl
+
+    from flows.lib.reddit import cohort
+
+    months = reddit_standin.Months("2016-11", "2017-02", "2017-04")  # the 2017 field set included
+    dumps = reddit_standin.generate(tmp_path / "d", n_users=150, seed=3, months=months, malformed_rate=0.002,
+                                    progress=False)
+    key = b"k"
+    outs = {}
+    for fast in (True, False):
+        rs = sorted(dumps.glob("RS_*.zst"))
+        stats = [cohort.scan_submissions(f, tmp_path / f"rs{fast}" / f.name, key, 2**40, 0.05, prefilter=fast)
+                 for f in rs]
+        first = cohort.combine_submissions([tmp_path / f"rs{fast}" / f.name for f in rs], tmp_path / f"f{fast}.pq")
+        candidates = cohort.first_any(first)
+        stats += [cohort.scan_comments(f, tmp_path / f"rc{fast}" / f.name, key, candidates, 2**40, 0.05,
+                                       prefilter=fast) for f in sorted(dumps.glob("RC_*.zst"))]
+        outs[fast] = (first, [pl.read_parquet(p) for p in sorted((tmp_path / f"rc{fast}").iterdir())], stats)
+    assert outs[True][0].equals(outs[False][0])
+    assert all(a.equals(b) for a, b in zip(outs[True][1], outs[False][1], strict=True))
+    assert outs[True][2] == outs[False][2]
+    assert sum(s["malformed"] for s in outs[True][2]) > 0
+
+
+def test_a_nested_subreddit_cannot_hide_the_top_level_one(tmp_path):
+    from collections import Counter
+
+    from flows.lib.reddit.cohort import target_subreddit
+    from flows.lib.reddit.pushshift import FieldFilter, iter_records
+
+    lines = [b'{"author":"a","crosspost_parent_list":[{"subreddit":"pics"}],"subreddit":"Anxiety","title":"t"}',
+             b'{"author":"b","subreddit":"pics","title":"t"}',
+             b'{"author":"c","title":"promoted, no subreddit"}',
+             b'{"author":"d","subreddit":"Anxi\\u0065ty","title":"escaped"}',
+             b'{"author":"e","subreddit":"ANXIETY","title":"t"}']
+    path = tmp_path / "RS_2018-01.zst"
+    with open(path, "wb") as fh, compressor().stream_writer(fh, closefd=False) as w:
+        w.write(b"\n".join(lines) + b"\n")
+    got = [r["author"] for r in iter_records(path, select=FieldFilter("subreddit", target_subreddit, Counter()))]
+    assert got == ["a", "c", "d", "e"]  # only b, surely elsewhere, is skipped unparsed

@@ -50,7 +50,7 @@ from flows.lib.standin.reddit_text import (
 )
 
 log = logging.getLogger("flows.reddit.standin")
-GENERATOR_VERSION = 2  # 2: timing by activity, occurrence of a driver subreddit shifts timing
+GENERATOR_VERSION = 3  # 2: timing by activity, driver subreddits; 3: the 2017 comment field set
 K = len(SUBREDDITS)
 ROWS_PER_BLOCK = 200_000
 BASE_RATE = np.array([0.07, 0.09, 0.14, 0.2, 0.3, 0.25, 0.08, 0.06, 0.25])  # paper Table 2-like
@@ -141,7 +141,18 @@ def _comment(month: str, author: str, body: str, ts: int, cid: int, sub: str, rn
            "stickied": False, "subreddit": sub, "subreddit_id": SUBREDDIT_IDS.get(sub, "t5_2qh1i")}
     if month <= "2015-07":
         obj.update(name=f"t1_{_base36(cid)}", ups=score, downs=0, archived=False, score_hidden=False)
+    if month >= "2017-01":  # the fields real comments carry from 2017 (no random draws: earlier rows unchanged)
+        link = _base36(cid // 7 + 1000)
+        obj.update(can_gild=True, collapsed=False, collapsed_reason=None, is_submitter=False, no_follow=True,
+                   permalink=f"/r/{sub}/comments/{link}/{_slug(body)}/{_base36(cid)}/", send_replies=True,
+                   subreddit_name_prefixed=f"r/{sub}", subreddit_type="public")
     return obj
+
+
+def _slug(text: str) -> str:
+    """The title slug of a permalink: lower-case words joined by '_', at most 50 characters."""
+    words = "".join(c.lower() if c.isalnum() else " " for c in text).split()
+    return "_".join(words)[:50] or "comment"
 
 
 def _submission(month: str, author: str | None, title: str, selftext: str, ts: int, sid: int, sub: str | None) -> dict:
