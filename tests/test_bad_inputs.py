@@ -83,7 +83,7 @@ def test_dotenv_with_a_wrong_type_names_the_setting(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CET_PATIENCE", raising=False)
     (tmp_path / ".env").write_text("CET_PATIENCE=soon\n")
-    with pytest.raises(ValueError, match=r"patience"):
+    with pytest.raises(ValueError, match=r"CET_PATIENCE"):
         Settings()
 
 
