@@ -30,7 +30,6 @@ from cet_model.evaluation import (
     PRESET_OF_ESTIMATOR,
     PRESETS,
     check_presets,
-    comment_encoder_for,
     evaluate,
     fit_preset,
     machine,
@@ -52,7 +51,7 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
     ``model_runs`` gives some models fewer (or more) runs, e.g. {"CET-exact": 3}."""
     models = check_presets(models)
     tr, va, te = ds.train, ds.val, ds.test
-    x_tr, x_va, x_te, spec = model_inputs(tr), model_inputs(va), model_inputs(te), comment_encoder_for(tr)
+    x_tr, x_va, x_te = model_inputs(tr), model_inputs(va), model_inputs(te)
     result = {"models": {m: {"tasks": {e: {} for e in ds.event_names}, "seconds": []} for m in models},
               "figures": {"calibration": {e: {} for e in ds.event_names}, "maps": None}}
     model_runs = {m: (model_runs or {}).get(m, runs) for m in models}
@@ -64,7 +63,7 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
             t0 = time.perf_counter()
             model = fit_preset(name, tr, va, seed=seed, hidden_sizes=hidden_sizes, max_epochs=max_epochs,
                                patience=patience, params=(overrides or {}).get(name, {}), x_train=x_tr,
-                               x_val=x_va, comment_encoder=spec)
+                               x_val=x_va)
             secs = time.perf_counter() - t0
             scores = evaluate(name, model, te, ds.event_names, x_te, train=tr, label=f"test, run {r + 1}")
             if r == 0:

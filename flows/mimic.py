@@ -12,6 +12,7 @@ task (retries are for I/O only: the download). Paths, not objects, pass between 
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from prefect import flow, task
@@ -84,7 +85,7 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
     source = ({"mimic_dir": "given"} if mimic_dir else {"demo_url": download_demo_url} if download_demo_url
               else {"standin_scale": standin_scale, "standin_seed": standin_seed})
     key, current = check_cache("build-mimic-features", out, {"mimic": mimic_dir} if mimic_dir else {},
-                               build_params.key_params() | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
+                               asdict(build_params) | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
     if current:
         return out
     if download_demo_url:

@@ -67,10 +67,6 @@ class MimicParams:
         if self.window_events not in ("keep", "mask"):
             raise ValueError(f"window_events must be 'keep' or 'mask', got {self.window_events!r}")
 
-    def key_params(self) -> dict:
-        """The parameters as JSON values, for the stage key."""
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
-
 
 def split_subjects(subject_ids: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2)) -> pl.DataFrame:
     """Seeded 60/20/20 split of patients (sorted first, so the result does not depend on order)."""

@@ -57,7 +57,7 @@ class RedditParams:
         """What changes the dataset, for the stage key: not the device, the batch size or where
         embeddings are cached (the vectors are the same)."""
         skip = {"device", "batch_size", "embedding_cache"}
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k not in skip}
+        return {k: v for k, v in asdict(self).items() if k not in skip}
 
     def end_utc(self, kind: str) -> int:
         return month_bounds(self.comment_end if kind == "RC" else self.submission_end)[1] - 1

@@ -56,16 +56,17 @@ class Pseudonyms:
         if user is None:
             if len(self.cache) >= CACHE_LIMIT:
                 self.cache.clear()
-            user = self.cache[raw] = hmac.digest(self.key, raw, "sha256").hex()[:20]
+            user = self.cache[raw] = pseudonym(raw, self.key)
         return user
 
     def __call__(self, author: str) -> str:
         return self.of_bytes(author.encode("utf-8"))
 
 
-def pseudonym(author: str, key: bytes) -> str:
-    """A stable keyed hash of a username (HMAC-SHA256, 20 hex characters)."""
-    return hmac.digest(key, author.encode("utf-8"), "sha256").hex()[:20]
+def pseudonym(author: str | bytes, key: bytes) -> str:
+    """A stable keyed hash of a username (HMAC-SHA256 of its UTF-8 bytes, 20 hex characters)."""
+    raw = author if isinstance(author, bytes) else author.encode("utf-8")
+    return hmac.digest(key, raw, "sha256").hex()[:20]
 
 
 def _created(obj: dict, skipped: Counter, stats: ReadStats) -> int | None:
