@@ -46,7 +46,7 @@ def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
     for name in params.datasets:
         build = with_runner(build_flow(name), s.task_runner, s.dask_workers)
         path = build()
-        entries.append(train_evaluate(TrainEvaluateParams(dataset=path, name=name, max_epochs=params.max_epochs,
+        entries.append(train_evaluate(TrainEvaluateParams(dataset=name, data=path, max_epochs=params.max_epochs,
                                                           hidden=params.hidden, seed=params.seed)))
     return write_report(entries, str(s.reports_dir))
 
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     ap = command_parser("python -m flows.full_pipeline", __doc__.split("\n\n")[0],
                                  epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default=",".join(BUILDS), help="comma-separated subset of %(default)s")
-    ap.add_argument("--max-epochs", type=int, help="training epochs cap (default: $CET_MAX_EPOCHS or 100)")
+    ap.add_argument("--max-epochs", type=int, help="training epochs cap (default: $CET_MAX_EPOCHS, else automatic)")
     ap.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
     ap.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
     args = ap.parse_args(argv)

@@ -1,24 +1,34 @@
-"""Prefect flow ``predict`` and its CLI: score a features parquet with the promoted CET model.
+"""Prefect flow ``predict`` and its CLI: score new data with the promoted CET model.
 
+    python -m flows.predict --dataset mimic --mimic-dir RAW --out scores.parquet     # raw MIMIC-III tables
+    python -m flows.predict --dataset reddit --dumps DIR --out scores.parquet        # raw Pushshift dumps
     python -m flows.predict --dataset mimic --features new.parquet --out scores.parquet \\
         [--model-version v0003] [--quantiles 0.1,0.5,0.9] [--sequences seq.npy]
 
-The output has ``id``, then per event ``p_<event>`` (P(the event ever happens)) and
-``t_qNN_<event>`` (quantiles of its time given that it happens, in the dataset's unit).
-The features file needs ``id`` and every feature column the model was trained on.
+Raw sources are featurised with the **training build's** items, imputation medians and
+scaling (recorded in the model version), nothing refitted on the new data; MIMIC rows are keyed
+by HADM_ID, Reddit users by pseudonym. A features parquet must already be prepared like the
+training dataset's. The output has ``id``, then per event ``p_<event>`` (P(the event ever
+happens)) and ``t_qNN_<event>`` (quantiles of its time given that it happens, in the dataset's
+unit). Rows that cannot be scored (an admission without chart or lab rows, a user with fewer
+than 20 usable comments) are counted in the log, never dropped silently.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
+from flows.common import work_dir_for
 from flows.lib.flow_params import PredictParams
 from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import predict as predict_lib
+from flows.lib.reddit import build as reddit_build
 
 
 @task(name="score-features")
@@ -28,22 +38,71 @@ def score(features: str, version: str, out: str, quantiles: list[float], sequenc
     return str(path)
 
 
+@task(name="score-mimic-raw")
+def score_mimic(mimic_dir: str, version: str, out: str, work_dir: str, quantiles: list[float], device: str) -> str:
+    path, counts = predict_lib.score_mimic_raw(mimic_dir, version, out, work_dir, quantiles, device)
+    get_run_logger().info("scored %d of %d admissions (%d without chart or lab rows left out) -> %s (model %s)",
+                          counts["scored"], counts["admissions"], counts["left_out_no_chart_or_lab_rows"], path,
+                          version)
+    return str(path)
+
+
+def scoring_key(version: str, work_dir: str) -> bytes:
+    """The pseudonymisation key, read inside the task (never a Prefect parameter): CET_PSEUDONYM_KEY,
+    else the key the training build generated beside its dataset, else a new one in ``work_dir``
+    (ids then differ from the training dataset's)."""
+    secret = Settings().pseudonym_key
+    if secret:
+        return secret.get_secret_value().encode("utf-8")
+    trained_on = json.loads((Path(version) / "data.json").read_text()).get("path")
+    if trained_on:
+        beside = Path(work_dir_for(trained_on, None)) / "pseudonym.key"
+        if beside.is_file():
+            return beside.read_bytes().strip()
+    return reddit_build.pseudonym_key(None, Path(work_dir))
+
+
+@task(name="score-reddit-raw")
+def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, quantiles: list[float],
+                 device: str) -> str:
+    key = scoring_key(version, work_dir)
+    path, counts = predict_lib.score_reddit_raw(dumps, version, out, work_dir, key, quantiles, device)
+    get_run_logger().info("scored %d users (%d authors with fewer than 20 usable comments left out; skipped rows "
+                          "%s) -> %s (model %s)", counts["scored"], counts["left_out_fewer_than_20_comments"],
+                          counts["skipped_rows"], path, version)
+    return str(path)
+
+
 @flow(name="predict")
 def predict(params: PredictParams) -> str:
-    """Score ``params.features`` with the dataset's promoted model (or ``params.version``)."""
+    """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
     s = Settings()
-    version_dir = predict_lib.resolve_version(s.models_dir, params.dataset or s.retrain_dataset, params.version)
-    return score(params.features, str(version_dir), params.out, list(params.quantiles), params.sequences, s.device)
+    version = str(predict_lib.resolve_version(s.models_dir, params.dataset or s.retrain_dataset, params.version))
+    qs = list(params.quantiles)
+    work = work_dir_for(params.out, params.work_dir)
+    if params.mimic_dir:
+        return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device)
+    if params.dumps:
+        return score_reddit(params.dumps, version, params.out, work, qs, s.device)
+    return score(params.features, version, params.out, qs, params.sequences, s.device)
 
 
 def main(argv=None) -> int:
     ap = command_parser("python -m flows.predict", __doc__.split("\n\n")[0])
-    ap.add_argument("--features", required=True, help="parquet with id and the model's feature columns")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--features", help="parquet with id and the model's feature columns, prepared as in the "
+                                        "training dataset")
+    src.add_argument("--mimic-dir", help="raw MIMIC-III tables of new admissions (ADMISSIONS, CHARTEVENTS, "
+                                         "LABEVENTS, OUTPUTEVENTS as .csv or .csv.gz)")
+    src.add_argument("--dumps", action="append", help="folder of Pushshift RC_/RS_ dumps of new users, searched "
+                                                      "recursively (repeat for several)")
     ap.add_argument("--out", required=True, help="output parquet")
-    ap.add_argument("--dataset", help="registry name: synthetic, mimic, reddit, ... (default: $CET_RETRAIN_DATASET)")
+    ap.add_argument("--work-dir", help="staged tables, scans and embeddings (default: a hidden folder beside --out)")
+    ap.add_argument("--dataset", help="registry name of the model: synthetic, mimic, reddit, ... "
+                                      "(default: $CET_RETRAIN_DATASET)")
     ap.add_argument("--model-version", help="a registered model version, e.g. v0003 (default: the promoted one)")
     ap.add_argument("--quantiles", default="0.1,0.5,0.9", help="time quantiles (default %(default)s)")
-    ap.add_argument("--sequences", help="comment embeddings .npy, for models trained on Reddit")
+    ap.add_argument("--sequences", help="comment embeddings .npy, with --features for models trained on Reddit")
     args = ap.parse_args(argv)
     apply_log_level(args)
     try:
@@ -56,8 +115,9 @@ def main(argv=None) -> int:
     except FileNotFoundError as exc:
         ap.error(str(exc))
     try:
-        params = PredictParams(features=args.features, out=args.out, dataset=args.dataset, version=version.name,
-                               quantiles=qs, sequences=args.sequences)
+        params = PredictParams(features=args.features, mimic_dir=args.mimic_dir, dumps=args.dumps, out=args.out,
+                               work_dir=args.work_dir, dataset=args.dataset, version=version.name, quantiles=qs,
+                               sequences=args.sequences)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     print(predict(params))

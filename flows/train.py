@@ -1,7 +1,10 @@
 """Prefect flows ``train-evaluate`` and ``retrain``, and their CLI.
 
-    python -m flows.train evaluate --dataset data/mimic [--name mimic]   # train, register, judge
-    python -m flows.train retrain [--dataset mimic]                      # rebuild if changed, then the same
+    python -m flows.train evaluate --dataset mimic [--data DIR]   # train, register, judge
+    python -m flows.train retrain [--dataset mimic]               # rebuild if changed, then the same
+
+``--dataset`` is a name everywhere (as in ``flows.predict`` and ``flows.full_pipeline``): the
+models go to ``models/<name>/``, the folder is ``$CET_DATA_DIR/<name>`` unless ``--data`` says.
 
 train-evaluate fits CET, ET and BC on a dataset folder, evaluates them on the validation
 and test splits, registers the models as ``models/<name>/<version>/`` and applies the
@@ -85,15 +88,15 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     """Dataset folder -> CET (the default), CET-paper, ET, BC and the oracle -> metrics, a registered
     version and a promotion decision (on CET).
 
-    ``dataset``: a folder, or a name under CET_DATA_DIR (default: CET_RETRAIN_DATASET).
+    ``dataset``: the name (default: CET_RETRAIN_DATASET); ``data``: the folder (default:
+    CET_DATA_DIR/<dataset>).
     Unset training parameters come from the settings (CET_HIDDEN, CET_MAX_EPOCHS, ...).
     ``runs`` > 0 also writes the paper-format report (``search`` random-search trials for CET,
     then ``runs`` seeds of CET, CET-paper, ET, BC and the oracle) to CET_REPORTS_DIR/<name>/.
     """
     s = Settings()
-    dataset = params.dataset or s.retrain_dataset
-    path = Path(dataset) if Path(dataset).is_dir() or "/" in dataset else s.dataset_dir(dataset)
-    name = params.name or path.name
+    name = params.dataset or s.retrain_dataset
+    path = Path(params.data) if params.data else s.dataset_dir(name)
     training = train_eval.TrainParams(
         models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
@@ -129,7 +132,7 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
     configured source when its inputs changed, train a new version and apply the promotion rule."""
     name = params.dataset or Settings().retrain_dataset
     path = build_flow(name)()
-    return train_evaluate(TrainEvaluateParams(dataset=path, name=name, seed=params.seed,
+    return train_evaluate(TrainEvaluateParams(dataset=name, data=path, seed=params.seed,
                                               promote_metric=params.promote_metric,
                                               promote_tolerance=params.promote_tolerance))
 
@@ -138,8 +141,9 @@ def main(argv=None) -> int:
     ap = command_parser("python -m flows.train", __doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="train CET, ET and BC on a dataset folder and register them")
-    ev.add_argument("--dataset", required=True, help="dataset folder, or a name under $CET_DATA_DIR")
-    ev.add_argument("--name", help="registry name (default: the folder's name)")
+    ev.add_argument("--dataset", help="the dataset's name; models go to models/<name>/ "
+                                      "(default: $CET_RETRAIN_DATASET)")
+    ev.add_argument("--data", help="the dataset folder (default: $CET_DATA_DIR/<dataset>)")
     ev.add_argument("--max-epochs", type=int, help="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
     ev.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
     ev.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
@@ -158,7 +162,9 @@ def main(argv=None) -> int:
     apply_log_level(args)
     try:
         if args.command == "evaluate":
-            params = TrainEvaluateParams(dataset=args.dataset, name=args.name, max_epochs=args.max_epochs,
+            if args.dataset and not args.data and ("/" in args.dataset or Path(args.dataset).is_dir()):
+                ap.error(f"--dataset takes a name (e.g. mimic); give the folder with --data {args.dataset}")
+            params = TrainEvaluateParams(dataset=args.dataset, data=args.data, max_epochs=args.max_epochs,
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
                                          promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)
         else:

@@ -37,6 +37,8 @@ def test_every_flow_takes_one_typed_parameter_model(flow):
     (flow_params.FullPipelineParams, {"datasets": ["mimic", "census"]}, "datasets"),
     (flow_params.PredictParams, {"features": "f.parquet", "out": "o.parquet", "quantiles": [0.5, 1.5]}, "quantiles"),
     (flow_params.SyntheticParams, {"nn": 4}, "nn"),
+    (flow_params.TrainEvaluateParams, {"dataset": "data/mimic"}, "dataset"),  # a name, not a folder: data=
+    (flow_params.PredictParams, {"out": "o.parquet", "dataset": "../x"}, "dataset"),
 ])
 def test_a_bad_field_is_refused_naming_it(model, fields, name):
     with pytest.raises(pydantic.ValidationError, match=name):
@@ -54,3 +56,19 @@ def test_a_deployment_run_passes_a_plain_dict():
     assert validated["params"] == flow_params.TrainEvaluateParams(dataset="synthetic", runs=2)
     with pytest.raises(Exception, match="runs"):
         train_evaluate.validate_parameters({"params": {"runs": -2}})
+
+
+@pytest.mark.parametrize("fields", [{}, {"features": "f.parquet", "mimic_dir": "/raw"},
+                                    {"mimic_dir": "/raw", "dumps": ["/d"]},
+                                    {"mimic_dir": "/raw", "sequences": "s.npy"}])
+def test_predict_takes_exactly_one_source(fields):
+    with pytest.raises(pydantic.ValidationError, match="exactly one of features, mimic_dir, dumps|sequences go "
+                                                       "with features"):
+        flow_params.PredictParams(out="o.parquet", **fields)
+
+
+def test_train_cli_says_where_a_folder_goes(capsys):
+    from flows.train import main
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--dataset", "data/mimic"])
+    assert "--dataset takes a name (e.g. mimic); give the folder with --data data/mimic" in capsys.readouterr().err

@@ -256,3 +256,34 @@ def test_a_nested_subreddit_cannot_hide_the_top_level_one(tmp_path):
         w.write(b"\n".join(lines) + b"\n")
     got = [r["author"] for r in iter_records(path, select=FieldFilter("subreddit", target_subreddit, Counter()))]
     assert got == ["a", "c", "d", "e"]  # only b, surely elsewhere, is skipped unparsed
+
+
+def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_ds, embedding_cache, tmp_path):
+    """predict --dumps: every author with 20 usable comments is scored; the training cohort's
+    users get the scores of their dataset rows (same comments, embeddings and scaling)."""
+    from flows.lib.modeling.predict import score, score_reddit_raw
+    from flows.lib.modeling.train_eval import TrainParams, train_version
+
+    ds_dir, _ = reddit_ds
+    version, _ = train_version(ds_dir, tmp_path / "models", "reddit",
+                               TrainParams(models=("CET",), hidden=8, max_epochs=2))
+    a = pl.read_parquet(score(ds_dir / "features.parquet", version, tmp_path / "a.parquet",
+                              sequences=ds_dir / "sequences.npy"))
+    b_path, counts = score_reddit_raw(reddit_dumps, version, tmp_path / "b.parquet", tmp_path / "w", KEY.encode(),
+                                      embedding_cache=embedding_cache)
+    b = pl.read_parquet(b_path)
+    assert counts["scored"] == b.height > a.height  # also users who never submitted to the nine
+    assert counts["authors_with_usable_comments"] == counts["scored"] + counts["left_out_fewer_than_20_comments"]
+    assert counts["skipped_rows"]["deleted_or_bot_author"] > 0
+    j = a.join(b, on="id", suffix="_raw")
+    assert j.height == a.height  # every training user is scored, under the same pseudonym
+    for e in SUBREDDITS:
+        np.testing.assert_allclose(j[f"p_{e}_raw"].to_numpy(), j[f"p_{e}"].to_numpy(), atol=1e-5, rtol=0)
+    truth = pl.read_parquet(reddit_dumps / "standin_truth.parquet")
+    assert not set(truth["username"]) & set(b["id"])  # pseudonyms only
+    # a version trained before builds recorded their featurisation is refused, with what to do
+    data = json.loads((version / "data.json").read_text())
+    (version / "data.json").write_text(json.dumps({**data, "featurization": None}))
+    with pytest.raises(ValueError, match="no Reddit featurisation record.*rebuild the dataset and retrain"):
+        score_reddit_raw(reddit_dumps, version, tmp_path / "c.parquet", tmp_path / "w", KEY.encode())
+    assert not (tmp_path / "c.parquet").exists()

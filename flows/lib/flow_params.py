@@ -28,6 +28,7 @@ from flows.lib.infra.registry import METRIC_DIRECTION
 from flows.lib.mimic.build import MimicParams
 
 MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # --dataset everywhere: a name (models/<name>/, $CET_DATA_DIR/<name>)
 DATASETS = ("synthetic", "mimic", "reddit")
 PROMOTE_METRICS = tuple(METRIC_DIRECTION)
 
@@ -111,9 +112,9 @@ class RedditBuildParams(FlowParams):
 class TrainEvaluateParams(FlowParams):
     """train-evaluate: a dataset folder -> a registered, judged model version."""
 
-    dataset: str | None = Field(None, description="dataset folder, or a name under $CET_DATA_DIR "
-                                                  "(default: $CET_RETRAIN_DATASET)")
-    name: str | None = Field(None, description="registry name (default: the folder's name)")
+    dataset: str | None = Field(None, pattern=NAME, description="the dataset's name: its models are registered "
+                                "under models/<name>/ (default: $CET_RETRAIN_DATASET)")
+    data: str | None = Field(None, description="the dataset folder (default: $CET_DATA_DIR/<dataset>)")
     models: list[str] | None = Field(None, description="presets to train (default: CET, CET-paper, ET, BC, Oracle)")
     hidden: int | None = Field(None, ge=1, description="hidden width (default: $CET_HIDDEN)")
     max_epochs: int | None = Field(None, ge=1, description="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
@@ -135,21 +136,37 @@ class RetrainParams(FlowParams):
 
 
 class PredictParams(FlowParams):
-    """predict: score a features parquet with a registered model."""
+    """predict: score new data with a registered model. Exactly one source: a prepared features
+    parquet, raw MIMIC-III tables, or Pushshift dumps (the raw sources are featurised with the
+    training build's items and statistics, nothing refitted)."""
 
-    features: str = Field(description="parquet with id and the model's feature columns")
     out: str = Field(description="output parquet")
-    dataset: str | None = Field(None, description="registry name (default: $CET_RETRAIN_DATASET)")
+    features: str | None = Field(None, description="parquet with id and the model's feature columns")
+    mimic_dir: str | None = Field(None, description="raw MIMIC-III tables of new admissions (ADMISSIONS, "
+                                                     "CHARTEVENTS, LABEVENTS, OUTPUTEVENTS)")
+    dumps: str | list[str] | None = Field(None, description="folder(s) of Pushshift RC_/RS_ dumps of new users")
+    work_dir: str | None = Field(None, description="staged tables, scans and embeddings (default: beside --out)")
+    dataset: str | None = Field(None, pattern=NAME, description="the dataset's name, whose model scores "
+                                "(default: $CET_RETRAIN_DATASET)")
     version: str | None = Field(None, description="a registered version (default: the promoted one)")
     quantiles: list[float] = Field([0.1, 0.5, 0.9], description="time quantiles, each in (0, 1)")
-    sequences: str | None = Field(None, description="comment embeddings .npy, for models trained on Reddit")
+    sequences: str | None = Field(None, description="comment embeddings .npy, with --features of a Reddit model")
 
     @model_validator(mode="after")
-    def _quantiles_in_range(self):
+    def _check(self):
         bad = [q for q in self.quantiles if not 0 < q < 1]
         if bad or not self.quantiles:
             raise ValueError(f"quantiles must be a non-empty list of numbers in (0, 1), got {self.quantiles}")
+        given = [k for k in ("features", "mimic_dir", "dumps") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of features, mimic_dir, dumps (got {given or 'none'})")
+        if self.sequences and not self.features:
+            raise ValueError("sequences go with features; raw dumps are embedded here")
         return self
+
+    @property
+    def source(self) -> str:
+        return "features" if self.features else "mimic_dir" if self.mimic_dir else "dumps"
 
 
 class FullPipelineParams(FlowParams):

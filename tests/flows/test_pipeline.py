@@ -98,6 +98,26 @@ def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
     assert "no promoted model" in capsys.readouterr().err
 
 
+def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env):
+    """predict --mimic-dir on the raw tables the training build read: the same admissions and the
+    same scores as predict --features on the build's own rows."""
+    from flows.lib.flow_params import MimicBuildParams
+    from flows.mimic import build_mimic_features
+
+    data = build_mimic_features(MimicBuildParams())
+    train_evaluate(TrainEvaluateParams(dataset="mimic"))
+    raw = next((cet_env / "data" / ".mimic-work").glob("standin-*"))
+    out_raw, out_rows = cet_env / "raw.parquet", cet_env / "rows.parquet"
+    assert predict_flow.main(["--dataset", "mimic", "--mimic-dir", str(raw), "--out", str(out_raw)]) == 0
+    assert predict_flow.main(["--dataset", "mimic", "--features", f"{data}/features.parquet",
+                              "--out", str(out_rows)]) == 0
+    a, b = pl.read_parquet(out_rows).sort("id"), pl.read_parquet(out_raw).sort("id")
+    assert a["id"].to_list() == b["id"].to_list() and a.height > 50
+    for c in a.columns[1:]:
+        np.testing.assert_allclose(b[c].to_numpy(), a[c].to_numpy(), atol=1e-5, rtol=1e-5)
+    assert (cet_env / ".raw.parquet-work" / "staged" / "CHARTEVENTS.parquet").is_file()
+
+
 @pytest.mark.slow
 def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(cet_env, monkeypatch, capfd):
     monkeypatch.setenv("CET_PSEUDONYM_KEY", KEY_MARKER)

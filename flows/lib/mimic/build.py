@@ -133,31 +133,53 @@ def feature_columns(items: pl.DataFrame) -> list[str]:
     return sorted(names, key=lambda n: _feature_order(n, lookup))
 
 
-def features_frame(long: pl.DataFrame, cohort: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, dict]:
-    """Wide features: counts and sums absent from the window are 0; other gaps take the
-    training median; every column is standardised with training mean and sd."""
-    wide = long.pivot(on="feature", index="hadm_id", values="value", aggregate_function="first")
-    wide = cohort.join(wide, on="hadm_id", how="left")
+def widen(long: pl.DataFrame, cohort: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+    """Long features -> one row per cohort admission and one column per name, before imputation:
+    counts and sums absent from the window are 0 (no row means none), other gaps stay null."""
+    wide = long.pivot(on="feature", index="hadm_id", values="value", aggregate_function="first") if long.height \
+        else pl.DataFrame(schema={"hadm_id": pl.Int32})
+    wide = cohort.join(wide.with_columns(pl.col("hadm_id").cast(cohort.schema["hadm_id"])), on="hadm_id", how="left")
     for n in names:
         if n not in wide.columns:
             wide = wide.with_columns(pl.lit(None, dtype=pl.Float64).alias(n))
     zero_fill = [n for n in names if n.endswith(("_count", "_sum"))]
-    wide = wide.with_columns([pl.col(n).fill_null(0.0) for n in zero_fill])
-    train = wide.filter(pl.col("split") == "train")
-    stats = {"imputed_all_missing_in_train": []}
-    exprs = []
+    return wide.with_columns([pl.col(n).fill_null(0.0) for n in zero_fill])
+
+
+def fit_preprocessing(wide_train: pl.DataFrame, names: list[str]) -> dict:
+    """Training statistics of every feature: the median that fills a gap (0 when the feature
+    is missing on every training admission), then the mean and sd (of the filled column) that
+    standardise it. JSON-ready; stored in the manifest so new raw data is featurised the same way
+    (``apply_preprocessing``)."""
+    fill, mean, sd, all_missing = {}, {}, {}, []
     for n in names:
-        med = train[n].median()
+        med = wide_train[n].median()
         if med is None:
-            stats["imputed_all_missing_in_train"].append(n)
+            all_missing.append(n)
             med = 0.0
-        col = pl.col(n).cast(pl.Float64).fill_null(med)
-        filled_train = train[n].cast(pl.Float64).fill_null(med)
-        mean, sd = filled_train.mean(), filled_train.std()
-        sd = sd if sd and sd > 0 else 1.0
-        exprs.append(((col - mean) / sd).alias(n))
-    wide = wide.with_columns(exprs)
-    return wide.select(["hadm_id", "split", *names]), stats
+        filled = wide_train[n].cast(pl.Float64).fill_null(med)
+        m, s = filled.mean(), filled.std()
+        fill[n], mean[n], sd[n] = float(med), float(m if m is not None else 0.0), float(s if s and s > 0 else 1.0)
+    return {"fill": fill, "mean": mean, "sd": sd, "imputed_all_missing_in_train": all_missing}
+
+
+def apply_preprocessing(wide: pl.DataFrame, names: list[str], prep: dict) -> pl.DataFrame:
+    """Fill gaps with the training medians and standardise with the training mean and sd."""
+    missing = [n for n in names if n not in prep["fill"]]
+    if missing:
+        raise ValueError(f"no training statistics for features {missing[:5]}: the preprocessing record does not "
+                         "belong to these features")
+    return wide.with_columns([((pl.col(n).cast(pl.Float64).fill_null(prep["fill"][n]) - prep["mean"][n])
+                               / prep["sd"][n]).alias(n) for n in names])
+
+
+def features_frame(long: pl.DataFrame, cohort: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, dict]:
+    """Wide features: counts and sums absent from the window are 0; other gaps take the
+    training median; every column is standardised with training mean and sd. Returns the frame
+    and the preprocessing record (``fit_preprocessing``)."""
+    wide = widen(long, cohort, names)
+    prep = fit_preprocessing(wide.filter(pl.col("split") == "train"), names)
+    return apply_preprocessing(wide, names, prep).select(["hadm_id", "split", *names]), prep
 
 
 def build(mimic_dir, out_dir, work_dir, params: MimicParams = MimicParams()) -> Path:
@@ -172,7 +194,7 @@ def build_staged(staged: dict[str, StagedTable], out_dir, work_dir, params: Mimi
     cohort = query(con, "SELECT hadm_id, split FROM int_admissions_split ORDER BY hadm_id")
     items = query(con, "SELECT * FROM int_items_selected ORDER BY source, item_rank")
     names = feature_columns(items)
-    features, impute_stats = features_frame(query(con, "SELECT * FROM mimic_features_long"), cohort, names)
+    features, prep = features_frame(query(con, "SELECT * FROM mimic_features_long"), cohort, names)
     ev = query(con, "SELECT * FROM mimic_events")
     event_names = list(EVENTS)
     ev_wide = cohort.select("hadm_id")
@@ -203,7 +225,10 @@ def build_staged(staged: dict[str, StagedTable], out_dir, work_dir, params: Mimi
         "params": {k: v for k, v in params.__dict__.items()},
         "event_itemids": EVENTS, "items": items.to_dicts(),
         "cohort": _cohort_counts(con), "events": _event_counts(ev, train, cohort),
-        "imputation": impute_stats,
+        "imputation": {"imputed_all_missing_in_train": prep["imputed_all_missing_in_train"]},
+        "featurization": {"source": "mimic", "window_hours": params.window_hours,
+                          "items": items.select("source", "itemid", "is_numeric", "item_rank").to_dicts(),
+                          "preprocessing": {k: prep[k] for k in ("fill", "mean", "sd")}},
         "events_in_feature_window": {e: int(in_window[:, j].sum()) for j, e in enumerate(event_names)},
         "decisions": {"unit": "hospital admission (HADM_ID) with chart and lab rows",
                       "origin": "min(ADMITTIME, first chart row, first lab row)",

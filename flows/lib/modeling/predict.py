@@ -19,6 +19,7 @@ from cet_model.comments import flatten_inputs
 from cet_model.dataset import load_array
 from cet_model.models import load_model
 from flows.lib.infra import registry
+from flows.lib.reddit.cohort import key_digest
 
 log = logging.getLogger("flows.predict")
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
@@ -63,11 +64,18 @@ def read_features(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]
     return df["id"].to_numpy(), x
 
 
-def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=None, device: str = "auto") -> Path:
-    version_dir, features, out = Path(version_dir), Path(features), Path(out)
+def check_quantiles(quantiles) -> list[float]:
     qs = sorted({float(q) for q in quantiles})
     if not qs or not all(0 < q < 1 for q in qs):
         raise ValueError(f"quantiles must lie in (0, 1), got {list(quantiles)}")
+    return qs
+
+
+def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=None, device: str = "auto") -> Path:
+    """Score a features parquet (``id`` and the model's feature columns, already prepared as
+    in the training dataset) with the model in ``version_dir``; write ``out``."""
+    version_dir, features = Path(version_dir), Path(features)
+    qs = check_quantiles(quantiles)
     data = json.loads((version_dir / "data.json").read_text())
     ids, x = read_features(features, data["feature_names"])
     if data.get("sequences"):
@@ -79,6 +87,63 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
         if seq.shape != want:
             raise ValueError(f"{sequences}: shape {seq.shape}, expected {want} (rows of {features})")
         x = flatten_inputs(x, seq)
+    return write_scores(ids, x, version_dir, data, out, qs, device, source=features.name)
+
+
+def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUANTILES, device: str = "auto",
+                    memory_limit: str = "2500MB") -> tuple[Path, dict]:
+    """Score every admission in the raw MIMIC-III tables of ``mimic_dir``: featurised with the
+    training build's items, medians and scaling (``flows.lib.mimic.featurize``), nothing refitted;
+    output keyed by HADM_ID. Returns (output path, counts of admissions read / scored / left out)."""
+    from flows.lib.mimic import featurize  # MIMIC's SQL stack only when MIMIC is scored
+
+    version_dir = Path(version_dir)
+    qs = check_quantiles(quantiles)
+    data = json.loads((version_dir / "data.json").read_text())
+    frame, counts = featurize.featurize(mimic_dir, featurize.check_record(data.get("featurization"), version_dir),
+                                        data["feature_names"], work_dir, memory_limit)
+    if frame.height == 0:
+        raise ValueError(f"{mimic_dir}: no admission with chart and lab rows to score "
+                         f"({counts['admissions']} admissions read)")
+    x = frame.select(data["feature_names"]).to_numpy().astype(np.float64)
+    path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(mimic_dir))
+    return path, counts
+
+
+def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DEFAULT_QUANTILES,
+                     device: str = "auto", batch_size: int = 64, embedding_cache=None) -> tuple[Path, dict]:
+    """Score every user of the Pushshift dumps under ``dumps`` with 20 usable comments: their
+    first 20 comments embedded with the training build's model, aux features scaled with its
+    statistics (``flows.lib.reddit.featurize``); output keyed by pseudonym (``key``: the
+    training build's key gives the training ids). Returns (output path, counts)."""
+    # the scan and the embedding model only when Reddit is scored
+    from flows.lib.reddit import featurize
+
+    version_dir = Path(version_dir)
+    qs = check_quantiles(quantiles)
+    data = json.loads((version_dir / "data.json").read_text())
+    record = featurize.check_record(data.get("featurization"), version_dir)
+    if not data.get("sequences"):
+        raise ValueError(f"{version_dir}: this model does not read comment sequences; it was not trained on a "
+                         "Reddit build")
+    frame, seqs, counts = featurize.featurize(dumps, record, data["feature_names"], work_dir, key, device,
+                                              batch_size, embedding_cache)
+    if frame.height == 0:
+        raise ValueError(f"{dumps}: no user with 20 usable comments to score ({counts})")
+    want = (data["sequences"]["length"], data["sequences"]["dim"])
+    if seqs.shape[1:] != want:
+        raise ValueError(f"{record['embedding_model']}: embeddings of shape {seqs.shape[1:]}, the model "
+                         f"expects {want}")
+    if record.get("pseudonym_key_id") and record["pseudonym_key_id"] != key_digest(key):
+        log.warning("the pseudonymisation key differs from the training build's: ids will not match "
+                    "the training dataset's")
+    x = flatten_inputs(frame.select(data["feature_names"]).to_numpy().astype(np.float64), seqs)
+    path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(dumps))
+    return path, counts
+
+
+def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str) -> Path:
+    out = Path(out)
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
     cols = {"id": ids}
@@ -90,8 +155,8 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
     if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs)):
         raise ValueError(f"quantiles {qs} give the same column name twice (names keep whole percents)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     pl.DataFrame(cols).write_parquet(tmp)
     os.replace(tmp, out)
-    log.info("scored %d rows of %s with %s -> %s", len(ids), features.name, version_dir, out)
+    log.info("scored %d rows of %s with %s -> %s", len(ids), source, version_dir, out)
     return out

@@ -111,7 +111,9 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             "path": str(dataset_dir.resolve()), "fingerprint": stage_cache.fingerprint(dataset_dir),
             "name": ds.manifest.get("name"), "feature_names": ds.feature_names, "event_names": ds.event_names,
             "time_unit": ds.manifest.get("time_unit"), "split_sizes": ds.manifest.get("split_sizes"),
-            "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]}}, indent=2))
+            "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]},
+            # how the build turned raw records into these features: lets predict score new raw data
+            "featurization": ds.manifest.get("featurization")}, indent=2))
         version = registry.commit(models_root, name, tmp)
     except BaseException:
         registry.discard(tmp)

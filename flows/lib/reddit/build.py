@@ -116,15 +116,28 @@ def split_users(users: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2)) -> np.n
     return out.astype(str)
 
 
+def user_summary(comments: pl.DataFrame) -> pl.DataFrame:
+    """One row per user of ``comments`` (20 per user, sorted by user and rank), in order:
+    first and 20th comment times, mean body length, first comment id."""
+    return comments.group_by("user", maintain_order=True).agg(
+        pl.col("created_utc").first().alias("t1"), pl.col("created_utc").last().alias("t20"),
+        pl.col("body").str.len_chars().mean().alias("mean_length"), pl.col("id").first().alias("first_id"))
+
+
+def aux_features(per_user: pl.DataFrame) -> dict[str, np.ndarray]:
+    """The two unscaled aux features of ``user_summary`` rows: log(1 + mean hours between the
+    20 comments) and the mean comment length in characters."""
+    gap = np.log1p((per_user["t20"] - per_user["t1"]).to_numpy() / 19 / 3600)
+    return {"log1p_mean_gap_hours": gap, "mean_length_chars": per_user["mean_length"].to_numpy().astype(float)}
+
+
 def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, out: Path, params: RedditParams,
              extra_manifest: dict) -> Path:
     """Cohort comments (user, rank, created_utc, body; 20 per user, sorted) + first submissions +
     their embeddings (row-aligned with ``comments``) -> the dataset folder."""
     if comments.height == 0:
         raise ValueError("empty cohort: no user has 20 comments before a first submission to the nine subreddits")
-    per_user = comments.group_by("user", maintain_order=True).agg(
-        pl.col("created_utc").first().alias("t1"), pl.col("created_utc").last().alias("t20"),
-        pl.col("body").str.len_chars().mean().alias("mean_length"), pl.col("id").first().alias("first_id"))
+    per_user = user_summary(comments)
     n = per_user.height
     seqs = vectors.reshape(n, reddit_cohort.N_COMMENTS, -1).astype(np.float32, copy=False)  # a view
     # Rows in the order of each user's first comment id, not of the pseudonyms: row order, split and
@@ -135,9 +148,7 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
     users = per_user["user"].to_numpy().astype(str)
     split = split_users(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions)
     train = split == "train"
-    gap = np.log1p((per_user["t20"] - per_user["t1"]).to_numpy() / 19 / 3600)
-    length = per_user["mean_length"].to_numpy().astype(float)
-    raw = {"log1p_mean_gap_hours": gap, "mean_length_chars": length}
+    raw = aux_features(per_user)
     scaling, feats = {}, {}
     for name, v in raw.items():
         mu, sd = float(v[train].mean()), float(v[train].std(ddof=1)) if train.sum() > 1 else 1.0
@@ -167,6 +178,10 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
         "seeds": {"split": params.split_seed, "censoring": params.censor_seed},
         "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(params).items()},
         "feature_scaling": scaling, "sequences": {"shape": list(seqs.shape), "model": params.model},
+        "featurization": {"source": "reddit", "feature_scaling": scaling, "embedding_model": params.model,
+                          "comment_end": params.comment_end, "submission_end": params.submission_end,
+                          "max_error_rate": params.max_error_rate,
+                          "pseudonym_key_id": extra_manifest.get("pseudonym_key_id")},
         "events": {e: int(c[:, j].sum()) for j, e in enumerate(SUBREDDITS)},
         "cohort": {"users": n}, **extra_manifest,
     }

@@ -1,0 +1,135 @@
+"""Scoring new raw MIMIC-III tables with a registered model: same inputs as the training build."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import polars as pl
+import pytest
+
+from cet_model.dataset import load_dataset
+from flows.lib.mimic.build import MimicParams, build
+from flows.lib.mimic.featurize import featurize
+from flows.lib.modeling.predict import score, score_mimic_raw
+from flows.lib.modeling.train_eval import TrainParams, train_version
+from tests.demo import DEMO, requires_demo
+from tests.mimic_fixture import write_fixture
+
+TINY = MimicParams(n_chart=2, n_lab=1, n_output=1)
+FAST = TrainParams(models=("CET",), hidden=8, max_epochs=3)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("raw")
+    raw = write_fixture(root / "mimic", n_admissions=12)
+    ds_dir = build(raw, root / "ds", root / "work", TINY)
+    version, _ = train_version(ds_dir, root / "models", "mimic", FAST)
+    return root, raw, ds_dir, version
+
+
+def _drop_rows(path, keep):
+    """Rewrite a fixture CSV keeping the rows for which keep(row) is true."""
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows([rows[0]] + [r for r in rows[1:] if keep(dict(zip(rows[0], r, strict=True)))])
+
+
+def test_raw_tables_score_like_the_training_build(trained, tmp_path):
+    root, raw, ds_dir, version = trained
+    ds = load_dataset(ds_dir)
+    feats = pl.read_parquet(ds_dir / "features.parquet")
+    from_dataset = score(ds_dir / "features.parquet", version, tmp_path / "a.parquet")
+    from_raw, counts = score_mimic_raw(raw, version, tmp_path / "b.parquet", tmp_path / "w")
+    a = pl.read_parquet(from_dataset).sort("id")
+    b = pl.read_parquet(from_raw).sort("id")
+    assert counts == {"admissions": 12, "scored": 12, "left_out_no_chart_or_lab_rows": 0}
+    assert a["id"].to_list() == b["id"].to_list() == sorted(feats["id"].to_list())
+    for e in ds.event_names:
+        np.testing.assert_allclose(b[f"p_{e}"].to_numpy(), a[f"p_{e}"].to_numpy(), atol=1e-5, rtol=0)
+        np.testing.assert_allclose(b[f"t_q50_{e}"].to_numpy(), a[f"t_q50_{e}"].to_numpy(), rtol=1e-5)
+    # the features themselves, not only the scores
+    data = json.loads((version / "data.json").read_text())
+    x, _ = featurize(raw, data["featurization"], data["feature_names"], tmp_path / "w2")
+    np.testing.assert_allclose(x.sort("id").select(data["feature_names"]).to_numpy(),
+                               feats.sort("id").select(data["feature_names"]).to_numpy(), atol=1e-9)
+
+
+def test_new_admissions_use_training_statistics_not_their_own(trained, tmp_path):
+    """Three new admissions alone: nothing is refitted on them (their own medians/means would
+    standardise each column to mean 0); an item they lack is filled as training filled it."""
+    root, raw, ds_dir, version = trained
+    new = tmp_path / "new"
+    shutil.copytree(raw, new)
+    keep_ids = {"101", "102", "103"}
+    for table in ("ADMISSIONS", "CHARTEVENTS", "LABEVENTS", "OUTPUTEVENTS"):
+        _drop_rows(new / f"{table}.csv", lambda r: r["hadm_id"] in keep_ids)
+    # admission 103 has no chart row of item 1 at all: count 0, the rest take the training medians
+    _drop_rows(new / "CHARTEVENTS.csv", lambda r: not (r["hadm_id"] == "103" and r["itemid"] == "1"))
+    data = json.loads((version / "data.json").read_text())
+    prep = data["featurization"]["preprocessing"]
+    x, counts = featurize(new, data["featurization"], data["feature_names"], tmp_path / "w")
+    assert counts["scored"] == 3
+    row = x.filter(pl.col("id") == 103).row(0, named=True)
+    for n in data["feature_names"]:
+        if n.startswith("chart_1_"):
+            raw_value = 0.0 if n.endswith("_count") else prep["fill"][n]
+            assert row[n] == pytest.approx((raw_value - prep["mean"][n]) / prep["sd"][n])
+    full = pl.read_parquet(ds_dir / "features.parquet")
+    same = x.filter(pl.col("id") == 101).select(data["feature_names"]).to_numpy()
+    np.testing.assert_allclose(same, full.filter(pl.col("id") == 101).select(data["feature_names"]).to_numpy(),
+                               atol=1e-9)
+
+
+@pytest.mark.bad_input
+def test_admissions_without_chart_or_lab_rows_are_counted(trained, tmp_path):
+    root, raw, ds_dir, version = trained
+    new = tmp_path / "new"
+    shutil.copytree(raw, new)
+    _drop_rows(new / "LABEVENTS.csv", lambda r: r["hadm_id"] not in {"104", "105"})
+    out, counts = score_mimic_raw(new, version, tmp_path / "s.parquet", tmp_path / "w")
+    assert counts == {"admissions": 12, "scored": 10, "left_out_no_chart_or_lab_rows": 2}
+    assert pl.read_parquet(out).height == 10
+
+
+@pytest.mark.bad_input
+def test_missing_column_is_named_and_nothing_is_written(trained, tmp_path):
+    root, raw, ds_dir, version = trained
+    new = tmp_path / "new"
+    shutil.copytree(raw, new)
+    with open(new / "LABEVENTS.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    drop = rows[0].index("valuenum")
+    with open(new / "LABEVENTS.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows([r[:drop] + r[drop + 1:] for r in rows])
+    with pytest.raises(ValueError, match=r"LABEVENTS\.csv.*missing column\(s\) \['VALUENUM'\]"):
+        score_mimic_raw(new, version, tmp_path / "s.parquet", tmp_path / "w")
+    assert not (tmp_path / "s.parquet").exists()
+
+
+@pytest.mark.bad_input
+def test_a_model_without_a_featurisation_record_is_refused(trained, tmp_path):
+    root, raw, ds_dir, version = trained
+    old = tmp_path / "v0001"
+    shutil.copytree(version, old)
+    data = json.loads((old / "data.json").read_text())
+    data.pop("featurization")
+    (old / "data.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="no MIMIC featurisation record.*rebuild the dataset and retrain"):
+        score_mimic_raw(raw, old, tmp_path / "s.parquet", tmp_path / "w")
+
+
+@requires_demo
+@pytest.mark.slow
+def test_real_demo_admissions_score_like_their_rows(tmp_path):
+    ds_dir = build(DEMO, tmp_path / "ds", tmp_path / "work")
+    version, _ = train_version(ds_dir, tmp_path / "models", "mimic", FAST)
+    a = pl.read_parquet(score(ds_dir / "features.parquet", version, tmp_path / "a.parquet")).sort("id")
+    b_path, counts = score_mimic_raw(DEMO, version, tmp_path / "b.parquet", tmp_path / "w")
+    b = pl.read_parquet(b_path).sort("id")
+    assert counts["scored"] == 126 and counts["left_out_no_chart_or_lab_rows"] == 3
+    assert a["id"].to_list() == b["id"].to_list()
+    for c in a.columns[1:]:
+        np.testing.assert_allclose(b[c].to_numpy(), a[c].to_numpy(), atol=1e-5, rtol=1e-5)
