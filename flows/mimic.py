@@ -21,6 +21,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib.flow_params import MimicBuildParams
 from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.locks import output_lock
 from flows.lib.infra.settings import Settings
 from flows.lib.mimic import build as mimic_build
 from flows.lib.mimic import download as mimic_download
@@ -84,18 +85,19 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
     build_params = params.build_params()
     source = ({"mimic_dir": "given"} if mimic_dir else {"demo_url": download_demo_url} if download_demo_url
               else {"standin_scale": standin_scale, "standin_seed": standin_seed})
-    key, current = check_cache("build-mimic-features", out, {"mimic": mimic_dir} if mimic_dir else {},
-                               asdict(build_params) | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
-    if current:
-        return out
-    if download_demo_url:
-        mimic_dir = download_demo(download_demo_url, str(Path(work) / "download"))
-    if not mimic_dir:
-        mimic_dir = generate_standin(str(Path(work) / f"standin-{standin_scale:g}-seed{standin_seed}"),
-                                     standin_scale, standin_seed)
-    staged = stage.map(mimic_dir, list(TABLES), work)
-    path = build_dataset(staged, out, work, build_params)
-    return record_stage("build-mimic-features", path, key)
+    with output_lock(out, s.lock_wait, "build-mimic-features"):
+        key, current = check_cache("build-mimic-features", out, {"mimic": mimic_dir} if mimic_dir else {},
+                                   asdict(build_params) | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
+        if current:
+            return out
+        if download_demo_url:
+            mimic_dir = download_demo(download_demo_url, str(Path(work) / "download"))
+        if not mimic_dir:
+            mimic_dir = generate_standin(str(Path(work) / f"standin-{standin_scale:g}-seed{standin_seed}"),
+                                         standin_scale, standin_seed)
+        staged = stage.map(mimic_dir, list(TABLES), work)
+        path = build_dataset(staged, out, work, build_params)
+        return record_stage("build-mimic-features", path, key)
 
 
 def main(argv=None) -> int:

@@ -26,6 +26,7 @@ from prefect.logging import get_run_logger
 from flows.common import work_dir_for
 from flows.lib.flow_params import PredictParams
 from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.locks import output_lock
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import predict as predict_lib
 from flows.lib.reddit import build as reddit_build
@@ -80,11 +81,12 @@ def predict(params: PredictParams) -> str:
     version = str(predict_lib.resolve_version(s.models_dir, params.dataset or s.retrain_dataset, params.version))
     qs = list(params.quantiles)
     work = work_dir_for(params.out, params.work_dir)
-    if params.mimic_dir:
-        return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device)
-    if params.dumps:
-        return score_reddit(params.dumps, version, params.out, work, qs, s.device)
-    return score(params.features, version, params.out, qs, params.sequences, s.device)
+    with output_lock(params.out, s.lock_wait, "predict"):
+        if params.mimic_dir:
+            return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device)
+        if params.dumps:
+            return score_reddit(params.dumps, version, params.out, work, qs, s.device)
+        return score(params.features, version, params.out, qs, params.sequences, s.device)
 
 
 def main(argv=None) -> int:

@@ -20,6 +20,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib.flow_params import RedditBuildParams
 from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.locks import output_lock
 from flows.lib.infra.settings import Settings
 from flows.lib.reddit import build as reddit_build
 from flows.lib.reddit import cohort as reddit_cohort
@@ -112,43 +113,44 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
     start, comment_end, submission_end = request.start, request.comment_end, request.submission_end
     max_error_rate = request.max_error_rate
     embedding_cache = request.embedding_cache or (str(s.embedding_cache) if s.embedding_cache else None)
-    key_id = source_key(str(work))  # creates the key file once, before tasks run in parallel
-    params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
-                                       split_seed=request.split_seed, censor_seed=request.censor_seed,
-                                       max_error_rate=max_error_rate, model=request.model or s.embedding_model,
-                                       device=request.device or s.device, embedding_cache=embedding_cache,
-                                       embed_block=s.embed_block)
-    remote = isinstance(dumps, str) and dumps.startswith(("http://", "https://"))
-    source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
-                                                                    "standin_seed": standin_seed}
-    roots = {} if remote or not dumps else {f"dumps_{i}": str(r) for i, r in enumerate(reddit_build.dump_roots(dumps))}
-    key, current = check_cache("build-reddit-features", out, roots,
-                               params.key_params() | {"key_id": key_id} | source,
-                               CODE + ([] if dumps else STANDIN_CODE))
-    if current:
-        return out
-    if dumps is None:
-        months = reddit_standin.Months()
-        dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}"), standin_users,
-                                 standin_seed, start or months.start, comment_end, submission_end)
-    elif remote:
-        wanted = reddit_download.plan(dumps, start, comment_end, submission_end)
-        local = work / "dumps"
-        fetched = download_dump.map(dumps, [n for n, _ in wanted], str(local), [h for _, h in wanted])
-        fetched.wait()
-        for f in fetched:
-            f.result()
-        dumps = str(local)
-    rs, rc = reddit_build.local_dumps(dumps, params)
-    rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
-    rs_stats = scan_rs.map([f.path for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
-    first_path = combine_rs(rs_parts, str(work / "first.parquet"), wait_for=[rs_stats])
-    rc_parts = [str(work / "rc" / f"{f.month}.parquet") for f in rc]
-    rc_stats = scan_rc.map([f.path for f in rc], rc_parts, str(work), first_path,
-                           params.end_utc("RC"), max_error_rate)
-    stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
-    path = finish([f.path for f in rs + rc], first_path, rc_parts, out, str(work), params, stats)
-    return record_stage("build-reddit-features", path, key)
+    with output_lock(out, s.lock_wait, "build-reddit-features"):
+        key_id = source_key(str(work))  # creates the key file once, before tasks run in parallel
+        params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
+                                           split_seed=request.split_seed, censor_seed=request.censor_seed,
+                                           max_error_rate=max_error_rate, model=request.model or s.embedding_model,
+                                           device=request.device or s.device, embedding_cache=embedding_cache,
+                                           embed_block=s.embed_block)
+        remote = isinstance(dumps, str) and dumps.startswith(("http://", "https://"))
+        source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
+                                                                        "standin_seed": standin_seed}
+        roots = {} if remote or not dumps else {f"dumps_{i}": str(r) for i, r in enumerate(reddit_build.dump_roots(dumps))}
+        key, current = check_cache("build-reddit-features", out, roots,
+                                   params.key_params() | {"key_id": key_id} | source,
+                                   CODE + ([] if dumps else STANDIN_CODE))
+        if current:
+            return out
+        if dumps is None:
+            months = reddit_standin.Months()
+            dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}"), standin_users,
+                                     standin_seed, start or months.start, comment_end, submission_end)
+        elif remote:
+            wanted = reddit_download.plan(dumps, start, comment_end, submission_end)
+            local = work / "dumps"
+            fetched = download_dump.map(dumps, [n for n, _ in wanted], str(local), [h for _, h in wanted])
+            fetched.wait()
+            for f in fetched:
+                f.result()
+            dumps = str(local)
+        rs, rc = reddit_build.local_dumps(dumps, params)
+        rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
+        rs_stats = scan_rs.map([f.path for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
+        first_path = combine_rs(rs_parts, str(work / "first.parquet"), wait_for=[rs_stats])
+        rc_parts = [str(work / "rc" / f"{f.month}.parquet") for f in rc]
+        rc_stats = scan_rc.map([f.path for f in rc], rc_parts, str(work), first_path,
+                               params.end_utc("RC"), max_error_rate)
+        stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
+        path = finish([f.path for f in rs + rc], first_path, rc_parts, out, str(work), params, stats)
+        return record_stage("build-reddit-features", path, key)
 
 
 def main(argv=None) -> int:

@@ -14,6 +14,7 @@ from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
 from flows.lib.flow_params import SyntheticParams
 from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.locks import output_lock
 from flows.lib.infra.settings import Settings
 
 CODE = ["cet_experiments.synthetic", "cet_model.censoring", "cet_model.dataset"]
@@ -34,11 +35,12 @@ def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
     out = params.out or str(s.dataset_dir("synthetic"))
     mode, n, seed = params.mode or s.synthetic_mode, params.n or s.synthetic_n, params.seed
     params = {"mode": mode, "n": n, "seed": seed}
-    key, current = check_cache("build-synthetic", out, {}, params, CODE)
-    if current:
-        return out
-    path = generate(out, mode, n, seed)
-    return record_stage("build-synthetic", path, key)
+    with output_lock(out, s.lock_wait, "build-synthetic"):
+        key, current = check_cache("build-synthetic", out, {}, params, CODE)
+        if current:
+            return out
+        path = generate(out, mode, n, seed)
+        return record_stage("build-synthetic", path, key)
 
 
 def main(argv=None) -> int:

@@ -29,6 +29,7 @@ from prefect.logging import get_run_logger
 from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
 from flows.lib.infra import registry
 from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.locks import output_lock
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import train_eval
 
@@ -101,10 +102,11 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
         models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
         seed=s.seed if params.seed is None else params.seed, device=s.device)
-    version, reused = train_models(str(path), str(s.models_dir), name, training)
-    publish_metrics(name, version)
-    decision = judge(str(s.models_dir), name, version, params.promote_metric or s.promote_metric,
-                     s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance)
+    with output_lock(s.models_dir / name, s.lock_wait, "train-evaluate"):  # a second run then reuses this version
+        version, reused = train_models(str(path), str(s.models_dir), name, training)
+        publish_metrics(name, version)
+        decision = judge(str(s.models_dir), name, version, params.promote_metric or s.promote_metric,
+                         s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance)
     report = None
     if params.runs:
         report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,

@@ -209,3 +209,52 @@ def test_a_failing_run_is_reported_failed_never_completed(cet_env):
     assert run.state.type.value == "FAILED" and "c_T2" in (run.state.message or "")
     assert registry.versions(cet_env / "models", "synthetic") == []
     assert registry.promoted(cet_env / "models", "synthetic") is None
+
+
+def test_a_build_waits_for_or_refuses_a_concurrent_one(cet_env, monkeypatch):
+    """The flow holds the output's lock: with CET_LOCK_WAIT=0 a run into a folder another process
+    is writing is refused before any work; with a wait it goes on once the other has finished."""
+    from flows.lib.flow_params import SyntheticParams
+    from flows.lib.infra.locks import OutputLocked
+    from tests.test_locks import hold
+
+    out = cet_env / "data" / "synthetic"
+    proc = hold(out, 60)
+    monkeypatch.setenv("CET_LOCK_WAIT", "0")
+    try:
+        with pytest.raises(OutputLocked, match="another run is writing it"):
+            build_synthetic(SyntheticParams(n=1000))
+        assert not out.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    monkeypatch.setenv("CET_LOCK_WAIT", "60")
+    proc = hold(out, 2)
+    assert build_synthetic(SyntheticParams(n=1000)) == str(out)
+    proc.wait()
+    assert (out / "manifest.json").is_file()
+
+
+@pytest.mark.slow
+def test_two_builds_started_together_build_once(tmp_path):
+    """Two real CLI runs of the same MIMIC build into one folder at once: exactly one builds, the
+    other waits for it (or starts after it) and skips; the folder is whole."""
+    import os
+    import subprocess
+    import sys
+
+    from cet_model.dataset import load_dataset
+
+    out = tmp_path / "mimic"
+    procs = []
+    for i in range(2):
+        env = {**os.environ, "PREFECT_HOME": str(tmp_path / f"home{i}"), "CET_MIMIC_STANDIN_SCALE": "0.002"}
+        env.pop("PREFECT_API_URL", None)
+        procs.append(subprocess.Popen([sys.executable, "-m", "flows.mimic", "build", "--out", str(out)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    logs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], logs
+    ran = ["inputs changed or no result yet: running" in log for log in logs]
+    skipped = ["unchanged: skipping" in log for log in logs]
+    assert sorted(ran) == [False, True] and sorted(skipped) == [False, True], logs
+    assert load_dataset(out).train.X.shape[0] > 0

@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     # orchestration
     task_runner: str = "threads"  # threads | dask | dask://HOST:PORT (an existing scheduler)
     dask_workers: int = Field(default=2, ge=1)
+    lock_wait: float = Field(default=3600.0, ge=0)  # seconds a run waits for another run writing the same output
     prefect_api_url: str | None = Field(default=None, validation_alias="PREFECT_API_URL")
 
     def __init__(self, **values):
