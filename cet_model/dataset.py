@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .atomic import temporary_name
+from .atomic import temporary_name, writing
 
 SPLITS = ("train", "val", "test")
 REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
@@ -90,11 +90,13 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=temporary_name(out_dir)))
     try:
-        features.write_parquet(tmp / "features.parquet")
-        events.write_parquet(tmp / "events.parquet")
-        if sequences is not None:
-            np.save(tmp / "sequences.npy", sequences, allow_pickle=False)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        for name, write in (("features.parquet", features.write_parquet), ("events.parquet", events.write_parquet),
+                            ("sequences.npy", None if sequences is None else
+                             lambda f: np.save(f, sequences, allow_pickle=False)),
+                            ("manifest.json", lambda f: f.write_text(json.dumps(manifest, indent=2, sort_keys=True)))):
+            if write is not None:
+                with writing(out_dir / name):  # errors name the file the dataset would have
+                    write(tmp / name)
         _replace_dir(tmp, out_dir)
     finally:
         if tmp.exists():

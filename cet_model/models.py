@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
 
 from . import losses
+from .atomic import writing
 from .comments import check_spec
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
 from .networks import BCNetwork, CETNetwork, ETNetwork
@@ -218,10 +219,12 @@ class _Base(BaseEstimator):
         if hasattr(self, "feature_names_in_"):
             config["feature_names"] = [str(c) for c in self.feature_names_in_]
         state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
-        save_file(state, path / "weights.safetensors.tmp")
-        (path / "config.json.tmp").write_text(json.dumps(config, indent=2))
-        os.replace(path / "weights.safetensors.tmp", path / "weights.safetensors")
-        os.replace(path / "config.json.tmp", path / "config.json")
+        weights_tmp, config_tmp = path / "weights.safetensors.tmp", path / "config.json.tmp"
+        with writing(path / "weights.safetensors", weights_tmp, config_tmp):
+            save_file(state, weights_tmp)
+            config_tmp.write_text(json.dumps(config, indent=2))
+            os.replace(weights_tmp, path / "weights.safetensors")
+            os.replace(config_tmp, path / "config.json")
         return path
 
     @classmethod

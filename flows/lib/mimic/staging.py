@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from cet_model.atomic import remove_dead_leftovers
+from cet_model.atomic import remove_dead_leftovers, storage_error, writing
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.download import sha256_file as fingerprint
 from flows.lib.mimic.schema import TABLES
@@ -167,6 +167,9 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
         rows = con.execute("SELECT count(*) FROM read_parquet($p)", {"p": str(tmp)}).fetchone()[0]
     except duckdb.Error as exc:
         tmp.unlink(missing_ok=True)
+        full = storage_error(out_dir / f"{table}.parquet", exc)
+        if full is not None:  # the output's fault, not the source's
+            raise full from None
         raise ValueError(f"{src}: table {table} could not be converted: {_first_line(exc)}") from None
     finally:
         if own:  # release DuckDB's buffers now: tables are staged in parallel, then the SQL runs
@@ -177,8 +180,9 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
     record = {"version": STAGING_VERSION, "table": table, "source_name": src.name, "size": st.st_size,
               "mtime_ns": st.st_mtime_ns, "sha256": digest, "rows": rows}
     side_tmp = out_dir / f".{table}.json.tmp-{os.getpid()}"
-    side_tmp.write_text(json.dumps(record, indent=2))
-    os.replace(side_tmp, _sidecar(out_dir, table))
+    with writing(_sidecar(out_dir, table), side_tmp):
+        side_tmp.write_text(json.dumps(record, indent=2))
+        os.replace(side_tmp, _sidecar(out_dir, table))
     log.info("%s: staged %d rows", table, rows)
     return StagedTable(table, out_dir / f"{table}.parquet", rows, digest, True)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from cet_model.atomic import writing
 from cet_model.comments import flatten_inputs
 from cet_model.dataset import load_array
 from cet_model.models import load_model
@@ -156,7 +157,8 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
         raise ValueError(f"quantiles {qs} give the same column name twice (names keep whole percents)")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    pl.DataFrame(cols).write_parquet(tmp)
-    os.replace(tmp, out)
+    with writing(out, tmp):
+        pl.DataFrame(cols).write_parquet(tmp)
+        os.replace(tmp, out)
     log.info("scored %d rows of %s with %s -> %s", len(ids), source, version_dir, out)
     return out

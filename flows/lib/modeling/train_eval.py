@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cet_model.atomic import writing
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import (
     DEFAULT_PRESETS,
@@ -104,16 +105,20 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
             log.info("%s %s: %d epochs, %.1fs, val AUC %.3f", name, model_name, metrics["epochs"][model_name],
                      metrics["seconds"][model_name], metrics["summary"][model_name]["val_auc"])
-        (tmp / "metrics.json").write_text(json.dumps(_clean(metrics), indent=2))
-        (tmp / "params.json").write_text(json.dumps({**asdict(params), "stage_key": key,
-                                                     "machine": machine()}, indent=2, default=list))
-        (tmp / "data.json").write_text(json.dumps({
-            "path": str(dataset_dir.resolve()), "fingerprint": stage_cache.fingerprint(dataset_dir),
-            "name": ds.manifest.get("name"), "feature_names": ds.feature_names, "event_names": ds.event_names,
-            "time_unit": ds.manifest.get("time_unit"), "split_sizes": ds.manifest.get("split_sizes"),
-            "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]},
-            # how the build turned raw records into these features: lets predict score new raw data
-            "featurization": ds.manifest.get("featurization")}, indent=2))
+        records = {
+            "metrics.json": _clean(metrics),
+            "params.json": {**asdict(params), "stage_key": key, "machine": machine()},
+            "data.json": {
+                "path": str(dataset_dir.resolve()), "fingerprint": stage_cache.fingerprint(dataset_dir),
+                "name": ds.manifest.get("name"), "feature_names": ds.feature_names, "event_names": ds.event_names,
+                "time_unit": ds.manifest.get("time_unit"), "split_sizes": ds.manifest.get("split_sizes"),
+                "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]},
+                # how the build turned raw records into these features: lets predict score new raw data
+                "featurization": ds.manifest.get("featurization")},
+        }
+        for file_name, record in records.items():
+            with writing(Path(models_root) / name / "<new version>" / file_name):
+                (tmp / file_name).write_text(json.dumps(record, indent=2, default=list))
         version = registry.commit(models_root, name, tmp)
     except BaseException:
         registry.discard(tmp)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from cet_model.atomic import remove_dead_leftovers
+from cet_model.atomic import remove_dead_leftovers, writing
 from flows.lib.infra.crash import crash_point
 from flows.lib.reddit.pushshift import FieldFilter, ReadStats, created_utc, iter_records
 from flows.lib.reddit.subreddits import SUBREDDITS
@@ -96,7 +96,8 @@ def _write(frame: pl.DataFrame, out: Path, crash: str | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_leftovers(out.parent, f".{out.name}.tmp-*")
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    frame.write_parquet(tmp)
+    with writing(out, tmp):
+        frame.write_parquet(tmp)
     if crash:
         crash_point(crash)
     os.replace(tmp, out)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cet_model.atomic import remove_dead_leftovers
+from cet_model.atomic import remove_dead_leftovers, writing
 from flows.lib.infra.crash import crash_point
 
 log = logging.getLogger("flows.embed")
@@ -82,7 +82,7 @@ class EmbeddingCache:
             return
         name = f"shard-{len(self.shards):05d}-{uuid.uuid4().hex[:8]}.npz"
         tmp = self.dir / f".{name}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as fh:
+        with writing(self.dir / name, tmp), open(tmp, "wb") as fh:
             np.savez(fh, hashes=np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(-1, 32),
                      vectors=vectors.astype(np.float32))
         os.replace(tmp, self.dir / name)
