@@ -32,8 +32,9 @@ from flows.train import BUILDS, build_flow, train_evaluate
 @task(name="write-report")
 def write_report(entries: list[dict], reports_dir: str) -> str:
     path = report_lib.write_report(entries, reports_dir)
-    create_markdown_artifact(path.read_text(), key="cet-pipeline-report",
-                             description=f"the pipeline report (figures in {reports_dir})")
+    # the figures travel inside the artifact (data URIs): the UI cannot follow links to local files
+    create_markdown_artifact(report_lib.inline_figures(path.read_text(), path.parent), key="cet-pipeline-report",
+                             description=f"the pipeline report (also {path}, figures beside it)")
     get_run_logger().info("report written to %s", path)
     return str(path)
 

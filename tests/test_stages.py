@@ -96,3 +96,16 @@ def test_whole_file_and_dataset_writers_sweep_a_dead_writers_temporaries(tmp_pat
     synthetic.write(tmp_path / "syn", "independent", n=120, split_sizes=(60, 30, 30))  # replaces it
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live_file.name, "report.md", "syn"])
     assert (tmp_path / "report.md").read_text() == "whole"
+
+
+def test_report_figures_are_inlined_for_the_prefect_ui(tmp_path):
+    import base64
+
+    from flows.lib.modeling.report import inline_figures
+
+    png = b"\x89PNG fake"
+    (tmp_path / "a-auc.png").write_bytes(png)
+    md = "x ![a AUC](a-auc.png) ![gone](missing.png) ![web](https://e.org/x.png)"
+    out = inline_figures(md, tmp_path)
+    assert f"![a AUC](data:image/png;base64,{base64.b64encode(png).decode()})" in out
+    assert "![gone](missing.png)" in out and "![web](https://e.org/x.png)" in out

@@ -132,6 +132,14 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
         assert f"## {name}" in text and (reports / f"{name}-auc.png").stat().st_size > 1000
         assert (reports / f"{name}-calibration.png").read_bytes()[:4] == b"\x89PNG"
         assert registry.versions(cet_env / "models", name) == ["v0001"]
+    # the Prefect UI cannot follow links to local files: the artifact carries the PNGs themselves
+    import base64
+    import re
+    with get_client(sync_client=True) as client:
+        art = next(a for a in client.read_latest_artifacts() if a.key == "cet-pipeline-report")
+    uris = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", art.data)
+    assert len(uris) == 6 and ".png)" not in art.data
+    assert base64.b64decode(uris[1]) == (reports / "synthetic-calibration.png").read_bytes()
     stamps = {p: p.stat().st_mtime_ns for p in (cet_env / "data").glob("*/.stage.json")}
     assert len(stamps) == 3
     t0 = time.perf_counter()

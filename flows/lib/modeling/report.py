@@ -1,14 +1,17 @@
 """The pipeline's markdown report and its PNG figures.
 
-Per dataset: a bar chart of test AUC per event and model, and CET's calibration curve
-(observed occurrence frequency vs predicted P(ever), test split). ``report.md`` links the
+Per dataset: a bar chart of test AUC per event and model, and calibration panels, one per
+event, comparing CET, ET and BC (observed occurrence frequency vs predicted P(ever), test
+split, with the rows in each bin). ``report.md`` links the
 figures and holds the metric tables. Only aggregates are drawn: no row of any dataset
 reaches the report.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -46,25 +49,71 @@ def auc_figure(version: Path, title: str, path: Path) -> Path:
     return path
 
 
-def calibration_figure(version: Path, dataset_dir: Path, title: str, path: Path, device: str = "cpu") -> Path:
+CALIBRATION_MODELS = ("CET", "ET", "BC")
+
+
+def calibration_figure(version: Path, dataset_dir: Path, title: str, path: Path, device: str = "cpu",
+                       n_bins: int = 10) -> Path:
+    """One panel per event: observed occurrence frequency vs predicted P(ever) on the test split
+    for CET, ET and BC (those the version holds), with the number of test rows in each of CET's
+    bins as grey bars (right axis), so a point resting on 3 rows reads as such."""
     ds = load_dataset(dataset_dir)
     te = ds.test
-    p = load_model(version / "CET", device=device).predict_occurrence(model_inputs(te))
-    fig, ax = plt.subplots(figsize=(4, 4))
-    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
-    for j, e in enumerate(ds.event_names):
+    x = model_inputs(te)
+    models = [m for m in CALIBRATION_MODELS if (version / m / "config.json").is_file()]
+    probs = {m: load_model(version / m, device=device).predict_occurrence(x) for m in models}
+    events = ds.event_names
+    ncols = min(5, len(events))
+    nrows = -(-len(events) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.1 * ncols, 2.9 * nrows + 0.6), squeeze=False,
+                             sharex=True, sharey=True)
+    colors = {"CET": "C0", "ET": "C1", "BC": "C2"}
+    edges = np.linspace(0, 1, n_bins + 1)
+    for j, e in enumerate(events):
+        ax = axes[j // ncols][j % ncols]
         keep = np.ones(len(te), bool) if te.mask is None else te.mask[:, j] == 1
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+        ax.set_title(f"{e} (n={int(keep.sum())}, {int(te.C[keep, j].sum())} events)", fontsize=9)
         if len(np.unique(te.C[keep, j])) < 2:
+            ax.text(0.5, 0.5, "one class only", ha="center", va="center", fontsize=8, color="grey")
             continue
-        obs, pred, _ = calibration_curve(te.C[keep, j], p[keep, j], n_bins=10)
-        ax.plot(pred, obs, marker="o", ms=3, lw=1, label=e)
-    ax.set_xlabel("predicted P(ever)")
-    ax.set_ylabel("observed frequency")
-    ax.set_title(title)
-    if len(ds.event_names) <= 10:
-        ax.legend(fontsize=7)
+        bars = ax.twinx()
+        counts = np.histogram(probs[models[0]][keep, j], bins=edges)[0] if models else np.zeros(n_bins)
+        bars.bar(edges[:-1] + 0.05, counts, width=0.09, color="lightgrey", zorder=0)
+        bars.set_ylim(0, max(1, counts.max()) * 3)  # bars in the lower third, behind the curves
+        bars.tick_params(labelsize=7, colors="grey")
+        ax.set_zorder(bars.get_zorder() + 1)
+        ax.patch.set_visible(False)
+        for m in models:
+            obs, pred, _ = calibration_curve(te.C[keep, j], probs[m][keep, j], n_bins=n_bins)
+            ax.plot(pred, obs, marker="o", ms=3, lw=1.2, color=colors[m], label=m)
+    for k in range(len(events), nrows * ncols):
+        axes[k // ncols][k % ncols].axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("predicted P(ever)", fontsize=8)
+    for row in axes:
+        row[0].set_ylabel("observed frequency", fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper right", ncol=len(models), fontsize=9)
+    fig.suptitle(f"{title} (test split; grey bars: rows per bin of {models[0] if models else 'CET'}, right axis)",
+                 fontsize=10, x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     _save(fig, path)
     return path
+
+
+_FIGURE_LINK = re.compile(r"!\[([^\]]*)\]\(([^)/\s]+\.png)\)")
+
+
+def inline_figures(markdown: str, folder: Path) -> str:
+    """The report with each PNG it links (a file in ``folder``) embedded as a base64 data URI:
+    what the Prefect UI shows in a markdown artifact, where relative links break."""
+    def embed(m: re.Match) -> str:
+        png = Path(folder) / m.group(2)
+        if not png.is_file():
+            return m.group(0)
+        return f"![{m.group(1)}](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()})"
+    return _FIGURE_LINK.sub(embed, markdown)
 
 
 def _table(rows: list[dict]) -> str:
@@ -111,8 +160,8 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
     for e in entries:
         name, version, dataset = e["name"], Path(e["version"]), Path(e["dataset"])
         auc_png = auc_figure(version, f"{name}: test AUC", out_dir / f"{name}-auc.png")
-        cal_png = calibration_figure(version, dataset, f"{name}: CET calibration", out_dir / f"{name}-calibration.png",
-                                     device)
+        cal_png = calibration_figure(version, dataset, f"{name}: calibration of P(ever)",
+                                     out_dir / f"{name}-calibration.png", device)
         decision = e.get("decision") or {}
         parts += [f"## {name}", "", f"Dataset `{dataset}`; model version `{version}`"
                   # the state, not this run's decision event: a rerun after a crash says the same

