@@ -11,11 +11,9 @@ trap 'rm -rf "$tmp"' EXIT
 "$tmp/venv/bin/pip" install --quiet --upgrade pip uv
 "$tmp/venv/bin/pip" install --quiet "torch==${CET_TORCH_VERSION:-2.13.0}"
 "$tmp/venv/bin/pip" install --quiet -e ".[dev]"
-"$tmp/venv/bin/pip" freeze --exclude-editable | grep -v -E '^(torch|uv)==' > "$tmp/lock.in"
-{
-    sed -n 1,3p requirements.lock
-    "$tmp/venv/bin/uv" pip compile "$tmp/lock.in" --no-deps --generate-hashes --python-version 3.11 \
-        --no-header --quiet -o -
-} > "$tmp/requirements.lock"
+"$tmp/venv/bin/pip" freeze --all --exclude-editable | grep -v -E "^(torch|uv|pip)==" > "$tmp/lock.in"
+"$tmp/venv/bin/uv" pip compile "$tmp/lock.in" --no-deps --generate-hashes --python-version 3.11 --no-header --no-annotate \
+    --quiet -o "$tmp/body"
+{ sed -n 1,3p requirements.lock; cat "$tmp/body"; } > "$tmp/requirements.lock"
 mv "$tmp/requirements.lock" requirements.lock
-echo "requirements.lock: $(grep -c '==' requirements.lock) packages"
+echo "requirements.lock: $(grep -c '^[A-Za-z0-9].*==' requirements.lock) packages"
