@@ -1,15 +1,18 @@
-"""Reliability §6: the Reddit dump scan and the embedding stage at 10x the default data, each
-under a memory cap, with their peak RSS.
+"""Reliability §6: the Reddit dump scan and the embedding stage at 10x the default data, and the
+MIMIC build at 1/10 of the full release, each under a memory cap, with their peak RSS.
 
-    python benchmarks/bounded_memory.py [--users 20000] [--cap-gib 4] [--keep DIR]
+    python benchmarks/bounded_memory.py [--sources reddit,mimic] [--users 20000] [--mimic-scale 0.1]
+                                        [--cap-gib 4] [--keep DIR]
 
 Generates Pushshift stand-in dumps for ``--users`` users (the default pipeline uses 2,000),
 then runs, each in a child process under ``ulimit -v`` (RLIMIT_AS, address space, stricter
 than RSS: torch's reservations count too): (1) the scan of every RS_ and RC_ dump into the
-per-month parquet parts, (2) the embedding of every cohort comment and the dataset assembly.
+per-month parquet parts, (2) the embedding of every cohort comment and the dataset assembly;
+and (3) the whole MIMIC build (staging every table, the SQL, the dataset) of a stand-in of
+``--mimic-scale`` (generated first, uncapped).
 A stage that needed more than the cap would die with MemoryError or be killed; the run records
 for each stage its exit status, wall time and peak RSS (getrusage of the child). Writes
-benchmarks/results/bounded_memory.json.
+benchmarks/results/bounded_memory.json (the sources run are replaced, the others kept).
 """
 
 from __future__ import annotations
@@ -60,6 +63,14 @@ def stage_embed(dumps: Path, work: Path, out: Path) -> dict:
     return {"users": sum(manifest["split_sizes"].values()), "texts": manifest["embedding"]["texts"]}
 
 
+def stage_mimic(src: Path, work: Path, out: Path) -> dict:
+    from flows.lib.mimic.build import build
+
+    path = build(src, out, work)
+    manifest = json.loads((path / "manifest.json").read_text())
+    return {"admissions": sum(manifest["split_sizes"].values()), "features": len(manifest["feature_names"])}
+
+
 def run_capped(stage: str, cap_bytes: int, *args: str) -> dict:
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
@@ -86,7 +97,9 @@ def main(argv=None) -> int:
     ap.add_argument("--users", type=int, default=20_000)
     ap.add_argument("--cap-gib", type=float, default=4.0)
     ap.add_argument("--keep", type=Path)
-    ap.add_argument("--stage", choices=["scan", "embed"], help=argparse.SUPPRESS)
+    ap.add_argument("--sources", default="reddit,mimic", help="comma-separated: reddit, mimic (default both)")
+    ap.add_argument("--mimic-scale", type=float, default=0.1, help="MIMIC stand-in scale (default 1/10)")
+    ap.add_argument("--stage", choices=["scan", "embed", "mimic"], help=argparse.SUPPRESS)
     ap.add_argument("--dumps", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -97,30 +110,55 @@ def main(argv=None) -> int:
     if args.stage == "embed":
         print(json.dumps(stage_embed(args.dumps, args.work, args.out)))
         return 0
+    if args.stage == "mimic":
+        print(json.dumps(stage_mimic(args.dumps, args.work, args.out)))
+        return 0
 
     from cet_model.evaluation import machine
     from flows.lib.standin import reddit as reddit_standin
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="cet-bounded-"))
-    dumps, work, out = root / "dumps", root / "work", root / "reddit"
-    t0 = time.perf_counter()
-    reddit_standin.ensure(dumps, args.users, 0, reddit_standin.Months())
-    gen_s = time.perf_counter() - t0
-    size = sum(p.stat().st_size for p in dumps.glob("*.zst"))
+    sources = {x.strip() for x in args.sources.split(",") if x.strip()}
+    if not sources or sources - {"reddit", "mimic"}:
+        ap.error(f"--sources: expected reddit and/or mimic, got {args.sources!r}")
     cap = int(args.cap_gib * 2**30)
-    print(f"{args.users} users: {size / 2**20:.0f} MiB of zstd dumps in {gen_s:.0f} s; cap {args.cap_gib} GiB",
-          flush=True)
-    scan = run_capped("scan", cap, "--dumps", str(dumps), "--work", str(work))
-    print("scan", scan, flush=True)
-    embed = run_capped("embed", cap, "--dumps", str(dumps), "--work", str(work), "--out", str(out))
-    print("embed", embed, flush=True)
-    result = {"users": args.users, "default_users": 2000, "dumps_zstd_mib": round(size / 2**20, 1),
-              "cap": f"ulimit -v {int(cap / 1024)} (RLIMIT_AS {args.cap_gib} GiB)", "scan": scan, "embed": embed,
-              "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     dest = ROOT / "benchmarks" / "results" / "bounded_memory.json"
+    result = json.loads(dest.read_text()) if dest.is_file() else {}
+    result |= {"cap": f"ulimit -v {int(cap / 1024)} (RLIMIT_AS {args.cap_gib} GiB)", "machine": machine(),
+               "date": time.strftime("%Y-%m-%d")}
+    ok = True
+    if "reddit" in sources:
+        dumps, work, out = root / "dumps", root / "work", root / "reddit"
+        t0 = time.perf_counter()
+        reddit_standin.ensure(dumps, args.users, 0, reddit_standin.Months())
+        gen_s = time.perf_counter() - t0
+        size = sum(p.stat().st_size for p in dumps.glob("*.zst"))
+        print(f"{args.users} users: {size / 2**20:.0f} MiB of zstd dumps in {gen_s:.0f} s; cap {args.cap_gib} GiB",
+              flush=True)
+        scan = run_capped("scan", cap, "--dumps", str(dumps), "--work", str(work))
+        print("scan", scan, flush=True)
+        embed = run_capped("embed", cap, "--dumps", str(dumps), "--work", str(work), "--out", str(out))
+        print("embed", embed, flush=True)
+        result |= {"users": args.users, "default_users": 2000, "dumps_zstd_mib": round(size / 2**20, 1),
+                   "scan": scan, "embed": embed}
+        ok &= scan["exit"] == 0 and embed["exit"] == 0
+    if "mimic" in sources:
+        from flows.lib.standin import mimic as mimic_standin
+
+        src = root / f"mimic-{args.mimic_scale:g}"
+        t0 = time.perf_counter()
+        mimic_standin.ensure(src, scale=args.mimic_scale, seed=0, progress=False)
+        gen_s = time.perf_counter() - t0
+        size = sum(p.stat().st_size for p in src.glob("*.csv.gz"))
+        print(f"MIMIC stand-in scale {args.mimic_scale:g}: {size / 2**30:.2f} GiB of csv.gz in {gen_s:.0f} s", flush=True)
+        build = run_capped("mimic", cap, "--dumps", str(src), "--work", str(root / "mimic-work"),
+                           "--out", str(root / "mimic"))
+        print("mimic build", build, flush=True)
+        result |= {"mimic_build": {"scale": args.mimic_scale, "csv_gz_gib": round(size / 2**30, 2), **build}}
+        ok &= build["exit"] == 0
     dest.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
-    return 0 if scan["exit"] == 0 and embed["exit"] == 0 else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ loggers, so that is the default here (a value already set in the environment win
 
 Every entry point (``python -m flows.<name>``) imports this package first, so it also turns
 Prefect's analytics off before Prefect is imported: a first command on a fresh machine has no
-network to report to, and would otherwise print telemetry errors.
+network to report to, and would otherwise print telemetry errors. And it gives the temporary
+server a command starts (no PREFECT_API_URL) 90 s to come up instead of Prefect's 20: on a busy
+2-core machine its start-up took longer than 20 s and the command failed before any work.
 """
 
 import logging
@@ -15,6 +17,7 @@ import os
 os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,cet_model")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 for _name in ("flows", "cet_model"):
     if logging.getLogger(_name).level == logging.NOTSET:
         logging.getLogger(_name).setLevel(logging.INFO)
