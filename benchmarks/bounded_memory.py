@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,23 +69,70 @@ def stage_mimic(src: Path, work: Path, out: Path) -> dict:
 
     path = build(src, out, work)
     manifest = json.loads((path / "manifest.json").read_text())
-    return {"admissions": sum(manifest["split_sizes"].values()), "features": len(manifest["feature_names"])}
+    return {"admissions": sum(manifest["split_sizes"].values()), "features": len(manifest["feature_names"]),
+            "vm_peak_gib": vm_peak_gib()}
 
 
-def run_capped(stage: str, cap_bytes: int, *args: str) -> dict:
+def vm_peak_gib() -> float | None:
+    """This process's peak address space (VmPeak), for the record: RLIMIT_AS caps that, not RSS."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmPeak:"):
+            return round(int(line.split()[1]) / 2**20, 2)
+    return None
+
+
+CGROUP_V1 = Path("/sys/fs/cgroup/memory")
+
+
+def cgroup_available() -> bool:
+    """A writable cgroup v1 memory controller (root in a container here; absent on many machines)."""
+    try:
+        probe = CGROUP_V1 / f"cet-probe-{os.getpid()}"
+        probe.mkdir()
+        probe.rmdir()
+        return True
+    except OSError:
+        return False
+
+
+def run_capped(stage: str, cap_bytes: int, *args: str, kind: str = "rlimit") -> dict:
+    """Run ``stage`` in a child under the cap: ``rlimit`` (RLIMIT_AS, address space) or ``cgroup``
+    (a memory cgroup: resident memory and page cache, as a container's limit; swap too where
+    the kernel accounts it)."""
+    group = None
+    if kind == "cgroup":
+        group = CGROUP_V1 / f"cet-bounded-{os.getpid()}-{stage}"
+        group.mkdir()
+        (group / "memory.limit_in_bytes").write_text(str(cap_bytes))
+        try:
+            (group / "memory.memsw.limit_in_bytes").write_text(str(cap_bytes))
+        except OSError:
+            pass  # no swap accounting: the limit still holds for memory
+
     def cap():
-        resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
+        if kind == "rlimit":
+            resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
+        else:
+            (group / "cgroup.procs").write_text(str(os.getpid()))
 
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, __file__, "--stage", stage, *args], preexec_fn=cap,
-                                stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        out.seek(0), err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    result = {"exit": proc.returncode, "wall_s": round(wall, 1), "peak_rss_gib": round(usage.ru_maxrss / 2**20, 2)}
+    try:
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen([sys.executable, __file__, "--stage", stage, *args], preexec_fn=cap,
+                                    stdout=out, stderr=err, text=True)
+            _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            wall = time.perf_counter() - t0
+            out.seek(0), err.seek(0)
+            stdout, stderr = out.read(), err.read()
+        result = {"cap_kind": kind, "exit": proc.returncode, "wall_s": round(wall, 1),
+                  "peak_rss_gib": round(usage.ru_maxrss / 2**20, 2)}
+        if group is not None:
+            result["cgroup_peak_gib"] = round(int((group / "memory.max_usage_in_bytes").read_text()) / 2**30, 2)
+            result["cgroup_limit_hits"] = int((group / "memory.failcnt").read_text())
+    finally:
+        if group is not None:
+            group.rmdir()
     try:
         result.update(json.loads(stdout.strip().splitlines()[-1]))
     except (IndexError, json.JSONDecodeError):
@@ -96,6 +144,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--users", type=int, default=20_000)
     ap.add_argument("--cap-gib", type=float, default=4.0)
+    ap.add_argument("--cap-kind", choices=["rlimit", "cgroup", "both"], default="rlimit",
+                    help="rlimit: RLIMIT_AS (address space, any machine); cgroup: a memory cgroup (needs a "
+                         "writable /sys/fs/cgroup/memory); both (default rlimit)")
     ap.add_argument("--keep", type=Path)
     ap.add_argument("--sources", default="reddit,mimic", help="comma-separated: reddit, mimic (default both)")
     ap.add_argument("--mimic-scale", type=float, default=0.1, help="MIMIC stand-in scale (default 1/10)")
@@ -151,11 +202,17 @@ def main(argv=None) -> int:
         gen_s = time.perf_counter() - t0
         size = sum(p.stat().st_size for p in src.glob("*.csv.gz"))
         print(f"MIMIC stand-in scale {args.mimic_scale:g}: {size / 2**30:.2f} GiB of csv.gz in {gen_s:.0f} s", flush=True)
-        build = run_capped("mimic", cap, "--dumps", str(src), "--work", str(root / "mimic-work"),
-                           "--out", str(root / "mimic"))
-        print("mimic build", build, flush=True)
-        result |= {"mimic_build": {"scale": args.mimic_scale, "csv_gz_gib": round(size / 2**30, 2), **build}}
-        ok &= build["exit"] == 0
+        kinds = ["rlimit", "cgroup"] if args.cap_kind == "both" else [args.cap_kind]
+        if "cgroup" in kinds and not cgroup_available():
+            ap.error("--cap-kind cgroup: no writable memory cgroup on this machine")
+        builds = {}
+        for kind in kinds:
+            shutil.rmtree(root / "mimic-work", ignore_errors=True)  # each cap sees the whole build
+            builds[kind] = run_capped("mimic", cap, "--dumps", str(src), "--work", str(root / "mimic-work"),
+                                      "--out", str(root / "mimic"), kind=kind)
+            print("mimic build", builds[kind], flush=True)
+            ok &= builds[kind]["exit"] == 0
+        result |= {"mimic_build": {"scale": args.mimic_scale, "csv_gz_gib": round(size / 2**30, 2), **builds}}
     dest.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0 if ok else 1
