@@ -67,7 +67,9 @@ def scoring_key(version: str, work_dir: str) -> bytes:
 def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, quantiles: list[float],
                  device: str) -> str:
     key = scoring_key(version, work_dir)
-    path, counts = predict_lib.score_reddit_raw(dumps, version, out, work_dir, key, quantiles, device)
+    cache = Settings().embedding_cache  # vectors the builds cached are reused (CET_EMBEDDING_CACHE)
+    path, counts = predict_lib.score_reddit_raw(dumps, version, out, work_dir, key, quantiles, device,
+                                                embedding_cache=cache)
     get_run_logger().info("scored %d users (%d authors with fewer than 20 usable comments left out; skipped rows "
                           "%s) -> %s (model %s)", counts["scored"], counts["left_out_fewer_than_20_comments"],
                           counts["skipped_rows"], path, version)

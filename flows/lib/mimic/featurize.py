@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from flows.lib.infra.sql_runner import SQL_ROOT, run_sql_file, set_variables
-from flows.lib.mimic.build import apply_preprocessing, query, widen
+from flows.lib.mimic.build import MimicParams, apply_preprocessing, query, widen
 from flows.lib.mimic.staging import connect, stage_table
 
 log = logging.getLogger("flows.mimic.featurize")
@@ -48,7 +48,7 @@ def check_record(record: dict | None, where) -> dict:
 
 
 def featurize(mimic_dir, record: dict, feature_names: list[str], work_dir,
-              memory_limit: str = "2500MB") -> tuple[pl.DataFrame, dict]:
+              memory_limit: str = MimicParams.memory_limit) -> tuple[pl.DataFrame, dict]:
     """Featurise every admission in ``mimic_dir`` with the training build's ``record``.
 
     Returns (frame with ``id`` = HADM_ID and ``feature_names`` as float columns, one row per

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from cet_model.atomic import writing
+from cet_model.atomic import temporary_name, writing
 from cet_model.comments import flatten_inputs
 from cet_model.dataset import load_array
 from cet_model.models import load_model
@@ -72,12 +72,18 @@ def check_quantiles(quantiles) -> list[float]:
     return qs
 
 
+def _version(version_dir, quantiles) -> tuple[Path, dict, list[float]]:
+    """The version folder, its data.json record and the checked quantiles."""
+    version_dir = Path(version_dir)
+    qs = check_quantiles(quantiles)
+    return version_dir, json.loads((version_dir / "data.json").read_text()), qs
+
+
 def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=None, device: str = "auto") -> Path:
     """Score a features parquet (``id`` and the model's feature columns, already prepared as
     in the training dataset) with the model in ``version_dir``; write ``out``."""
-    version_dir, features = Path(version_dir), Path(features)
-    qs = check_quantiles(quantiles)
-    data = json.loads((version_dir / "data.json").read_text())
+    features = Path(features)
+    version_dir, data, qs = _version(version_dir, quantiles)
     ids, x = read_features(features, data["feature_names"])
     if data.get("sequences"):
         if sequences is None:
@@ -91,18 +97,16 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
     return write_scores(ids, x, version_dir, data, out, qs, device, source=features.name)
 
 
-def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUANTILES, device: str = "auto",
-                    memory_limit: str = "2500MB") -> tuple[Path, dict]:
+def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUANTILES,
+                    device: str = "auto") -> tuple[Path, dict]:
     """Score every admission in the raw MIMIC-III tables of ``mimic_dir``: featurised with the
     training build's items, medians and scaling (``flows.lib.mimic.featurize``), nothing refitted;
     output keyed by HADM_ID. Returns (output path, counts of admissions read / scored / left out)."""
     from flows.lib.mimic import featurize  # MIMIC's SQL stack only when MIMIC is scored
 
-    version_dir = Path(version_dir)
-    qs = check_quantiles(quantiles)
-    data = json.loads((version_dir / "data.json").read_text())
+    version_dir, data, qs = _version(version_dir, quantiles)
     frame, counts = featurize.featurize(mimic_dir, featurize.check_record(data.get("featurization"), version_dir),
-                                        data["feature_names"], work_dir, memory_limit)
+                                        data["feature_names"], work_dir)
     if frame.height == 0:
         raise ValueError(f"{mimic_dir}: no admission with chart and lab rows to score "
                          f"({counts['admissions']} admissions read)")
@@ -120,9 +124,7 @@ def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DE
     # the scan and the embedding model only when Reddit is scored
     from flows.lib.reddit import featurize
 
-    version_dir = Path(version_dir)
-    qs = check_quantiles(quantiles)
-    data = json.loads((version_dir / "data.json").read_text())
+    version_dir, data, qs = _version(version_dir, quantiles)
     record = featurize.check_record(data.get("featurization"), version_dir)
     if not data.get("sequences"):
         raise ValueError(f"{version_dir}: this model does not read comment sequences; it was not trained on a "
@@ -156,7 +158,7 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs)):
         raise ValueError(f"quantiles {qs} give the same column name twice (names keep whole percents)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    tmp = out.parent / f"{temporary_name(out)}w"  # sweeps a killed run's leftovers
     with writing(out, tmp):
         pl.DataFrame(cols).write_parquet(tmp)
         os.replace(tmp, out)

@@ -188,6 +188,23 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
     return write_dataset(out, features, events, manifest, sequences=seqs)
 
 
+def scan(rs, rc, work: Path, secret: bytes, rs_end: int, rc_end: int, max_error_rate: float,
+         read_size: int | None = None, every_author: bool = False) -> tuple[pl.DataFrame, list[Path], list[dict]]:
+    """Both passes in one process: RS files -> first target submissions (``work/first.parquet``),
+    then RC files -> each candidate's first comments (``work/rc/<month>.parquet``). Candidates are
+    the users with a target submission, or with ``every_author`` every author (scoring), each
+    cut at their first target submission if any. Returns (first, comment parts, scan stats)."""
+    stats = [reddit_cohort.scan_submissions(Path(f.path), work / "rs" / f"{f.month}.parquet", secret, rs_end,
+                                            max_error_rate, read_size) for f in rs]
+    first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs], work / "first.parquet")
+    limits = reddit_cohort.first_any(first)
+    candidates = reddit_cohort.EveryAuthor(limits) if every_author else limits
+    parts = [work / "rc" / f"{f.month}.parquet" for f in rc]
+    stats += [reddit_cohort.scan_comments(Path(f.path), part, secret, candidates, rc_end, max_error_rate, read_size)
+              for f, part in zip(rc, parts, strict=True)]
+    return first, parts, stats
+
+
 def build(dumps, out, work_dir, params: RedditParams = RedditParams(), key: str | None = None,
           read_size: int | None = None) -> Path:
     """The whole build in one process (the flow runs the same steps as mapped tasks).
@@ -195,14 +212,9 @@ def build(dumps, out, work_dir, params: RedditParams = RedditParams(), key: str 
     out, work = Path(out), Path(work_dir)
     secret = pseudonym_key(key, work)
     rs, rc = local_dumps(dumps, params)
-    sub_stats = [reddit_cohort.scan_submissions(Path(f.path), work / "rs" / f"{f.month}.parquet", secret,
-                                                params.end_utc("RS"), params.max_error_rate, read_size) for f in rs]
-    first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs], work / "first.parquet")
-    candidates = reddit_cohort.first_any(first)
-    com_stats = [reddit_cohort.scan_comments(Path(f.path), work / "rc" / f"{f.month}.parquet", secret, candidates,
-                                             params.end_utc("RC"), params.max_error_rate, read_size) for f in rc]
-    return finish([f.path for f in rs + rc], first, [work / "rc" / f"{f.month}.parquet" for f in rc],
-                  out, work, params, secret, sub_stats + com_stats)
+    first, parts, stats = scan(rs, rc, work, secret, params.end_utc("RS"), params.end_utc("RC"),
+                               params.max_error_rate, read_size)
+    return finish([f.path for f in rs + rc], first, parts, out, work, params, secret, stats)
 
 
 def finish(files: list[str], first: pl.DataFrame, comment_parts: list[Path], out: Path, work: Path,

@@ -42,6 +42,7 @@ GONE_BODIES = {"[deleted]", "[removed]"}
 N_COMMENTS = 20
 TARGET_BYTES = {s.lower().encode() for s in SUBREDDITS}
 SKIP_AUTHOR_BYTES = {a.encode() for a in SKIP_AUTHORS}
+NO_LIMIT = 2**62  # a time after every dump: no end, no first submission
 CACHE_LIMIT = 1 << 20  # distinct authors kept per file before the pseudonym cache starts over
 
 
@@ -156,6 +157,18 @@ def combine_submissions(parts: list[Path], out: Path) -> pl.DataFrame:
 
 def first_any(first: pl.DataFrame) -> dict[str, int]:
     return dict(first.group_by("user").agg(pl.col("first_utc").min()).iter_rows())
+
+
+class EveryAuthor(dict):
+    """``scan_comments``' candidates when every author counts (scoring new users): ``in`` is
+    always true, and an author's limit is their first target submission (the dict's values,
+    from ``first_any``) or else none."""
+
+    def __contains__(self, user) -> bool:
+        return True
+
+    def get(self, user, default=None):
+        return super().get(user, NO_LIMIT)
 
 
 def scan_comments(path: Path, out: Path, key: bytes, candidates: dict[str, int], end_utc: int,

@@ -4,9 +4,10 @@ The user set differs from training's: there, a user enters the cohort because th
 submitted to one of the nine subreddits; here, every author with 20 usable comments is scored
 (the question is whether, and when, they will). Everything else is the training build's: the
 first 20 comments (``[deleted]``/``[removed]`` bodies and bot or deleted authors skipped and
-counted), cut at a first submission to one of the nine when the dumps hold RS files (such a
-user already had an event before the time origin, as no training user did: counted and left
-out), the same embedding model, the same two aux features scaled with the **training**
+counted), cut at a first submission to one of the nine when the dumps hold RS files (a user
+whose first such submission comes before their 20th comment had an event before the time
+origin, as no training user did: they fall short of 20 comments and are counted as left out),
+the same embedding model, the same two aux features scaled with the **training**
 means and sds. Users appear only as keyed hashes (the training build's key gives the same ids).
 """
 
@@ -20,22 +21,12 @@ import polars as pl
 
 from flows.lib.reddit import cohort as reddit_cohort
 from flows.lib.reddit.build import aux_features, dump_roots, user_summary
+from flows.lib.reddit.build import scan as scan_dumps
+from flows.lib.reddit.cohort import NO_LIMIT
 from flows.lib.reddit.embed import embed
 from flows.lib.reddit.pushshift import find_dumps, select
 
 log = logging.getLogger("flows.reddit.featurize")
-NEVER = 2**62  # no end: new dumps may lie beyond the training build's months
-
-
-class EveryAuthor(dict):
-    """``scan_comments``' candidates when every author counts: ``in`` is always true and an
-    author's limit is their first target submission, if the dumps show one, else no limit."""
-
-    def __contains__(self, user) -> bool:
-        return True
-
-    def get(self, user, default=None):
-        return super().get(user, NEVER)
 
 
 def check_record(record: dict | None, where) -> dict:
@@ -62,25 +53,15 @@ def featurize(dumps, record: dict, feature_names: list[str], work_dir, key: byte
     if not rc:
         raise FileNotFoundError(f"{dumps}: no RC_YYYY-MM comment dumps (.zst, .bz2 or .xz) found, searched "
                                 "recursively")
-    rate = float(record.get("max_error_rate", 0.01))
-    scan = []
-    for f in rs:
-        scan.append(reddit_cohort.scan_submissions(Path(f.path), work / "rs" / f"{f.month}.parquet", key, NEVER,
-                                                   rate))
-    first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs],
-                                              work / "first.parquet")
-    limits = EveryAuthor(reddit_cohort.first_any(first))
-    for f in rc:
-        scan.append(reddit_cohort.scan_comments(Path(f.path), work / "rc" / f"{f.month}.parquet", key, limits,
-                                                NEVER, rate))
-    parts = [work / "rc" / f"{f.month}.parquet" for f in rc]
+    first, parts, scan = scan_dumps(rs, rc, work, key, NO_LIMIT, NO_LIMIT, float(record.get("max_error_rate", 0.01)),
+                                    every_author=True)
     seen = pl.concat([pl.read_parquet(p, columns=["user"]) for p in parts])["user"].n_unique()
     comments = reddit_cohort.combine_comments(parts)
     per_user = user_summary(comments)
     n = per_user.height
     counts = {"authors_with_usable_comments": int(seen), "scored": n,
               "left_out_fewer_than_20_comments": int(seen) - n,
-              "with_a_target_submission_in_the_dumps": len(limits),
+              "with_a_target_submission_in_the_dumps": int(first["user"].n_unique()),
               "rs_files": len(rs), "rc_files": len(rc),
               "skipped_rows": _sum_skipped(scan), "malformed_lines": sum(s["malformed"] for s in scan)}
     if n == 0:
