@@ -6,6 +6,12 @@ Models see one flat feature matrix: ``[aux | comment embeddings flattened]`` of 
 are the same as for tabular data; the first module of the network (``CommentEncoder``)
 splits it back. Pass ``comment_encoder={"n_aux": a, "length": L, "dim": D, "width": H}`` to
 CETModel, ETModel or BCModel.
+
+At the paper's size the flat matrix does not fit in memory (492,059 users x 20 x 384 float32
+is 15 GB). ``CommentInputs`` is the same matrix, lazily: the aux features in memory and the
+embeddings read by rows from wherever they are (a memory-mapped ``sequences.npy``, float32 or
+float16), flattened one batch or chunk at a time. The models accept it wherever they accept X
+and then never hold more than a batch (training) or a chunk (evaluation, prediction) of it.
 """
 
 from __future__ import annotations
@@ -40,6 +46,100 @@ def flatten_inputs(aux: np.ndarray, sequences: np.ndarray) -> np.ndarray:
     if seq.ndim != 3 or seq.shape[0] != aux.shape[0]:
         raise ValueError(f"sequences must be (n, L, D) with n = {aux.shape[0]}, got {seq.shape}")
     return np.concatenate([aux, seq.reshape(len(seq), -1)], axis=1)
+
+
+class RowView:
+    """Rows ``rows`` of an array-like ``base`` (e.g. a memory map), not copied: ``view[i]`` reads
+    ``base[rows[i]]``; ``np.asarray(view)`` materialises it."""
+
+    def __init__(self, base, rows):
+        self.base, self.rows = base, np.asarray(rows, dtype=np.int64)
+        self.shape = (len(self.rows), *base.shape[1:])
+        self.dtype = base.dtype
+        self.ndim = len(self.shape)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        return np.asarray(self.base[self.rows[index]])
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.base[self.rows], dtype=dtype)
+
+
+class CommentInputs:
+    """The model input ``[aux | sequences flattened]``, (n, a + L * D), read by rows on demand.
+
+    ``aux``: (n, a) features, held in memory. ``sequences``: (n, L, D) comment embeddings, any
+    array-like indexable by an integer row array: an ndarray, a ``np.load(..., mmap_mode="r")``
+    memory map (float16 on disk is fine: rows are cast to float32) or a ``RowView`` of one.
+    ``rows(index)`` returns those rows as a float32 (k, a + L * D) array; nothing else is read.
+
+        >>> aux = np.zeros((3, 2)); seq = np.ones((3, 4, 5), dtype=np.float16)
+        >>> x = CommentInputs(aux, seq)
+        >>> x.shape, x.rows(np.array([2, 0])).shape, x.rows(slice(0, 1)).dtype
+        ((3, 22), (2, 22), dtype('float32'))
+    """
+
+    ndim = 2
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, aux, sequences):
+        self.aux = np.asarray(aux, dtype=np.float32)
+        if self.aux.ndim == 1:
+            self.aux = self.aux.reshape(-1, 1)
+        shape = tuple(getattr(sequences, "shape", ()))
+        if len(shape) != 3 or shape[0] != self.aux.shape[0]:
+            raise ValueError(f"sequences must be (n, L, D) with n = {self.aux.shape[0]}, got {shape}")
+        self.sequences = sequences
+        self.length, self.dim = shape[1], shape[2]
+        self.shape = (shape[0], self.aux.shape[1] + self.length * self.dim)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def rows(self, index) -> np.ndarray:
+        """Rows ``index`` (an integer array or a slice) as a float32 (k, a + L * D) array."""
+        if isinstance(index, slice):
+            index = np.arange(*index.indices(self.shape[0]))
+        index = np.asarray(index, dtype=np.int64)
+        seq = np.asarray(self.sequences[index], dtype=np.float32)
+        return np.concatenate([self.aux[index], seq.reshape(len(index), -1)], axis=1)
+
+    def __getitem__(self, rows) -> CommentInputs:
+        """A row subset (boolean mask or integer array), still lazy: ``x[keep]``."""
+        rows = np.asarray(rows)
+        index = np.flatnonzero(rows) if rows.dtype == np.bool_ else rows.astype(np.int64)
+        if rows.dtype == np.bool_ and len(rows) != self.shape[0]:
+            raise IndexError(f"boolean row mask of length {len(rows)} for {self.shape[0]} rows")
+        return CommentInputs(self.aux[index], RowView(self.sequences, index))
+
+    def chunks(self, max_elements: int = 2**24):
+        """Consecutive row slices of at most ``max_elements`` values each."""
+        step = max(1, max_elements // max(1, self.shape[1]))
+        for start in range(0, self.shape[0], step):
+            yield slice(start, min(self.shape[0], start + step))
+
+    def check(self, name: str = "X", n_features: int | None = None) -> CommentInputs:
+        """Raise a ValueError naming the first non-finite value (row, column) or a wrong width;
+        streams the rows chunk by chunk."""
+        if n_features is not None and self.shape[1] != n_features:
+            raise ValueError(f"{name}: expected {n_features} columns, got {self.shape[1]}")
+        for sl in self.chunks():
+            block = self.rows(sl)
+            bad = ~np.isfinite(block)
+            if bad.any():
+                r, c = (int(v) for v in np.argwhere(bad)[0])
+                raise ValueError(f"{name}: non-finite value {float(block[r, c])!r} at row {sl.start + r}, "
+                                 f"column {c} ({int(bad.sum())} non-finite values in rows "
+                                 f"{sl.start}..{sl.stop - 1})")
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        """The whole matrix in memory (what this class exists to avoid; for small data)."""
+        out = self.rows(slice(None))
+        return out if dtype is None else out.astype(dtype)
 
 
 class CommentEncoder(nn.Module):

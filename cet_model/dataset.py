@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from .atomic import temporary_name, writing
+from .comments import RowView
 
 SPLITS = ("train", "val", "test")
 REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
@@ -32,7 +33,8 @@ REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censo
 
 @dataclass
 class Split:
-    """One split as arrays: X (n, d), T, S, C, T_true (n, M), ids; sequences (n, L, D) or None."""
+    """One split as arrays: X (n, d), T, S, C, T_true (n, M), ids; sequences (n, L, D) or None
+    (from ``load_dataset``: a ``RowView`` of the memory-mapped file, read only when used)."""
     ids: np.ndarray
     X: np.ndarray
     T: np.ndarray
@@ -225,7 +227,7 @@ def load_dataset(path) -> Dataset:
                                 else np.ones(events.height) for e in names])
     for name in SPLITS:
         rows = np.flatnonzero(split == name)
-        ds.splits[name] = Split(ids=ids[rows], X=X[rows], sequences=None if seq is None else np.asarray(seq[rows]),
+        ds.splits[name] = Split(ids=ids[rows], X=X[rows], sequences=None if seq is None else RowView(seq, rows),
                                 mask=None if mask is None else mask[rows],
                                 **{k: v[rows] for k, v in cols.items()})
     return ds

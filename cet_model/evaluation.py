@@ -47,7 +47,7 @@ import platform
 import numpy as np
 import torch
 
-from .comments import flatten_inputs
+from .comments import CommentInputs
 from .dataset import Split
 from .estimators import MAX_EXACT_EVENTS
 from .metrics import (
@@ -93,10 +93,11 @@ def check_presets(names) -> tuple[str, ...]:
     return names
 
 
-def model_inputs(split: Split) -> np.ndarray:
+def model_inputs(split: Split) -> np.ndarray | CommentInputs:
     """The model input of a split, (n, d): X, or [X | comment embeddings flattened] when the
-    dataset has ``sequences.npy`` (n, L, D) -> (n, d + L * D)."""
-    return split.X if split.sequences is None else flatten_inputs(split.X, split.sequences)
+    dataset has ``sequences.npy`` (n, L, D) -> (n, d + L * D), as a ``CommentInputs`` that
+    reads the (memory-mapped) embeddings one batch at a time."""
+    return split.X if split.sequences is None else CommentInputs(split.X, split.sequences)
 
 
 def comment_encoder_for(split: Split, width: int = COMMENT_WIDTH) -> dict | None:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -24,7 +25,7 @@ from sklearn.base import BaseEstimator
 
 from . import losses
 from .atomic import writing
-from .comments import check_spec
+from .comments import CommentInputs, check_spec
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
@@ -46,6 +47,42 @@ def resolve_device(device: str) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} but no CUDA device is available; use 'auto' or 'cpu'")
     return dev
+
+
+class _Rows:
+    """A ``CommentInputs`` indexed like a tensor: ``rows[idx]`` reads those rows (an index tensor
+    or a slice) and returns them as a tensor on the model's device. Training gathers one batch at
+    a time through it, evaluation one chunk, so the whole matrix is never in memory."""
+
+    def __init__(self, source: CommentInputs, to_tensor):
+        self.source, self.to_tensor = source, to_tensor
+        self.shape = source.shape
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index) -> torch.Tensor:
+        if isinstance(index, torch.Tensor):
+            index = index.cpu().numpy()
+        return self.to_tensor(self.source.rows(index))
+
+
+def _streamed(method):
+    """Let a prediction method take a ``CommentInputs``: predict it chunk by chunk of
+    ``_EVAL_ELEMENTS`` values and concatenate along the rows."""
+    @functools.wraps(method)
+    def wrapper(self, X, *args, **kwargs):
+        if not isinstance(X, CommentInputs):
+            return method(self, X, *args, **kwargs)
+        self._check_fitted()
+        parts = []
+        for sl in X.chunks(_EVAL_ELEMENTS):
+            try:
+                parts.append(method(self, X.rows(sl), *args, **kwargs))
+            except ValueError as exc:
+                raise ValueError(f"rows {sl.start}..{sl.stop - 1} of X: {exc}") from None
+        return np.concatenate(parts, axis=0)
+    return wrapper
 
 
 class _Base(BaseEstimator):
@@ -145,7 +182,8 @@ class _Base(BaseEstimator):
         """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed).
 
         X may be an array or a pandas / polars data frame (its column names are kept in
-        ``feature_names_in_`` and checked at prediction). ``mask`` (n x M, optional): 0 drops
+        ``feature_names_in_`` and checked at prediction), or a ``CommentInputs`` (aux features
+        and memory-mapped comment embeddings), read one batch at a time. ``mask`` (n x M, optional): 0 drops
         that cell from the likelihood. Early stopping monitors the validation loss when
         validation data are given (else the training loss); the best weights are restored.
         ``on_epoch(epoch, history)`` is called after every epoch (progress reporting,
@@ -189,7 +227,8 @@ class _Base(BaseEstimator):
             return -self._eval_loss(*self._tensors(x, t, s, m))
 
     def _tensors(self, x, t, s, m) -> list:
-        return [self._tensor(a) if a is not None else None for a in (x, np.log(t), s, m)]
+        rows = _Rows(x, self._tensor) if isinstance(x, CommentInputs) else self._tensor(x)
+        return [rows] + [self._tensor(a) if a is not None else None for a in (np.log(t), s, m)]
 
     def _prepare(self, t: np.ndarray) -> None:
         """Per-model set-up from the training times, after the network is built."""
@@ -199,7 +238,12 @@ class _Base(BaseEstimator):
         return type(self).__name__.removesuffix("Model")
 
     def _eval_loss(self, x, log_t, s, mask) -> float:
-        return self._train_loss(x, log_t, s, mask).item()
+        """The mean training loss over all rows, computed chunk by chunk (dropout off)."""
+        total = 0.0
+        for sl in self._chunks(len(x), x.shape[1]):
+            m = mask[sl] if mask is not None else None
+            total += self._train_loss(x[sl], log_t[sl], s[sl], m).item() * (sl.stop - sl.start)
+        return total / len(x)
 
     # --- persistence --------------------------------------------------------------------------
     def _extra_state(self) -> dict:
@@ -395,6 +439,7 @@ class CETModel(_Base):
         return -total / (len(x) * self.n_events_)
 
     # --- predictions --------------------------------------------------------------------------
+    @_streamed
     def predict_occurrence(self, X) -> np.ndarray:
         """P(event j ever occurs | x), shape (n, M)."""
         x = self._x(X)
@@ -440,12 +485,14 @@ class CETModel(_Base):
                 out.append(np.concatenate(parts))
         return out
 
+    @_streamed
     def predict_time(self, X, q: float = 0.5) -> np.ndarray:
         """The q-quantile of T_j given that event j occurs (c_j = 1), shape (n, M)."""
         _check_q(q)
         z = _ndtri(q)
         return np.stack(self._per_event(X, lambda lw, mu, ls, x, j: _mixture_quantile(lw, mu, ls, z)), 1)
 
+    @_streamed
     def predict_survival(self, X, times) -> np.ndarray:
         """Population survival 1 - p_j + p_j S_j(t | c_j = 1), shape (n, len(times), M)."""
         grid = _times(times)
@@ -483,18 +530,21 @@ class ETModel(_Base):
         with torch.no_grad():
             return self.net_.decoder(self.net_.features(self._x(X)))
 
+    @_streamed
     def predict_time(self, X, q: float = 0.5) -> np.ndarray:
         """The q-quantile of T_j: exp(mu + sigma * Phi^-1(q)), shape (n, M)."""
         _check_q(q)
         mu, log_sigma = self._params(X)
         return torch.exp(mu + torch.exp(log_sigma) * _ndtri(q)).cpu().numpy().astype(np.float64)
 
+    @_streamed
     def predict_survival(self, X, times) -> np.ndarray:
         """S_j(t | x), shape (n, len(times), M)."""
         mu, log_sigma = self._params(X)
         lt = torch.as_tensor(np.log(_times(times)), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
         return losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1)).exp().cpu().numpy()
 
+    @_streamed
     def predict_occurrence(self, X) -> np.ndarray:
         """P(T_j <= horizon_j), horizon_j = the longest time seen in training for event j.
 
@@ -530,6 +580,7 @@ class BCModel(_Base):
             cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
         return cell.sum(-1)
 
+    @_streamed
     def predict_occurrence(self, X) -> np.ndarray:
         """P(s_j = 1 | x): the probability that event j is *observed*, shape (n, M)."""
         with torch.no_grad():

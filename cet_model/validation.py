@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .comments import CommentInputs
+
 
 def column_names(a) -> list[str] | None:
     """The column names of a pandas or polars data frame (as strings), else None."""
@@ -43,7 +45,10 @@ def check_finite(arr: np.ndarray, name: str, what: str = "column") -> None:
 
 
 def check_features(X, name: str = "X", n_features: int | None = None) -> np.ndarray:
-    """X (array or data frame) as a finite float (n, d) array with ``n_features`` columns when given."""
+    """X (array or data frame) as a finite float (n, d) array with ``n_features`` columns when given.
+    A ``CommentInputs`` is checked chunk by chunk and returned as it is (never materialised)."""
+    if isinstance(X, CommentInputs):
+        return X.check(name, n_features)
     arr = as_matrix(X, name, n_features)
     check_finite(arr, name)
     return arr

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from cet_model.atomic import temporary_name, writing
-from cet_model.comments import flatten_inputs
+from cet_model.comments import CommentInputs
 from cet_model.dataset import load_array
 from cet_model.models import load_model
 from flows.lib.infra import registry
@@ -89,11 +89,11 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
         if sequences is None:
             raise ValueError(f"{version_dir}: this model reads comment sequences; pass the sequences .npy "
                              f"({data['sequences']['length']} x {data['sequences']['dim']} per row)")
-        seq = load_array(sequences)
+        seq = load_array(sequences, mmap=True)  # read by rows while scoring, never whole
         want = (len(ids), data["sequences"]["length"], data["sequences"]["dim"])
         if seq.shape != want:
             raise ValueError(f"{sequences}: shape {seq.shape}, expected {want} (rows of {features})")
-        x = flatten_inputs(x, seq)
+        x = CommentInputs(x, seq)
     return write_scores(ids, x, version_dir, data, out, qs, device, source=features.name)
 
 
@@ -140,7 +140,7 @@ def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DE
     if record.get("pseudonym_key_id") and record["pseudonym_key_id"] != key_digest(key):
         log.warning("the pseudonymisation key differs from the training build's: ids will not match "
                     "the training dataset's")
-    x = flatten_inputs(frame.select(data["feature_names"]).to_numpy().astype(np.float64), seqs)
+    x = CommentInputs(frame.select(data["feature_names"]).to_numpy().astype(np.float64), seqs)
     path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(dumps))
     return path, counts
 

@@ -1,0 +1,95 @@
+"""Comment embeddings read by rows (``CommentInputs``): the same fit and predictions as the
+flat in-memory matrix, chunked predictions, float16 memory maps, errors that name the row.
+(Peak memory at 10k and 50k users: benchmarks/bench_streamed_fit.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cet_model.comments import CommentInputs, RowView, flatten_inputs
+from cet_model.models import BCModel, CETModel, ETModel
+
+N, L, D, A, M = 240, 4, 6, 3, 2
+SPEC = {"n_aux": A, "length": L, "dim": D, "width": 5}
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    aux = rng.standard_normal((N, A))
+    seq = rng.standard_normal((N, L, D)).astype(np.float32)
+    signal = seq[:, :, 0].mean(1)
+    c = rng.random((N, M)) < 1 / (1 + np.exp(-3 * signal[:, None]))
+    t = np.exp(rng.normal(0.5 * signal[:, None], 0.4, (N, M)))
+    cens = rng.uniform(0.3, 4.0, (N, M))
+    s = (c & (t < cens)).astype(float)
+    return aux, seq, np.where(s == 1, t, cens), s
+
+
+@pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
+def test_streamed_fit_and_predictions_equal_the_in_memory_ones(tmp_path, cls):
+    aux, seq, T, S = _data()
+    np.save(tmp_path / "seq.npy", seq)
+    mapped = np.load(tmp_path / "seq.npy", mmap_mode="r")
+    flat = flatten_inputs(aux, seq)
+    lazy = CommentInputs(aux, mapped)
+    kw = dict(hidden_sizes=(8,), comment_encoder=SPEC, max_epochs=4, batch_size=50, device="cpu", seed=3)
+    va = slice(200, None)
+    a = cls(**kw).fit(flat[:200], T[:200], S[:200], flat[va], T[va], S[va])
+    b = cls(**kw).fit(lazy[np.arange(200)], T[:200], S[:200], lazy[np.arange(200, N)], T[va], S[va])
+    for (k, va_), vb in zip(a.net_.state_dict().items(), b.net_.state_dict().values(), strict=True):
+        assert torch.equal(va_, vb), k
+    assert a.history_.val_loss == b.history_.val_loss
+    np.testing.assert_array_equal(a.predict_occurrence(flat), b.predict_occurrence(lazy))
+    if cls is not BCModel:
+        np.testing.assert_array_equal(a.predict_time(flat), b.predict_time(lazy))
+        np.testing.assert_array_equal(a.predict_survival(flat, [0.5, 1.0]), b.predict_survival(lazy, [0.5, 1.0]))
+    assert a.score(flat, T, S) == b.score(lazy, T, S)
+
+
+def test_predictions_stream_in_chunks_and_keep_the_row_order(monkeypatch):
+    import cet_model.models as models
+
+    aux, seq, T, S = _data(1)
+    model = CETModel(hidden_sizes=(8,), comment_encoder=SPEC, max_epochs=2, device="cpu").fit(
+        flatten_inputs(aux, seq), T, S)
+    whole = model.predict_occurrence(CommentInputs(aux, seq))
+    seen = []
+    real_rows = CommentInputs.rows
+
+    def rows(self, index):
+        out = real_rows(self, index)
+        seen.append(len(out))
+        return out
+    monkeypatch.setattr(CommentInputs, "rows", rows)
+    monkeypatch.setattr(models, "_EVAL_ELEMENTS", 37 * (A + L * D))  # 37 rows per chunk
+    chunked = model.predict_occurrence(CommentInputs(aux, seq))
+    assert max(seen) == 37 and sum(seen) == N
+    np.testing.assert_allclose(chunked, whole, rtol=1e-6)
+
+
+def test_float16_memory_map_and_row_views(tmp_path):
+    aux, seq, _, _ = _data()
+    np.save(tmp_path / "seq16.npy", seq.astype(np.float16))
+    mapped = np.load(tmp_path / "seq16.npy", mmap_mode="r")
+    rows = np.array([5, 1, 7])
+    lazy = CommentInputs(aux, RowView(mapped, np.arange(N)))[rows]
+    got = lazy.rows(slice(None))
+    assert got.dtype == np.float32 and got.shape == (3, A + L * D)
+    np.testing.assert_allclose(got[:, A:], seq[rows].reshape(3, -1), atol=2e-3)
+    np.testing.assert_array_equal(np.asarray(lazy), got)
+    mask = np.zeros(N, bool)
+    mask[[2, 9]] = True
+    np.testing.assert_array_equal(CommentInputs(aux, mapped)[mask].aux, aux[[2, 9]].astype(np.float32))
+
+
+def test_bad_rows_are_named():
+    aux, seq, T, S = _data()
+    seq[123, 2, 4] = np.nan
+    with pytest.raises(ValueError, match=r"X: non-finite value nan at row 123, column 19"):
+        CETModel(comment_encoder=SPEC, max_epochs=1, device="cpu").fit(CommentInputs(aux, seq), T, S)
+    with pytest.raises(ValueError, match=r"sequences must be \(n, L, D\) with n = 240"):
+        CommentInputs(aux, seq[:10])
+    with pytest.raises(ValueError, match="expected 99 columns, got 27"):
+        CommentInputs(aux, seq).check("X", 99)
