@@ -83,7 +83,8 @@ def event_columns(event: str) -> tuple[str, str, str, str]:
 
 def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifest: dict,
                   sequences: np.ndarray | None = None) -> Path:
-    """Check the frames against the contract, then write the folder atomically."""
+    """Check the frames against the contract, then write the folder atomically. ``sequences``:
+    an (n, L, D) array or a ``RowView`` (written by blocks of rows, see ``save_rows``)."""
     out_dir = Path(out_dir)
     manifest = dict(manifest)
     manifest.setdefault("split_sizes", {s: int((features["split"] == s).sum()) for s in SPLITS})
@@ -94,7 +95,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
     try:
         for name, write in (("features.parquet", features.write_parquet), ("events.parquet", events.write_parquet),
                             ("sequences.npy", None if sequences is None else
-                             lambda f: np.save(f, sequences, allow_pickle=False)),
+                             lambda f: save_rows(f, sequences)),
                             ("manifest.json", lambda f: f.write_text(json.dumps(manifest, indent=2, sort_keys=True)))):
             if write is not None:
                 with writing(out_dir / name):  # errors name the file the dataset would have
@@ -104,6 +105,22 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
         if tmp.exists():
             shutil.rmtree(tmp)
     return out_dir
+
+
+def save_rows(path, array, rows_per_write: int = 4096) -> None:
+    """Write ``array`` as ``.npy`` (the bytes of ``np.save``). An ndarray is saved as is; any other
+    array-like with ``shape`` and ``dtype`` (a ``RowView``: e.g. the rows of a larger array in
+    another order) is copied ``rows_per_write`` rows at a time, never materialised whole."""
+    if isinstance(array, np.ndarray):
+        np.save(path, array, allow_pickle=False)
+        return
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=tuple(array.shape))
+    try:
+        for lo in range(0, out.shape[0], rows_per_write):
+            out[lo:lo + rows_per_write] = array[slice(lo, lo + rows_per_write)]
+        out.flush()
+    finally:
+        del out
 
 
 def _replace_dir(src: Path, dst: Path) -> None:

@@ -93,3 +93,13 @@ def test_bad_rows_are_named():
         CommentInputs(aux, seq[:10])
     with pytest.raises(ValueError, match="expected 99 columns, got 27"):
         CommentInputs(aux, seq).check("X", 99)
+
+
+def test_a_row_view_is_written_block_by_block_with_np_save_bytes(tmp_path):
+    from cet_model.dataset import save_rows
+
+    seq = np.random.default_rng(0).standard_normal((50, 4, 3)).astype(np.float32)
+    order = np.random.default_rng(1).permutation(50)
+    np.save(tmp_path / "whole.npy", seq[order])
+    save_rows(tmp_path / "blocks.npy", RowView(seq, order), rows_per_write=7)
+    assert (tmp_path / "blocks.npy").read_bytes() == (tmp_path / "whole.npy").read_bytes()

@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from cet_model.censoring import censor_by_median
+from cet_model.comments import RowView
 from cet_model.dataset import event_columns, write_dataset
 from flows.lib.infra.download import sha256_file
 from flows.lib.reddit import cohort as reddit_cohort
@@ -144,7 +145,8 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
     # censoring draws then do not depend on the pseudonymisation key (a fresh random key per cold
     # build used to give a different split, hence different results, from the same seeds).
     order = np.argsort(per_user["first_id"].to_numpy().astype(str), kind="stable")
-    per_user, seqs = per_user[order], np.take(seqs, order, axis=0)  # the one reordered copy
+    # the reordered rows are a view, written to sequences.npy by blocks: vectors are held once
+    per_user, seqs = per_user[order], RowView(seqs, order)
     users = per_user["user"].to_numpy().astype(str)
     split = split_users(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions)
     train = split == "train"
