@@ -22,6 +22,7 @@ from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib.flow_params import MimicBuildParams
 from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
 from flows.lib.mimic import build as mimic_build
 from flows.lib.mimic import download as mimic_download
@@ -66,7 +67,7 @@ STANDIN_CODE = ["flows.lib.standin.mimic", "flows.lib.standin.mimic_cohort", "fl
                 "flows.lib.standin.mimic_rows", "flows.lib.standin.gz_csv"]
 
 
-@flow(name="build-mimic-features")
+@flow(name="build-mimic-features", task_runner=thread_runner())
 def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
     """MIMIC-III v1.4 tables -> typed parquet -> SQL -> a dataset folder in the contract.
 

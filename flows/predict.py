@@ -27,6 +27,7 @@ from flows.common import work_dir_for
 from flows.lib.flow_params import PredictParams
 from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import predict as predict_lib
 from flows.lib.reddit import build as reddit_build
@@ -76,7 +77,7 @@ def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, 
     return str(path)
 
 
-@flow(name="predict")
+@flow(name="predict", task_runner=thread_runner())
 def predict(params: PredictParams) -> str:
     """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
     s = Settings()

@@ -21,6 +21,7 @@ from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib.flow_params import RedditBuildParams
 from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
 from flows.lib.reddit import build as reddit_build
 from flows.lib.reddit import cohort as reddit_cohort
@@ -95,7 +96,7 @@ def source_key(work: str) -> str:
     return reddit_cohort.key_digest(_key(work))
 
 
-@flow(name="build-reddit-features")
+@flow(name="build-reddit-features", task_runner=thread_runner())
 def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> str:
     """Pushshift dumps (folders searched recursively, or a base URL; default: CET_REDDIT_DUMPS,
     else a generated stand-in) -> the Reddit dataset. Skipped when the output holds a build of the same

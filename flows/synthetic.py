@@ -15,6 +15,7 @@ from flows.common import check_cache, record_stage
 from flows.lib.flow_params import SyntheticParams
 from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
 
 CODE = ["cet_experiments.synthetic", "cet_model.censoring", "cet_model.dataset"]
@@ -28,7 +29,7 @@ def generate(out: str, mode: str, n: int, seed: int) -> str:
     return str(path)
 
 
-@flow(name="build-synthetic")
+@flow(name="build-synthetic", task_runner=thread_runner())
 def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
     """The paper's synthetic dataset (Section 5.1): 60/20/20 split, uniform censoring on (0, 3)."""
     s = Settings()

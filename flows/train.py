@@ -30,6 +30,7 @@ from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
 from flows.lib.infra import registry
 from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import train_eval
 
@@ -84,7 +85,7 @@ def artifact_key(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "dataset"
 
 
-@flow(name="train-evaluate")
+@flow(name="train-evaluate", task_runner=thread_runner())
 def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     """Dataset folder -> CET (the default), CET-paper, ET, BC and the oracle -> metrics, a registered
     version and a promotion decision (on CET).
@@ -128,7 +129,7 @@ def build_flow(name: str):
     raise ValueError(f"dataset {name!r}: expected one of {BUILDS}")
 
 
-@flow(name="retrain")
+@flow(name="retrain", task_runner=thread_runner())
 def retrain(params: RetrainParams = RetrainParams()) -> dict:
     """Rebuild ``dataset`` (synthetic, mimic or reddit; default CET_RETRAIN_DATASET) from its
     configured source when its inputs changed, train a new version and apply the promotion rule."""

@@ -1,6 +1,11 @@
 """The task runner named by the ``task_runner`` setting.
 
-- ``threads`` (default): Prefect's ThreadPoolTaskRunner.
+- ``threads`` (default): Prefect's ThreadPoolTaskRunner with a bounded pool: every flow here
+  declares ``task_runner=thread_runner()``. Prefect's own default pool is unbounded
+  (``sys.maxsize`` threads), so a mapped task ran every item at once: the Reddit build at 50,000
+  users started all 61 comment scans together and was killed under a 4 GiB cap. The bound is
+  ``PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS`` when set, else the cores this process may use
+  (at least 2); the scans, staging and training are CPU-bound, so more threads gain nothing.
 - ``dask``: a temporary Dask LocalCluster bound to 127.0.0.1 with the dashboard off
   (``n_workers`` processes, one thread each).
 - ``dask://HOST:PORT`` or ``tcp://HOST:PORT``: an existing Dask scheduler.
@@ -13,6 +18,33 @@ RayTaskRunner(address=...))``; not installed or tested here.
 
 from __future__ import annotations
 
+import os
+
+THREADS_VARIABLE = "PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS"
+
+
+def default_threads() -> int:
+    """Tasks run at once by the thread runner: ``$PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS``,
+    else the cores this process may use, at least 2."""
+    value = os.environ.get(THREADS_VARIABLE, "").strip()
+    if value:
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"{THREADS_VARIABLE}={value!r}: expected a whole number >= 1")
+        return n
+    return max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2)
+
+
+def thread_runner(max_workers: int | None = None):
+    """Prefect's ThreadPoolTaskRunner with at most ``max_workers`` (default ``default_threads()``)
+    tasks at once."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=max_workers or default_threads())
+
 
 def local_cluster_kwargs(n_workers: int = 2) -> dict:
     return {"n_workers": n_workers, "threads_per_worker": 1, "processes": True,
@@ -21,9 +53,7 @@ def local_cluster_kwargs(n_workers: int = 2) -> dict:
 
 def task_runner(spec: str = "threads", n_workers: int = 2):
     if spec == "threads":
-        from prefect.task_runners import ThreadPoolTaskRunner
-
-        return ThreadPoolTaskRunner()
+        return thread_runner()
     from prefect_dask import DaskTaskRunner
 
     if spec == "dask":
