@@ -16,6 +16,8 @@ and then never hold more than a batch (training) or a chunk (evaluation, predict
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 from torch import nn
@@ -46,6 +48,88 @@ def flatten_inputs(aux: np.ndarray, sequences: np.ndarray) -> np.ndarray:
     if seq.ndim != 3 or seq.shape[0] != aux.shape[0]:
         raise ValueError(f"sequences must be (n, L, D) with n = {aux.shape[0]}, got {seq.shape}")
     return np.concatenate([aux, seq.reshape(len(seq), -1)], axis=1)
+
+
+class NpyRows:
+    """The rows of a ``.npy`` file, read with ``os.pread`` when asked for: never loaded whole and
+    never memory-mapped, so a process's memory (RSS, which counts mapped file pages) holds only
+    the rows in use. ``rows[index]`` (an integer array or a slice) reads runs of consecutive rows
+    in one call each; ``np.asarray(rows)`` reads everything. Thread-safe (no shared offset).
+
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.npy")
+        >>> np.save(path, np.arange(12, dtype=np.float16).reshape(4, 3))
+        >>> NpyRows(path)[np.array([3, 0])].tolist()
+        [[9.0, 10.0, 11.0], [0.0, 1.0, 2.0]]
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+        try:
+            with open(self.path, "rb") as f:
+                version = np.lib.format.read_magic(f)
+                read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read(f)
+                self.offset = f.tell()
+        except (ValueError, OSError, EOFError) as exc:
+            raise ValueError(f"{self.path}: not a readable .npy array ({exc})") from None
+        if dtype.hasobject or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+            raise ValueError(f"{self.path}: dtype {dtype}, expected numbers")
+        if fortran or len(shape) < 1:
+            raise ValueError(f"{self.path}: expected a C-ordered array with rows, got shape {shape}"
+                             f"{' in Fortran order' if fortran else ''}")
+        self.shape, self.dtype, self.ndim = tuple(shape), dtype, len(shape)
+        self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        size = os.path.getsize(self.path)
+        if size < self.offset + self.row_bytes * self.shape[0]:
+            raise ValueError(f"{self.path}: truncated: {size} bytes, the header promises "
+                             f"{self.offset + self.row_bytes * self.shape[0]}")
+        self._fd = os.open(self.path, os.O_RDONLY)
+
+    def __del__(self):
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index) -> np.ndarray:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.shape[0])
+            if step == 1:
+                return self._read(start, max(0, stop - start))
+            index = np.arange(start, stop, step)
+        index = np.asarray(index)
+        if index.dtype == np.bool_:
+            index = np.flatnonzero(index)
+        index = index.astype(np.int64).reshape(-1)
+        if index.size and (index.min() < -self.shape[0] or index.max() >= self.shape[0]):
+            raise IndexError(f"{self.path}: row index out of range for {self.shape[0]} rows")
+        index = np.where(index < 0, index + self.shape[0], index)
+        out = np.empty((index.size, *self.shape[1:]), dtype=self.dtype)
+        order = np.argsort(index, kind="stable")
+        srt = index[order]
+        breaks = np.flatnonzero(np.diff(srt) != 1) + 1  # runs of consecutive rows: one read each
+        for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, srt.size], strict=True):
+            if hi > lo:
+                out[order[lo:hi]] = self._read(int(srt[lo]), int(srt[hi - 1] - srt[lo] + 1))
+        return out
+
+    def _read(self, start: int, count: int) -> np.ndarray:
+        want = count * self.row_bytes
+        buf = bytearray(want)
+        view, got = memoryview(buf), 0
+        while got < want:
+            n = os.preadv(self._fd, [view[got:]], self.offset + start * self.row_bytes + got)
+            if n == 0:
+                raise ValueError(f"{self.path}: truncated while reading rows {start}..{start + count - 1}")
+            got += n
+        return np.frombuffer(buf, dtype=self.dtype).reshape(count, *self.shape[1:])
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._read(0, self.shape[0])
+        return out if dtype is None else out.astype(dtype)
 
 
 class RowView:

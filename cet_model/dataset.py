@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from .atomic import temporary_name, writing
-from .comments import RowView
+from .comments import NpyRows, RowView
 
 SPLITS = ("train", "val", "test")
 REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
@@ -34,7 +34,7 @@ REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censo
 @dataclass
 class Split:
     """One split as arrays: X (n, d), T, S, C, T_true (n, M), ids; sequences (n, L, D) or None
-    (from ``load_dataset``: a ``RowView`` of the memory-mapped file, read only when used)."""
+    (from ``load_dataset``: a ``RowView`` of the file's rows, read only when used)."""
     ids: np.ndarray
     X: np.ndarray
     T: np.ndarray
@@ -110,17 +110,18 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
 def save_rows(path, array, rows_per_write: int = 4096) -> None:
     """Write ``array`` as ``.npy`` (the bytes of ``np.save``). An ndarray is saved as is; any other
     array-like with ``shape`` and ``dtype`` (a ``RowView``: e.g. the rows of a larger array in
-    another order) is copied ``rows_per_write`` rows at a time, never materialised whole."""
+    another order) is written ``rows_per_write`` rows at a time with plain writes, never
+    materialised whole (and not through a memory map, whose dirty pages would count as the
+    writer's memory)."""
     if isinstance(array, np.ndarray):
         np.save(path, array, allow_pickle=False)
         return
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=tuple(array.shape))
-    try:
-        for lo in range(0, out.shape[0], rows_per_write):
-            out[lo:lo + rows_per_write] = array[slice(lo, lo + rows_per_write)]
-        out.flush()
-    finally:
-        del out
+    dtype, shape = np.dtype(array.dtype), tuple(int(n) for n in array.shape)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        for lo in range(0, shape[0], rows_per_write):
+            f.write(np.ascontiguousarray(array[slice(lo, lo + rows_per_write)], dtype=dtype).tobytes())
 
 
 def _replace_dir(src: Path, dst: Path) -> None:
@@ -204,17 +205,6 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
         raise ValueError(f"{path}: column {name!r} row {row} is {float(vals[row])!r}; values must be {need}")
 
 
-def load_array(path, mmap: bool = False) -> np.ndarray:
-    """A numeric ``.npy`` array, never unpickled; a bad file raises ValueError naming it."""
-    try:
-        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{path}: not a numeric .npy array ({exc})") from None
-    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-        raise ValueError(f"{path}: dtype {arr.dtype}, expected numbers")
-    return arr
-
-
 def load_dataset(path) -> Dataset:
     """Read a dataset folder, check it against the contract, and split it into arrays."""
     path = Path(path)
@@ -229,7 +219,7 @@ def load_dataset(path) -> Dataset:
     events = pl.read_parquet(path / "events.parquet")
     seq = None
     if (path / "sequences.npy").is_file():
-        seq = load_array(path / "sequences.npy", mmap=True)
+        seq = NpyRows(path / "sequences.npy")  # rows are read when a batch needs them
     check_frames(features, events, manifest, where=str(path), sequences=seq)
     feats, names = list(manifest["feature_names"]), list(manifest["event_names"])
     ds = Dataset(path=path, manifest=manifest, feature_names=feats, event_names=names)

@@ -103,3 +103,37 @@ def test_a_row_view_is_written_block_by_block_with_np_save_bytes(tmp_path):
     np.save(tmp_path / "whole.npy", seq[order])
     save_rows(tmp_path / "blocks.npy", RowView(seq, order), rows_per_write=7)
     assert (tmp_path / "blocks.npy").read_bytes() == (tmp_path / "whole.npy").read_bytes()
+
+
+def test_npy_rows_reads_any_rows_like_np_load(tmp_path):
+    from cet_model.comments import NpyRows
+
+    arr = np.random.default_rng(2).standard_normal((300, 5, 3)).astype(np.float16)
+    np.save(tmp_path / "a.npy", arr)
+    rows = NpyRows(tmp_path / "a.npy")
+    assert rows.shape == arr.shape and rows.dtype == np.float16 and len(rows) == 300
+    for index in (np.array([5, 6, 7, 2, 299, 0, 6]), np.arange(300)[::-1], slice(10, 50), slice(0, 300, 7),
+                  np.zeros(300, bool), np.array([], dtype=np.int64), np.array([-1])):
+        np.testing.assert_array_equal(rows[index], arr[index])
+    np.testing.assert_array_equal(np.asarray(rows), arr)
+    with pytest.raises(IndexError, match="out of range"):
+        rows[np.array([300])]
+
+
+def test_npy_rows_refuses_bad_files_naming_them(tmp_path):
+    from cet_model.comments import NpyRows
+
+    (tmp_path / "text.npy").write_text("not an array")
+    with pytest.raises(ValueError, match=r"text.npy: not a readable .npy array"):
+        NpyRows(tmp_path / "text.npy")
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match=r"objects.npy: dtype object, expected numbers"):
+        NpyRows(tmp_path / "objects.npy")
+    np.save(tmp_path / "fortran.npy", np.asfortranarray(np.ones((4, 3))))
+    with pytest.raises(ValueError, match=r"fortran.npy: expected a C-ordered array"):
+        NpyRows(tmp_path / "fortran.npy")
+    np.save(tmp_path / "cut.npy", np.ones((100, 8)))
+    data = (tmp_path / "cut.npy").read_bytes()
+    (tmp_path / "cut.npy").write_bytes(data[:-16])
+    with pytest.raises(ValueError, match=r"cut.npy: truncated"):
+        NpyRows(tmp_path / "cut.npy")

@@ -16,8 +16,7 @@ import numpy as np
 import polars as pl
 
 from cet_model.atomic import temporary_name, writing
-from cet_model.comments import CommentInputs
-from cet_model.dataset import load_array
+from cet_model.comments import CommentInputs, NpyRows
 from cet_model.models import load_model
 from flows.lib.infra import registry
 from flows.lib.reddit.cohort import key_digest
@@ -89,7 +88,7 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
         if sequences is None:
             raise ValueError(f"{version_dir}: this model reads comment sequences; pass the sequences .npy "
                              f"({data['sequences']['length']} x {data['sequences']['dim']} per row)")
-        seq = load_array(sequences, mmap=True)  # read by rows while scoring, never whole
+        seq = NpyRows(sequences)  # read by rows while scoring, never whole
         want = (len(ids), data["sequences"]["length"], data["sequences"]["dim"])
         if seq.shape != want:
             raise ValueError(f"{sequences}: shape {seq.shape}, expected {want} (rows of {features})")
