@@ -2,8 +2,8 @@
 
 - ``threads`` (default): Prefect's ThreadPoolTaskRunner with a bounded pool: every flow here
   declares ``task_runner=thread_runner()``. Prefect's own default pool is unbounded
-  (``sys.maxsize`` threads), so a mapped task ran every item at once: the Reddit build at 50,000
-  users started all 61 comment scans together and was killed under a 4 GiB cap. The bound is
+  (``sys.maxsize`` threads), so a mapped task ran every item at once: the Reddit build at 62,000
+  generated users ran its 35 comment scans together and was killed under a 4 GiB cap. The bound is
   ``PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS`` when set, else the cores this process may use
   (at least 2); the scans, staging and training are CPU-bound, so more threads gain nothing.
 - ``dask``: a temporary Dask LocalCluster bound to 127.0.0.1 with the dashboard off
