@@ -9,8 +9,8 @@ CETModel, ETModel or BCModel.
 
 At the paper's size the flat matrix does not fit in memory (492,059 users x 20 x 384 float32
 is 15 GB). ``CommentInputs`` is the same matrix, lazily: the aux features in memory and the
-embeddings read by rows from wherever they are (a memory-mapped ``sequences.npy``, float32 or
-float16), flattened one batch or chunk at a time. The models accept it wherever they accept X
+embeddings read by rows from wherever they are (``NpyRows``: ``sequences.npy`` read with
+``pread``, float32 or float16), flattened one batch or chunk at a time. The models accept it wherever they accept X
 and then never hold more than a batch (training) or a chunk (evaluation, prediction) of it.
 """
 
@@ -42,19 +42,17 @@ def check_spec(spec: dict | None, n_features: int | None = None) -> dict | None:
 
 
 def flatten_inputs(aux: np.ndarray, sequences: np.ndarray) -> np.ndarray:
-    """(n, a) aux features and (n, L, D) comment embeddings -> (n, a + L * D) float32."""
-    aux = np.asarray(aux, dtype=np.float32)
-    seq = np.asarray(sequences, dtype=np.float32)
-    if seq.ndim != 3 or seq.shape[0] != aux.shape[0]:
-        raise ValueError(f"sequences must be (n, L, D) with n = {aux.shape[0]}, got {seq.shape}")
-    return np.concatenate([aux, seq.reshape(len(seq), -1)], axis=1)
+    """(n, a) aux features and (n, L, D) comment embeddings -> (n, a + L * D) float32, in memory
+    (``CommentInputs`` reads the same matrix by rows instead)."""
+    return CommentInputs(aux, sequences).rows(slice(None))
 
 
 class NpyRows:
     """The rows of a ``.npy`` file, read with ``os.pread`` when asked for: never loaded whole and
     never memory-mapped, so a process's memory (RSS, which counts mapped file pages) holds only
     the rows in use. ``rows[index]`` (an integer array or a slice) reads runs of consecutive rows
-    in one call each; ``np.asarray(rows)`` reads everything. Thread-safe (no shared offset).
+    in one call each; ``np.asarray(rows)`` reads everything. The file is opened for each read
+    (no descriptor is held, so copies and threads are safe).
 
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "a.npy")
@@ -84,12 +82,6 @@ class NpyRows:
         if size < self.offset + self.row_bytes * self.shape[0]:
             raise ValueError(f"{self.path}: truncated: {size} bytes, the header promises "
                              f"{self.offset + self.row_bytes * self.shape[0]}")
-        self._fd = os.open(self.path, os.O_RDONLY)
-
-    def __del__(self):
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            os.close(fd)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -111,17 +103,21 @@ class NpyRows:
         order = np.argsort(index, kind="stable")
         srt = index[order]
         breaks = np.flatnonzero(np.diff(srt) != 1) + 1  # runs of consecutive rows: one read each
-        for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, srt.size], strict=True):
-            if hi > lo:
-                out[order[lo:hi]] = self._read(int(srt[lo]), int(srt[hi - 1] - srt[lo] + 1))
+        with open(self.path, "rb") as f:
+            for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, srt.size], strict=True):
+                if hi > lo:
+                    out[order[lo:hi]] = self._read(int(srt[lo]), int(srt[hi - 1] - srt[lo] + 1), f.fileno())
         return out
 
-    def _read(self, start: int, count: int) -> np.ndarray:
+    def _read(self, start: int, count: int, fd: int | None = None) -> np.ndarray:
+        if fd is None:
+            with open(self.path, "rb") as f:
+                return self._read(start, count, f.fileno())
         want = count * self.row_bytes
         buf = bytearray(want)
         view, got = memoryview(buf), 0
         while got < want:
-            n = os.preadv(self._fd, [view[got:]], self.offset + start * self.row_bytes + got)
+            n = os.preadv(fd, [view[got:]], self.offset + start * self.row_bytes + got)
             if n == 0:
                 raise ValueError(f"{self.path}: truncated while reading rows {start}..{start + count - 1}")
             got += n
@@ -133,7 +129,7 @@ class NpyRows:
 
 
 class RowView:
-    """Rows ``rows`` of an array-like ``base`` (e.g. a memory map), not copied: ``view[i]`` reads
+    """Rows ``rows`` of an array-like ``base`` (e.g. an ``NpyRows``), not copied: ``view[i]`` reads
     ``base[rows[i]]``; ``np.asarray(view)`` materialises it."""
 
     def __init__(self, base, rows):
@@ -156,8 +152,8 @@ class CommentInputs:
     """The model input ``[aux | sequences flattened]``, (n, a + L * D), read by rows on demand.
 
     ``aux``: (n, a) features, held in memory. ``sequences``: (n, L, D) comment embeddings, any
-    array-like indexable by an integer row array: an ndarray, a ``np.load(..., mmap_mode="r")``
-    memory map (float16 on disk is fine: rows are cast to float32) or a ``RowView`` of one.
+    array-like indexable by an integer row array: an ndarray, an ``NpyRows`` (float16 on disk is
+    fine: rows are cast to float32) or a ``RowView`` of one.
     ``rows(index)`` returns those rows as a float32 (k, a + L * D) array; nothing else is read.
 
         >>> aux = np.zeros((3, 2)); seq = np.ones((3, 4, 5), dtype=np.float16)

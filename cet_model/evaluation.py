@@ -96,7 +96,7 @@ def check_presets(names) -> tuple[str, ...]:
 def model_inputs(split: Split) -> np.ndarray | CommentInputs:
     """The model input of a split, (n, d): X, or [X | comment embeddings flattened] when the
     dataset has ``sequences.npy`` (n, L, D) -> (n, d + L * D), as a ``CommentInputs`` that
-    reads the (memory-mapped) embeddings one batch at a time."""
+    reads the embeddings from disk one batch at a time."""
     return split.X if split.sequences is None else CommentInputs(split.X, split.sequences)
 
 

@@ -183,7 +183,7 @@ class _Base(BaseEstimator):
 
         X may be an array or a pandas / polars data frame (its column names are kept in
         ``feature_names_in_`` and checked at prediction), or a ``CommentInputs`` (aux features
-        and memory-mapped comment embeddings), read one batch at a time. ``mask`` (n x M, optional): 0 drops
+        and comment embeddings read from disk by rows), read one batch at a time. ``mask`` (n x M, optional): 0 drops
         that cell from the likelihood. Early stopping monitors the validation loss when
         validation data are given (else the training loss); the best weights are restored.
         ``on_epoch(epoch, history)`` is called after every epoch (progress reporting,
