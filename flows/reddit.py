@@ -40,9 +40,10 @@ def _key(work: str) -> bytes:
 
 
 @task(name="generate-reddit-standin")
-def generate_standin(dest: str, n_users: int, seed: int, start: str, comment_end: str, submission_end: str) -> str:
+def generate_standin(dest: str, n_users: int, seed: int, start: str, comment_end: str, submission_end: str,
+                     text: str = "phrases") -> str:
     months = reddit_standin.Months(start, comment_end, submission_end)
-    return str(reddit_standin.ensure(Path(dest), n_users, seed, months))
+    return str(reddit_standin.ensure(Path(dest), n_users, seed, months, text))
 
 
 @task(name="download-reddit-dump", retries=2, retry_delay_seconds=[5, 30])
@@ -111,6 +112,7 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
     work = Path(work_dir_for(out, request.work_dir))
     dumps = request.dumps or s.reddit_dumps
     standin_users, standin_seed = request.standin_users or s.reddit_standin_users, request.standin_seed
+    standin_text = request.standin_text or s.reddit_standin_text
     start, comment_end, submission_end = request.start, request.comment_end, request.submission_end
     max_error_rate = request.max_error_rate
     embedding_cache = request.embedding_cache or (str(s.embedding_cache) if s.embedding_cache else None)
@@ -124,6 +126,9 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
         remote = isinstance(dumps, str) and dumps.startswith(("http://", "https://"))
         source = {"dumps_url": dumps} if remote else {} if dumps else {"standin_users": standin_users,
                                                                         "standin_seed": standin_seed}
+        text_suffix = "" if standin_text == "phrases" else f"-{standin_text}"
+        if not dumps and text_suffix:  # only a non-default text enters the key: earlier builds stay current
+            source["standin_text"] = standin_text
         roots = {} if remote or not dumps else {f"dumps_{i}": str(r) for i, r in enumerate(reddit_build.dump_roots(dumps))}
         key, current = check_cache("build-reddit-features", out, roots,
                                    params.key_params() | {"key_id": key_id} | source,
@@ -132,8 +137,9 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
             return out
         if dumps is None:
             months = reddit_standin.Months()
-            dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}"), standin_users,
-                                     standin_seed, start or months.start, comment_end, submission_end)
+            dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}{text_suffix}"),
+                                     standin_users, standin_seed, start or months.start, comment_end, submission_end,
+                                     standin_text)
         elif remote:
             wanted = reddit_download.plan(dumps, start, comment_end, submission_end)
             local = work / "dumps"
@@ -168,6 +174,8 @@ def main(argv=None) -> int:
     b.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s, the paper's)")
     b.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
     b.add_argument("--standin-users", type=int, help=f"default: $CET_REDDIT_STANDIN_USERS or {DEFAULT_USERS}")
+    b.add_argument("--standin-text", choices=["phrases", "realistic"],
+                   help="stand-in comment text (default: $CET_REDDIT_STANDIN_TEXT or phrases)")
     b.add_argument("--model", help=f"sentence-transformers model name or folder (default: $CET_EMBEDDING_MODEL "
                                    f"or {DEFAULT_MODEL})")
     b.add_argument("--device", help="auto, cpu or cuda (default: $CET_DEVICE or auto)")
@@ -180,6 +188,9 @@ def main(argv=None) -> int:
     g.add_argument("--start", default="2015-01", help="first month written, YYYY-MM (default %(default)s)")
     g.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s)")
     g.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
+    g.add_argument("--text", choices=["phrases", "realistic"], default="phrases",
+                   help="comment text: short topical phrases (default) or real length with a long tail and "
+                        "almost no repeats")
     g.add_argument("--malformed-rate", type=float, default=0.0, help="share of broken lines to inject (tests)")
     g.add_argument("--force", action="store_true", help="replace an existing, non-empty --out")
     args = ap.parse_args(argv)
@@ -188,7 +199,8 @@ def main(argv=None) -> int:
         try:
             path = reddit_standin.generate(args.out, n_users=args.users, seed=args.seed,
                                            months=reddit_standin.Months(args.start, args.comment_end, args.submission_end),
-                                           malformed_rate=args.malformed_rate, overwrite=args.force)
+                                           malformed_rate=args.malformed_rate, overwrite=args.force,
+                                           text=args.text)
         except (ValueError, FileExistsError) as exc:
             ap.error(str(exc))
         print(path)
@@ -197,7 +209,8 @@ def main(argv=None) -> int:
         dumps = args.dumps[0] if args.dumps and len(args.dumps) == 1 else args.dumps
         params = RedditBuildParams(out=args.out, dumps=dumps, work_dir=args.work_dir, start=args.start,
                                    comment_end=args.comment_end, submission_end=args.submission_end,
-                                   standin_users=args.standin_users, model=args.model, device=args.device,
+                                   standin_users=args.standin_users, standin_text=args.standin_text,
+                                   model=args.model, device=args.device,
                                    split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))

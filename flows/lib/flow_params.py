@@ -100,6 +100,9 @@ class RedditBuildParams(FlowParams):
     submission_end: str = Field("2020-01", pattern=MONTH, description="last submission month (the paper's)")
     standin_users: int | None = Field(None, ge=10, description="stand-in users (default: $CET_REDDIT_STANDIN_USERS)")
     standin_seed: int = Field(0, ge=0)
+    standin_text: Literal["phrases", "realistic"] | None = Field(
+        None, description="stand-in comment text: short topical phrases, or real length and almost no repeats "
+                          "(default: $CET_REDDIT_STANDIN_TEXT)")
     model: str | None = Field(None, description="sentence-transformers model name or folder "
                                                 "(default: $CET_EMBEDDING_MODEL)")
     device: str | None = Field(None, description="auto, cpu or cuda (default: $CET_DEVICE)")

@@ -45,8 +45,10 @@ from flows.lib.standin.reddit_text import (
     GENERAL_PHRASES,
     GENERAL_SUBREDDITS,
     NOUNS,
+    TEXT_STYLES,
     TOPIC_PHRASES,
     TOPIC_SUBREDDITS,
+    realistic_texts,
 )
 
 log = logging.getLogger("flows.reddit.standin")
@@ -222,24 +224,34 @@ class _ZstWriter:
         os.replace(self.tmp, self.path)
 
 
-def ensure(out_dir, n_users: int, seed: int, months: Months) -> Path:
+def ensure(out_dir, n_users: int, seed: int, months: Months, text: str = "phrases") -> Path:
     """The stand-in at ``out_dir``, generated only if it is not there with these parameters."""
     out = Path(out_dir)
     try:
         m = json.loads((out / "standin.json").read_text())
     except (OSError, json.JSONDecodeError):
         m = {}
-    if (m.get("version"), m.get("n_users"), m.get("seed"), m.get("months")) == (
-            GENERATOR_VERSION, n_users, seed, months.__dict__):
+    if (m.get("version"), m.get("n_users"), m.get("seed"), m.get("months"), m.get("text", "phrases")) == (
+            GENERATOR_VERSION, n_users, seed, months.__dict__, text):
         log.info("Reddit stand-in reused at %s", out)
         return out
-    return generate(out, n_users=n_users, seed=seed, months=months, progress=False, overwrite=True)
+    return generate(out, n_users=n_users, seed=seed, months=months, progress=False, overwrite=True, text=text)
 
 
 def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None = None,
-             malformed_rate: float = 0.0, progress: bool = True, overwrite: bool = False) -> Path:
-    """Write RC_/RS_ monthly dumps plus ``sha256sums.txt``, ``standin.json`` and the truth."""
+             malformed_rate: float = 0.0, progress: bool = True, overwrite: bool = False,
+             text: str = "phrases") -> Path:
+    """Write RC_/RS_ monthly dumps plus ``sha256sums.txt``, ``standin.json`` and the truth.
+
+    ``text``: the cohort's comment bodies. ``"phrases"`` (default): two or three topical
+    phrases, short and often repeated (cheap to embed; what the main job and the tests use).
+    ``"realistic"``: real comment length with a long tail and almost no repeats
+    (``reddit_text.realistic_texts``), for measuring the embedding stage as it would run on
+    the real archive; it costs several times more to embed.
+    """
     months = months or Months()
+    if text not in TEXT_STYLES:
+        raise ValueError(f"text must be one of {list(TEXT_STYLES)}, got {text!r}")
     if n_users < 1:
         raise ValueError(f"n_users must be >= 1, got {n_users}")
     if not months.start <= months.comment_end <= months.submission_end:
@@ -300,7 +312,7 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
                 for lo in range(0, who.size, ROWS_PER_BLOCK):
                     blk = slice(lo, lo + ROWS_PER_BLOCK)
                     topic = _topics(users.interest[who[blk]], rng)
-                    bodies = _texts(topic, rng)
+                    bodies = _texts(topic, rng) if text == "phrases" else realistic_texts(topic, rng)
                     rows = []
                     for i, (u, t) in enumerate(zip(who[blk].tolist(), ts[blk].tolist(), strict=True)):
                         tp = topic[i]
@@ -373,7 +385,7 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
         files = sorted(p.name for p in tmp.glob("R[CS]_*.zst"))
         sums = {f: sha256_file(tmp / f) for f in files}
         (tmp / "sha256sums.txt").write_text("".join(f"{sums[f]}  {f}\n" for f in files))
-        manifest = {"generator": "flows.lib.standin.reddit", "version": GENERATOR_VERSION, "n_users": n_users,
+        manifest = {"generator": "flows.lib.standin.reddit", "version": GENERATOR_VERSION, "n_users": n_users, "text": text,
                     "seed": seed, "months": months.__dict__, "files": len(files), "lines": stats,
                     "cohort_users": int(in_cohort.sum()),
                     "prevalence_in_cohort": {s: round(float((first_sub[in_cohort, k] > 0).mean()), 4) if in_cohort.any() else None
