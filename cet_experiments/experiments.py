@@ -178,8 +178,22 @@ def main(argv=None) -> int:
     summ.add_argument("--results", type=Path, default=Path("docs/results"), help="report folders (default: %(default)s)")
     summ.add_argument("--doc", type=Path, default=Path("docs/results.md"),
                       help="the markdown file holding the block (default: %(default)s)")
+    mrg = sub.add_parser("merge", help="merge reports run on disjoint seeds into one (see cet_experiments.merge)")
+    mrg.add_argument("parts", type=Path, nargs="+", help="report folders, each with a metrics.json")
+    mrg.add_argument("--out", type=Path, required=True, help="folder for the merged metrics.json and table.md")
+    mrg.add_argument("--title", default=None, help="table title (default: the first part's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.command == "merge":
+        from .merge import merge_folders
+
+        try:
+            merged = merge_folders(args.parts, args.out, args.title)
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
+        runs = ", ".join(f"{m} {n}" for m, n in merged["config"]["model_runs"].items())
+        print(f"{args.out}: merged {len(args.parts)} reports ({runs} runs)")
+        return 0
     if args.command == "summary":
         from .summary import update_results_block
 

@@ -40,7 +40,7 @@ def section(name: str, heading: str, command: str | None, note: str, folder: Pat
     if result.get("command"):
         command = result["command"]
         renamed = command.startswith(FORMER_CLI)
-        command = command.replace(FORMER_CLI, "python -m cet_experiments", 1)
+        command = command.replace(FORMER_CLI, "python -m cet_experiments")
         parts.append(f"As run: `{command}`" + (" (then under the harness's former name, "
                                                "`python -m cet_model.experiments`)." if renamed else "."))
     if search:

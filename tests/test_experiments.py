@@ -160,3 +160,26 @@ def test_committed_results_page_shows_the_committed_results():
     root = Path(__file__).resolve().parents[1]
     text = (root / "docs" / "results.md").read_text()
     assert summary.block(root / "docs" / "results") in text
+
+
+def test_merge_of_disjoint_seeds_equals_one_run(tmp_path, tiny_dataset, capsys):
+    common = ["dataset", "--data", str(tiny_dataset.path), "--models", "CET,BC", "--hidden", "4",
+              "--max-epochs", "2", "--patience", "2", "--threads", "1"]
+    assert experiments.main([*common, "--runs", "3", "--out", str(tmp_path / "whole")]) == 0
+    assert experiments.main([*common, "--runs", "2", "--first-seed", "1", "--out", str(tmp_path / "b")]) == 0
+    assert experiments.main([*common, "--runs", "1", "--out", str(tmp_path / "a")]) == 0
+    # parts given out of seed order: runs are ordered by seed
+    assert experiments.main(["merge", str(tmp_path / "b"), str(tmp_path / "a"), "--out", str(tmp_path / "m")]) == 0
+    whole = json.loads((tmp_path / "whole" / "metrics.json").read_text())
+    merged = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    for name in ("CET", "BC"):
+        assert merged["models"][name]["tasks"] == whole["models"][name]["tasks"]
+        assert merged["config"]["seeds"][name] == [0, 1, 2]
+    assert merged["figures"]["calibration"] == whole["figures"]["calibration"]  # from seed 0, as in one run
+    strip = [line for line in (tmp_path / "whole" / "table.md").read_text().splitlines() if line.startswith("|")]
+    assert [line for line in (tmp_path / "m" / "table.md").read_text().splitlines() if line.startswith("|")] == strip
+    assert "merged 2 reports (CET 3, BC 3 runs)" in capsys.readouterr().out
+    # a seed twice is refused, naming both folders, and nothing is written
+    with pytest.raises(SystemExit, match=r"CET seed 1 is in both .*whole.* and .*b"):
+        experiments.main(["merge", str(tmp_path / "whole"), str(tmp_path / "b"), "--out", str(tmp_path / "bad")])
+    assert not (tmp_path / "bad").exists()

@@ -1,0 +1,123 @@
+"""Merge experiment reports run on separate seeds into one, as if one command had run them all.
+
+    python -m cet_experiments dataset --data D --runs 5 --out parts/a
+    python -m cet_experiments dataset --data D --runs 5 --first-seed 5 --out parts/b   # elsewhere, or beside
+    python -m cet_experiments merge parts/a parts/b --out results/D
+
+Every part must come from the same dataset (path and split sizes), the same hidden sizes, epoch
+cap and patience, and the same settings for each model they share; each model's seeds must not
+overlap between parts. Runs are ordered by seed, so merging seeds 0-4 and 5-9 gives the lists a
+single ``--runs 10`` run would have written (fits are seeded, so the figures match too). The
+calibration curves are the ones of each model's lowest seed; the synthetic occurrence maps are not
+stored in ``metrics.json`` and are not redrawn.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+_SHARED_CONFIG = ("hidden_sizes", "max_epochs", "patience")
+
+
+def seeds_of(result: dict, model: str) -> list[int]:
+    """The seeds a report ran ``model`` with (``config.seeds`` if merged, else first_seed onward).
+
+    >>> seeds_of({"config": {"first_seed": 3, "model_runs": {"CET": 2}}}, "CET")
+    [3, 4]
+    """
+    config = result["config"]
+    if "seeds" in config:
+        return list(config["seeds"][model])
+    return list(range(config["first_seed"], config["first_seed"] + config["model_runs"][model]))
+
+
+def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
+    """One result from several ``metrics.json`` dicts run on disjoint seeds.
+
+    ``names`` label the parts in errors (default "part 1", ...). Raises ``ValueError`` naming the
+    parts and the field when they do not describe the same experiment, or a seed twice.
+    """
+    if not parts:
+        raise ValueError("merge: no parts given")
+    names = names or [f"part {i + 1}" for i in range(len(parts))]
+    if len(names) != len(parts):
+        raise ValueError(f"merge: {len(parts)} parts but {len(names)} names")
+    first, first_name = parts[0], names[0]
+    for part, name in zip(parts[1:], names[1:], strict=True):
+        for key in ("path", "split_sizes"):
+            if part["dataset"].get(key) != first["dataset"].get(key):
+                raise ValueError(f"merge: {name} and {first_name} differ in dataset {key}: "
+                                 f"{part['dataset'].get(key)!r} vs {first['dataset'].get(key)!r}")
+        for key in _SHARED_CONFIG:
+            if part["config"].get(key) != first["config"].get(key):
+                raise ValueError(f"merge: {name} and {first_name} differ in config {key}: "
+                                 f"{part['config'].get(key)!r} vs {first['config'].get(key)!r}")
+    settings: dict[str, tuple[dict, str]] = {}
+    runs: dict[str, list[tuple[int, int, int]]] = {}  # model -> (seed, part index, row in that part)
+    for i, (part, name) in enumerate(zip(parts, names, strict=True)):
+        for model in part["models"]:
+            setting = part["config"]["models"][model]
+            if model in settings and settings[model][0] != setting:
+                raise ValueError(f"merge: {name} and {settings[model][1]} train {model} with different settings: "
+                                 f"{setting!r} vs {settings[model][0]!r}")
+            settings.setdefault(model, (setting, name))
+            seeds = seeds_of(part, model)
+            if len(seeds) != len(part["models"][model]["seconds"]):
+                raise ValueError(f"merge: {name}: {model} has {len(part['models'][model]['seconds'])} runs but "
+                                 f"its config says seeds {seeds}")
+            for row, seed in enumerate(seeds):
+                clash = [names[j] for s, j, _ in runs.get(model, []) if s == seed]
+                if clash:
+                    raise ValueError(f"merge: {model} seed {seed} is in both {clash[0]} and {name}")
+                runs.setdefault(model, []).append((seed, i, row))
+    models: dict[str, dict] = {}
+    calibration = {e: {} for e in first["models"][next(iter(first["models"]))]["tasks"]}
+    for model, entries in runs.items():
+        entries.sort()
+        out = {"tasks": {}, "seconds": [], "epochs": []}
+        for _, i, row in entries:
+            src = parts[i]["models"][model]
+            out["seconds"].append(src["seconds"][row])
+            if "epochs" in src:
+                out["epochs"].append(src["epochs"][row])
+            for task, metrics in src["tasks"].items():
+                dst = out["tasks"].setdefault(task, {})
+                for metric, values in metrics.items():
+                    dst.setdefault(metric, []).append(values[row])
+        models[model] = out
+        lowest = parts[entries[0][1]]
+        for task, curves in ((lowest.get("figures") or {}).get("calibration") or {}).items():
+            if model in curves:
+                calibration.setdefault(task, {})[model] = curves[model]
+    model_runs = {m: len(e) for m, e in runs.items()}
+    seeds = {m: [s for s, _, _ in e] for m, e in runs.items()}
+    config = {"runs": max(model_runs.values()), "model_runs": model_runs,
+              "first_seed": min(min(s) for s in seeds.values()), "seeds": seeds}
+    config |= {k: first["config"].get(k) for k in _SHARED_CONFIG}
+    config["models"] = {m: s for m, (s, _) in settings.items()}
+    commands = [p.get("command") for p in parts if p.get("command")]
+    return {"models": models, "figures": {"calibration": calibration}, "config": config,
+            "dataset": first["dataset"], "machine": first.get("machine"),
+            "parts": [{"name": n, "command": p.get("command"), "machine": p.get("machine"),
+                       "seeds": {m: seeds_of(p, m) for m in p["models"]}} for p, n in zip(parts, names, strict=True)],
+            "command": " + ".join(commands)}
+
+
+def merge_folders(folders: list[Path], out: Path, title: str | None = None) -> dict:
+    """Read each folder's ``metrics.json``, merge, and write the report to ``out`` (atomically)."""
+    from .experiments import write_report
+
+    parts = []
+    for folder in folders:
+        path = Path(folder) / "metrics.json"
+        if not path.is_file():
+            raise ValueError(f"merge: {path} not found (a folder written by python -m cet_experiments)")
+        parts.append(json.loads(path.read_text()))
+    if title is None:
+        table = Path(folders[0]) / "table.md"
+        head = table.read_text().splitlines()[0] if table.is_file() else ""
+        title = head[2:] if head.startswith("# ") else f"Dataset {Path(parts[0]['dataset']['path']).name}"
+    result = merge_results(parts, [str(f) for f in folders])
+    write_report(result, Path(out), title)
+    return result
