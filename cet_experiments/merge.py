@@ -119,5 +119,7 @@ def merge_folders(folders: list[Path], out: Path, title: str | None = None) -> d
         head = table.read_text().splitlines()[0] if table.is_file() else ""
         title = head[2:] if head.startswith("# ") else f"Dataset {Path(parts[0]['dataset']['path']).name}"
     result = merge_results(parts, [str(f) for f in folders])
+    result["command"] += (" + python -m cet_experiments merge " + " ".join(str(f) for f in folders)
+                          + f" --out {out}")
     write_report(result, Path(out), title)
     return result
