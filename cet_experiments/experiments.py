@@ -13,7 +13,6 @@ with :func:`cet_model.evaluation.evaluate` -- the same calls the production flow
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -22,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cet_model.atomic import write_text
 from cet_model.dataset import Dataset, load_dataset
 from cet_model.evaluation import (
     DEFAULT_PRESETS,
@@ -38,6 +36,7 @@ from cet_model.evaluation import (
 from cet_model.metrics import calibration_curve, expected_calibration_error
 
 from . import figures, synthetic
+from .report import write_figures, write_report  # noqa: F401  (re-exported)
 from .search import overrides_from, random_search
 from .tables import table_markdown
 
@@ -108,27 +107,6 @@ def _figure_data(result: dict, name: str, model, ds, x_te) -> None:
         m = maps.setdefault(e, {"a": a.tolist(), "b": b.tolist(), "models": {},
                                 "points": (te.X[rows, fi].tolist(), te.X[rows, fj].tolist(), te.C[rows, j].tolist())})
         m["models"][name] = figures.map_scores(name, model, grid, j).tolist()
-
-
-def write_figures(result: dict, out: Path) -> list[Path]:
-    """fig2 (and fig3, and fig1 on the synthetic data) as PNGs in ``out``."""
-    fig = result.get("figures") or {}
-    paths = [figures.figure2(result, out / "fig2_auc_mrae.png")]
-    if any(fig.get("calibration", {}).values()):
-        paths.append(figures.figure3({k: v for k, v in fig["calibration"].items() if v}, out / "fig3_calibration.png"))
-    if fig.get("maps"):
-        paths.append(figures.figure1(fig["maps"], out / "fig1_occurrence_maps.png"))
-    return paths
-
-
-def write_report(result: dict, out: Path, title: str) -> None:
-    """Write metrics.json, table.md and the figures atomically (temporary names, then rename).
-    The occurrence-map grids are drawn, not stored in metrics.json."""
-    out.mkdir(parents=True, exist_ok=True)
-    write_figures(result, out)
-    stored = dict(result, figures={"calibration": (result.get("figures") or {}).get("calibration")})
-    write_text(out / "metrics.json", json.dumps(stored, indent=2))
-    write_text(out / "table.md", table_markdown(result, title))
 
 
 def parse_model_runs(text: str, models) -> dict:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .report import write_report
+
 _SHARED_CONFIG = ("hidden_sizes", "max_epochs", "patience")
 
 
@@ -106,8 +108,6 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
 
 def merge_folders(folders: list[Path], out: Path, title: str | None = None) -> dict:
     """Read each folder's ``metrics.json``, merge, and write the report to ``out`` (atomically)."""
-    from .experiments import write_report
-
     parts = []
     for folder in folders:
         path = Path(folder) / "metrics.json"
