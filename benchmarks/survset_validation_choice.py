@@ -1,0 +1,94 @@
+"""Would a validation choice between the linear CET and the default network help on small data?
+
+    python benchmarks/survset_validation_choice.py [--datasets veteran,pbc,whas500,GBSG2,actg,rott2]
+
+On the SurvSet data sets of ``bench_survset.py`` (same loading, split and scoring), fit the
+default ``CETModel()`` and the linear one (``hidden_sizes=()``), both with early stopping on the
+validation split, and report each one's validation log-likelihood (``score``, the objective per
+row; higher is better) next to its test Harrell's C and the LogNormalAFT's. The rule under test
+is the one a user could apply without the test split: keep whichever model has the higher
+validation log-likelihood. Writes ``benchmarks/results/survset_validation_choice.json`` and
+prints a markdown table; it answers why that rule is not the product default (docs/results.md,
+"Real data").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_survset as bench  # noqa: E402
+
+from cet_model import CETModel  # noqa: E402
+from cet_model.atomic import write_text  # noqa: E402
+from cet_model.evaluation import machine  # noqa: E402
+
+SMALL = ("veteran", "pbc", "whas500", "GBSG2", "actg", "rott2")
+
+
+def run(name: str) -> dict:
+    parts, names, facts = bench.load(name)
+    (X, t, s), (Xv, tv, sv) = parts["train"], parts["val"]
+    row = {"dataset": name, "train_rows": facts["split_sizes"]["train"], "val_rows": facts["split_sizes"]["val"]}
+    for label, kw in (("network", {}), ("linear", {"hidden_sizes": ()})):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = CETModel(device="cpu", **kw).fit(X, t[:, None], s[:, None], Xv, tv[:, None], sv[:, None])
+        scored = bench.score(label, lambda x, g, m=model: m.predict_survival(x, g)[:, :, 0], parts,
+                             time.perf_counter() - t0)
+        row[label] = {"val_loglik": float(model.score(Xv, tv[:, None], sv[:, None])),
+                      "test_harrell_c": float(scored["harrell_c"])}
+    surv, secs = bench.fit_lifelines(parts, "aft", names)
+    aft = bench.score("LogNormalAFT", surv, parts, secs)
+    row["aft_test_harrell_c"] = float(aft["harrell_c"])
+    row["validation_picks"] = max(("network", "linear"), key=lambda k: row[k]["val_loglik"])
+    row["picked_minus_aft_c"] = row[row["validation_picks"]]["test_harrell_c"] - row["aft_test_harrell_c"]
+    row["default_minus_aft_c"] = row["network"]["test_harrell_c"] - row["aft_test_harrell_c"]
+    print(f"{name:<8} val loglik network {row['network']['val_loglik']:.4f} linear {row['linear']['val_loglik']:.4f} "
+          f"-> {row['validation_picks']}; test C network {row['network']['test_harrell_c']:.3f} linear "
+          f"{row['linear']['test_harrell_c']:.3f} AFT {row['aft_test_harrell_c']:.3f}", flush=True)
+    return row
+
+
+def markdown(rows: list[dict], mach: dict) -> str:
+    lines = ["| data set | train / val rows | val log-lik network | val log-lik linear | validation picks | "
+             "test C network − AFT | test C linear − AFT | picked − AFT |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        aft = r["aft_test_harrell_c"]
+        lines.append(f"| {r['dataset']} | {r['train_rows']} / {r['val_rows']} | {r['network']['val_loglik']:.4f} | "
+                     f"{r['linear']['val_loglik']:.4f} | {r['validation_picks']} | "
+                     f"{r['network']['test_harrell_c'] - aft:+.3f} | {r['linear']['test_harrell_c'] - aft:+.3f} | "
+                     f"{r['picked_minus_aft_c']:+.3f} |")
+    lines += ["", f"Machine: {mach['processor']}, {mach['cpu_count']} cores, torch {mach['torch']}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", default=",".join(SMALL), help="comma-separated SurvSet names")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "survset_validation_choice.json")
+    args = ap.parse_args(argv)
+    rows = [run(n.strip()) for n in args.datasets.split(",") if n.strip()]
+    mach = machine()
+    out = {"command": "python benchmarks/survset_validation_choice.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "machine": mach, "rows": rows,
+           "worst_picked_minus_aft_c": min(r["picked_minus_aft_c"] for r in rows),
+           "worst_default_minus_aft_c": min(r["default_minus_aft_c"] for r in rows)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_text(args.out, json.dumps(out, indent=2))
+    write_text(args.out.with_suffix(".md"), markdown(rows, mach))
+    print(markdown(rows, mach))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
