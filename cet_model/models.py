@@ -106,7 +106,8 @@ class _Base(BaseEstimator):
 
     def _config(self) -> TrainConfig:
         return TrainConfig(lr=float(self.lr), batch_size=self.batch_size, max_epochs=self.max_epochs,
-                           patience=self.patience, optimizer=self.optimizer, verbose=bool(self.verbose))
+                           patience=self.patience, optimizer=self.optimizer, verbose=bool(self.verbose),
+                           weight_decay=float(self.weight_decay))
 
     # --- tensors ------------------------------------------------------------------------------
     def _setup(self, n_features: int, n_events: int) -> None:

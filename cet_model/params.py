@@ -37,6 +37,7 @@ class ModelParams:
         sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
         dropout: dropout rate of the hidden layers, in [0, 1).
         lr, batch_size, optimizer: Adam (default) or L-BFGS settings; ``batch_size=None`` is full batch.
+        weight_decay: decoupled weight decay (AdamW) on every weight; 0 (default) is plain Adam.
         max_epochs, patience: ``None`` sizes the budget to the data (>= 100 epochs and >= 5,000
             optimizer steps; patience stretched alike, see ``cet_model.train``).
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:n]"``.
@@ -55,6 +56,7 @@ class ModelParams:
     max_epochs: int | None = None
     patience: int | None = None
     optimizer: str = "adam"
+    weight_decay: float = 0.0
     device: str = "auto"
     seed: int = 0
     dtype: str = "float32"
@@ -81,6 +83,10 @@ class ModelParams:
             v = getattr(self, name)
             if v is not None and int(v) < 1:
                 raise ValueError(f"{name} must be >= 1 or None (automatic), got {v}")
+        if not float(self.weight_decay) >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if float(self.weight_decay) > 0 and self.optimizer == "lbfgs":
+            raise ValueError("weight_decay applies to Adam only; optimizer='lbfgs' takes weight_decay=0")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.dtype not in DTYPES:

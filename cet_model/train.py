@@ -1,6 +1,6 @@
 """The training loop: the only place with an optimizer.
 
-Adam with mini-batches and early stopping on the validation loss (the best weights are
+Adam (AdamW with ``weight_decay`` > 0) with mini-batches and early stopping on the validation loss (the best weights are
 restored), or full-batch L-BFGS for small deterministic fits (reference tests).
 
 Budget: ``max_epochs=None`` means at least ``DEFAULT_EPOCHS`` epochs *and* at least
@@ -37,6 +37,7 @@ class TrainConfig:
     max_epochs: int | None = None  # None: DEFAULT_EPOCHS, stretched to MIN_STEPS steps
     patience: int | None = None  # None: DEFAULT_PATIENCE, stretched likewise
     optimizer: str = "adam"  # or "lbfgs" (full batch)
+    weight_decay: float = 0.0  # > 0: AdamW's decoupled decay (Adam itself when 0)
     verbose: bool = False
     tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
 
@@ -80,7 +81,10 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         return _train_lbfgs(module, batch_loss, n_train, cfg)
     if cfg.optimizer != "adam":
         raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")
-    opt = torch.optim.Adam(module.parameters(), lr=cfg.lr)
+    if cfg.weight_decay > 0:
+        opt = torch.optim.AdamW(module.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    else:
+        opt = torch.optim.Adam(module.parameters(), lr=cfg.lr)
     batch_size = cfg.batch_size or n_train
     max_epochs, patience = cfg.budget(n_train)
     hist = History()

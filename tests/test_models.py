@@ -267,3 +267,20 @@ def test_hyper_parameters_are_listed_once_in_the_params_dataclasses():
     model = CETModel(dropout=2.0)  # stored as given; refused when fit starts
     with pytest.raises(ValueError, match="dropout must be in"):
         model.fit(np.zeros((4, 1)), np.ones((4, 1)), np.ones((4, 1)))
+
+
+def test_weight_decay_shrinks_the_weights_and_is_checked(small_survival):
+    x, t, s, _ = small_survival
+    settings = dict(FAST, max_epochs=20, patience=20, dropout=0.0)
+
+    def weight_norm(model):
+        return sum(float(p.detach().pow(2).sum()) for n, p in model.net_.named_parameters() if n.endswith("weight"))
+
+    plain = CETModel(**settings).fit(x, t, s)
+    decayed = CETModel(weight_decay=10.0, **settings).fit(x, t, s)  # AdamW: x (1 - lr * wd) a step
+    assert weight_norm(decayed) < 0.8 * weight_norm(plain)
+    assert CETModel(weight_decay=0.5).get_params()["weight_decay"] == 0.5
+    for bad, message in ((dict(weight_decay=-1.0), "weight_decay must be >= 0"),
+                         (dict(weight_decay=0.1, optimizer="lbfgs"), "weight_decay applies to Adam only")):
+        with pytest.raises(ValueError, match=message):
+            ETModel(**bad).fit(x, t, s)
