@@ -10,6 +10,7 @@ search's choice, the machine, and the full per-task table folded under ``<detail
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from cet_model.atomic import write_text
@@ -28,6 +29,17 @@ SECTIONS = {
 }
 
 
+def scratch_paths(command: str) -> tuple[str, bool]:
+    """Absolute folders in a recorded command become ``<scratch>/NAME`` (the docs name no path
+    of the machine they were run on); returns the command and whether anything was replaced.
+
+    >>> scratch_paths("merge /tmp/a/seeds3-6 docs/results/x --out docs/results/x")
+    ('merge <scratch>/seeds3-6 docs/results/x --out docs/results/x', True)
+    """
+    shown = re.sub(r"(?<![\w.])/[^\s`]+", lambda m: "<scratch>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], command)
+    return shown, shown != command
+
+
 def section(name: str, heading: str, command: str | None, note: str, folder: Path) -> str:
     result = json.loads((folder / "metrics.json").read_text())
     search = result.get("search")
@@ -40,9 +52,11 @@ def section(name: str, heading: str, command: str | None, note: str, folder: Pat
     if result.get("command"):
         command = result["command"]
         renamed = command.startswith(FORMER_CLI)
-        command = command.replace(FORMER_CLI, "python -m cet_experiments")
+        command, scratch = scratch_paths(command.replace(FORMER_CLI, "python -m cet_experiments"))
         parts.append(f"As run: `{command}`" + (" (then under the harness's former name, "
-                                               "`python -m cet_model.experiments`)." if renamed else "."))
+                                               "`python -m cet_model.experiments`)." if renamed else ".")
+                     + (" Part folders outside the repository are shown as `<scratch>/NAME`; "
+                        "`metrics.json` records them verbatim." if scratch else ""))
     if search:
         best = search["best"]
         parts.append(f"Search: {search['budget']} trials; chosen estimator {best['estimator']}, "
