@@ -113,7 +113,7 @@ def fit_cet(parts, **kw):
         warnings.simplefilter("ignore")
         model = CETModel(device="cpu", **kw).fit(X, t[:, None], s[:, None], Xv, tv[:, None], sv[:, None])
     secs = time.perf_counter() - t0
-    return (lambda x, g: model.predict_survival(x, g)[:, :, 0]), secs
+    return (lambda x, g: model.predict_survival(x, g)[:, :, 0]), secs, model
 
 
 def fit_lifelines(parts, kind: str, names):

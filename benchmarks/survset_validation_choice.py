@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +25,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_survset as bench  # noqa: E402
 
-from cet_model import CETModel  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import machine  # noqa: E402
 
@@ -36,15 +33,11 @@ SMALL = ("veteran", "pbc", "whas500", "GBSG2", "actg", "rott2")
 
 def run(name: str) -> dict:
     parts, names, facts = bench.load(name)
-    (X, t, s), (Xv, tv, sv) = parts["train"], parts["val"]
+    Xv, tv, sv = parts["val"]
     row = {"dataset": name, "train_rows": facts["split_sizes"]["train"], "val_rows": facts["split_sizes"]["val"]}
     for label, kw in (("network", {}), ("linear", {"hidden_sizes": ()})):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = CETModel(device="cpu", **kw).fit(X, t[:, None], s[:, None], Xv, tv[:, None], sv[:, None])
-        scored = bench.score(label, lambda x, g, m=model: m.predict_survival(x, g)[:, :, 0], parts,
-                             time.perf_counter() - t0)
+        surv, secs, model = bench.fit_cet(parts, **kw)
+        scored = bench.score(label, surv, parts, secs)
         row[label] = {"val_loglik": float(model.score(Xv, tv[:, None], sv[:, None])),
                       "test_harrell_c": float(scored["harrell_c"])}
     surv, secs = bench.fit_lifelines(parts, "aft", names)

@@ -37,7 +37,8 @@ class ModelParams:
         sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
         dropout: dropout rate of the hidden layers, in [0, 1).
         lr, batch_size, optimizer: Adam (default) or L-BFGS settings; ``batch_size=None`` is full batch.
-        weight_decay: decoupled weight decay (AdamW) on every weight; 0 (default) is plain Adam.
+        weight_decay: decoupled weight decay (AdamW) on every parameter, biases included; 0 (default)
+            is plain Adam. Refused with L-BFGS.
         max_epochs, patience: ``None`` sizes the budget to the data (>= 100 epochs and >= 5,000
             optimizer steps; patience stretched alike, see ``cet_model.train``).
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:n]"``.
