@@ -25,6 +25,8 @@ Presets (``PRESETS``):
 - ``CET-marginal``: the marginal likelihood summed over every pattern of every row (no
   importance sampling: the reference for the default's per-row budget).
 - ``CET-unconditioned``: the default with a decoder on x alone (``condition_on_occurrence=False``).
+- ``CET-observed-init``: the default with the occurrence logits started at the logit of each
+  event's observed share (``occurrence_init="observed"``): the candidate for the next default.
 - ``ET``: same AFT head, no occurrence; its AUC is scored as in the paper, by the rank of the
   predicted median time (an earlier time = a higher score).
 - ``BC``: the occurrence encoder trained as a classifier of s. AUC and ECE only.
@@ -71,6 +73,7 @@ PRESETS: dict[str, tuple[type, dict]] = {
     "CET-bound": (CETModel, dict(PAPER_CET, objective="bound", log_epsilon=-2.0)),
     "CET-marginal": (CETModel, dict(max_patterns=2**MAX_EXACT_EVENTS)),
     "CET-unconditioned": (CETModel, dict(condition_on_occurrence=False)),
+    "CET-observed-init": (CETModel, dict(occurrence_init="observed")),
     "ET": (ETModel, {}),
     "BC": (BCModel, {}),
     "Oracle": (BCModel, {}),

@@ -200,7 +200,7 @@ class _Base(BaseEstimator):
             self.feature_names_in_ = np.asarray(names, dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        self._prepare(t)
+        self._prepare(t, s, m)
         tr = self._tensors(x, t, s, m)
 
         def batch_loss(idx):
@@ -231,8 +231,8 @@ class _Base(BaseEstimator):
         rows = _Rows(x, self._tensor) if isinstance(x, CommentInputs) else self._tensor(x)
         return [rows] + [self._tensor(a) if a is not None else None for a in (np.log(t), s, m)]
 
-    def _prepare(self, t: np.ndarray) -> None:
-        """Per-model set-up from the training times, after the network is built."""
+    def _prepare(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
+        """Per-model set-up from the training times (and indicators, mask), after the network is built."""
         self._init_time_bias(np.log(t))
 
     def _desc(self) -> str:
@@ -306,7 +306,7 @@ class CETModel(_Base):
 
     Parameters: the fields of :class:`cet_model.params.CETParams` (objective, estimator,
     condition_on_occurrence, n_samples, temperature, log_epsilon, max_patterns,
-    importance_samples) and of :class:`cet_model.params.ModelParams` (layers, training,
+    importance_samples, occurrence_init) and of :class:`cet_model.params.ModelParams` (layers, training,
     device), as keywords. ``CETModel()`` is the product default: the exact log marginal
     likelihood, a decoder conditioned on the occurrences, an automatic training budget.
 
@@ -339,6 +339,20 @@ class CETModel(_Base):
         return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
                           comment_encoder=self.comment_encoder_,
                           condition_on_occurrence=bool(self.condition_on_occurrence))
+
+    def _prepare(self, t, s, m):
+        super()._prepare(t, s, m)
+        if self.occurrence_init == "observed":
+            self._init_occurrence_bias(s, m)
+
+    def _init_occurrence_bias(self, s: np.ndarray, m: np.ndarray | None) -> None:
+        """Start each event's occurrence logit at the logit of its observed share in the training
+        cells (a lower bound on P(c = 1)), clipped to [1e-3, 1 - 1e-3], instead of near 0 (p = 0.5)."""
+        w = np.ones_like(s) if m is None else m
+        share = (s * w).sum(0) / np.maximum(w.sum(0), 1.0)
+        p = np.clip(share, 1e-3, 1 - 1e-3)
+        with torch.no_grad():
+            self.net_.encoder.net[-1].bias.copy_(self._tensor(np.log(p) - np.log1p(-p)))
 
     @property
     def _conditioned(self) -> bool:
@@ -513,7 +527,7 @@ class ETModel(_Base):
 
     _network = ETNetwork
 
-    def _prepare(self, t):
+    def _prepare(self, t, s, m):
         self._init_time_bias(np.log(t))
         self.horizon_ = t.max(0)
 
@@ -569,7 +583,7 @@ class BCModel(_Base):
 
     _network = BCNetwork
 
-    def _prepare(self, t):
+    def _prepare(self, t, s, m):
         pass  # T is accepted (and checked) for a uniform API but not used
 
     def _train_loss(self, x, log_t, s, mask):

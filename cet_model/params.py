@@ -25,6 +25,7 @@ from .objectives import log_epsilon_for, resolve
 
 DTYPES = ("float32", "float64")
 OPTIMIZERS = ("adam", "lbfgs")
+OCCURRENCE_INITS = ("uniform", "observed")
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,9 @@ class CETParams(ModelParams):
             objective's default (log 0.7 and -2).
         max_patterns: per-row budget of the exact marginal sum (2^censored cells); rows beyond
             it use the importance-weighted bound with ``importance_samples`` draws.
+        occurrence_init: where the occurrence logits start: ``"uniform"`` (PyTorch's default
+            layer initialisation, p near 0.5, as the original code started) or ``"observed"``
+            (each event's bias at the logit of its observed share in the training data).
     """
 
     objective: str = "marginal"
@@ -124,6 +128,7 @@ class CETParams(ModelParams):
     log_epsilon: float | None = None
     max_patterns: int = 64
     importance_samples: int = 32
+    occurrence_init: str = "uniform"
 
     def __post_init__(self):
         super().__post_init__()
@@ -132,6 +137,8 @@ class CETParams(ModelParams):
         if int(self.n_samples) < 1 or not float(self.temperature) > 0:
             raise ValueError(f"n_samples must be >= 1 and temperature > 0, got {self.n_samples} and "
                              f"{self.temperature}")
+        if self.occurrence_init not in OCCURRENCE_INITS:
+            raise ValueError(f"occurrence_init must be one of {list(OCCURRENCE_INITS)}, got {self.occurrence_init!r}")
         if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:
             raise ValueError(f"max_patterns and importance_samples must be >= 1, got {self.max_patterns} "
                              f"and {self.importance_samples}")

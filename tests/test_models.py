@@ -284,3 +284,21 @@ def test_weight_decay_shrinks_the_weights_and_is_checked(small_survival):
                          (dict(weight_decay=0.1, optimizer="lbfgs"), "weight_decay applies to Adam only")):
         with pytest.raises(ValueError, match=message):
             ETModel(**bad).fit(x, t, s)
+
+
+def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
+    rng = np.random.default_rng(3)
+    n = 400
+    x = np.zeros((n, 2))  # logits are the bias alone
+    s = np.column_stack([rng.random(n) < 0.05, rng.random(n) < 0.6]).astype(float)
+    t = np.exp(rng.standard_normal((n, 2)))
+    model = CETModel(hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu",
+                     occurrence_init="observed").fit(x, t, s)
+    np.testing.assert_allclose(model.predict_occurrence(x[:1])[0], s.mean(0), rtol=1e-4)
+    masked = np.ones_like(s)
+    masked[: n // 2, 0] = 0  # the share is taken over the cells that count
+    model.fit(x, t, s, mask=masked)
+    np.testing.assert_allclose(model.predict_occurrence(x[:1])[0, 0], s[n // 2:, 0].mean(), rtol=1e-4)
+    assert CETModel().get_params()["occurrence_init"] == "uniform"
+    with pytest.raises(ValueError, match="occurrence_init must be one of"):
+        CETModel(occurrence_init="zeros").fit(x, t, s)
