@@ -1,10 +1,10 @@
 """CET's validation AUC under a few training settings, on one dataset folder (never the test split).
 
-    python benchmarks/validation_probe.py --data data/experiments/mimic-standin \
+    python benchmarks/validation_probe.py --data data/experiments/mimic-standin [--seed 0] \
         "dict()" "dict(lr=3e-4)" "dict(hidden=(300,))" "dict(batch_size=128)" "dict(dropout=0.2)"
 
 Each argument is a dict of CETModel keyword overrides (``hidden`` sets the hidden sizes); one fit
-per setting, seed 0, the automatic training budget, early stopping on the validation objective.
+per setting, seed 0 unless ``--seed``, the automatic training budget, early stopping on the validation objective.
 Prints the validation AUC against the true occurrence (mean over tasks), the epochs run, the best
 epoch and the seconds. Used to check whether the default CET's gap to the oracle on the MIMIC
 stand-in is a training-budget defect (README, "What the tables show").
@@ -38,6 +38,7 @@ def parse(text: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     ap.add_argument("settings", nargs="+", help="CETModel overrides, e.g. 'dict(lr=3e-4)'")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
         over = parse(label)
         hidden = tuple(over.pop("hidden", (100,)))
         t0 = time.perf_counter()
-        model = fit_preset("CET", tr, va, seed=0, hidden_sizes=hidden, max_epochs=over.pop("max_epochs", None),
+        model = fit_preset("CET", tr, va, seed=args.seed, hidden_sizes=hidden, max_epochs=over.pop("max_epochs", None),
                            patience=over.pop("patience", None), params=over, x_train=x_tr, x_val=x_va)
         scores = evaluate("CET", model, va, ds.event_names, x_va)
         h = model.history_

@@ -26,7 +26,8 @@ Presets (``PRESETS``):
   importance sampling: the reference for the default's per-row budget).
 - ``CET-unconditioned``: the default with a decoder on x alone (``condition_on_occurrence=False``).
 - ``CET-observed-init``: the default with the occurrence logits started at the logit of each
-  event's observed share (``occurrence_init="observed"``): the candidate for the next default.
+  event's observed share (``occurrence_init="observed"``): higher AUC on the MIMIC stand-in but
+  worse time error, so not the default (docs/results.md).
 - ``ET``: same AFT head, no occurrence; its AUC is scored as in the paper, by the rank of the
   predicted median time (an earlier time = a higher score).
 - ``BC``: the occurrence encoder trained as a classifier of s. AUC and ECE only.
