@@ -177,6 +177,30 @@ def expected_calibration_error(c_true, p, n_bins: int = 10, strategy: str = "uni
     return float(np.sum(counts * np.abs(prob_true - prob_pred)) / np.sum(counts))
 
 
+def kaplan_meier_plateau(t, s) -> float:
+    """1 - S_KM(max t): the Kaplan-Meier estimate of the share that has the event by the end of
+    follow-up, the classical nonparametric estimate of P(ever) in a cure model (Maller & Zhou 1996).
+
+    Args:
+        t: times, shape (n,), > 0.
+        s: 1 = event observed, 0 = censored, shape (n,).
+
+    Example:
+        >>> kaplan_meier_plateau([1.0, 2.0, 3.0, 4.0], [1, 0, 1, 0])   # 1 - (3/4)(1/2)
+        0.625
+    """
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    s = np.asarray(s, dtype=np.float64).reshape(-1)
+    if t.shape != s.shape or t.size == 0:
+        raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
+    order = np.lexsort((1.0 - s, t))  # by time, events first at equal times
+    t, s = t[order], s[order]
+    _, first = np.unique(t, return_index=True)
+    deaths = np.add.reduceat(s, first)
+    at_risk = t.size - first
+    return float(1.0 - np.prod(1.0 - deaths / at_risk))
+
+
 def _surv_array(t, s):
     from sksurv.util import Surv
 

@@ -27,6 +27,7 @@ from . import losses
 from .atomic import writing
 from .comments import CommentInputs, check_spec
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
+from .metrics import kaplan_meier_plateau
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import CETParams, ModelParams, keyword_init
@@ -342,14 +343,19 @@ class CETModel(_Base):
 
     def _prepare(self, t, s, m):
         super()._prepare(t, s, m)
-        if self.occurrence_init == "observed":
-            self._init_occurrence_bias(s, m)
+        if self.occurrence_init != "uniform":
+            self._init_occurrence_bias(t, s, m)
 
-    def _init_occurrence_bias(self, s: np.ndarray, m: np.ndarray | None) -> None:
-        """Start each event's occurrence logit at the logit of its observed share in the training
-        cells (a lower bound on P(c = 1)), clipped to [1e-3, 1 - 1e-3], instead of near 0 (p = 0.5)."""
+    def _init_occurrence_bias(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
+        """Start each event's occurrence logit at a training-data estimate of P(c = 1) instead of
+        near 0 (p = 0.5): the observed share (``"observed"``, a lower bound) or the Kaplan-Meier
+        plateau (``"km"``); masked cells are left out, the share is clipped to [1e-3, 1 - 1e-3]."""
         w = np.ones_like(s) if m is None else m
-        share = (s * w).sum(0) / np.maximum(w.sum(0), 1.0)
+        if self.occurrence_init == "observed":
+            share = (s * w).sum(0) / np.maximum(w.sum(0), 1.0)
+        else:
+            share = np.array([kaplan_meier_plateau(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j])
+                              if (w[:, j] > 0.5).any() else 0.5 for j in range(s.shape[1])])
         p = np.clip(share, 1e-3, 1 - 1e-3)
         with torch.no_grad():
             self.net_.encoder.net[-1].bias.copy_(self._tensor(np.log(p) - np.log1p(-p)))

@@ -25,7 +25,7 @@ from .objectives import log_epsilon_for, resolve
 
 DTYPES = ("float32", "float64")
 OPTIMIZERS = ("adam", "lbfgs")
-OCCURRENCE_INITS = ("uniform", "observed")
+OCCURRENCE_INITS = ("uniform", "observed", "km")
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,10 @@ class CETParams(ModelParams):
             it use the importance-weighted bound with ``importance_samples`` draws.
         occurrence_init: where the occurrence logits start: ``"uniform"`` (PyTorch's default
             layer initialisation, p near 0.5, as the original code started) or ``"observed"``
-            (each event's bias at the logit of its observed share in the training data).
+            (each event's bias at the logit of its observed share in the training data, a lower
+            bound on P(c = 1)) or ``"km"`` (at the logit of the Kaplan-Meier plateau
+            1 - S_KM(max t), the classical nonparametric estimate of the share that ever has the
+            event; see :func:`cet_model.metrics.kaplan_meier_plateau`).
     """
 
     objective: str = "marginal"

@@ -302,3 +302,26 @@ def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
     assert CETModel().get_params()["occurrence_init"] == "uniform"
     with pytest.raises(ValueError, match="occurrence_init must be one of"):
         CETModel(occurrence_init="zeros").fit(x, t, s)
+
+
+def test_km_occurrence_init_starts_each_logit_at_the_kaplan_meier_plateau():
+    from lifelines import KaplanMeierFitter
+
+    rng = np.random.default_rng(4)
+    n = 400
+    x = np.zeros((n, 2))
+    c = rng.random((n, 2)) < [0.3, 0.7]
+    t_event, censor = np.exp(rng.standard_normal((n, 2))), rng.uniform(0.5, 4.0, (n, 2))
+    s = (c & (t_event < censor)).astype(float)
+    t = np.where(s == 1, t_event, censor)
+    mask = np.ones_like(s)
+    mask[: n // 4, 1] = 0
+    model = CETModel(hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu",
+                     occurrence_init="km").fit(x, t, s, mask=mask)
+    expected = []
+    for j in range(2):
+        keep = mask[:, j] == 1
+        km = KaplanMeierFitter().fit(t[keep, j], s[keep, j])
+        expected.append(1.0 - km.survival_function_.iloc[-1, 0])
+    np.testing.assert_allclose(model.predict_occurrence(x[:1])[0], expected, rtol=1e-4)
+    assert (np.asarray(expected) > s.mean(0)).all()  # above the observed share when censoring hides events
