@@ -67,6 +67,7 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
             scores = evaluate(name, model, te, ds.event_names, x_te, train=tr, label=f"test, run {r + 1}")
             if r == 0:
                 _figure_data(result, name, model, ds, x_te)
+                result.setdefault("resolved", {})[name] = resolved_params(model)
             entry = result["models"][name]
             entry["seconds"].append(secs)
             entry.setdefault("epochs", []).append(len(model.history_.train_loss))
@@ -78,11 +79,26 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
                 print(f"run {r + 1}/{model_runs[name]} {name:<13} {secs:6.1f}s  AUC {aucs}", flush=True)
     result["config"] = {"runs": runs, "model_runs": model_runs, "first_seed": first_seed, "hidden_sizes": list(hidden_sizes),
                         "max_epochs": max_epochs, "patience": patience,
-                        "models": {m: PRESETS[m][1] | (overrides or {}).get(m, {}) for m in models}}
+                        "models": {m: PRESETS[m][1] | (overrides or {}).get(m, {}) for m in models},
+                        "resolved": result.pop("resolved", {})}
     result["dataset"] = {"path": str(ds.path), "name": ds.manifest.get("name"),
                          "split_sizes": ds.manifest.get("split_sizes")}
     result["machine"] = machine()
     return result
+
+
+_RUN_SPECIFIC = ("seed", "device", "verbose", "comment_encoder")
+
+
+def resolved_params(model) -> dict:
+    """A fitted model's full settings, defaults included, less the per-run ones (seed, device):
+    what makes two reports' rows of one model comparable even after a default changes."""
+    out = {}
+    for k, v in sorted(model.get_params().items()):
+        if k in _RUN_SPECIFIC:
+            continue
+        out[k] = list(v) if isinstance(v, tuple) else v
+    return out
 
 
 def _figure_data(result: dict, name: str, model, ds, x_te) -> None:
@@ -160,13 +176,16 @@ def main(argv=None) -> int:
     mrg.add_argument("parts", type=Path, nargs="+", help="report folders, each with a metrics.json")
     mrg.add_argument("--out", type=Path, required=True, help="folder for the merged metrics.json and table.md")
     mrg.add_argument("--title", default=None, help="table title (default: the first part's)")
+    mrg.add_argument("--drop-first", default="", help="comma-separated models to leave out of the first part "
+                     "(rows the later parts rerun, e.g. after a default changed)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.command == "merge":
         from .merge import merge_folders
 
         try:
-            merged = merge_folders(args.parts, args.out, args.title)
+            merged = merge_folders(args.parts, args.out, args.title,
+                                   [m.strip() for m in args.drop_first.split(",") if m.strip()])
         except ValueError as err:
             raise SystemExit(str(err)) from None
         runs = ", ".join(f"{m} {n}" for m, n in merged["config"]["model_runs"].items())

@@ -10,6 +10,11 @@ overlap between parts. Runs are ordered by seed, so merging seeds 0-4 and 5-9 gi
 single ``--runs 10`` run would have written (fits are seeded, so the figures match too). The
 calibration curves are the ones of each model's lowest seed; the synthetic occurrence maps are not
 stored in ``metrics.json`` and are not redrawn.
+
+After a preset's settings change (e.g. a new product default), ``--drop-first CET,...`` leaves
+those models out of the first part, so that the later parts' reruns replace them:
+
+    python -m cet_experiments merge results/D parts/new-a parts/new-b --drop-first CET --out results/D
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
                 raise ValueError(f"merge: {name} and {first_name} differ in config {key}: "
                                  f"{part['config'].get(key)!r} vs {first['config'].get(key)!r}")
     settings: dict[str, tuple[dict, str]] = {}
+    resolved: dict[str, tuple[dict, str]] = {}  # full settings, defaults included (newer reports)
     runs: dict[str, list[tuple[int, int, int]]] = {}  # model -> (seed, part index, row in that part)
     for i, (part, name) in enumerate(zip(parts, names, strict=True)):
         for model in part["models"]:
@@ -64,6 +70,18 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
                 raise ValueError(f"merge: {name} and {settings[model][1]} train {model} with different settings: "
                                  f"{setting!r} vs {settings[model][0]!r}")
             settings.setdefault(model, (setting, name))
+            full = (part["config"].get("resolved") or {}).get(model)
+            if full is not None:
+                if model in resolved and resolved[model][0] != full:
+                    diff = sorted(k for k in set(full) | set(resolved[model][0])
+                                  if full.get(k) != resolved[model][0].get(k))
+                    raise ValueError(f"merge: {name} and {resolved[model][1]} train {model} with different "
+                                     f"settings ({', '.join(diff)}); rerun the older part or drop it "
+                                     f"(--drop-first)")
+                resolved.setdefault(model, (full, name))
+            elif model in resolved or any((p["config"].get("resolved") or {}).get(model) for p in parts):
+                raise ValueError(f"merge: {name} does not record {model}'s full settings and another part "
+                                 f"does: they may differ (a changed default); rerun it or drop it (--drop-first)")
             seeds = seeds_of(part, model)
             if len(seeds) != len(part["models"][model]["seconds"]):
                 raise ValueError(f"merge: {name}: {model} has {len(part['models'][model]['seconds'])} runs but "
@@ -98,6 +116,8 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
               "first_seed": min(min(s) for s in seeds.values()), "seeds": seeds}
     config |= {k: first["config"].get(k) for k in _SHARED_CONFIG}
     config["models"] = {m: s for m, (s, _) in settings.items()}
+    if resolved:
+        config["resolved"] = {m: s for m, (s, _) in resolved.items()}
     commands = [p.get("command") for p in parts if p.get("command")]
     return {"models": models, "figures": {"calibration": calibration}, "config": config,
             "dataset": first["dataset"], "machine": first.get("machine"),
@@ -106,8 +126,31 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
             "command": " + ".join(commands)}
 
 
-def merge_folders(folders: list[Path], out: Path, title: str | None = None) -> dict:
-    """Read each folder's ``metrics.json``, merge, and write the report to ``out`` (atomically)."""
+def drop_models(result: dict, models, name: str = "part 1") -> dict:
+    """A copy of a ``metrics.json`` dict without ``models``; a model it lacks is a ValueError."""
+    models = [m for m in models if m]
+    missing = [m for m in models if m not in result["models"]]
+    if missing:
+        raise ValueError(f"merge: {name} has no {', '.join(missing)} to drop (it has {', '.join(result['models'])})")
+    out = json.loads(json.dumps(result))
+    config = out["config"]
+    if "seeds" not in config:  # keep the others' seeds explicit once model_runs loses entries
+        config["seeds"] = {m: seeds_of(result, m) for m in result["models"]}
+    for m in models:
+        del out["models"][m]
+        for key in ("model_runs", "seeds", "models", "resolved"):
+            (config.get(key) or {}).pop(m, None)
+        for curves in ((out.get("figures") or {}).get("calibration") or {}).values():
+            curves.pop(m, None)
+    if not out["models"]:
+        raise ValueError(f"merge: dropping {', '.join(models)} leaves {name} empty")
+    return out
+
+
+def merge_folders(folders: list[Path], out: Path, title: str | None = None, drop_first=()) -> dict:
+    """Read each folder's ``metrics.json``, merge, and write the report to ``out`` (atomically).
+
+    ``drop_first``: models left out of the first folder's report (the later folders rerun them)."""
     parts = []
     for folder in folders:
         path = Path(folder) / "metrics.json"
@@ -118,8 +161,10 @@ def merge_folders(folders: list[Path], out: Path, title: str | None = None) -> d
         table = Path(folders[0]) / "table.md"
         head = table.read_text().splitlines()[0] if table.is_file() else ""
         title = head[2:] if head.startswith("# ") else f"Dataset {Path(parts[0]['dataset']['path']).name}"
+    if drop_first:
+        parts[0] = drop_models(parts[0], drop_first, str(folders[0]))
     result = merge_results(parts, [str(f) for f in folders])
     result["command"] += (" + python -m cet_experiments merge " + " ".join(str(f) for f in folders)
-                          + f" --out {out}")
+                          + (f" --drop-first {','.join(drop_first)}" if drop_first else "") + f" --out {out}")
     write_report(result, Path(out), title)
     return result

@@ -18,16 +18,17 @@ the same thing.
 Presets (``PRESETS``):
 
 - ``CET``: the product default, ``CETModel()`` -- the exact log marginal likelihood (observed
-  cells pinned, censored cells summed), conditioned decoder, Adam lr 1e-3, automatic budget.
+  cells pinned, censored cells summed), conditioned decoder, occurrence logits started at each
+  event's observed share, Adam lr 1e-3, automatic budget.
 - ``CET-paper``: the paper's model as the original code trained it (Gumbel-Softmax, tau 0.3,
-  100 samples, penalty -log eps - log p with eps = 0.7, Adam lr 3e-4): what produced Tables 3-5.
+  100 samples, penalty -log eps - log p with eps = 0.7, Adam lr 3e-4, logits started near 0):
+  what produced Tables 3-5.
 - ``CET-bound``: eq. 8 exactly as printed (penalty -log eps, log eps = -2), otherwise as CET-paper.
 - ``CET-marginal``: the marginal likelihood summed over every pattern of every row (no
   importance sampling: the reference for the default's per-row budget).
 - ``CET-unconditioned``: the default with a decoder on x alone (``condition_on_occurrence=False``).
-- ``CET-observed-init``: the default with the occurrence logits started at the logit of each
-  event's observed share (``occurrence_init="observed"``): higher AUC on the MIMIC stand-in but
-  worse time error, so not the default (docs/results.md).
+- ``CET-uniform-init``: the default with the occurrence logits started near 0, p = 0.5
+  (``occurrence_init="uniform"``, the default before 2026-11-24): the ablation of the start.
 - ``ET``: same AFT head, no occurrence; its AUC is scored as in the paper, by the rank of the
   predicted median time (an earlier time = a higher score).
 - ``BC``: the occurrence encoder trained as a classifier of s. AUC and ECE only.
@@ -67,14 +68,14 @@ from .models import BCModel, CETModel, ETModel
 log = logging.getLogger("cet_model.evaluation")
 
 PAPER_CET = dict(objective="paper", estimator="gumbel", n_samples=100, temperature=0.3,
-                 log_epsilon=math.log(0.7), lr=3e-4)
+                 log_epsilon=math.log(0.7), lr=3e-4, occurrence_init="uniform")
 PRESETS: dict[str, tuple[type, dict]] = {
     "CET": (CETModel, {}),
     "CET-paper": (CETModel, PAPER_CET),
     "CET-bound": (CETModel, dict(PAPER_CET, objective="bound", log_epsilon=-2.0)),
     "CET-marginal": (CETModel, dict(max_patterns=2**MAX_EXACT_EVENTS)),
     "CET-unconditioned": (CETModel, dict(condition_on_occurrence=False)),
-    "CET-observed-init": (CETModel, dict(occurrence_init="observed")),
+    "CET-uniform-init": (CETModel, dict(occurrence_init="uniform")),
     "ET": (ETModel, {}),
     "BC": (BCModel, {}),
     "Oracle": (BCModel, {}),

@@ -115,12 +115,13 @@ class CETParams(ModelParams):
             objective's default (log 0.7 and -2).
         max_patterns: per-row budget of the exact marginal sum (2^censored cells); rows beyond
             it use the importance-weighted bound with ``importance_samples`` draws.
-        occurrence_init: where the occurrence logits start: ``"uniform"`` (PyTorch's default
-            layer initialisation, p near 0.5, as the original code started) or ``"observed"``
-            (each event's bias at the logit of its observed share in the training data, a lower
-            bound on P(c = 1)) or ``"km"`` (at the logit of the Kaplan-Meier plateau
-            1 - S_KM(max t), the classical nonparametric estimate of the share that ever has the
-            event; see :func:`cet_model.metrics.kaplan_meier_plateau`).
+        occurrence_init: where the occurrence logits start: ``"observed"`` (the default: each
+            event's bias at the logit of its observed share in the training data, a lower bound
+            on P(c = 1)), ``"km"`` (at the logit of the Kaplan-Meier plateau 1 - S_KM(max t), the
+            classical nonparametric estimate of the share that ever has the event; see
+            :func:`cet_model.metrics.kaplan_meier_plateau`) or ``"uniform"`` (PyTorch's default
+            layer initialisation, p near 0.5, as the original code started; the default before
+            2026-11-24). docs/results.md ("Where the occurrence logits start") has the evidence.
     """
 
     objective: str = "marginal"
@@ -131,7 +132,7 @@ class CETParams(ModelParams):
     log_epsilon: float | None = None
     max_patterns: int = 64
     importance_samples: int = 32
-    occurrence_init: str = "uniform"
+    occurrence_init: str = "observed"
 
     def __post_init__(self):
         super().__post_init__()

@@ -183,3 +183,29 @@ def test_merge_of_disjoint_seeds_equals_one_run(tmp_path, tiny_dataset, capsys):
     with pytest.raises(SystemExit, match=r"CET seed 1 is in both .*whole.* and .*b"):
         experiments.main(["merge", str(tmp_path / "whole"), str(tmp_path / "b"), "--out", str(tmp_path / "bad")])
     assert not (tmp_path / "bad").exists()
+
+
+def test_merge_refuses_rows_of_a_changed_default_and_drop_first_replaces_them(tmp_path, tiny_dataset, capsys):
+    common = ["dataset", "--data", str(tiny_dataset.path), "--models", "CET,BC", "--hidden", "4",
+              "--max-epochs", "2", "--patience", "2", "--threads", "1"]
+    assert experiments.main([*common, "--runs", "1", "--out", str(tmp_path / "old")]) == 0
+    assert experiments.main([*common, "--runs", "1", "--first-seed", "1", "--out", str(tmp_path / "new")]) == 0
+    old = json.loads((tmp_path / "old" / "metrics.json").read_text())
+    assert old["config"]["resolved"]["CET"]["occurrence_init"] == "observed"  # defaults are recorded
+    assert "seed" not in old["config"]["resolved"]["CET"]
+    # the old report as if written before a default changed: same preset, other full settings
+    old["config"]["resolved"]["CET"]["occurrence_init"] = "uniform"
+    (tmp_path / "old" / "metrics.json").write_text(json.dumps(old))
+    with pytest.raises(SystemExit, match=r"train CET with different settings \(occurrence_init\)"):
+        experiments.main(["merge", str(tmp_path / "old"), str(tmp_path / "new"), "--out", str(tmp_path / "bad")])
+    assert not (tmp_path / "bad").exists()
+    # dropping the stale rows keeps the first part's other models and takes CET from the rerun
+    assert experiments.main(["merge", str(tmp_path / "old"), str(tmp_path / "new"), "--drop-first", "CET",
+                             "--out", str(tmp_path / "m")]) == 0
+    merged = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert merged["config"]["seeds"] == {"BC": [0, 1], "CET": [1]}
+    assert merged["config"]["resolved"]["CET"]["occurrence_init"] == "observed"
+    assert "--drop-first CET" in merged["command"]
+    with pytest.raises(SystemExit, match="has no ET to drop"):
+        experiments.main(["merge", str(tmp_path / "old"), str(tmp_path / "new"), "--drop-first", "ET",
+                          "--out", str(tmp_path / "bad")])

@@ -299,7 +299,7 @@ def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
     masked[: n // 2, 0] = 0  # the share is taken over the cells that count
     model.fit(x, t, s, mask=masked)
     np.testing.assert_allclose(model.predict_occurrence(x[:1])[0, 0], s[n // 2:, 0].mean(), rtol=1e-4)
-    assert CETModel().get_params()["occurrence_init"] == "uniform"
+    assert CETModel().get_params()["occurrence_init"] == "observed"
     with pytest.raises(ValueError, match="occurrence_init must be one of"):
         CETModel(occurrence_init="zeros").fit(x, t, s)
 
