@@ -40,12 +40,12 @@ class TiledDecoder(nn.Module):
         return h[..., :self.m], h[..., self.m:]
 
 
-def _model(d, m, hidden, samples, estimator, device, tiled=False):
+def _model(d, m, hidden, samples, estimator, device, tiled=False, objective="paper"):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((400, d))
     t = rng.exponential(size=(400, m)) + 0.01
     s = (rng.random((400, m)) < 0.3).astype(float)
-    model = CETModel(hidden_sizes=(hidden,), estimator=estimator, n_samples=samples, max_epochs=1,
+    model = CETModel(hidden_sizes=(hidden,), objective=objective, estimator=estimator, n_samples=samples, max_epochs=1,
                      batch_size=400, device=device).fit(x, t, s)  # builds the network
     if tiled:
         model.net_.decoder = TiledDecoder(d, m, hidden, 0.5).to(model.device_)

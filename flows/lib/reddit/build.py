@@ -50,7 +50,7 @@ class RedditParams:
     max_error_rate: float = 0.01
     model: str = DEFAULT_MODEL
     device: str = "auto"
-    batch_size: int = 64
+    batch_size: int | None = None
     embed_block: int = 50_000  # texts embedded and saved per block: a crash loses at most one block
     embedding_cache: str | None = None  # default: <work dir>/embeddings; share it across runs to reuse vectors
 

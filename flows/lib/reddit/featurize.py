@@ -40,7 +40,7 @@ def check_record(record: dict | None, where) -> dict:
 
 
 def featurize(dumps, record: dict, feature_names: list[str], work_dir, key: bytes, device: str = "auto",
-              batch_size: int = 64, embedding_cache=None) -> tuple[pl.DataFrame, np.ndarray, dict]:
+              batch_size: int | None = None, embedding_cache=None) -> tuple[pl.DataFrame, np.ndarray, dict]:
     """Every user of the RC dumps under ``dumps`` with 20 usable comments.
 
     Returns (frame with ``id`` = pseudonym and ``feature_names``, in pseudonym order;
