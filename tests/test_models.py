@@ -191,6 +191,15 @@ def test_marginal_fits_many_events():
     assert model.predict_occurrence(x).shape == (60, 16)
 
 
+@pytest.mark.parametrize("cls", [ETModel, CETModel])
+def test_a_non_finite_training_loss_is_an_error_naming_the_epoch_and_rows(cls):
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((40, 3)) * 1e10, rng.exponential(size=(40, 1)) + 0.1
+    s = (rng.random((40, 1)) < 0.5).astype(float)
+    with pytest.raises(FloatingPointError, match=r"non-finite training loss at epoch 0, rows 0\.\.7 of the shuffled"):
+        cls(lr=1e30, max_epochs=5, batch_size=8).fit(x, t, s)
+
+
 def test_cuda_request_without_gpu_is_a_clear_error():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
