@@ -30,7 +30,7 @@ from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_est
 from .metrics import kaplan_meier_plateau
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
-from .params import CETParams, ModelParams, keyword_init
+from .params import BCParams, CETParams, ModelParams, keyword_init
 from .train import TrainConfig, train
 from .validation import check_features, check_survival, column_names
 
@@ -84,6 +84,18 @@ def _streamed(method):
                 raise ValueError(f"rows {sl.start}..{sl.stop - 1} of X: {exc}") from None
         return np.concatenate(parts, axis=0)
     return wrapper
+
+
+def observed_logit(s: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
+    """(M,) logit of each column's share of ones in ``s`` (n, M), masked cells left out, the
+    share clipped to [1e-3, 1 - 1e-3]: where ``occurrence_init="observed"`` starts a logit.
+
+        >>> observed_logit(np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0]])).round(3)
+        array([ 1.099, -1.099])
+    """
+    w = np.ones_like(s) if m is None else m
+    p = np.clip((s * w).sum(0) / np.maximum(w.sum(0), 1.0), 1e-3, 1 - 1e-3)
+    return np.log(p) - np.log1p(-p)
 
 
 class _Base(BaseEstimator):
@@ -350,15 +362,16 @@ class CETModel(_Base):
         """Start each event's occurrence logit at a training-data estimate of P(c = 1) instead of
         near 0 (p = 0.5): the observed share (``"observed"``, a lower bound) or the Kaplan-Meier
         plateau (``"km"``); masked cells are left out, the share is clipped to [1e-3, 1 - 1e-3]."""
-        w = np.ones_like(s) if m is None else m
         if self.occurrence_init == "observed":
-            share = (s * w).sum(0) / np.maximum(w.sum(0), 1.0)
+            logit = observed_logit(s, m)
         else:
+            w = np.ones_like(s) if m is None else m
             share = np.array([kaplan_meier_plateau(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j])
                               if (w[:, j] > 0.5).any() else 0.5 for j in range(s.shape[1])])
-        p = np.clip(share, 1e-3, 1 - 1e-3)
+            p = np.clip(share, 1e-3, 1 - 1e-3)
+            logit = np.log(p) - np.log1p(-p)
         with torch.no_grad():
-            self.net_.encoder.net[-1].bias.copy_(self._tensor(np.log(p) - np.log1p(-p)))
+            self.net_.encoder.net[-1].bias.copy_(self._tensor(logit))
 
     @property
     def _conditioned(self) -> bool:
@@ -588,9 +601,13 @@ class BCModel(_Base):
     """The BC baseline: the CET encoder trained as a classifier of the observed indicator s."""
 
     _network = BCNetwork
+    _params_class = BCParams
+    __init__ = keyword_init(BCParams)
 
-    def _prepare(self, t, s, m):
-        pass  # T is accepted (and checked) for a uniform API but not used
+    def _prepare(self, t, s, m):  # T is accepted (and checked) for a uniform API but not used
+        if self.occurrence_init == "observed":
+            with torch.no_grad():
+                self.net_.encoder.net[-1].bias.copy_(self._tensor(observed_logit(s, m)))
 
     def _train_loss(self, x, log_t, s, mask):
         return self._nll(x, s, mask).mean() / self.n_events_

@@ -153,6 +153,27 @@ class CETParams(ModelParams):
         return resolve(self.objective, self.estimator)
 
 
+@dataclass(frozen=True)
+class BCParams(ModelParams):
+    """BC's own setting on top of :class:`ModelParams` (the oracle, a BC fitted on the true
+    occurrence, shares it).
+
+    Attributes:
+        occurrence_init: where the output logits start: ``"observed"`` (the default, as CET's:
+            each event's bias at the logit of the share of positive labels in the training data)
+            or ``"uniform"`` (PyTorch's default initialisation, p near 0.5; BC's start before
+            2026-11-24). With CET started at the observed share, BC starts there too, so that the
+            comparison is not decided by the start (``benchmarks/bc_init_probe.py``).
+    """
+
+    occurrence_init: str = "observed"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.occurrence_init not in ("observed", "uniform"):
+            raise ValueError(f"occurrence_init must be one of ['observed', 'uniform'], got {self.occurrence_init!r}")
+
+
 def keyword_init(params_class):
     """An ``__init__`` taking exactly ``params_class``'s fields as keywords, stored as given
     (scikit-learn's rule: validation happens in ``fit``). Its signature lists the fields, so

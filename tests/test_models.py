@@ -266,10 +266,11 @@ def test_frames_record_and_check_feature_names(small_survival, frame, tmp_path):
 def test_hyper_parameters_are_listed_once_in_the_params_dataclasses():
     import dataclasses
 
-    from cet_model.params import CETParams, ModelParams
+    from cet_model.params import BCParams, CETParams, ModelParams
 
     assert set(CETModel().get_params()) == {f.name for f in dataclasses.fields(CETParams)}
-    assert set(ETModel().get_params()) == set(BCModel().get_params()) == {f.name for f in dataclasses.fields(ModelParams)}
+    assert set(ETModel().get_params()) == {f.name for f in dataclasses.fields(ModelParams)}
+    assert set(BCModel().get_params()) == {f.name for f in dataclasses.fields(BCParams)}
     assert CETModel().get_params() == dataclasses.asdict(CETParams())  # the same defaults
     with pytest.raises(TypeError, match="unexpected parameters \\['hidden'\\]"):
         CETModel(hidden=3)
@@ -311,6 +312,25 @@ def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
     assert CETModel().get_params()["occurrence_init"] == "observed"
     with pytest.raises(ValueError, match="occurrence_init must be one of"):
         CETModel(occurrence_init="zeros").fit(x, t, s)
+
+
+def test_bc_starts_at_the_observed_share_like_cet():
+    """BC (and the oracle, a BC on the true occurrence) start where CET starts, so the
+    comparison is not decided by the start; "uniform" keeps PyTorch's initialisation."""
+    rng = np.random.default_rng(4)
+    n = 400
+    x = np.zeros((n, 2))
+    s = np.column_stack([rng.random(n) < 0.05, rng.random(n) < 0.7]).astype(float)
+    t = np.exp(rng.standard_normal((n, 2)))
+    fast = dict(hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu")
+    bc = BCModel(**fast).fit(x, t, s)
+    cet = CETModel(**fast).fit(x, t, s)
+    np.testing.assert_allclose(bc.predict_occurrence(x[:1])[0], s.mean(0), rtol=1e-4)
+    np.testing.assert_allclose(bc.predict_occurrence(x[:1]), cet.predict_occurrence(x[:1]), rtol=1e-4)
+    uniform = BCModel(**fast, occurrence_init="uniform").fit(x, t, s)
+    assert np.abs(uniform.predict_occurrence(x[:1])[0] - s.mean(0)).max() > 0.1
+    with pytest.raises(ValueError, match="occurrence_init must be one of"):
+        BCModel(occurrence_init="km").fit(x, t, s)
 
 
 def test_km_occurrence_init_starts_each_logit_at_the_kaplan_meier_plateau():
