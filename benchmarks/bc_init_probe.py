@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cet_model.atomic import write_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import (  # noqa: E402
     evaluate,
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.out:
-        args.out.write_text(json.dumps({"data": args.data, "rows": rows, "machine": machine(),
+        write_text(args.out, json.dumps({"data": args.data, "rows": rows, "machine": machine(),
                                         "command": "python benchmarks/bc_init_probe.py " + " ".join(
                                             argv if argv is not None else sys.argv[1:])}, indent=2))
     return 0

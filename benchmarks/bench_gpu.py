@@ -42,6 +42,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from cet_model.atomic import write_text  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -218,10 +220,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).parent))
     res = {"train": run_train, "embed": run_embed, "compare": run_compare}[args.part](args)
     res["command"] = "python benchmarks/bench_gpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(res, indent=2))
-    tmp.replace(args.out)
+    write_text(args.out, json.dumps(res, indent=2))  # appears whole
     print(json.dumps(res, indent=2))
     return 0
 

@@ -65,6 +65,7 @@ def main(argv=None) -> int:
     if args.child:
         child(int(args.child[0]), args.child[1], args.data, args.epochs)
         return 0
+    from cet_model.atomic import write_text
     from cet_model.evaluation import machine
 
     res: dict = {"data": args.data, "epochs": args.epochs, "alone": {}}
@@ -80,10 +81,7 @@ def main(argv=None) -> int:
     res["parallel_over_sequential"] = round(side["slower_of_the_two"] / res["sequential_2_threads"], 3)
     res["machine"] = machine()
     res["command"] = "python benchmarks/bench_train_threads.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(res, indent=2))
-    tmp.replace(args.out)
+    write_text(args.out, json.dumps(res, indent=2))  # appears whole
     print(json.dumps(res, indent=2))
     return 0
 
