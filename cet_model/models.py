@@ -94,7 +94,12 @@ def observed_logit(s: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
         array([ 1.099, -1.099])
     """
     w = np.ones_like(s) if m is None else m
-    p = np.clip((s * w).sum(0) / np.maximum(w.sum(0), 1.0), 1e-3, 1 - 1e-3)
+    return share_logit((s * w).sum(0) / np.maximum(w.sum(0), 1.0))
+
+
+def share_logit(share: np.ndarray) -> np.ndarray:
+    """logit of ``share`` clipped to [1e-3, 1 - 1e-3] (a start for an occurrence logit)."""
+    p = np.clip(share, 1e-3, 1 - 1e-3)
     return np.log(p) - np.log1p(-p)
 
 
@@ -366,10 +371,8 @@ class CETModel(_Base):
             logit = observed_logit(s, m)
         else:
             w = np.ones_like(s) if m is None else m
-            share = np.array([kaplan_meier_plateau(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j])
-                              if (w[:, j] > 0.5).any() else 0.5 for j in range(s.shape[1])])
-            p = np.clip(share, 1e-3, 1 - 1e-3)
-            logit = np.log(p) - np.log1p(-p)
+            logit = share_logit(np.array([kaplan_meier_plateau(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j])
+                                          if (w[:, j] > 0.5).any() else 0.5 for j in range(s.shape[1])]))
         with torch.no_grad():
             self.net_.encoder.net[-1].bias.copy_(self._tensor(logit))
 
