@@ -1,0 +1,148 @@
+"""Does early stopping on the joint objective stop CET's occurrence head too soon? Validation split only.
+
+    python benchmarks/early_stopping_probe.py --data data/experiments/mimic-standin [--seeds 0,1,2] \
+        [--out benchmarks/results/early_stopping_probe_mimic.json]
+
+The default CET stops when the validation objective (the log marginal likelihood of times and
+indicators, both heads together) has not improved for ``patience`` epochs, and keeps the best
+weights. On the MIMIC stand-in the best epoch comes early (13 of 53 at seed 0) while the
+occurrence head still improves against the planted truth. Per seed this fits, as the experiments
+do (``PRESETS``, automatic budget):
+
+- ``BC`` and the ``Oracle`` (the better baseline and the ceiling, for the goal arithmetic of the
+  model issue: CET should close half the gap between them);
+- the default ``CET``, recording after every epoch the validation objective, the validation AUC
+  against the true occurrence and the log loss of P(ever) against it. It reports the AUC at the
+  epoch the objective picks and the best AUC anywhere on the trajectory: no stopping rule that
+  follows this trajectory can do better than that, and choosing it needs the truth;
+- a second stage from the chosen weights: the time decoder frozen, the occurrence encoder trained
+  on, stopped by the same validation objective (a stopping rule per head, using no truth).
+
+Prints one line per fit and the share of the BC-to-oracle gap each CET variant closes on the
+validation split. The truth is read from the validation split only; the test split is not read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cet_model.atomic import write_text  # noqa: E402
+from cet_model.dataset import load_dataset  # noqa: E402
+from cet_model.evaluation import (  # noqa: E402
+    PRESETS,
+    comment_encoder_for,
+    evaluate,
+    fit_preset,
+    machine,
+    model_inputs,
+)
+from cet_model.metrics import occurrence_auc  # noqa: E402
+from cet_model.train import train  # noqa: E402
+
+
+def truth_scores(p: np.ndarray, c: np.ndarray, mask: np.ndarray | None) -> tuple[float, float]:
+    """(mean AUC over events, mean log loss) of P(ever) ``p`` (n, M) against the true occurrence ``c``."""
+    keep = np.ones_like(c, bool) if mask is None else mask == 1
+    aucs = [occurrence_auc(c[keep[:, j], j], p[keep[:, j], j]) for j in range(c.shape[1])
+            if len(np.unique(c[keep[:, j], j])) == 2]
+    q = np.clip(p, 1e-6, 1 - 1e-6)
+    loss = -(c * np.log(q) + (1 - c) * np.log(1 - q))[keep].mean()
+    return float(np.mean(aucs)), float(loss)
+
+
+def gap_share(cet: float, bc: float, oracle: float) -> float:
+    """The share of the BC-to-oracle gap CET closes: (CET - BC) / (oracle - BC)."""
+    return (cet - bc) / (oracle - bc)
+
+
+def train_encoder_only(model, x_tr, tr, x_va, va):
+    """Stage 2: the fitted CET's decoder frozen, its encoder trained on with the same objective,
+    budget and early stopping (the best weights kept). Returns the stage's ``History``."""
+    tr_t = model._tensors(x_tr, tr.T, tr.S, tr.mask)
+    va_t = model._tensors(x_va, va.T, va.S, va.mask)
+
+    def batch_loss(idx):
+        return model._train_loss(*[a[idx] if a is not None else None for a in tr_t])
+
+    for p in model.net_.decoder.parameters():
+        p.requires_grad_(False)
+    try:
+        return train(model.net_, batch_loss, len(x_tr), model._config(), model.shuffle_generator_,
+                     lambda: model._eval_loss(*va_t), desc="CET encoder only")
+    finally:
+        for p in model.net_.decoder.parameters():
+            p.requires_grad_(True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default %(default)s)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    ds = load_dataset(args.data)
+    tr, va = ds.train, ds.val
+    x_tr, x_va = model_inputs(tr), model_inputs(va)
+    rows = []
+    for seed in (int(s) for s in args.seeds.split(",")):
+        base = {}
+        for name in ("BC", "Oracle"):
+            model = fit_preset(name, tr, va, seed=seed, x_train=x_tr, x_val=x_va)
+            base[name] = float(np.nanmean([r["auc"] for r in evaluate(name, model, va, ds.event_names, x_va).values()]))
+        cls, preset = PRESETS["CET"]
+        model = cls(seed=seed, comment_encoder=comment_encoder_for(tr), **preset)
+        curve = []  # (epoch, validation objective, AUC vs truth, log loss vs truth)
+
+        def record(epoch, hist, model=model, curve=curve):
+            curve.append((epoch, hist.val_loss[-1], *truth_scores(model.predict_occurrence(x_va), va.C, va.mask)))
+
+        t0 = time.perf_counter()
+        model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask, on_epoch=record)
+        seconds = time.perf_counter() - t0
+        picked = model.history_.best_epoch
+        auc_picked = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
+        best = max(curve, key=lambda r: r[2])
+        lowest_loss = min(curve, key=lambda r: r[3])
+
+        stage2 = train_encoder_only(model, x_tr, tr, x_va, va)
+        auc_staged = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
+        row = {
+            "seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4),
+            "cet_epochs": len(curve), "cet_best_epoch": picked + 1, "cet_val_objective": round(curve[picked][1], 5),
+            "cet_val_auc": round(auc_picked, 4), "cet_val_logloss_vs_truth": round(curve[picked][3], 4),
+            "trajectory_best_auc": round(best[2], 4), "trajectory_best_auc_epoch": best[0] + 1,
+            "trajectory_lowest_logloss_vs_truth": round(lowest_loss[3], 4),
+            "trajectory_lowest_logloss_epoch": lowest_loss[0] + 1,
+            "staged_val_objective": round(min(stage2.val_loss), 5), "staged_best_epoch": stage2.best_epoch + 1,
+            "staged_val_auc": round(auc_staged, 4), "cet_seconds": round(seconds, 1),
+        }
+        for key in ("cet_val_auc", "trajectory_best_auc", "staged_val_auc"):
+            row[f"gap_share_{key}"] = round(gap_share(row[key], base["BC"], base["Oracle"]), 3)
+        rows.append(row)
+        print(f"seed {seed}: BC {row['val_auc_bc']:.4f}, oracle {row['val_auc_oracle']:.4f}; CET picked epoch "
+              f"{row['cet_best_epoch']} of {row['cet_epochs']}: AUC {row['cet_val_auc']:.4f} "
+              f"({row['gap_share_cet_val_auc']:.0%} of the gap), log loss vs truth {row['cet_val_logloss_vs_truth']:.4f}; "
+              f"best on the trajectory {row['trajectory_best_auc']:.4f} at epoch {row['trajectory_best_auc_epoch']} "
+              f"({row['gap_share_trajectory_best_auc']:.0%}), lowest log loss {row['trajectory_lowest_logloss_vs_truth']:.4f} "
+              f"at epoch {row['trajectory_lowest_logloss_epoch']}; encoder-only stage: objective "
+              f"{row['cet_val_objective']:.5f} -> {row['staged_val_objective']:.5f}, AUC {row['staged_val_auc']:.4f} "
+              f"({row['gap_share_staged_val_auc']:.0%})", flush=True)
+    if args.out:
+        write_text(args.out, json.dumps({"command": "python benchmarks/early_stopping_probe.py " + " ".join(
+            argv if argv is not None else sys.argv[1:]), "machine": machine(), "data": str(args.data),
+            "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
