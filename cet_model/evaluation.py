@@ -19,10 +19,11 @@ Presets (``PRESETS``):
 
 - ``CET``: the product default, ``CETModel()`` -- the exact log marginal likelihood (observed
   cells pinned, censored cells summed), conditioned decoder, occurrence logits started at each
-  event's observed share, Adam lr 1e-3, automatic budget.
+  event's observed share, Adam lr 1e-3, automatic budget, early stopping per head (the encoder
+  trained on alone after the joint stop).
 - ``CET-paper``: the paper's model as the original code trained it (Gumbel-Softmax, tau 0.3,
-  100 samples, penalty -log eps - log p with eps = 0.7, Adam lr 3e-4, logits started near 0):
-  what produced Tables 3-5.
+  100 samples, penalty -log eps - log p with eps = 0.7, Adam lr 3e-4, logits started near 0,
+  one joint early stop): what produced Tables 3-5.
 - ``CET-bound``: eq. 8 exactly as printed (penalty -log eps, log eps = -2), otherwise as CET-paper.
 - ``CET-marginal``: the marginal likelihood summed over every pattern of every row (no
   importance sampling: the reference for the default's per-row budget).
@@ -68,7 +69,7 @@ from .models import BCModel, CETModel, ETModel
 log = logging.getLogger("cet_model.evaluation")
 
 PAPER_CET = dict(objective="paper", estimator="gumbel", n_samples=100, temperature=0.3,
-                 log_epsilon=math.log(0.7), lr=3e-4, occurrence_init="uniform")
+                 log_epsilon=math.log(0.7), lr=3e-4, occurrence_init="uniform", encoder_stage=False)
 PRESETS: dict[str, tuple[type, dict]] = {
     "CET": (CETModel, {}),
     "CET-paper": (CETModel, PAPER_CET),

@@ -31,7 +31,7 @@ from .metrics import kaplan_meier_plateau
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import BCParams, CETParams, ModelParams, keyword_init
-from .train import TrainConfig, train
+from .train import TrainConfig, train, training_only
 from .validation import check_features, check_survival, column_names
 
 FORMAT = "cet-model"
@@ -234,7 +234,11 @@ class _Base(BaseEstimator):
             val_loss = lambda: self._eval_loss(*va)  # noqa: E731
         self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
                               val_loss, desc=self._desc(), on_epoch=on_epoch)
+        self._after_training(batch_loss, len(x), val_loss, on_epoch)
         return self
+
+    def _after_training(self, batch_loss, n_train: int, val_loss, on_epoch) -> None:
+        """A further training stage after early stopping, if the model has one (CET's encoder stage)."""
 
     def score(self, X, T, S, mask=None) -> float:
         """Mean log-likelihood (CET: the objective) per row and event; dropout off. Higher is better."""
@@ -362,6 +366,26 @@ class CETModel(_Base):
         super()._prepare(t, s, m)
         if self.occurrence_init != "uniform":
             self._init_occurrence_bias(t, s, m)
+
+    def _after_training(self, batch_loss, n_train, val_loss, on_epoch) -> None:
+        """The encoder stage: from the weights early stopping chose, train the occurrence encoder
+        alone (the time decoder and any comment encoder frozen) on the same objective, budget and
+        early stopping. Both heads are stopped by the validation objective, each at its own time:
+        the time head, fitted to continuous times, overfits first and the joint stop otherwise
+        halts the occurrence head while it still improves (docs/results.md, "When training
+        stops"). Runs only when validation data were given (the training loss alone would only fit
+        the training rows) and the joint stage stopped early (when its budget ran out the
+        objective was still improving and ``ConvergenceWarning`` has said so). Its history is
+        ``encoder_history_`` (None when the stage did not run)."""
+        self.encoder_history_ = None
+        if not self.encoder_stage or val_loss is None or not self.history_.stopped_early:
+            return
+        offset = len(self.history_.train_loss)
+        shifted = None if on_epoch is None else (lambda epoch, hist: on_epoch(offset + epoch, hist))
+        with training_only(self.net_, self.net_.encoder):
+            self.encoder_history_ = train(self.net_, batch_loss, n_train, self._config(), self.shuffle_generator_,
+                                          val_loss, desc=self._desc() + "/encoder", on_epoch=shifted,
+                                          start_best=min(self.history_.val_loss))
 
     def _init_occurrence_bias(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
         """Start each event's occurrence logit at a training-data estimate of P(c = 1) instead of

@@ -122,6 +122,11 @@ class CETParams(ModelParams):
             :func:`cet_model.metrics.kaplan_meier_plateau`) or ``"uniform"`` (PyTorch's default
             layer initialisation, p near 0.5, as the original code started; the default before
             2026-11-24). docs/results.md ("Where the occurrence logits start") has the evidence.
+        encoder_stage: after early stopping, train the occurrence encoder alone (time decoder
+            frozen at its chosen weights) until the validation objective stops improving again
+            (the default since 2026-11-24; ``False`` stops both heads together, as the original
+            code did). Runs only when ``fit`` gets validation data and the joint stage stopped
+            early. docs/results.md ("When training stops") has the evidence.
     """
 
     objective: str = "marginal"
@@ -133,6 +138,7 @@ class CETParams(ModelParams):
     max_patterns: int = 64
     importance_samples: int = 32
     occurrence_init: str = "observed"
+    encoder_stage: bool = True
 
     def __post_init__(self):
         super().__post_init__()

@@ -16,7 +16,8 @@ import copy
 import logging
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -67,29 +68,60 @@ class History:
     stopped_early: bool = False
 
 
+def trainable(module: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters of ``module`` that are not frozen (``requires_grad``)."""
+    return [p for p in module.parameters() if p.requires_grad]
+
+
+@contextmanager
+def training_only(module: torch.nn.Module, part: torch.nn.Module) -> Iterator[None]:
+    """Freeze every parameter of ``module`` outside ``part`` while the block runs; restore after.
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    >>> with training_only(net, net[1]):
+    ...     len(trainable(net))
+    2
+    >>> len(trainable(net))
+    4
+    """
+    keep = {id(p) for p in part.parameters()}
+    before = [(p, p.requires_grad) for p in module.parameters()]
+    try:
+        for p, _ in before:
+            p.requires_grad_(id(p) in keep and p.requires_grad)
+        yield
+    finally:
+        for p, flag in before:
+            p.requires_grad_(flag)
+
+
 def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Tensor], n_train: int,
           cfg: TrainConfig, shuffle_generator: torch.Generator,
           val_loss: Callable[[], float] | None = None, desc: str = "train",
-          on_epoch: Callable[[int, History], None] | None = None) -> History:
+          on_epoch: Callable[[int, History], None] | None = None, start_best: float | None = None) -> History:
     """Minimise ``batch_loss(row_index)``; stop after ``patience`` epochs without improvement.
 
     ``val_loss()`` returns the monitored loss (dropout off); without it the epoch's mean
     training loss is monitored. The best weights seen are restored at the end.
     ``on_epoch(epoch, history)`` is called after each epoch with the module in eval mode.
+    ``start_best``: the monitored loss of the weights the module holds now (a further stage of a
+    fit); an epoch must beat it to replace them, so the stage never ends on worse weights.
     """
     if cfg.optimizer == "lbfgs":
         return _train_lbfgs(module, batch_loss, n_train, cfg)
     if cfg.optimizer != "adam":
         raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")
+    params = trainable(module)
     if cfg.weight_decay > 0:
-        opt = torch.optim.AdamW(module.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     else:
-        opt = torch.optim.Adam(module.parameters(), lr=cfg.lr)
+        opt = torch.optim.Adam(params, lr=cfg.lr)
     batch_size = cfg.batch_size or n_train
     max_epochs, patience = cfg.budget(n_train)
     hist = History()
-    best, best_state, bad = math.inf, copy.deepcopy(module.state_dict()), 0
-    anchor = math.inf  # the loss at the last real improvement: slow steady progress still counts
+    best = math.inf if start_best is None else float(start_best)
+    best_state, bad = copy.deepcopy(module.state_dict()), 0
+    anchor = best  # the loss at the last real improvement: slow steady progress still counts
     bar = tqdm(range(max_epochs), desc=desc, disable=not cfg.verbose, leave=False)
     for epoch in bar:
         module.train()
@@ -137,7 +169,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
 def _train_lbfgs(module, batch_loss, n_train, cfg: TrainConfig) -> History:
     """Full-batch L-BFGS with a strong-Wolfe line search (deterministic; no dropout expected)."""
     module.train()
-    opt = torch.optim.LBFGS(module.parameters(), lr=1.0, max_iter=cfg.budget(n_train)[0], history_size=50,
+    opt = torch.optim.LBFGS(trainable(module), lr=1.0, max_iter=cfg.budget(n_train)[0], history_size=50,
                             tolerance_grad=1e-12, tolerance_change=1e-15, line_search_fn="strong_wolfe")
     idx = torch.arange(n_train)
 

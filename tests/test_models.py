@@ -120,7 +120,8 @@ def test_seeded_fits_are_reproducible_on_cpu(small_survival):
 
 def test_early_stopping_restores_the_best_weights(small_survival):
     x, t, s, _ = small_survival
-    model = CETModel(hidden_sizes=(16,), max_epochs=30, patience=3, lr=0.05, device="cpu").fit(x, t, s, x, t, s)
+    model = CETModel(hidden_sizes=(16,), max_epochs=30, patience=3, lr=0.05, device="cpu",
+                     encoder_stage=False).fit(x, t, s, x, t, s)
     h = model.history_
     assert h.best_epoch == int(np.argmin(h.val_loss))
     assert model.score(x, t, s) == pytest.approx(-min(h.val_loss), rel=1e-5)
@@ -354,3 +355,54 @@ def test_km_occurrence_init_starts_each_logit_at_the_kaplan_meier_plateau():
         expected.append(1.0 - km.survival_function_.iloc[-1, 0])
     np.testing.assert_allclose(model.predict_occurrence(x[:1])[0], expected, rtol=1e-4)
     assert (np.asarray(expected) > s.mean(0)).all()  # above the observed share when censoring hides events
+
+
+def _split_rows(data, n_train=200):
+    x, t, s, _ = data
+    return (x[:n_train], t[:n_train], s[:n_train]), (x[n_train:], t[n_train:], s[n_train:])
+
+
+def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survival):
+    (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
+    kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1)
+    joint = CETModel(encoder_stage=False, **kw).fit(x, t, s, xv, tv, sv)
+    staged = CETModel(**kw).fit(x, t, s, xv, tv, sv)  # the default: encoder_stage=True
+    assert joint.history_.stopped_early and joint.encoder_history_ is None
+    h = staged.encoder_history_
+    assert h is not None and h.best_epoch >= 0  # the stage found better weights
+    a, b = joint.net_.state_dict(), staged.net_.state_dict()
+    for name in a:  # same joint stage (seeded); then only the occurrence encoder moved
+        if name.startswith("encoder."):
+            continue
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
+    assert any(not torch.equal(a[n], b[n]) for n in a if n.startswith("encoder."))
+    # both heads are stopped by the same validation objective: the stage only ever lowers it
+    assert staged.score(xv, tv, sv) == pytest.approx(-min(h.val_loss), rel=1e-5)
+    assert staged.score(xv, tv, sv) > joint.score(xv, tv, sv)
+
+
+def test_encoder_stage_needs_validation_data_and_an_early_stop(small_survival):
+    (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
+    kw = dict(hidden_sizes=(16,), lr=0.05, batch_size=50, device="cpu", encoder_stage=True)
+    assert CETModel(max_epochs=20, patience=3, **kw).fit(x, t, s).encoder_history_ is None  # no validation data
+    with pytest.warns(Warning, match="still improving"):  # the budget ran out: no early stop
+        budget_out = CETModel(max_epochs=2, patience=5, **kw).fit(x, t, s, xv, tv, sv)
+    assert budget_out.encoder_history_ is None
+
+
+def test_a_further_stage_never_ends_on_worse_weights(small_survival):
+    from cet_model.train import TrainConfig, train
+
+    x, t, _, _ = small_survival
+    net = torch.nn.Linear(3, 1)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    xs, ys = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(np.log(t[:, :1]), dtype=torch.float32)
+
+    def loss(idx):
+        return ((net(xs[idx]) - ys[idx]) ** 2).mean()
+
+    hist = train(net, loss, len(x), TrainConfig(lr=0.1, max_epochs=5, patience=2), torch.Generator().manual_seed(0),
+                 lambda: float(loss(torch.arange(len(x)))), start_best=-1.0)  # nothing can beat a negative MSE
+    assert hist.best_epoch == -1
+    for k, v in net.state_dict().items():
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0)
