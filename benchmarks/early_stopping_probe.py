@@ -11,12 +11,14 @@ do (``PRESETS``, automatic budget):
 
 - ``BC`` and the ``Oracle`` (the better baseline and the ceiling, for the goal arithmetic of the
   model issue: CET should close half the gap between them);
-- the default ``CET``, recording after every epoch the validation objective, the validation AUC
-  against the true occurrence and the log loss of P(ever) against it. It reports the AUC at the
-  epoch the objective picks and the best AUC anywhere on the trajectory: no stopping rule that
-  follows this trajectory can do better than that, and choosing it needs the truth;
-- a second stage from the chosen weights: the time decoder frozen, the occurrence encoder trained
-  on, stopped by the same validation objective (a stopping rule per head, using no truth).
+- ``CET`` with one joint stop (``encoder_stage=False``, the default until 2026-11-24),
+  recording after every epoch the validation objective, the validation AUC against the true
+  occurrence and the log loss of P(ever) against it. It reports the AUC at the epoch the
+  objective picks and the best AUC anywhere on the trajectory: no stopping rule that follows
+  this trajectory can do better than that, and choosing it needs the truth;
+- the default ``CET`` (``encoder_stage=True``): the same joint stage, then the time decoder
+  frozen and the occurrence encoder trained on, stopped by the same validation objective (a
+  stopping rule per head, using no truth).
 
 Prints one line per fit and the share of the BC-to-oracle gap each CET variant closes on the
 validation split. The truth is read from the validation split only; the test split is not read.
@@ -46,7 +48,6 @@ from cet_model.evaluation import (  # noqa: E402
     model_inputs,
 )
 from cet_model.metrics import occurrence_auc  # noqa: E402
-from cet_model.train import train  # noqa: E402
 
 
 def truth_scores(p: np.ndarray, c: np.ndarray, mask: np.ndarray | None) -> tuple[float, float]:
@@ -62,25 +63,6 @@ def truth_scores(p: np.ndarray, c: np.ndarray, mask: np.ndarray | None) -> tuple
 def gap_share(cet: float, bc: float, oracle: float) -> float:
     """The share of the BC-to-oracle gap CET closes: (CET - BC) / (oracle - BC)."""
     return (cet - bc) / (oracle - bc)
-
-
-def train_encoder_only(model, x_tr, tr, x_va, va):
-    """Stage 2: the fitted CET's decoder frozen, its encoder trained on with the same objective,
-    budget and early stopping (the best weights kept). Returns the stage's ``History``."""
-    tr_t = model._tensors(x_tr, tr.T, tr.S, tr.mask)
-    va_t = model._tensors(x_va, va.T, va.S, va.mask)
-
-    def batch_loss(idx):
-        return model._train_loss(*[a[idx] if a is not None else None for a in tr_t])
-
-    for p in model.net_.decoder.parameters():
-        p.requires_grad_(False)
-    try:
-        return train(model.net_, batch_loss, len(x_tr), model._config(), model.shuffle_generator_,
-                     lambda: model._eval_loss(*va_t), desc="CET encoder only")
-    finally:
-        for p in model.net_.decoder.parameters():
-            p.requires_grad_(True)
 
 
 def main(argv=None) -> int:
@@ -100,7 +82,7 @@ def main(argv=None) -> int:
             model = fit_preset(name, tr, va, seed=seed, x_train=x_tr, x_val=x_va)
             base[name] = float(np.nanmean([r["auc"] for r in evaluate(name, model, va, ds.event_names, x_va).values()]))
         cls, preset = PRESETS["CET"]
-        model = cls(seed=seed, comment_encoder=comment_encoder_for(tr), **preset)
+        model = cls(seed=seed, comment_encoder=comment_encoder_for(tr), **dict(preset, encoder_stage=False))
         curve = []  # (epoch, validation objective, AUC vs truth, log loss vs truth)
 
         def record(epoch, hist, model=model, curve=curve):
@@ -114,8 +96,10 @@ def main(argv=None) -> int:
         best = max(curve, key=lambda r: r[2])
         lowest_loss = min(curve, key=lambda r: r[3])
 
-        stage2 = train_encoder_only(model, x_tr, tr, x_va, va)
-        auc_staged = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
+        staged = cls(seed=seed, comment_encoder=comment_encoder_for(tr), **dict(preset, encoder_stage=True))
+        staged.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
+        stage2 = staged.encoder_history_
+        auc_staged = truth_scores(staged.predict_occurrence(x_va), va.C, va.mask)[0]
         row = {
             "seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4),
             "cet_epochs": len(curve), "cet_best_epoch": picked + 1, "cet_val_objective": round(curve[picked][1], 5),
@@ -123,7 +107,8 @@ def main(argv=None) -> int:
             "trajectory_best_auc": round(best[2], 4), "trajectory_best_auc_epoch": best[0] + 1,
             "trajectory_lowest_logloss_vs_truth": round(lowest_loss[3], 4),
             "trajectory_lowest_logloss_epoch": lowest_loss[0] + 1,
-            "staged_val_objective": round(min(stage2.val_loss), 5), "staged_best_epoch": stage2.best_epoch + 1,
+            "staged_val_objective": round(-staged.score(x_va, va.T, va.S, mask=va.mask), 5),
+            "staged_best_epoch": None if stage2 is None else stage2.best_epoch + 1,
             "staged_val_auc": round(auc_staged, 4), "cet_seconds": round(seconds, 1),
         }
         for key in ("cet_val_auc", "trajectory_best_auc", "staged_val_auc"):
