@@ -82,7 +82,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     x_tr, x_va, x_te, spec = model_inputs(tr), model_inputs(va), model_inputs(te), comment_encoder_for(tr)
     tmp = registry.staging_dir(models_root, name)
     try:
-        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}}
+        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {}}
         for model_name in params.models:
             t0 = time.perf_counter()
 
@@ -97,13 +97,16 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                                on_epoch=on_epoch, device=params.device)
             metrics["seconds"][model_name] = time.perf_counter() - t0
             metrics["epochs"][model_name] = len(model.history_.train_loss)
+            stage = getattr(model, "encoder_history_", None)  # CET's encoder-only stage, when it ran
+            metrics["encoder_epochs"][model_name] = 0 if stage is None else len(stage.train_loss)
             model.save(tmp / model_name)
             for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
                 metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
                                                            label=f"{name} {split_name}")
             metrics["summary"][model_name] = {
                 f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
-            log.info("%s %s: %d epochs, %.1fs, val AUC %.3f", name, model_name, metrics["epochs"][model_name],
+            log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, val AUC %.3f", name, model_name,
+                     metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
                      metrics["seconds"][model_name], metrics["summary"][model_name]["val_auc"])
         records = {
             "metrics.json": _clean(metrics),
