@@ -20,6 +20,8 @@ import dataclasses
 import inspect
 from dataclasses import dataclass
 
+import numpy as np
+
 from .comments import check_spec
 from .objectives import log_epsilon_for, resolve
 
@@ -149,6 +151,9 @@ class CETParams(ModelParams):
                              f"{self.temperature}")
         if self.occurrence_init not in OCCURRENCE_INITS:
             raise ValueError(f"occurrence_init must be one of {list(OCCURRENCE_INITS)}, got {self.occurrence_init!r}")
+        for name in ("condition_on_occurrence", "encoder_stage"):  # "false" from a config is truthy
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:
             raise ValueError(f"max_patterns and importance_samples must be >= 1, got {self.max_patterns} "
                              f"and {self.importance_samples}")

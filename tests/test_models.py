@@ -313,6 +313,9 @@ def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
     assert CETModel().get_params()["occurrence_init"] == "observed"
     with pytest.raises(ValueError, match="occurrence_init must be one of"):
         CETModel(occurrence_init="zeros").fit(x, t, s)
+    for name in ("encoder_stage", "condition_on_occurrence"):  # a string from a config is refused, not truthy
+        with pytest.raises(ValueError, match=f"{name} must be True or False, got 'false'"):
+            CETModel(**{name: "false"}).fit(x, t, s)
 
 
 def test_bc_starts_at_the_observed_share_like_cet():
