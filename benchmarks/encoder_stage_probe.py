@@ -1,0 +1,148 @@
+"""Could CET's encoder-only stage do better? Variants of the stage, scored on the validation split only.
+
+    python benchmarks/encoder_stage_probe.py --data data/experiments/mimic-standin [--seeds 0,1,2] \
+        [--variants default,lr0.3,lr0.1,alternate] [--out benchmarks/results/encoder_stage_probe_mimic.json]
+
+The default CET (``encoder_stage=True``) stops the joint fit on the validation objective, then
+trains the occurrence encoder alone with the time decoder frozen, at the same learning rate and
+with the same early stopping (docs/results.md, "When training stops"). Per seed this fits BC and
+the Oracle (the goal arithmetic's floor and ceiling), then CET's joint stage once, and from those
+same weights runs each variant of the second stage with the library's own ``train``:
+
+- ``default``: the stage as the model runs it (same learning rate);
+- ``lr0.3``, ``lr0.1``, ...: the stage at that fraction of the learning rate;
+- ``alternate``: the default stage, then the decoder alone, then the encoder alone again (block
+  coordinate descent), each starting from the best objective so far.
+
+It reports, per variant, the validation objective the stage ends on (lower is better; this is all
+a rule that picks a variant may use), the validation AUC of P(ever) against the true occurrence
+and the share of the BC-to-oracle gap that AUC closes. The test split is not read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from early_stopping_probe import gap_share, truth_scores  # noqa: E402
+
+from cet_model.atomic import write_text  # noqa: E402
+from cet_model.dataset import load_dataset  # noqa: E402
+from cet_model.evaluation import (  # noqa: E402
+    PRESETS,
+    comment_encoder_for,
+    evaluate,
+    fit_preset,
+    machine,
+    model_inputs,
+)
+from cet_model.models import CETModel  # noqa: E402
+from cet_model.train import train, training_only  # noqa: E402
+
+
+class JointOnly(CETModel):
+    """CET whose fit ends after the joint stage, keeping what a further stage needs."""
+
+    def _after_training(self, batch_loss, n_train, val_loss, on_epoch) -> None:
+        self.encoder_history_ = None
+        self.stage_inputs_ = (batch_loss, n_train, val_loss)
+
+
+def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float):
+    """Train ``model.net_.<part>`` alone from the weights it holds; returns the stage's History."""
+    batch_loss, n_train, val_loss = model.stage_inputs_
+    cfg = dataclasses.replace(model._config(), lr=float(model.lr) * lr_factor)
+    with training_only(model.net_, getattr(model.net_, part)):
+        return train(model.net_, batch_loss, n_train, cfg, model.shuffle_generator_, val_loss,
+                     desc=f"{part} x{lr_factor}", start_best=start_best)
+
+
+def variant(model: JointOnly, name: str, joint_best: float) -> tuple[float, list[int]]:
+    """Run variant ``name`` of the second stage; (final validation objective, epochs per stage)."""
+    if name == "alternate":
+        plan = [("encoder", 1.0), ("decoder", 1.0), ("encoder", 1.0)]
+    elif name == "default":
+        plan = [("encoder", 1.0)]
+    elif name.startswith("lr"):
+        plan = [("encoder", float(name[2:]))]
+    else:
+        raise ValueError(f"unknown variant {name!r}; use default, alternate or lr<factor> (e.g. lr0.3)")
+    best, epochs = joint_best, []
+    for part, factor in plan:
+        hist = run_stage(model, part, factor, best)
+        best = min(best, min(hist.val_loss))
+        epochs.append(len(hist.train_loss))
+    return best, epochs
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default %(default)s)")
+    ap.add_argument("--variants", default="default,lr0.3,lr0.1,alternate",
+                    help="comma-separated stage variants (default %(default)s)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    args = ap.parse_args(argv)
+    names = args.variants.split(",")
+    warnings.simplefilter("ignore")
+    ds = load_dataset(args.data)
+    tr, va = ds.train, ds.val
+    x_tr, x_va = model_inputs(tr), model_inputs(va)
+    rows = []
+    for seed in (int(s) for s in args.seeds.split(",")):
+        base = {}
+        for name in ("BC", "Oracle"):
+            fitted = fit_preset(name, tr, va, seed=seed, x_train=x_tr, x_val=x_va)
+            base[name] = float(np.nanmean([r["auc"] for r in evaluate(name, fitted, va, ds.event_names, x_va).values()]))
+        model = JointOnly(seed=seed, comment_encoder=comment_encoder_for(tr), **PRESETS["CET"][1])
+        model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
+        joint_state = {k: v.clone() for k, v in model.net_.state_dict().items()}
+        shuffle_state = model.shuffle_generator_.get_state()
+        joint_best = min(model.history_.val_loss)
+        auc = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
+        row = {"seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4),
+               "joint_val_objective": round(joint_best, 5), "joint_val_auc": round(auc, 4),
+               "joint_gap_share": round(gap_share(auc, base["BC"], base["Oracle"]), 3), "variants": {}}
+        line = f"seed {seed}: BC {base['BC']:.4f}, oracle {base['Oracle']:.4f}, joint stop {auc:.4f}"
+        for name in names:
+            model.net_.load_state_dict(joint_state)
+            model.shuffle_generator_.set_state(shuffle_state)
+            t0 = time.perf_counter()
+            objective, epochs = variant(model, name, joint_best)
+            seconds = time.perf_counter() - t0
+            auc = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
+            share = gap_share(auc, base["BC"], base["Oracle"])
+            row["variants"][name] = {"val_objective": round(objective, 5), "val_auc": round(auc, 4),
+                                     "gap_share": round(share, 3), "epochs": epochs, "seconds": round(seconds, 1)}
+            line += f" | {name}: objective {objective:.5f}, AUC {auc:.4f} ({share:.0%}), {seconds:.0f}s"
+        rows.append(row)
+        print(line, flush=True)
+    summary = {}
+    for name in names:
+        vals = [r["variants"][name] for r in rows]
+        summary[name] = {key: round(float(np.mean([v[key] for v in vals])), 5)
+                         for key in ("val_objective", "val_auc", "gap_share")}
+        summary[name]["objective_below_default_in"] = (
+            sum(v["val_objective"] < r["variants"]["default"]["val_objective"] for v, r in zip(vals, rows, strict=True))
+            if "default" in names else None)
+        print(f"{name:10s} mean objective {summary[name]['val_objective']:.5f}, AUC {summary[name]['val_auc']:.4f}, "
+              f"gap share {summary[name]['gap_share']:.3f}", flush=True)
+    if args.out:
+        write_text(args.out, json.dumps({"command": "python benchmarks/encoder_stage_probe.py " + " ".join(
+            argv if argv is not None else sys.argv[1:]), "machine": machine(), "data": str(args.data),
+            "rows": rows, "mean": summary}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
