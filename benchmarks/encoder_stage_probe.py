@@ -34,15 +34,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import gap_share, truth_scores  # noqa: E402
+from early_stopping_probe import floor_and_ceiling, gap_share, truth_scores  # noqa: E402
 
 from cet_model.atomic import write_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import (  # noqa: E402
     PRESETS,
     comment_encoder_for,
-    evaluate,
-    fit_preset,
     machine,
     model_inputs,
 )
@@ -100,10 +98,7 @@ def main(argv=None) -> int:
     x_tr, x_va = model_inputs(tr), model_inputs(va)
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        base = {}
-        for name in ("BC", "Oracle"):
-            fitted = fit_preset(name, tr, va, seed=seed, x_train=x_tr, x_val=x_va)
-            base[name] = float(np.nanmean([r["auc"] for r in evaluate(name, fitted, va, ds.event_names, x_va).values()]))
+        base = floor_and_ceiling(ds, x_tr, x_va, seed)
         model = JointOnly(seed=seed, comment_encoder=comment_encoder_for(tr), **PRESETS["CET"][1])
         model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
         joint_state = {k: v.clone() for k, v in model.net_.state_dict().items()}
