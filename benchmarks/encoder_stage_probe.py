@@ -65,18 +65,29 @@ def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float):
                      desc=f"{part} x{lr_factor}", start_best=start_best)
 
 
+def stage_plan(name: str) -> list[tuple[str, float]]:
+    """The (part trained, learning-rate factor) stages of variant ``name``, in order.
+
+    >>> stage_plan("lr0.3")
+    [('encoder', 0.3)]
+    """
+    if name == "alternate":
+        return [("encoder", 1.0), ("decoder", 1.0), ("encoder", 1.0)]
+    if name == "default":
+        return [("encoder", 1.0)]
+    try:
+        factor = float(name[2:]) if name.startswith("lr") else None
+    except ValueError:
+        factor = None
+    if factor is None or not factor > 0:
+        raise ValueError(f"unknown variant {name!r}; use default, alternate or lr<factor> (e.g. lr0.3)")
+    return [("encoder", factor)]
+
+
 def variant(model: JointOnly, name: str, joint_best: float) -> tuple[float, list[int]]:
     """Run variant ``name`` of the second stage; (final validation objective, epochs per stage)."""
-    if name == "alternate":
-        plan = [("encoder", 1.0), ("decoder", 1.0), ("encoder", 1.0)]
-    elif name == "default":
-        plan = [("encoder", 1.0)]
-    elif name.startswith("lr"):
-        plan = [("encoder", float(name[2:]))]
-    else:
-        raise ValueError(f"unknown variant {name!r}; use default, alternate or lr<factor> (e.g. lr0.3)")
     best, epochs = joint_best, []
-    for part, factor in plan:
+    for part, factor in stage_plan(name):
         hist = run_stage(model, part, factor, best)
         best = min(best, min(hist.val_loss))
         epochs.append(len(hist.train_loss))
@@ -92,6 +103,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     names = args.variants.split(",")
+    try:  # refuse a wrong name now, not after the first seed's fits
+        for name in names:
+            stage_plan(name)
+    except ValueError as err:
+        ap.error(str(err))
     warnings.simplefilter("ignore")
     ds = load_dataset(args.data)
     tr, va = ds.train, ds.val
