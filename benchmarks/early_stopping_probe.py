@@ -61,6 +61,14 @@ def truth_scores(p: np.ndarray, c: np.ndarray, mask: np.ndarray | None) -> tuple
     return float(np.mean(aucs)), float(loss)
 
 
+def validation_inputs(data):
+    """Load a dataset folder for a validation probe: (dataset, train split, validation split,
+    the model inputs of each); warnings silenced, as the probes print their own lines."""
+    warnings.simplefilter("ignore")
+    ds = load_dataset(data)
+    return ds, ds.train, ds.val, model_inputs(ds.train), model_inputs(ds.val)
+
+
 def floor_and_ceiling(ds, x_tr, x_va, seed: int) -> dict[str, float]:
     """Validation AUC (mean over events) of BC and the Oracle, fitted as the experiments do: the
     better baseline and the ceiling of the half-gap arithmetic."""
@@ -82,10 +90,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
-    warnings.simplefilter("ignore")
-    ds = load_dataset(args.data)
-    tr, va = ds.train, ds.val
-    x_tr, x_va = model_inputs(tr), model_inputs(va)
+    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         base = floor_and_ceiling(ds, x_tr, x_va, seed)

@@ -26,7 +26,6 @@ import dataclasses
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,15 +33,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import floor_and_ceiling, gap_share, truth_scores  # noqa: E402
+from early_stopping_probe import floor_and_ceiling, gap_share, truth_scores, validation_inputs  # noqa: E402
 
 from cet_model.atomic import write_text  # noqa: E402
-from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import (  # noqa: E402
     PRESETS,
     comment_encoder_for,
     machine,
-    model_inputs,
 )
 from cet_model.models import CETModel  # noqa: E402
 from cet_model.train import train, training_only  # noqa: E402
@@ -108,10 +105,7 @@ def main(argv=None) -> int:
             stage_plan(name)
     except ValueError as err:
         ap.error(str(err))
-    warnings.simplefilter("ignore")
-    ds = load_dataset(args.data)
-    tr, va = ds.train, ds.val
-    x_tr, x_va = model_inputs(tr), model_inputs(va)
+    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         base = floor_and_ceiling(ds, x_tr, x_va, seed)

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import evaluate, fit_preset, model_inputs  # noqa: E402
 from cet_model.metrics import concordance_index, mrae  # noqa: E402
+from cet_model.params import CETParams  # noqa: E402
 
 
 def parse(text: str) -> dict:
@@ -41,7 +42,7 @@ def parse(text: str) -> dict:
     return dict(ast.literal_eval(node))
 
 
-def free_cells_line(s: np.ndarray, mask: np.ndarray | None, max_patterns: int = 64) -> str:
+def free_cells_line(s: np.ndarray, mask: np.ndarray | None, max_patterns: int = CETParams.max_patterns) -> str:
     """How the marginal objective treats the training rows: each row sums over its free cells
     (censored or masked), exactly when 2^k <= ``max_patterns``, else by the importance-weighted bound.
 
