@@ -79,6 +79,14 @@ def floor_and_ceiling(ds, x_tr, x_va, seed: int) -> dict[str, float]:
     return base
 
 
+def write_record(out: Path, script: str, argv, data, **payload) -> None:
+    """Write a probe's figures to ``out`` (JSON, atomically) with the command that made them, the
+    machine and the dataset folder; ``argv``: the arguments given (None: ``sys.argv[1:]``)."""
+    command = f"python benchmarks/{script} " + " ".join(argv if argv is not None else sys.argv[1:])
+    record = {"command": command, "machine": machine(), "data": str(data), **payload}
+    write_text(out, json.dumps(record, indent=2) + "\n")
+
+
 def gap_share(cet: float, bc: float, oracle: float) -> float:
     """The share of the BC-to-oracle gap CET closes: (CET - BC) / (oracle - BC)."""
     return (cet - bc) / (oracle - bc)
@@ -147,9 +155,7 @@ def main(argv=None) -> int:
               f"({row['gap_share_staged_val_auc']:.0%}); fit {row['joint_seconds']:.1f}s joint stop only, "
               f"{row['staged_seconds']:.1f}s with the stage ({row['staged_cost_ratio']:.2f}x)", flush=True)
     if args.out:
-        write_text(args.out, json.dumps({"command": "python benchmarks/early_stopping_probe.py " + " ".join(
-            argv if argv is not None else sys.argv[1:]), "machine": machine(), "data": str(args.data),
-            "rows": rows}, indent=2) + "\n")
+        write_record(args.out, "early_stopping_probe.py", argv, args.data, rows=rows)
     return 0
 
 

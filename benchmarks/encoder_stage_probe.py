@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,13 +32,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import floor_and_ceiling, gap_share, truth_scores, validation_inputs  # noqa: E402
+from early_stopping_probe import (  # noqa: E402
+    floor_and_ceiling,
+    gap_share,
+    truth_scores,
+    validation_inputs,
+    write_record,
+)
 
-from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import (  # noqa: E402
     PRESETS,
     comment_encoder_for,
-    machine,
 )
 from cet_model.models import CETModel  # noqa: E402
 from cet_model.train import train, training_only  # noqa: E402
@@ -143,9 +146,7 @@ def main(argv=None) -> int:
         print(f"{name:10s} mean objective {summary[name]['val_objective']:.5f}, AUC {summary[name]['val_auc']:.4f}, "
               f"gap share {summary[name]['gap_share']:.3f}", flush=True)
     if args.out:
-        write_text(args.out, json.dumps({"command": "python benchmarks/encoder_stage_probe.py " + " ".join(
-            argv if argv is not None else sys.argv[1:]), "machine": machine(), "data": str(args.data),
-            "rows": rows, "mean": summary}, indent=2) + "\n")
+        write_record(args.out, "encoder_stage_probe.py", argv, args.data, rows=rows, mean=summary)
     return 0
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -31,12 +30,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import gap_share, validation_inputs  # noqa: E402
+from early_stopping_probe import gap_share, validation_inputs, write_record  # noqa: E402
 
-from cet_model.atomic import write_text  # noqa: E402
 from cet_model.comments import RowView  # noqa: E402
 from cet_model.dataset import Split  # noqa: E402
-from cet_model.evaluation import evaluate, fit_preset, machine, model_inputs  # noqa: E402
+from cet_model.evaluation import evaluate, fit_preset, model_inputs  # noqa: E402
 
 
 def first_rows(split: Split, order: np.ndarray, fraction: float) -> Split:
@@ -95,9 +93,7 @@ def main(argv=None) -> int:
               f"oracle {mean['val_auc_oracle']:.4f}, CET {mean['val_auc_cet']:.4f}, "
               f"gap share {mean['gap_share']:.3f}", flush=True)
     if args.out:
-        write_text(args.out, json.dumps({"command": "python benchmarks/size_probe.py " + " ".join(
-            argv if argv is not None else sys.argv[1:]), "machine": machine(), "data": str(args.data),
-            "rows": rows, "mean": summary}, indent=2) + "\n")
+        write_record(args.out, "size_probe.py", argv, args.data, rows=rows, mean=summary)
     return 0
 
 

@@ -26,6 +26,7 @@ SECTIONS = {
     "mimic-demo": ("Real MIMIC-III demo, 100 patients (Table 4's tasks)", None, ""),
     "mimic-standin": ("MIMIC-III stand-in with planted truth (Table 4's tasks)", None, ""),
     "reddit-standin": ("Reddit stand-in with planted truth (Table 5's tasks)", None, ""),
+    "mimic-standin-large": ("MIMIC-III stand-in at four times the size (scale 0.6)", None, ""),
 }
 
 
