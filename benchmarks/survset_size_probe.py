@@ -1,7 +1,7 @@
 """Does the default CET trail the linear AFT on any real data set cut to whas500's size? Validation split only.
 
     python benchmarks/survset_size_probe.py [--datasets actg,rott2,flchain,support2] [--draws 10] \
-        [--n-train 276 --n-stop 92] [--sizes small,full] [--cet "dict(hidden_sizes=())"] \
+        [--n-train 276 --n-stop 92] [--sizes small,full] [--model ET] [--cet "dict(hidden_sizes=())"] \
         [--out benchmarks/results/survset_size_probe.json]
 
 The SurvSet benchmark (``bench_survset.py``) misses its goal on one set only: on whas500 (276
@@ -15,7 +15,8 @@ any data set at 276 rows? For each of those four sets (same loading and preproce
 - ``full``: the whole training split, 80 % for fitting and 20 % for early stopping (a random
   partition per draw).
 
-At each size the default CET (seed ``r``; ``--cet`` changes its settings) and the AFT are fitted on the same rows (the AFT does
+At each size the default CET (seed ``r``; ``--cet`` changes its settings, ``--model ET`` fits
+ET instead: the same time head without the occurrence head) and the AFT are fitted on the same rows (the AFT does
 not use the early-stopping rows) and scored, as the benchmark scores them, on the data set's
 validation split: Harrell's C from the restricted mean survival time. The test split is not read.
 """
@@ -33,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_survset import fit_cet, fit_lifelines, load, score  # noqa: E402
 from early_stopping_probe import write_record  # noqa: E402
 from validation_probe import parse  # noqa: E402
+
+from cet_model.models import CETModel, ETModel  # noqa: E402
 
 SIZES = ("small", "full")
 
@@ -64,6 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n-train", type=int, default=276, help="fitting rows of the small size (default %(default)s)")
     ap.add_argument("--n-stop", type=int, default=92, help="early-stopping rows of the small size (default %(default)s)")
     ap.add_argument("--sizes", default="small,full", help="which sizes (default %(default)s)")
+    ap.add_argument("--model", choices=("CET", "ET"), default="CET", help="the network fitted (default %(default)s)")
     ap.add_argument("--cet", default="dict()", help="CETModel settings, e.g. 'dict(hidden_sizes=())' (default: none)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
@@ -71,6 +75,7 @@ def main(argv=None) -> int:
     if not set(sizes) <= set(SIZES):
         ap.error(f"--sizes must be among {','.join(SIZES)}, got {args.sizes}")
     cet_settings = parse(args.cet)
+    model_class = {"CET": CETModel, "ET": ETModel}[args.model]
     rows, summary = [], []
     for name in args.datasets.split(","):
         parts, names, facts = load(name)
@@ -78,7 +83,7 @@ def main(argv=None) -> int:
             diffs = []
             for r in range(args.draws):
                 part = draw_parts(parts, size, r, args.n_train, args.n_stop)
-                cet = score("CET", fit_cet(part, seed=r, **cet_settings)[0], part, 0.0)["harrell_c"]
+                cet = score("CET", fit_cet(part, model_class, seed=r, **cet_settings)[0], part, 0.0)["harrell_c"]
                 aft = score("LogNormalAFT", fit_lifelines(part, "aft", names)[0], part, 0.0)["harrell_c"]
                 diffs.append(cet - aft)
                 rows.append({"dataset": name, "size": size, "draw": r, "n_fit": len(part["train"][1]),
@@ -88,11 +93,11 @@ def main(argv=None) -> int:
                             "cet_minus_aft_mean": round(float(d.mean()), 4),
                             "cet_minus_aft_sd": round(float(d.std(ddof=1)), 4) if d.size > 1 else 0.0,
                             "draws_below_aft_by_more_than_0.005": int((d < -0.005).sum())})
-            print(f"{name:<9} {size:<5} ({len(part['train'][1]):>5} fitting rows): CET - AFT {d.mean():+.4f} "
+            print(f"{name:<9} {size:<5} ({len(part['train'][1]):>5} fitting rows): {args.model} - AFT {d.mean():+.4f} "
                   f"(sd {summary[-1]['cet_minus_aft_sd']:.4f}; {summary[-1]['draws_below_aft_by_more_than_0.005']} "
                   f"of {d.size} draws below by more than 0.005)", flush=True)
     if args.out:
-        write_record(args.out, "survset_size_probe.py", argv, "SurvSet", cet_settings=cet_settings, rows=rows,
+        write_record(args.out, "survset_size_probe.py", argv, "SurvSet", model=args.model, cet_settings=cet_settings, rows=rows,
                      mean=summary)
     return 0
 
