@@ -84,16 +84,12 @@ def child_build(runner: str, dumps: str, out: str, work: str) -> dict:
 def child_fit(data: str, rows: int, mode: str) -> dict:
     import numpy as np
 
-    from cet_model.comments import CommentInputs, RowView, flatten_inputs
+    from cet_model.comments import CommentInputs, flatten_inputs
     from cet_model.dataset import Split, load_dataset
     from cet_model.evaluation import fit_preset
 
     def head(split: Split, k: int) -> Split:
-        k = min(k, len(split))
-        seq = split.sequences
-        return Split(ids=split.ids[:k], X=split.X[:k], T=split.T[:k], S=split.S[:k], C=split.C[:k],
-                     T_true=split.T_true[:k], sequences=RowView(seq.base, seq.rows[:k]),
-                     mask=None if split.mask is None else split.mask[:k])
+        return split.take(np.arange(min(k, len(split))))
 
     ds = load_dataset(data)
     tr, va, te = head(ds.train, rows), ds.val, ds.test

@@ -20,7 +20,6 @@ is not read.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from early_stopping_probe import gap_share, validation_inputs, write_record  # noqa: E402
 
-from cet_model.comments import RowView  # noqa: E402
 from cet_model.dataset import Split  # noqa: E402
 from cet_model.evaluation import evaluate, fit_preset, model_inputs  # noqa: E402
 
@@ -46,11 +44,7 @@ def first_rows(split: Split, order: np.ndarray, fraction: float) -> Split:
     """
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction {fraction} is not in (0, 1]")
-    rows = np.sort(order[:max(1, round(fraction * len(split)))])
-    arrays = {f.name: getattr(split, f.name) for f in dataclasses.fields(split)}
-    out = {k: (None if v is None else v[rows]) for k, v in arrays.items() if k != "sequences"}
-    seq = split.sequences
-    return Split(**out, sequences=None if seq is None else RowView(seq, rows))
+    return split.take(np.sort(order[:max(1, round(fraction * len(split)))]))
 
 
 def main(argv=None) -> int:

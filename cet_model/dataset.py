@@ -47,6 +47,23 @@ class Split:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def take(self, rows) -> Split:
+        """The rows ``rows`` (an integer index array) of this split, as a new Split; the comment
+        embeddings stay on disk (a ``RowView`` of the same file).
+
+        >>> s = Split(np.arange(4), np.zeros((4, 1)), *(np.ones((4, 2)) for _ in range(4)))
+        >>> s.take(np.array([3, 1])).ids, len(s.take(np.array([0])))
+        (array([3, 1]), 1)
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        seq = self.sequences
+        if isinstance(seq, RowView):
+            seq = RowView(seq.base, seq.rows[rows])
+        elif seq is not None:
+            seq = RowView(seq, rows)
+        return Split(ids=self.ids[rows], X=self.X[rows], T=self.T[rows], S=self.S[rows], C=self.C[rows],
+                     T_true=self.T_true[rows], sequences=seq, mask=None if self.mask is None else self.mask[rows])
+
 
 @dataclass
 class Dataset:

@@ -137,3 +137,26 @@ def test_censoring_median_fallback_is_explicit_and_recorded():
     _, _, params = censor_by_median(t_true, c, train, fallback=True, event_names=["a", "b", "z"])
     assert params["median"] == [1.5, 5.0, 3.25]
     assert params["median_from"] == {"a": "train", "b": "all rows", "z": "median of the other events"}
+
+
+def test_split_take_keeps_rows_and_reads_embeddings_from_the_same_file(tmp_path):
+    """``Split.take`` selects the same rows of every array; comment embeddings stay a view of
+    the file's rows (no copy), also when the split itself is already a view."""
+    from cet_model.comments import NpyRows, RowView
+    from cet_model.dataset import Split, save_rows
+
+    n, m = 6, 2
+    seq = np.arange(n * 3 * 4, dtype=np.float32).reshape(n, 3, 4)
+    save_rows(tmp_path / "sequences.npy", seq)
+    on_disk = NpyRows(tmp_path / "sequences.npy")
+    rng = np.random.default_rng(0)
+    split = Split(ids=np.arange(10, 10 + n), X=rng.standard_normal((n, 2)), T=rng.random((n, m)) + 1,
+                  S=rng.integers(0, 2, (n, m)).astype(float), C=np.ones((n, m)), T_true=rng.random((n, m)) + 1,
+                  sequences=RowView(on_disk, np.array([5, 4, 3, 2, 1, 0])), mask=rng.integers(0, 2, (n, m)))
+    rows = np.array([4, 0, 2])
+    part = split.take(rows)
+    assert part.ids.tolist() == [14, 10, 12]
+    for name in ("X", "T", "S", "C", "T_true", "mask"):
+        np.testing.assert_array_equal(getattr(part, name), getattr(split, name)[rows])
+    assert isinstance(part.sequences, RowView) and part.sequences.base is on_disk
+    np.testing.assert_array_equal(np.asarray(part.sequences), seq[[1, 5, 3]])
