@@ -196,13 +196,23 @@ def mean_std(values) -> tuple[float, float]:
 def average_over_tasks(tasks: dict, metric: str) -> list[float]:
     """Per-run mean over tasks (the paper's Avg row): {task: {metric: [runs]}} -> [runs].
 
+    A task whose metric is undefined in a run (NaN: e.g. no event occurs in the test rows) is
+    left out of that run's mean; a run where no task defines it gets NaN, without numpy's
+    "Mean of empty slice" warning.
+
     >>> [round(v, 3) for v in average_over_tasks({"T1": {"auc": [0.8, 0.9]}, "T2": {"auc": [0.6, 0.7]}}, "auc")]
     [0.7, 0.8]
+    >>> average_over_tasks({"T1": {"auc": [0.8, float("nan")]}, "T2": {"auc": [0.6, float("nan")]}}, "auc")
+    [0.7, nan]
     """
     per_task = [v[metric] for v in tasks.values() if metric in v]
     if not per_task:
         return []
-    return np.nanmean(np.asarray(per_task, dtype=np.float64), axis=0).tolist()
+    arr = np.asarray(per_task, dtype=np.float64)
+    defined = ~np.isnan(arr)
+    count = defined.sum(axis=0)
+    total = np.where(defined, arr, 0.0).sum(axis=0)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan).tolist()
 
 
 def machine() -> dict:
