@@ -16,6 +16,7 @@ import functools
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +136,9 @@ class _Base(BaseEstimator):
         self.n_features_in_, self.n_events_ = n_features, n_events
         torch.manual_seed(int(self.seed))
         check_spec(self.comment_encoder_, n_features)
-        self.net_ = self._build_network(n_features, n_events)
+        with warnings.catch_warnings():  # an intercept-only model (no features) has 0-wide weights
+            warnings.filterwarnings("ignore", "Initializing zero-element tensors is a no-op", UserWarning)
+            self.net_ = self._build_network(n_features, n_events)
         self.net_.to(device=self.device_, dtype=self.torch_dtype_)
         self.noise_generator_ = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 1)
         self.shuffle_generator_ = torch.Generator().manual_seed(int(self.seed) + 2)

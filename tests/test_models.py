@@ -1,4 +1,5 @@
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -73,6 +74,16 @@ def test_linear_and_intercept_only_models(small_survival):
     model = CETModel(hidden_sizes=(8,), max_epochs=2, device="cpu").fit(empty, t, s)
     p = model.predict_occurrence(np.zeros((3, 0)))
     assert p.shape == (3, 2) and np.allclose(p, p[0])  # no features: one probability for all
+
+
+def test_intercept_only_models_build_without_torchs_zero_element_warning(small_survival, tmp_path):
+    _, t, s, _ = small_survival
+    empty = np.zeros((len(t), 0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = CETModel(hidden_sizes=(), max_epochs=2, device="cpu").fit(empty, t, s)
+        load_model(model.save(tmp_path / "m"), device="cpu")
+    assert not [w for w in caught if "zero-element" in str(w.message)]
 
 
 def test_deeper_networks_use_the_generic_path(small_survival):
