@@ -47,10 +47,10 @@ def test_exact_equals_brute_force_sum(objective):
             ll = row_loglik(c.expand(logits.shape[0], 1, -1))[i, 0]
             terms.append((w, ll))
         if objective == "bound":
-            want = sum(float(w * ll.detach()) for w, ll in terms)
+            want = sum(float((w * ll).detach()) for w, ll in terms)
         else:
-            want = math.log(sum(float(w * torch.exp(ll)) for w, ll in terms))
-        assert float(got[i]) == pytest.approx(want, rel=1e-10, abs=1e-10)
+            want = math.log(sum(float((w * torch.exp(ll)).detach()) for w, ll in terms))
+        assert float(got[i].detach()) == pytest.approx(want, rel=1e-10, abs=1e-10)
 
 
 def _grad(estimate_fn, logits):
