@@ -35,29 +35,23 @@ from early_stopping_probe import validation_inputs, write_record  # noqa: E402
 
 from cet_model import CETModel  # noqa: E402
 from cet_model.evaluation import fit_preset  # noqa: E402
+from cet_model.train import EarlyStopping  # noqa: E402
 
 
 def replay(val_loss, start_best: float, patience: int, tol: float) -> tuple[int, int, float]:
-    """The training loop's stopping rule (cet_model/train.py) on a recorded trajectory:
-    (epochs run, epoch whose weights are kept or -1 for the starting weights, their objective).
+    """The training loop's own stopping rule (``cet_model.train.EarlyStopping``) on a recorded
+    trajectory: (epochs run, epoch whose weights are kept or -1 for the starting weights, their objective).
 
     >>> replay([1.0, 0.9, 0.95, 0.96, 0.97], start_best=1.05, patience=2, tol=1e-4)
     (4, 1, 0.9)
     >>> replay([1.1, 1.2], start_best=1.0, patience=5, tol=1e-4)   # never beats the start
     (2, -1, 1.0)
     """
-    anchor = best = float(start_best)
-    bad, best_epoch = 0, -1
+    rule = EarlyStopping(patience, tol, start_best)
     for epoch, monitored in enumerate(val_loss):
-        if monitored < anchor - tol:
-            anchor, bad = monitored, 0
-        else:
-            bad += 1
-        if monitored < best:
-            best, best_epoch = monitored, epoch
-        if bad >= patience:
-            return epoch + 1, best_epoch, best
-    return len(val_loss), best_epoch, best
+        if rule.update(epoch, monitored)[1]:
+            return epoch + 1, rule.best_epoch, rule.best
+    return len(val_loss), rule.best_epoch, rule.best
 
 
 def stage_record(model: CETModel, n_train: int, fractions) -> dict | None:

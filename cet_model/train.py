@@ -67,6 +67,43 @@ class History:
     stopped_early: bool = False
 
 
+@dataclass
+class EarlyStopping:
+    """The stopping rule: stop after ``patience`` epochs without a gain of more than ``tol`` over
+    the last such gain; the best value (any gain, even below ``tol``) is the one kept.
+
+    ``best``: the monitored value of the starting weights (``inf``: none yet). ``update`` returns
+    (this epoch is the new best, stop now). ``best_epoch`` is -1 while the start is best.
+
+    >>> rule = EarlyStopping(patience=2, tol=1e-4, best=1.05)
+    >>> [rule.update(e, v) for e, v in enumerate([1.0, 0.9, 0.95, 0.96])]
+    [(True, False), (True, False), (False, False), (False, True)]
+    >>> rule.best_epoch, rule.best
+    (1, 0.9)
+    """
+
+    patience: int
+    tol: float
+    best: float = math.inf
+    best_epoch: int = -1
+    bad: int = 0
+    anchor: float = field(init=False)  # the value at the last real gain: slow steady progress still counts
+
+    def __post_init__(self) -> None:
+        self.best = float(self.best)
+        self.anchor = self.best
+
+    def update(self, epoch: int, monitored: float) -> tuple[bool, bool]:
+        if monitored < self.anchor - self.tol:
+            self.anchor, self.bad = monitored, 0
+        else:
+            self.bad += 1
+        improved = monitored < self.best
+        if improved:
+            self.best, self.best_epoch = monitored, epoch
+        return improved, self.bad >= self.patience
+
+
 def snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A copy of ``module``'s weights and buffers to restore later (a quarter of ``copy.deepcopy``'s
     time on a small network; the best weights are kept after every improving epoch).
@@ -132,9 +169,8 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
     batch_size = cfg.batch_size or n_train
     max_epochs, patience = cfg.budget(n_train)
     hist = History()
-    best = math.inf if start_best is None else float(start_best)
-    best_state, bad = snapshot(module), 0
-    anchor = best  # the loss at the last real improvement: slow steady progress still counts
+    rule = EarlyStopping(patience, cfg.tol, math.inf if start_best is None else start_best)
+    best_state = snapshot(module)
     bar = tqdm(range(max_epochs), desc=desc, disable=not cfg.verbose, leave=False)
     for epoch in bar:
         module.train()
@@ -158,18 +194,15 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         bar.set_postfix(train=f"{hist.train_loss[-1]:.4f}", val=f"{monitored:.4f}")
         if on_epoch is not None:
             on_epoch(epoch, hist)
-        if monitored < anchor - cfg.tol:
-            anchor, bad = monitored, 0
-        else:
-            bad += 1
-        if monitored < best:  # the best weights are kept even for a gain below tol
-            best, hist.best_epoch = monitored, epoch
+        improved, stop = rule.update(epoch, monitored)
+        if improved:  # the best weights are kept even for a gain below tol
+            hist.best_epoch = epoch
             best_state = snapshot(module)
-        if bad >= patience:
+        if stop:
             hist.stopped_early = True
             break
     log.info("%s: %d epochs, best epoch %d, monitored loss %.5f", desc, len(hist.train_loss),
-             hist.best_epoch + 1, best)
+             hist.best_epoch + 1, rule.best)
     if not hist.stopped_early and max_epochs > 1:
         warnings.warn(f"{desc}: the budget of {max_epochs} epochs ended while the monitored loss was still "
                       f"improving (best at epoch {hist.best_epoch + 1}); raise max_epochs or lr",
