@@ -1,0 +1,61 @@
+"""Where a small whole fit's time goes: cProfile of one default CET and one ET fit on a SurvSet set.
+
+    python benchmarks/profile_small_fit.py [--dataset veteran] [--seed 0] [--top 18]
+
+Fits the default CETModel and ETModel as ``bench_survset.py`` does (early stopping on the
+validation split, so CET's encoder stage runs), each under cProfile, and prints the epochs each
+ran and the functions with the most own time. Then times the training loop's copy of the best
+weights (``cet_model.train.snapshot``) against ``copy.deepcopy(state_dict())`` on a CET network of
+the default width. The first fit in the process also pays torch's lazy imports (``exec``,
+``marshal.loads`` rows): read the rows of the training loop. Prints only; writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import pstats
+import sys
+import timeit
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_survset import fit_cet, load  # noqa: E402
+
+from cet_model import CETModel, ETModel  # noqa: E402
+from cet_model.networks import CETNetwork  # noqa: E402
+from cet_model.train import snapshot  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", default="veteran")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--top", type=int, default=18)
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    parts, _, _ = load(args.dataset)
+    for cls in (CETModel, ETModel):
+        prof = cProfile.Profile()
+        prof.enable()
+        _, secs, model = fit_cet(parts, cls, seed=args.seed)
+        prof.disable()
+        stage = getattr(model, "encoder_history_", None)
+        print(f"{cls.__name__}: {secs:.2f} s, {len(model.history_.train_loss)} epochs"
+              + (f" + {len(stage.train_loss)} encoder-stage epochs" if stage is not None else ""))
+        pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
+    net = CETNetwork(parts["train"][0].shape[1], 1, (100,), 0.5, "net")
+    n = 2000
+    deep = timeit.timeit(lambda: copy.deepcopy(net.state_dict()), number=n) / n * 1e6
+    clone = timeit.timeit(lambda: snapshot(net), number=n) / n * 1e6
+    print(f"copy of the best weights: copy.deepcopy(state_dict()) {deep:.0f} us, snapshot {clone:.0f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
