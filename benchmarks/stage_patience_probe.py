@@ -1,7 +1,8 @@
 """What would a shorter patience for CET's encoder stage change? Replayed from recorded histories.
 
     python benchmarks/stage_patience_probe.py [--survset veteran,...,support2] [--seeds 0,...,9] \
-        [--data data/mimic --data data/reddit] [--data-seeds 0,1,2] [--fractions 0.5,0.25]
+        [--data data/mimic --data data/reddit] [--data-seeds 0,1,2] [--fractions 0.5,0.25] \
+        [--models CET,CET-unconditioned] [--table docs/results/mimic-standin/metrics.json] [--threads 1]
 
 The encoder stage (``encoder_stage=True``, the default) stops when its validation objective has
 not improved by more than ``tol`` for ``patience`` epochs, the same patience as the joint stage.
@@ -16,12 +17,19 @@ fit's recorded validation objectives: which epoch's weights it would keep, their
 objective, and how many stage epochs it would run. Per fit and patience fraction this prints
 whether the kept weights would be the same as the default's and, if not, how much worse their
 validation objective is. Validation split only; nothing is changed, nothing reads a test split.
-Writes ``benchmarks/results/stage_patience_probe.json``.
+Writes ``benchmarks/results/stage_patience_probe.json`` (or ``--out``).
+
+For a dataset folder whose experiment table (``python -m cet_experiments dataset``) is to be
+replayed, ``--models`` names the table's rows that have the stage (presets, as the table fitted
+them), ``--threads 1`` matches the tables' one-thread runs, and ``--table`` checks each fit against
+the table's record: the joint stage must have run the epochs the table recorded for that row and
+seed, or the probe stops (a rebuilt dataset or changed code would not replay the table's fits).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -30,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import torch  # noqa: E402
 from bench_survset import fit_cet, load  # noqa: E402
 from early_stopping_probe import validation_inputs, write_record  # noqa: E402
 
@@ -99,6 +108,22 @@ def summary(recs: list[dict], fractions) -> dict:
     return out
 
 
+def check_against_table(table: dict | None, preset: str, seed: int, model) -> str:
+    """'' when no table was given; else a note that the joint epochs match the table's record for
+    ``preset`` and ``seed``. Raises when they do not, or when the table has no such fit."""
+    if table is None:
+        return ""
+    entry = table["models"].get(preset)
+    seeds = table["config"]["seeds"].get(preset, []) if entry is not None else []
+    if seed not in seeds:
+        raise SystemExit(f"{preset} seed {seed}: not in the table's record")
+    recorded, got = entry["epochs"][seeds.index(seed)], len(model.history_.train_loss)
+    if recorded != got:
+        raise SystemExit(f"{preset} seed {seed}: the joint stage ran {got} epochs, the table recorded {recorded}: "
+                         "not the table's fit (dataset or code differ)")
+    return f" [joint epochs = table's {recorded}]"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--survset", default="veteran,pbc,whas500,GBSG2,actg,rott2,flchain,support2",
@@ -107,9 +132,18 @@ def main(argv=None) -> int:
     ap.add_argument("--data", action="append", default=[], help="a dataset folder (repeatable)")
     ap.add_argument("--data-seeds", default="0,1,2")
     ap.add_argument("--fractions", default="0.5,0.25")
+    ap.add_argument("--models", default="CET", help="presets fitted on each --data folder (default: CET)")
+    ap.add_argument("--table", action="append", default=[],
+                    help="the metrics.json of each --data folder's experiment table, in the same order: "
+                         "checks the joint epochs of every fit against it")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "stage_patience_probe.json")
     args = ap.parse_args(argv)
     fractions = [float(f) for f in args.fractions.split(",")]
+    if args.table and len(args.table) != len(args.data):
+        ap.error("give one --table per --data folder")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     results = {}
     for name in [n for n in args.survset.split(",") if n]:
@@ -121,15 +155,20 @@ def main(argv=None) -> int:
             print(line(name, seed, recs[-1]), flush=True)
         results[name] = {"fits": recs, "summary": summary(recs, fractions)}
         print(f"{name}: {results[name]['summary']}", flush=True)
-    for data in args.data:
+    presets = [m.strip() for m in args.models.split(",") if m.strip()]
+    for i, data in enumerate(args.data):
+        table = json.loads(Path(args.table[i]).read_text()) if args.table else None
         ds, train, val, x_tr, x_va = validation_inputs(data)
-        recs = []
-        for seed in (int(s) for s in args.data_seeds.split(",")):
-            model = fit_preset("CET", train, val, seed=seed, x_train=x_tr, x_val=x_va)
-            recs.append(stage_record(model, len(train), fractions))
-            print(line(data, seed, recs[-1]), flush=True)
-        results[data] = {"fits": recs, "summary": summary(recs, fractions)}
-        print(f"{data}: {results[data]['summary']}", flush=True)
+        for preset in presets:
+            key = data if preset == "CET" else f"{data} {preset}"
+            recs = []
+            for seed in (int(s) for s in args.data_seeds.split(",")):
+                model = fit_preset(preset, train, val, seed=seed, x_train=x_tr, x_val=x_va)
+                checked = check_against_table(table, preset, seed, model)
+                recs.append(stage_record(model, len(train), fractions))
+                print(line(key, seed, recs[-1]) + checked, flush=True)
+            results[key] = {"fits": recs, "summary": summary(recs, fractions)}
+            print(f"{key}: {results[key]['summary']}", flush=True)
     write_record(args.out, "stage_patience_probe.py", argv, ",".join(args.data) or "SurvSet", results=results)
     print(f"wrote {args.out}")
     return 0
