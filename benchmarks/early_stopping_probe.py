@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 import warnings
@@ -82,7 +83,7 @@ def floor_and_ceiling(ds, x_tr, x_va, seed: int) -> dict[str, float]:
 def write_record(out: Path, script: str, argv, data, **payload) -> None:
     """Write a probe's figures to ``out`` (JSON, atomically) with the command that made them, the
     machine and the dataset folder; ``argv``: the arguments given (None: ``sys.argv[1:]``)."""
-    command = f"python benchmarks/{script} " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = f"python benchmarks/{script} " + shlex.join(argv if argv is not None else sys.argv[1:])
     record = {"command": command, "machine": machine(), "data": str(data), **payload}
     write_text(out, json.dumps(record, indent=2) + "\n")
 

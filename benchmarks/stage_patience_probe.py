@@ -5,11 +5,14 @@
         [--models CET,CET-unconditioned] [--table docs/results/mimic-standin/metrics.json] [--threads 1]
 
 The encoder stage (``encoder_stage=True``, the default) stops when its validation objective has
-not improved by more than ``tol`` for ``patience`` epochs, the same patience as the joint stage.
-On small data that patience is long (500 epochs at 81 training rows, stretched to the step
-budget), and the stage runs at least that long whether or not it improves: it is what puts
-whole single-event fits over 3x ET on four SurvSet sets (``bench_single_event_cost.py
---defaults --seeds 10``).
+not improved by more than ``tol`` for its patience. Until 2026-11-25 that was the joint stage's
+patience; on small data it is long (500 epochs at 81 training rows, stretched to the step
+budget), and the stage ran at least that long whether or not it improved: it put whole
+single-event fits over 3x ET on four SurvSet sets (``bench_single_event_cost.py --defaults
+--seeds 10``). This probe's replays (the ``stage_patience_probe*.json`` records, made with that
+code) are why the stage now has half the joint patience (``cet_model.models.ENCODER_STAGE_PATIENCE``).
+``--fractions`` are of the joint stage's patience; with today's code only fractions up to the
+stage's own (0.5) can be replayed.
 
 A fit with a shorter stage patience follows the same trajectory (same weights, same random
 draws) up to the epoch where it stops, so its outcome can be replayed exactly from the default
@@ -44,7 +47,8 @@ from early_stopping_probe import validation_inputs, write_record  # noqa: E402
 
 from cet_model import CETModel  # noqa: E402
 from cet_model.evaluation import fit_preset  # noqa: E402
-from cet_model.train import EarlyStopping  # noqa: E402
+from cet_model.models import ENCODER_STAGE_PATIENCE  # noqa: E402
+from cet_model.train import EarlyStopping, later_stage, shorter_patience  # noqa: E402
 
 
 def replay(val_loss, start_best: float, patience: int, tol: float) -> tuple[int, int, float]:
@@ -70,14 +74,17 @@ def stage_record(model: CETModel, n_train: int, fractions) -> dict | None:
         return None
     cfg = model._config()
     patience = cfg.budget(n_train)[1]
+    stage_patience = later_stage(cfg, n_train, ENCODER_STAGE_PATIENCE).budget(n_train)[1]
     start = min(model.history_.val_loss)
-    ran, kept, value = replay(stage.val_loss, start, patience, cfg.tol)
+    ran, kept, value = replay(stage.val_loss, start, stage_patience, cfg.tol)
     if (ran, kept) != (len(stage.val_loss), stage.best_epoch):  # the replay must reproduce the fit
         raise AssertionError(f"replay gave {(ran, kept)}, the fit {(len(stage.val_loss), stage.best_epoch)}")
-    out = {"patience": patience, "joint_epochs": len(model.history_.train_loss), "stage_epochs": ran,
-           "stage_kept_epoch": kept, "stage_gain": start - value, "shorter": {}}
+    out = {"patience": patience, "stage_patience": stage_patience, "joint_epochs": len(model.history_.train_loss),
+           "stage_epochs": ran, "stage_kept_epoch": kept, "stage_gain": start - value, "shorter": {}}
     for f in fractions:
-        p = max(1, int(round(patience * f)))
+        p = shorter_patience(patience, f)
+        if p > stage_patience:  # a longer stage is not in the record
+            raise SystemExit(f"fraction {f}: {p} epochs is longer than the fit's stage patience ({stage_patience})")
         r, k, v = replay(stage.val_loss, start, p, cfg.tol)
         out["shorter"][str(f)] = {"patience": p, "stage_epochs": r, "kept_epoch": k, "same_weights": k == kept,
                                   "objective_worse_by": v - value}
@@ -88,7 +95,7 @@ def line(name: str, seed: int, rec: dict | None) -> str:
     if rec is None:
         return f"{name} seed {seed}: no encoder stage (the joint stage did not stop early)"
     parts = [f"{name} seed {seed}: joint {rec['joint_epochs']}, stage {rec['stage_epochs']} epochs "
-             f"(patience {rec['patience']}), kept stage epoch {rec['stage_kept_epoch'] + 1 if rec['stage_kept_epoch'] >= 0 else 'none'}"]
+             f"(patience {rec['patience']}, stage {rec['stage_patience']}), kept stage epoch {rec['stage_kept_epoch'] + 1 if rec['stage_kept_epoch'] >= 0 else 'none'}"]
     for f, s in rec["shorter"].items():
         what = "same weights" if s["same_weights"] else f"other weights, objective +{s['objective_worse_by']:.5f}"
         parts.append(f"x{f}: {s['stage_epochs']} epochs, {what}")

@@ -32,13 +32,14 @@ from .metrics import kaplan_meier_plateau
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import BCParams, CETParams, ModelParams, keyword_init
-from .train import TrainConfig, train, training_only
+from .train import TrainConfig, later_stage, train, training_only
 from .validation import check_features, check_survival, column_names
 
 FORMAT = "cet-model"
 FORMAT_VERSION = 2  # 2: objectives paper/bound/marginal, condition_on_occurrence, feature names
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
+ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
 
 
 def resolve_device(device: str) -> torch.device:
@@ -378,15 +379,19 @@ class CETModel(_Base):
         halts the occurrence head while it still improves (docs/results.md, "When training
         stops"). Runs only when validation data were given (the training loss alone would only fit
         the training rows) and the joint stage stopped early (when its budget ran out the
-        objective was still improving and ``ConvergenceWarning`` has said so). Its history is
-        ``encoder_history_`` (None when the stage did not run)."""
+        objective was still improving and ``ConvergenceWarning`` has said so). Its patience is
+        ``ENCODER_STAGE_PATIENCE`` (half) of the joint stage's: the stage's last gain comes early,
+        and a full patience made it the largest part of a small single-event fit's cost
+        (docs/results.md, "A shorter stage patience"). Its history is ``encoder_history_`` (None
+        when the stage did not run)."""
         self.encoder_history_ = None
         if not self.encoder_stage or val_loss is None or not self.history_.stopped_early:
             return
         offset = len(self.history_.train_loss)
         shifted = None if on_epoch is None else (lambda epoch, hist: on_epoch(offset + epoch, hist))
+        cfg = later_stage(self._config(), n_train, ENCODER_STAGE_PATIENCE)
         with training_only(self.net_, self.net_.encoder):
-            self.encoder_history_ = train(self.net_, batch_loss, n_train, self._config(), self.shuffle_generator_,
+            self.encoder_history_ = train(self.net_, batch_loss, n_train, cfg, self.shuffle_generator_,
                                           val_loss, desc=self._desc() + "/encoder", on_epoch=shifted,
                                           start_best=min(self.history_.val_loss))
 

@@ -17,7 +17,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from sklearn.exceptions import ConvergenceWarning
@@ -57,6 +57,30 @@ class TrainConfig:
         patience = self.patience if self.patience is not None else DEFAULT_PATIENCE * (
             stretch if self.max_epochs is None else 1)
         return int(epochs), int(patience)
+
+
+def later_stage(cfg: TrainConfig, n_train: int, patience_fraction: float) -> TrainConfig:
+    """The configuration of a further stage of a fit: the first stage's epoch budget and
+    ``patience_fraction`` of its patience (at least 1 epoch), both made explicit.
+
+    >>> TrainConfig().budget(80)
+    (5000, 500)
+    >>> later_stage(TrainConfig(), 80, 0.5).budget(80)
+    (5000, 250)
+    >>> later_stage(TrainConfig(max_epochs=30, patience=3), 80, 0.5).budget(80)   # round(1.5) = 2
+    (30, 2)
+    """
+    epochs, patience = cfg.budget(n_train)
+    return replace(cfg, max_epochs=epochs, patience=shorter_patience(patience, patience_fraction))
+
+
+def shorter_patience(patience: int, fraction: float) -> int:
+    """``fraction`` of ``patience`` epochs, rounded (half to even), at least 1.
+
+    >>> shorter_patience(500, 0.5), shorter_patience(5, 0.5), shorter_patience(3, 0.25)
+    (250, 2, 1)
+    """
+    return max(1, round(patience * fraction))
 
 
 @dataclass

@@ -7,6 +7,7 @@ import torch
 
 from cet_model import BCModel, CETModel, ETModel, load_model
 from cet_model.models import FORMAT_VERSION
+from cet_model.train import EarlyStopping
 
 FAST = dict(hidden_sizes=(16,), max_epochs=3, patience=2, batch_size=64, device="cpu")
 
@@ -393,6 +394,13 @@ def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survi
     # both heads are stopped by the same validation objective: the stage only ever lowers it
     assert staged.score(xv, tv, sv) == pytest.approx(-min(h.val_loss), rel=1e-5)
     assert staged.score(xv, tv, sv) > joint.score(xv, tv, sv)
+    # the stage's patience is half the joint stage's (5 -> round(2.5) = 2): its stopping rule
+    # fires first at its last epoch with patience 2, and would not have fired yet with 5
+    def stops(patience):
+        rule = EarlyStopping(patience, 1e-4, min(staged.history_.val_loss))
+        return [rule.update(e, v)[1] for e, v in enumerate(h.val_loss)]
+    assert h.stopped_early and stops(2).index(True) == len(h.val_loss) - 1
+    assert not any(stops(5))
 
 
 def test_encoder_stage_needs_validation_data_and_an_early_stop(small_survival):
