@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -86,7 +87,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default="support2")
     ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "single_event_cost.json")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the JSON record (default: benchmarks/results/single_event_cost.json, with --defaults "
+                         "single_event_cost_defaults[_Nseeds].json)")
     ap.add_argument("--defaults", action="store_true", help="time whole default fits with early stopping")
     ap.add_argument("--datasets", default=",".join(DATASETS), help="with --defaults (default: all eight)")
     ap.add_argument("--seeds", type=int, default=3, help="with --defaults: fits per model and data set, seeds 0..N-1 "
@@ -99,7 +102,7 @@ def main(argv=None) -> int:
                "rows": rows, "worst_ratio": max(ratios),
                "worst_ratio_one_stop": max(r["ratio_cet_one_stop_to_et"] for r in rows), "goal": "ratio_cet_to_et <= 3", "machine": machine()}
         suffix = "" if args.seeds == 3 else f"_{args.seeds}seeds"
-        path = args.out.with_name(f"single_event_cost_defaults{suffix}.json")
+        path = args.out or RESULTS / f"single_event_cost_defaults{suffix}.json"
         write_text(path, json.dumps(out, indent=2))
         print(f"worst CET/ET ratio of whole default fits: {max(ratios):.2f} (goal <= 3; with one joint stop "
               f"{out['worst_ratio_one_stop']:.2f}); wrote {path}")
@@ -118,8 +121,9 @@ def main(argv=None) -> int:
            "ratio_cet_to_et": float(np.median(cet) / np.median(et)),
            "ratio_cet_paper_to_et": float(paper / np.median(et)), "goal": "ratio_cet_to_et <= 3",
            "machine": machine(), "facts": facts}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text(args.out, json.dumps(out, indent=2))
+    path = args.out or RESULTS / "single_event_cost.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps(out, indent=2))
     print(f"{args.dataset}: {len(X)} training rows, {args.epochs} epochs. CET {np.median(cet):.2f} s, "
           f"ET {np.median(et):.2f} s: ratio {out['ratio_cet_to_et']:.2f} (goal <= 3). "
           f"CET-paper (Gumbel, 100 samples) {paper:.2f} s: {out['ratio_cet_paper_to_et']:.1f}x ET")
