@@ -125,9 +125,10 @@ class CETParams(ModelParams):
             layer initialisation, p near 0.5, as the original code started; the default before
             2026-11-24). docs/results.md ("Where the occurrence logits start") has the evidence.
         encoder_stage: after early stopping, train the occurrence encoder alone (time decoder
-            frozen at its chosen weights) until the validation objective stops improving again
-            (the default since 2026-11-24; ``False`` stops both heads together, as the original
-            code did). Runs only when ``fit`` gets validation data and the joint stage stopped
+            frozen at its chosen weights) until the validation objective stops improving again,
+            with half the joint stage's patience (``models.ENCODER_STAGE_PATIENCE``, since
+            2026-11-25). The default since 2026-11-24; ``False`` stops both heads together, as
+            the original code did. Runs only when ``fit`` gets validation data and the joint stage stopped
             early. docs/results.md ("When training stops") has the evidence.
     """
 
