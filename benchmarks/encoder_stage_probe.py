@@ -5,7 +5,9 @@
 
 The default CET (``encoder_stage=True``) stops the joint fit on the validation objective, then
 trains the occurrence encoder alone with the time decoder frozen, at the same learning rate and
-with the same early stopping (docs/results.md, "When training stops"). Per seed this fits BC and
+with the stage's early stopping (docs/results.md, "When training stops"; half the joint stage's
+patience since 2026-11-25: the ``encoder_stage_probe_*.json`` records were made before, with the
+full patience). Per seed this fits BC and
 the Oracle (the goal arithmetic's floor and ceiling), then CET's joint stage once, and from those
 same weights runs each variant of the second stage with the library's own ``train``:
 
@@ -59,7 +61,7 @@ class JointOnly(CETModel):
 def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float):
     """Train ``model.net_.<part>`` alone from the weights it holds; returns the stage's History."""
     batch_loss, n_train, val_loss = model.stage_inputs_
-    cfg = dataclasses.replace(model._config(), lr=float(model.lr) * lr_factor)
+    cfg = dataclasses.replace(model._encoder_stage_config(n_train), lr=float(model.lr) * lr_factor)
     with training_only(model.net_, getattr(model.net_, part)):
         return train(model.net_, batch_loss, n_train, cfg, model.shuffle_generator_, val_loss,
                      desc=f"{part} x{lr_factor}", start_best=start_best)

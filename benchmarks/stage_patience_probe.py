@@ -47,8 +47,7 @@ from early_stopping_probe import validation_inputs, write_record  # noqa: E402
 
 from cet_model import CETModel  # noqa: E402
 from cet_model.evaluation import fit_preset  # noqa: E402
-from cet_model.models import ENCODER_STAGE_PATIENCE  # noqa: E402
-from cet_model.train import EarlyStopping, later_stage, shorter_patience  # noqa: E402
+from cet_model.train import EarlyStopping, shorter_patience  # noqa: E402
 
 
 def replay(val_loss, start_best: float, patience: int, tol: float) -> tuple[int, int, float]:
@@ -74,7 +73,7 @@ def stage_record(model: CETModel, n_train: int, fractions) -> dict | None:
         return None
     cfg = model._config()
     patience = cfg.budget(n_train)[1]
-    stage_patience = later_stage(cfg, n_train, ENCODER_STAGE_PATIENCE).budget(n_train)[1]
+    stage_patience = model._encoder_stage_config(n_train).budget(n_train)[1]
     start = min(model.history_.val_loss)
     ran, kept, value = replay(stage.val_loss, start, stage_patience, cfg.tol)
     if (ran, kept) != (len(stage.val_loss), stage.best_epoch):  # the replay must reproduce the fit

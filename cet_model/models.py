@@ -389,11 +389,16 @@ class CETModel(_Base):
             return
         offset = len(self.history_.train_loss)
         shifted = None if on_epoch is None else (lambda epoch, hist: on_epoch(offset + epoch, hist))
-        cfg = later_stage(self._config(), n_train, ENCODER_STAGE_PATIENCE)
         with training_only(self.net_, self.net_.encoder):
-            self.encoder_history_ = train(self.net_, batch_loss, n_train, cfg, self.shuffle_generator_,
+            self.encoder_history_ = train(self.net_, batch_loss, n_train, self._encoder_stage_config(n_train),
+                                          self.shuffle_generator_,
                                           val_loss, desc=self._desc() + "/encoder", on_epoch=shifted,
                                           start_best=min(self.history_.val_loss))
+
+    def _encoder_stage_config(self, n_train: int) -> TrainConfig:
+        """The encoder stage's training configuration: the joint stage's, with its epoch budget
+        and ``ENCODER_STAGE_PATIENCE`` of its patience."""
+        return later_stage(self._config(), n_train, ENCODER_STAGE_PATIENCE)
 
     def _init_occurrence_bias(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
         """Start each event's occurrence logit at a training-data estimate of P(c = 1) instead of
