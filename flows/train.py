@@ -40,18 +40,18 @@ BUILDS = ("synthetic", "mimic", "reddit")
 @task(name="train-models")
 def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.TrainParams) -> tuple[str, bool]:
     logger = get_run_logger()
-    total = (p.max_epochs or 100) * len(p.models)  # automatic budgets: progress counts 100 epochs a model
     artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models)} on {name}")
-    done = {m: 0 for m in p.models}
+    percent = train_eval.FitProgress(p.models)  # at most one API call every 2 s, not one per epoch
 
     def progress(model, epoch, hist):
-        done[model] = epoch + 1
         logger.info("%s %s epoch %d: train loss %.4f, val loss %.4f", name, model, epoch + 1,
                     hist.train_loss[-1], hist.val_loss[-1])
-        update_progress_artifact(artifact, min(100.0, 100.0 * sum(done.values()) / total))
+        due = percent.epoch(model, epoch)
+        if due is not None:
+            update_progress_artifact(artifact, due)
 
     version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress)
-    update_progress_artifact(artifact, 100.0)
+    update_progress_artifact(artifact, percent.finish())
     logger.info("%s: %s %s", name, "reused" if reused else "registered", version)
     return str(version), reused
 

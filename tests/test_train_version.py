@@ -3,7 +3,7 @@
 import json
 
 from flows.lib.mimic.build import MimicParams, build
-from flows.lib.modeling.train_eval import TrainParams, train_version
+from flows.lib.modeling.train_eval import FitProgress, TrainParams, train_version
 from tests.mimic_fixture import write_fixture
 
 
@@ -20,3 +20,27 @@ def test_metrics_record_the_encoder_stage_epochs(tmp_path):
     assert a["epochs"]["CET"] == b["epochs"]["CET"] < 80  # the same seeded joint stage, stopped early
     assert a["encoder_epochs"]["CET"] >= 1  # then the stage ran, and its epochs are counted
     assert b["encoder_epochs"]["CET"] == 0
+
+
+def test_fit_progress_counts_models_whole_and_throttles_the_updates(tmp_path):
+    """The epochs train_version reports (the encoder stage's continue the joint count) give a percent
+    that never goes back, stays below 100 until every fit is done, and is sent when a model starts
+    and then at most once per interval (here every 5th epoch: 0.5 s apart, 0.1 s an epoch)."""
+    raw = write_fixture(tmp_path / "mimic", n_admissions=40)
+    ds_dir = build(raw, tmp_path / "ds", tmp_path / "work", MimicParams(n_chart=2, n_lab=1, n_output=1))
+    calls = []
+    params = TrainParams(models=("CET", "ET"), hidden=8, max_epochs=60, patience=2, overrides={"CET": {"lr": 0.05}})
+    version, _ = train_version(ds_dir, tmp_path / "models", "mimic", params,
+                               progress=lambda model, epoch, hist: calls.append((model, epoch)))
+    metrics = json.loads((version / "metrics.json").read_text())
+    assert metrics["encoder_epochs"]["CET"] >= 1  # the stage ran, so its epochs are in the calls too
+    assert len(calls) == sum(metrics["epochs"].values()) + metrics["encoder_epochs"]["CET"]
+    ticks = iter(0.1 * i for i in range(len(calls))).__next__
+    progress = FitProgress(params.models, interval=0.5, clock=ticks)
+    sent = [(model, progress.epoch(model, epoch)) for model, epoch in calls]
+    values = [v for _, v in sent if v is not None]
+    assert values == sorted(values) and values[-1] < 100.0 and progress.finish() == 100.0
+    first_et = next(i for i, (model, _) in enumerate(sent) if model == "ET")
+    assert sent[0][1] is not None and sent[first_et][1] is not None and sent[first_et][1] >= 50.0
+    assert all(v < 50.0 for model, v in sent[:first_et] if v is not None)
+    assert len(values) <= 2 + len(calls) // 5 + 1 < len(calls)
