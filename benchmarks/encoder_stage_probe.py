@@ -6,8 +6,8 @@
 The default CET (``encoder_stage=True``) stops the joint fit on the validation objective, then
 trains the occurrence encoder alone with the time decoder frozen, at the same learning rate and
 with the stage's early stopping (docs/results.md, "When training stops"; half the joint stage's
-patience since 2026-11-25: the ``encoder_stage_probe_*.json`` records were made before, with the
-full patience). Per seed this fits BC and
+patience since 2026-11-25: the ``encoder_stage_probe_{mimic,reddit}.json`` records were made before, with the
+full patience; ``encoder_stage_probe_mimic_ema.json`` after). Per seed this fits BC and
 the Oracle (the goal arithmetic's floor and ceiling), then CET's joint stage once, and from those
 same weights runs each variant of the second stage with the library's own ``train``:
 
@@ -15,6 +15,9 @@ same weights runs each variant of the second stage with the library's own ``trai
 - ``lr0.3``, ``lr0.1``, ...: the stage at that fraction of the learning rate;
 - ``alternate``: the default stage, then the decoder alone, then the encoder alone again (block
   coordinate descent), each starting from the best objective so far.
+- ``ema0.99``, ...: the default stage, but the weights it is judged and stopped on are an
+  exponential moving average of the encoder's weights after every optimizer step (Polyak
+  averaging; the number is the decay per step), and the best averaged weights are kept.
 
 It reports, per variant, the validation objective the stage ends on (lower is better; this is all
 a rule that picks a variant may use), the validation AUC of P(ever) against the true occurrence
@@ -30,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,39 +62,71 @@ class JointOnly(CETModel):
         self.stage_inputs_ = (batch_loss, n_train, val_loss)
 
 
-def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float):
-    """Train ``model.net_.<part>`` alone from the weights it holds; returns the stage's History."""
+def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float, ema: float | None = None):
+    """Train ``model.net_.<part>`` alone from the weights it holds; returns the stage's History.
+
+    ``ema``: judge and stop the stage on an exponential moving average of ``part``'s weights
+    (updated before every optimizer step's loss, so it trails the step by one), and leave the
+    best averaged weights in the model."""
     batch_loss, n_train, val_loss = model.stage_inputs_
     cfg = dataclasses.replace(model._encoder_stage_config(n_train), lr=float(model.lr) * lr_factor)
-    with training_only(model.net_, getattr(model.net_, part)):
-        return train(model.net_, batch_loss, n_train, cfg, model.shuffle_generator_, val_loss,
-                     desc=f"{part} x{lr_factor}", start_best=start_best)
+    module = getattr(model.net_, part)
+    if ema is not None:
+        average = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        kept = {"best": start_best, "state": None}
+
+        def averaged_batch_loss(idx, inner=batch_loss):
+            with torch.no_grad():
+                for k, v in module.state_dict().items():
+                    average[k].mul_(ema).add_(v, alpha=1.0 - ema)
+            return inner(idx)
+
+        def averaged_val_loss(inner=val_loss):
+            current = {k: v.detach().clone() for k, v in module.state_dict().items()}
+            module.load_state_dict(average)
+            value = inner()
+            if value < kept["best"]:
+                kept["best"], kept["state"] = value, {k: v.clone() for k, v in average.items()}
+            module.load_state_dict(current)
+            return value
+
+        batch_loss, val_loss = averaged_batch_loss, averaged_val_loss
+    with training_only(model.net_, module):
+        hist = train(model.net_, batch_loss, n_train, cfg, model.shuffle_generator_, val_loss,
+                     desc=f"{part} x{lr_factor}" + ("" if ema is None else f" ema {ema}"), start_best=start_best)
+    if ema is not None and kept["state"] is not None:
+        module.load_state_dict(kept["state"])
+    return hist
 
 
 def stage_plan(name: str) -> list[tuple[str, float]]:
     """The (part trained, learning-rate factor) stages of variant ``name``, in order.
 
-    >>> stage_plan("lr0.3")
-    [('encoder', 0.3)]
+    >>> stage_plan("lr0.3"), stage_plan("ema0.99")
+    ([('encoder', 0.3, None)], [('encoder', 1.0, 0.99)])
     """
     if name == "alternate":
-        return [("encoder", 1.0), ("decoder", 1.0), ("encoder", 1.0)]
+        return [("encoder", 1.0, None), ("decoder", 1.0, None), ("encoder", 1.0, None)]
     if name == "default":
-        return [("encoder", 1.0)]
+        return [("encoder", 1.0, None)]
     try:
         factor = float(name[2:]) if name.startswith("lr") else None
+        decay = float(name[3:]) if name.startswith("ema") else None
     except ValueError:
-        factor = None
+        factor = decay = None
+    if decay is not None and 0 < decay < 1:
+        return [("encoder", 1.0, decay)]
     if factor is None or not factor > 0:
-        raise ValueError(f"unknown variant {name!r}; use default, alternate or lr<factor> (e.g. lr0.3)")
-    return [("encoder", factor)]
+        raise ValueError(f"unknown variant {name!r}; use default, alternate, lr<factor> (e.g. lr0.3) "
+                         "or ema<decay> (e.g. ema0.99)")
+    return [("encoder", factor, None)]
 
 
 def variant(model: JointOnly, name: str, joint_best: float) -> tuple[float, list[int]]:
     """Run variant ``name`` of the second stage; (final validation objective, epochs per stage)."""
     best, epochs = joint_best, []
-    for part, factor in stage_plan(name):
-        hist = run_stage(model, part, factor, best)
+    for part, factor, ema in stage_plan(name):
+        hist = run_stage(model, part, factor, best, ema)
         best = min(best, min(hist.val_loss))
         epochs.append(len(hist.train_loss))
     return best, epochs
