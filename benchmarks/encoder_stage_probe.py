@@ -99,8 +99,9 @@ def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float, 
     return hist
 
 
-def stage_plan(name: str) -> list[tuple[str, float]]:
-    """The (part trained, learning-rate factor) stages of variant ``name``, in order.
+def stage_plan(name: str) -> list[tuple[str, float, float | None]]:
+    """The (part trained, learning-rate factor, weight-average decay or None) stages of variant
+    ``name``, in order.
 
     >>> stage_plan("lr0.3"), stage_plan("ema0.99")
     ([('encoder', 0.3, None)], [('encoder', 1.0, 0.99)])
