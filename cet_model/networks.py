@@ -8,6 +8,9 @@ from torch import nn
 from .comments import CommentEncoder
 from .fused import conditional_hidden
 
+_MASK_CHUNK = 1 << 16  # float64 uniforms drawn at a time: 512 KiB temporaries (a whole 400 x 750 mask
+#                         at once, 2.4 MB, took 1.4 ms in some runs and 3.3 ms in others)
+
 
 def keep_mask(shape: tuple[int, ...], keep: float, like: torch.Tensor) -> torch.Tensor:
     """0/1 draws with P(1) = ``keep``, of ``shape`` and ``like``'s dtype and device, from the
@@ -15,10 +18,10 @@ def keep_mask(shape: tuple[int, ...], keep: float, like: torch.Tensor) -> torch.
 
     On CPU these are the very draws ``torch.empty(shape).bernoulli_(keep)`` makes (it compares one
     float64 uniform per element with ``keep``, for float32 tensors too) and the generator ends in the
-    same state, at about 2.5 times the speed: ``bernoulli_`` took 470 us for a 400 x 100 mask,
-    ``torch.rand`` + compare 183 us (2-core x86_64, torch 2.13.0), and the masks were some 40 % of
-    a training step. ``tests/test_networks_dropout.py`` pins the equality, so a torch whose
-    ``bernoulli_`` draws otherwise fails there. Other devices call ``bernoulli_`` itself.
+    same state, in a fraction of the time (``bernoulli_`` draws one element at a time;
+    ``benchmarks/bench_dropout_mask.py``, docs/model.md "Dropout masks"). The uniforms are drawn
+    ``_MASK_CHUNK`` at a time, in order. ``tests/test_networks_dropout.py`` pins the equality, so
+    a torch whose ``bernoulli_`` draws otherwise fails there. Other devices call ``bernoulli_``.
 
     >>> _ = torch.manual_seed(0)
     >>> a = torch.empty(3, 4).bernoulli_(0.5)
@@ -28,7 +31,12 @@ def keep_mask(shape: tuple[int, ...], keep: float, like: torch.Tensor) -> torch.
     """
     if like.device.type != "cpu":
         return torch.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(keep)
-    return torch.rand(shape, dtype=torch.float64).lt_(keep).to(like.dtype)
+    out = torch.empty(shape, dtype=like.dtype)
+    flat = out.view(-1)
+    for start in range(0, flat.numel(), _MASK_CHUNK):  # in order: the generator's stream is sequential
+        part = flat[start:start + _MASK_CHUNK]
+        part.copy_(torch.rand(part.numel(), dtype=torch.float64).lt_(keep))
+    return out
 
 
 class Dropout(nn.Dropout):
