@@ -38,7 +38,8 @@ class _ConditionalHidden(torch.autograd.Function):
     def backward(ctx, grad_out):
         a, c, V, mask, A = ctx.saved_tensors
         n, k, _ = c.shape
-        ga, gc = torch.empty_like(a), torch.empty_like(c)
+        need_gc = ctx.needs_input_grad[1]  # c is a relaxed sample (Gumbel, ARM), not enumerated patterns
+        ga, gc = torch.empty_like(a), torch.empty_like(c) if need_gc else None
         gV, gA = torch.zeros_like(V), torch.zeros_like(A)
         for sl in _blocks(n, k * V.shape[1]):
             pre = torch.matmul(c[sl], V).add_(a[sl].unsqueeze(1))  # (r, K, H)
@@ -52,7 +53,8 @@ class _ConditionalHidden(torch.autograd.Function):
                 gh.mul_(mask[sl])
             gh = torch.ops.aten.threshold_backward(gh, pre, 0)
             ga[sl] = gh.sum(1)
-            gc[sl] = torch.matmul(gh, V.T)
+            if need_gc:
+                gc[sl] = torch.matmul(gh, V.T)
             gV += c[sl].flatten(0, 1).T @ gh.flatten(0, 1)
         gb = grad_out.sum((0, 1))
         return ga, gc, gV, None, gA, gb

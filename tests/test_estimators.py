@@ -121,6 +121,25 @@ def test_fused_layer_matches_unfused_and_gradcheck():
     assert torch.autograd.gradcheck(conditional_hidden, (a, c, V, None, A, b))
 
 
+def test_fused_layer_skips_the_gradient_of_fixed_patterns_and_keeps_the_others():
+    """Enumerated patterns (the exact sum, M = 1's c = 1) need no gradient; the relaxed samples of
+    Gumbel and ARM do. The other gradients are the same either way, to the bit."""
+    torch.manual_seed(1)
+    a = torch.randn(300, 8)  # more rows than one cache block: several blocks
+    c = torch.rand(300, 40, 3)
+    V, A, b = torch.randn(3, 8), torch.randn(8, 4), torch.randn(4)
+    mask = (torch.rand(300, 1, 8) > 0.5).float() * 2
+    grads = []
+    for c_needs_grad in (True, False):
+        leaves = [t.clone().requires_grad_() for t in (a, V, A, b)]
+        cc = c.clone().requires_grad_(c_needs_grad)
+        conditional_hidden(leaves[0], cc, leaves[1], mask, leaves[2], leaves[3]).pow(2).sum().backward()
+        grads.append([t.grad for t in leaves] + [cc.grad])
+    assert grads[0][4] is not None and grads[1][4] is None
+    for with_c, without_c in zip(grads[0][:4], grads[1][:4], strict=True):
+        assert torch.equal(with_c, without_c)
+
+
 def test_decoder_never_tiles_x():
     """The decoder's first layer sees x once per row: its input has n rows, not n * K."""
     dec = TimeDecoder(7, 2, (16,), dropout=0.5, sigma="net")
