@@ -9,7 +9,7 @@ from .comments import CommentEncoder
 from .fused import conditional_hidden
 
 _MASK_CHUNK = 1 << 16  # float64 uniforms drawn at a time: 512 KiB temporaries (a whole 400 x 750 mask
-#                         at once, 2.4 MB, took 1.4 ms in some runs and 3.3 ms in others)
+#                         at once, 2.4 MB, took 1.5 ms in some rounds and 3.3 ms in others)
 
 
 def keep_mask(shape: tuple[int, ...], keep: float, like: torch.Tensor) -> torch.Tensor:
