@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,26 +24,19 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_dropout_mask import alternating, median_call_us  # noqa: E402
 
 from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import machine  # noqa: E402
 
 
 def median_us(fn, repeats: int, rounds: int, other) -> tuple[float, float]:
-    """Median over ``rounds`` of each round's median time of ``fn`` and ``other``, alternating."""
-    times = {0: [], 1: []}
-    for r in range(rounds):
-        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
-            f = fn if i == 0 else other
-            for _ in range(10):
-                f()
-            ts = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                f()
-                ts.append(time.perf_counter() - t0)
-            times[i].append(float(np.median(ts)) * 1e6)
-    return float(np.median(times[0])), float(np.median(times[1]))
+    """The median over ``rounds`` alternating rounds of each round's median time of ``fn`` and of
+    ``other``, in microseconds."""
+    per_round = alternating({"fn": fn, "other": other}, rounds, lambda f: median_call_us(f, repeats, warmup=10))
+    return float(np.median(per_round["fn"])), float(np.median(per_round["other"]))
 
 
 def main(argv=None) -> int:

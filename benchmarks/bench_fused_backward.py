@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -25,6 +24,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_dropout_mask import alternating, step_ms  # noqa: E402
 
 from cet_model import CETModel, networks  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
@@ -58,19 +60,14 @@ def main(argv=None) -> int:
     batch = [a[idx] if a is not None else None for a in data]
     opt = torch.optim.Adam(model.net_.parameters(), lr=1e-3)
     model.net_.train()
-    ms = {name: [] for name in ARMS}
-    for r in range(args.rounds):
-        for name in (ARMS if r % 2 == 0 else list(ARMS)[::-1]):
-            networks.conditional_hidden = ARMS[name]
-            t0 = time.perf_counter()
-            for _ in range(args.steps):
-                loss = model._train_loss(*batch)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                loss.item()
-            ms[name].append((time.perf_counter() - t0) / args.steps * 1e3)
-    networks.conditional_hidden = SKIPPING
+
+    def measure(layer):
+        networks.conditional_hidden = layer
+        return step_ms(model, batch, opt, args.steps)
+    try:
+        ms = alternating(ARMS, args.rounds, measure)
+    finally:
+        networks.conditional_hidden = SKIPPING
     med = {name: float(np.median(v)) for name, v in ms.items()}
     out = {"command": "python benchmarks/bench_fused_backward.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "dataset": ds.manifest.get("name"), "train_rows": len(tr), "features": int(tr.X.shape[1]),

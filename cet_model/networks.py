@@ -8,8 +8,8 @@ from torch import nn
 from .comments import CommentEncoder
 from .fused import conditional_hidden
 
-_MASK_CHUNK = 1 << 16  # float64 uniforms drawn at a time: 512 KiB temporaries (a whole 400 x 750 mask
-#                         at once, 2.4 MB, took 1.5 ms in some rounds and 3.3 ms in others)
+_MASK_CHUNK = 1 << 16  # float64 uniforms drawn at a time: temporaries of at most 512 KiB (a 400 x 750
+#                         mask drawn whole needs 2.4 MB; docs/model.md, "Dropout masks")
 
 
 def keep_mask(shape: tuple[int, ...], keep: float, like: torch.Tensor) -> torch.Tensor:
