@@ -15,12 +15,30 @@ def column_names(a) -> list[str] | None:
     return [str(c) for c in list(cols)]
 
 
+def _unreadable_cell(a) -> str:
+    """Where a data frame holds a value that is not a number: ``" (column 'sex', row 0: 'M')"``,
+    or "" when ``a`` is not a data frame or no single cell is to blame."""
+    cols = getattr(a, "columns", None)
+    for label in ([] if cols is None or isinstance(a, np.ndarray) else list(cols)):
+        try:
+            values = list(a[label])
+        except Exception:  # noqa: BLE001 - an unusual frame: fall back to the message without the cell
+            return ""
+        for row, v in enumerate(values):
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                return f" (column {str(label)!r}, row {row}: {v!r})"
+    return ""
+
+
 def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
-    """A 2-D float64 array; a 1-D input is one column. Raises ValueError naming ``name``."""
+    """A 2-D float64 array; a 1-D input is one column. Raises ValueError naming ``name`` (and,
+    for a data frame, the column and row of the first value that is not a number)."""
     try:
         arr = np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: cannot be read as a numeric array ({exc})") from None
+        raise ValueError(f"{name}: cannot be read as a numeric array{_unreadable_cell(a)} ({exc})") from None
     if arr.ndim == 1:
         arr = arr.reshape(-1, 1)
     if arr.ndim != 2:
@@ -35,12 +53,18 @@ def _first_bad(mask: np.ndarray) -> tuple[int, int]:
     return int(row), int(col)
 
 
-def check_finite(arr: np.ndarray, name: str, what: str = "column") -> None:
-    """Raise a ValueError naming the first non-finite cell (row, column) of a 2-d array and the count."""
+def _label(labels: list[str] | None, col: int) -> str:
+    """`` ('name')`` for column ``col`` of a data frame, "" for an array."""
+    return f" ({labels[col]!r})" if labels is not None and col < len(labels) else ""
+
+
+def check_finite(arr: np.ndarray, name: str, what: str = "column", labels: list[str] | None = None) -> None:
+    """Raise a ValueError naming the first non-finite cell (row, column, and the column's label
+    when ``labels`` are given) of a 2-d array and the count."""
     bad = ~np.isfinite(arr)
     if bad.any():
         r, c = _first_bad(bad)
-        raise ValueError(f"{name}: non-finite value {float(arr[r, c])!r} at row {r}, {what} {c} "
+        raise ValueError(f"{name}: non-finite value {float(arr[r, c])!r} at row {r}, {what} {c}{_label(labels, c)} "
                          f"({int(bad.sum())} non-finite values in all)")
 
 
@@ -50,7 +74,7 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> np.ndar
     if isinstance(X, CommentInputs):
         return X.check(name, n_features)
     arr = as_matrix(X, name, n_features)
-    check_finite(arr, name)
+    check_finite(arr, name, labels=column_names(X))
     return arr
 
 
@@ -72,14 +96,17 @@ def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=
     if max_events is not None and t.shape[1] > max_events:
         raise ValueError(f"{t_name}: {t.shape[1]} events, but at most {max_events} are supported "
                          f"by this estimator (2^M patterns are enumerated)")
-    check_finite(t, t_name, "event")
+    t_labels, s_labels = column_names(T), column_names(S)
+    check_finite(t, t_name, "event", t_labels)
     if (t <= 0).any():
         r, c = _first_bad(t <= 0)
-        raise ValueError(f"{t_name}: event times must be > 0; found {float(t[r, c])!r} at row {r}, event {c}")
-    check_finite(s, s_name, "event")
+        raise ValueError(f"{t_name}: event times must be > 0; found {float(t[r, c])!r} at row {r}, "
+                         f"event {c}{_label(t_labels, c)}")
+    check_finite(s, s_name, "event", s_labels)
     if not np.isin(s, (0.0, 1.0)).all():
         r, c = _first_bad(~np.isin(s, (0.0, 1.0)))
-        raise ValueError(f"{s_name}: values must be 0 or 1; found {float(s[r, c])!r} at row {r}, event {c}")
+        raise ValueError(f"{s_name}: values must be 0 or 1; found {float(s[r, c])!r} at row {r}, "
+                         f"event {c}{_label(s_labels, c)}")
     m = None
     if mask is not None:
         m = as_matrix(mask, mask_name, t.shape[1])

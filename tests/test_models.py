@@ -276,6 +276,33 @@ def test_frames_record_and_check_feature_names(small_survival, frame, tmp_path):
         again.predict_time(make({k: cols[k] for k in ("wbc", "age", "lactate")}))
 
 
+@pytest.mark.bad_input
+@pytest.mark.parametrize("frame", ["pandas", "polars"])
+def test_bad_frame_values_name_the_column(small_survival, frame):
+    """On a data frame the error names the column by its label, not only by its position."""
+    import pandas as pd
+    import polars as pl
+
+    x, t, s, _ = small_survival
+    make = pd.DataFrame if frame == "pandas" else pl.DataFrame
+    lactate = x[:, 1].copy()
+    lactate[4] = np.nan
+    with pytest.raises(ValueError, match=r"X: non-finite value nan at row 4, column 1 \('lactate'\)"):
+        CETModel(**FAST).fit(make({"age": x[:, 0], "lactate": lactate}), t, s)
+    sex = ["F"] * len(x)
+    sex[6] = "M"  # a column of text: the first value that is not a number is named with its row
+    with pytest.raises(ValueError, match=r"X: cannot be read as a numeric array \(column 'sex', row 0: 'F'\)"):
+        CETModel(**FAST).fit(make({"age": x[:, 0], "sex": sex}), t, s)
+    times = make({"troponin": t[:, 0], "lipase": np.where(np.arange(len(t)) == 2, -1.0, t[:, 1])})
+    with pytest.raises(ValueError, match=r"T: event times must be > 0; found -1.0 at row 2, event 1 \('lipase'\)"):
+        CETModel(**FAST).fit(x, times, s)
+    model = CETModel(**FAST).fit(make({"age": x[:, 0], "wbc": x[:, 2]}), t, s)
+    wbc = list(x[:, 2])
+    wbc[9] = "high"
+    with pytest.raises(ValueError, match=r"X: cannot be read as a numeric array \(column 'wbc', row 9: 'high'\)"):
+        model.predict_occurrence(make({"age": x[:, 0], "wbc": wbc}, **({} if frame == "pandas" else {"strict": False})))
+
+
 def test_hyper_parameters_are_listed_once_in_the_params_dataclasses():
     import dataclasses
 
