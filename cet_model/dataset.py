@@ -27,6 +27,7 @@ from .atomic import temporary_name, writing
 from .comments import NpyRows, RowView
 
 SPLITS = ("train", "val", "test")
+DATASET_FILES = ("manifest.json", "features.parquet", "events.parquet")  # every dataset folder has these
 REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
                      "split_sizes", "source_fingerprints")
 
@@ -225,7 +226,7 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
 def load_dataset(path) -> Dataset:
     """Read a dataset folder, check it against the contract, and split it into arrays."""
     path = Path(path)
-    for fname in ("manifest.json", "features.parquet", "events.parquet"):
+    for fname in DATASET_FILES:
         if not (path / fname).is_file():
             raise FileNotFoundError(f"{path / fname}: missing; not a dataset folder")
     try:

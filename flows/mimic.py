@@ -20,7 +20,7 @@ from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib.flow_params import MimicBuildParams
-from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -138,6 +138,7 @@ def main(argv=None) -> int:
             ap.error(str(exc))
         print(path)
         return 0
+    require_path(ap, "--mimic-dir", args.mimic_dir, "dir")
     try:
         params = MimicBuildParams(out=args.out, mimic_dir=args.mimic_dir, work_dir=args.work_dir,
                                   download_demo_url=args.download_demo, window_hours=args.window_hours,

@@ -25,7 +25,7 @@ from prefect.logging import get_run_logger
 
 from flows.common import work_dir_for
 from flows.lib.flow_params import PredictParams
-from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -110,6 +110,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sequences", help="comment embeddings .npy, with --features for models trained on Reddit")
     args = ap.parse_args(argv)
     apply_log_level(args)
+    require_path(ap, "--features", args.features, "file")
+    require_path(ap, "--mimic-dir", args.mimic_dir, "dir")
+    require_path(ap, "--sequences", args.sequences, "file")
+    for d in args.dumps or []:
+        require_path(ap, "--dumps", d, "dir")
     try:
         qs = [float(q) for q in args.quantiles.split(",") if q.strip()]
     except ValueError:

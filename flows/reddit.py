@@ -19,7 +19,7 @@ from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, work_dir_for
 from flows.lib.flow_params import RedditBuildParams
-from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -205,6 +205,8 @@ def main(argv=None) -> int:
             ap.error(str(exc))
         print(path)
         return 0
+    for d in args.dumps or []:
+        require_path(ap, "--dumps", d, "dir")
     try:
         dumps = args.dumps[0] if args.dumps and len(args.dumps) == 1 else args.dumps
         params = RedditBuildParams(out=args.out, dumps=dumps, work_dir=args.work_dir, start=args.start,

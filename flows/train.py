@@ -26,9 +26,10 @@ from prefect.artifacts import (
 )
 from prefect.logging import get_run_logger
 
+from cet_model.dataset import DATASET_FILES
 from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
 from flows.lib.infra import registry
-from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -167,6 +168,7 @@ def main(argv=None) -> int:
         if args.command == "evaluate":
             if args.dataset and not args.data and ("/" in args.dataset or Path(args.dataset).is_dir()):
                 ap.error(f"--dataset takes a name (e.g. mimic); give the folder with --data {args.dataset}")
+            require_path(ap, "--data", args.data, "dir", contains=DATASET_FILES)
             params = TrainEvaluateParams(dataset=args.dataset, data=args.data, max_epochs=args.max_epochs,
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
                                          promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)

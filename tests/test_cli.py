@@ -56,3 +56,25 @@ def test_version_prints_the_package_version():
     run = subprocess.run([sys.executable, "-m", "flows.synthetic", "--version"], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0 and package_version() in run.stdout
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(("module_name", "argv", "message"), [
+    ("flows.train", ["evaluate", "--dataset", "x", "--data", "{missing}"], "--data {missing}: no such folder"),
+    ("flows.train", ["evaluate", "--dataset", "x", "--data", "{empty}"],
+     "--data {empty}: missing manifest.json, features.parquet, events.parquet; not a dataset folder"),
+    ("flows.mimic", ["build", "--mimic-dir", "{file}", "--out", "{empty}/out"], "--mimic-dir {file}: not a folder"),
+    ("flows.reddit", ["build", "--dumps", "{empty}", "{missing}", "--out", "{empty}/out"],
+     "--dumps {missing}: no such folder"),
+    ("flows.predict", ["--features", "{missing}", "--out", "{empty}/s.parquet"], "--features {missing}: no such file"),
+    ("flows.predict", ["--dumps", "{file}", "--out", "{empty}/s.parquet"], "--dumps {file}: not a folder"),
+])
+def test_paths_are_checked_before_any_flow_starts(module_name, argv, message, tmp_path, capsys):
+    """A mistyped path is a usage error (exit 2, the flag and the path named) before Prefect starts."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x")
+    where = {k: str(tmp_path / k) for k in ("missing", "empty", "file")}
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(module_name).main([a.format(**where) for a in argv])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("error: " + message.format(**where))

@@ -4,6 +4,16 @@
     >>> args = ap.parse_args(["--log-level", "WARNING"])
     >>> args.log_level
     'WARNING'
+
+Paths given on the command line are checked before any flow (or temporary Prefect server)
+starts, so a typo costs an immediate usage error, not a traceback:
+
+    >>> import contextlib, io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+    ...     require_path(ap, "--data", "/no/such/folder", "dir")
+    >>> err.getvalue().splitlines()[-1]
+    'python -m flows.example: error: --data /no/such/folder: no such folder'
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ import argparse
 import logging
 import os
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -37,3 +48,20 @@ def apply_log_level(args: argparse.Namespace) -> None:
     """Set CET's loggers to the level the command line asked for."""
     for name in ("flows", "cet_model", "cet_experiments"):
         logging.getLogger(name).setLevel(args.log_level)
+
+
+def require_path(ap: argparse.ArgumentParser, flag: str, value: str | None, kind: str,
+                 contains: tuple[str, ...] = ()) -> None:
+    """Exit with a usage error when ``value`` (given as ``flag``) is not an existing ``kind``
+    ("dir" or "file"), or is a folder without the files in ``contains``. ``None`` (the option left
+    out) and URLs pass: defaults and remote sources are resolved later."""
+    if value is None or "://" in value:
+        return
+    path = Path(value)
+    if kind == "dir" and not path.is_dir():
+        ap.error(f"{flag} {value}: " + ("not a folder" if path.exists() else "no such folder"))
+    if kind == "file" and not path.is_file():
+        ap.error(f"{flag} {value}: " + ("not a file" if path.exists() else "no such file"))
+    missing = [name for name in contains if not (path / name).is_file()]
+    if missing:
+        ap.error(f"{flag} {value}: missing {', '.join(missing)}; not a dataset folder")
