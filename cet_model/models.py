@@ -33,7 +33,7 @@ from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import BCParams, CETParams, ModelParams, keyword_init
 from .train import TrainConfig, later_stage, train, training_only
-from .validation import check_features, check_survival, column_names
+from .validation import check_features, check_survival, column_names, unobserved_events
 
 FORMAT = "cet-model"
 FORMAT_VERSION = 2  # 2: objectives paper/bound/marginal, condition_on_occurrence, feature names
@@ -217,6 +217,9 @@ class _Base(BaseEstimator):
         names = column_names(X)
         self._check_params()
         x, t, s, m = check_survival(X, T, S, max_events=self._max_events, mask=mask)
+        if (empty := unobserved_events(s, m, column_names(S))) is not None:
+            warnings.warn(f"{empty}; the model can learn nothing about such an event beyond that it "
+                          "was never seen", UserWarning, stacklevel=2)
         self._setup(x.shape[1], t.shape[1])
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)

@@ -116,3 +116,19 @@ def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=
             r, c = _first_bad(~np.isin(m, (0.0, 1.0)))
             raise ValueError(f"{mask_name}: values must be 0 or 1; found {float(m[r, c])!r} at row {r}, event {c}")
     return x, t, s, m
+
+
+def unobserved_events(s: np.ndarray, m: np.ndarray | None, labels: list[str] | None = None) -> str | None:
+    """A sentence naming the events with no observed time among the rows used (``m``: 1 = cell
+    used), or None when every event has one. Such an event's time head learns nothing from the
+    data and its P(ever) only that no event was seen.
+
+    >>> unobserved_events(np.array([[1.0, 0.0], [0.0, 0.0]]), None, ["troponin", "lipase"])
+    "S: no observed time for event 1 ('lipase') among its 2 rows"
+    """
+    used = np.ones_like(s) if m is None else m
+    empty = [j for j in range(s.shape[1]) if not (s[:, j] * used[:, j]).any()]
+    if not empty:
+        return None
+    return "S: no observed time for " + ", ".join(
+        f"event {j}{_label(labels, j)} among its {int(used[:, j].sum())} rows" for j in empty)

@@ -455,3 +455,25 @@ def test_a_further_stage_never_ends_on_worse_weights(small_survival):
     assert hist.best_epoch == -1
     for k, v in net.state_dict().items():
         torch.testing.assert_close(v, before[k], rtol=0, atol=0)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
+def test_an_event_never_observed_in_training_is_named_in_a_warning(small_survival, cls):
+    import pandas as pd
+
+    x, t, s, _ = small_survival
+    s_none = s.copy()
+    s_none[:, 1] = 0.0
+    with pytest.warns(UserWarning, match=r"S: no observed time for event 1 \('lipase'\) among its 300 rows"):
+        cls(**FAST).fit(x, t, pd.DataFrame(s_none, columns=["troponin", "lipase"]))
+    mask = np.ones_like(s)
+    mask[s[:, 0] == 1, 0] = 0.0  # the mask drops every observed cell of event 0
+    with pytest.warns(UserWarning, match=rf"event 0 among its {int((s[:, 0] == 0).sum())} rows"):
+        cls(**FAST).fit(x, t, s, mask=mask)
+    with warnings.catch_warnings():
+        from sklearn.exceptions import ConvergenceWarning
+
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a subclass of UserWarning; 3 epochs on purpose
+        cls(**FAST).fit(x, t, s)  # every event observed: no warning
