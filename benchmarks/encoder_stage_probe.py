@@ -18,6 +18,9 @@ same weights runs each variant of the second stage with the library's own ``trai
 - ``ema0.99``, ...: the default stage, but the weights it is judged and stopped on are an
   exponential moving average of the encoder's weights after every optimizer step (Polyak
   averaging; the number is the decay per step), and the best averaged weights are kept.
+- ``evaldecoder``: the default stage with the frozen time decoder in evaluation mode (its
+  dropout off), so the encoder is fitted against the same decoder the validation objective and
+  predictions use; a decoder that does not change could then be computed once per stage.
 
 It reports, per variant, the validation objective the stage ends on (lower is better; this is all
 a rule that picks a variant may use), the validation AUC of P(ever) against the true occurrence
@@ -62,13 +65,20 @@ class JointOnly(CETModel):
         self.stage_inputs_ = (batch_loss, n_train, val_loss)
 
 
-def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float, ema: float | None = None):
+def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float, ema: float | None = None,
+              eval_decoder: bool = False):
     """Train ``model.net_.<part>`` alone from the weights it holds; returns the stage's History.
 
     ``ema``: judge and stop the stage on an exponential moving average of ``part``'s weights
     (updated before every optimizer step's loss, so it trails the step by one), and leave the
-    best averaged weights in the model."""
+    best averaged weights in the model. ``eval_decoder``: the decoder's dropout is off while the
+    stage trains the encoder."""
     batch_loss, n_train, val_loss = model.stage_inputs_
+    if eval_decoder:
+        def quiet_decoder_loss(idx, inner=batch_loss):
+            model.net_.decoder.eval()  # train() switches the whole network to training mode each epoch
+            return inner(idx)
+        batch_loss = quiet_decoder_loss
     cfg = dataclasses.replace(model._encoder_stage_config(n_train), lr=float(model.lr) * lr_factor)
     module = getattr(model.net_, part)
     if ema is not None:
@@ -106,6 +116,8 @@ def stage_plan(name: str) -> list[tuple[str, float, float | None]]:
     >>> stage_plan("lr0.3"), stage_plan("ema0.99")
     ([('encoder', 0.3, None)], [('encoder', 1.0, 0.99)])
     """
+    if name == "evaldecoder":
+        return [("encoder", 1.0, None)]
     if name == "alternate":
         return [("encoder", 1.0, None), ("decoder", 1.0, None), ("encoder", 1.0, None)]
     if name == "default":
@@ -118,8 +130,8 @@ def stage_plan(name: str) -> list[tuple[str, float, float | None]]:
     if decay is not None and 0 < decay < 1:
         return [("encoder", 1.0, decay)]
     if factor is None or not factor > 0:
-        raise ValueError(f"unknown variant {name!r}; use default, alternate, lr<factor> (e.g. lr0.3) "
-                         "or ema<decay> (e.g. ema0.99)")
+        raise ValueError(f"unknown variant {name!r}; use default, alternate, evaldecoder, lr<factor> "
+                         "(e.g. lr0.3) or ema<decay> (e.g. ema0.99)")
     return [("encoder", factor, None)]
 
 
@@ -127,7 +139,7 @@ def variant(model: JointOnly, name: str, joint_best: float) -> tuple[float, list
     """Run variant ``name`` of the second stage; (final validation objective, epochs per stage)."""
     best, epochs = joint_best, []
     for part, factor, ema in stage_plan(name):
-        hist = run_stage(model, part, factor, best, ema)
+        hist = run_stage(model, part, factor, best, ema, eval_decoder=name == "evaldecoder")
         best = min(best, min(hist.val_loss))
         epochs.append(len(hist.train_loss))
     return best, epochs
