@@ -125,10 +125,14 @@ def unobserved_events(s: np.ndarray, m: np.ndarray | None, labels: list[str] | N
 
     >>> unobserved_events(np.array([[1.0, 0.0], [0.0, 0.0]]), None, ["troponin", "lipase"])
     "S: no observed time for event 1 ('lipase') among its 2 rows"
+    >>> unobserved_events(np.array([[1.0, 1.0], [0.0, 0.0]]), np.array([[1.0, 0.0], [1.0, 0.0]]))
+    'S: no observed time for event 1 (the mask drops all its cells)'
     """
     used = np.ones_like(s) if m is None else m
     empty = [j for j in range(s.shape[1]) if not (s[:, j] * used[:, j]).any()]
     if not empty:
         return None
-    return "S: no observed time for " + ", ".join(
-        f"event {j}{_label(labels, j)} among its {int(used[:, j].sum())} rows" for j in empty)
+    def where(j):
+        n = int(used[:, j].sum())
+        return f"event {j}{_label(labels, j)} " + (f"among its {n} rows" if n else "(the mask drops all its cells)")
+    return "S: no observed time for " + ", ".join(where(j) for j in empty)
