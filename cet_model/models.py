@@ -156,9 +156,19 @@ class _Base(BaseEstimator):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or load() first")
 
     def _check_columns(self, X, name: str = "X") -> None:
-        """A data frame must have the training columns, in the training order."""
+        """A data frame must have the training columns, in the training order. An array after a
+        fit on a frame (or a frame after a fit on an array) cannot be checked: a ``UserWarning``
+        says so, as scikit-learn's estimators do."""
         names = column_names(X)
         want = getattr(self, "feature_names_in_", None)
+        if want is not None and names is None and not isinstance(X, CommentInputs):
+            shown = ", ".join(map(str, list(want)[:5])) + (", ..." if len(want) > 5 else "")
+            warnings.warn(f"{name} has no column names, but {type(self).__name__} was fitted on a frame "
+                          f"with columns [{shown}]: its columns are taken to be in that order",
+                          UserWarning, stacklevel=3)
+        elif want is None and names is not None and hasattr(self, "n_features_in_"):
+            warnings.warn(f"{name} has column names, but {type(self).__name__} was fitted without them: "
+                          "they are not checked", UserWarning, stacklevel=3)
         if names is None or want is None:
             return
         want = list(want)

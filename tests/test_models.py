@@ -263,7 +263,17 @@ def test_frames_record_and_check_feature_names(small_survival, frame, tmp_path):
     X = make(cols)
     model = CETModel(**FAST).fit(X, t, s)
     assert list(model.feature_names_in_) == ["age", "lactate", "wbc"] and model.n_features_in_ == 3
-    np.testing.assert_array_equal(model.predict_occurrence(X), model.predict_occurrence(x))
+    with pytest.warns(UserWarning, match=r"X has no column names, but CETModel was fitted on a frame with "
+                                         r"columns \[age, lactate, wbc\]: its columns are taken to be in that order"):
+        from_array = model.predict_occurrence(x)
+    np.testing.assert_array_equal(model.predict_occurrence(X), from_array)
+    on_array = CETModel(**FAST).fit(x, t, s)
+    with pytest.warns(UserWarning, match=r"X has column names, but CETModel was fitted without them"):
+        on_array.predict_occurrence(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model.predict_occurrence(X)  # a frame after a frame, an array after an array: nothing to say
+        on_array.predict_occurrence(x)
     with pytest.raises(ValueError, match=r"columns do not match those seen in fit: in another order"):
         model.predict_occurrence(make({k: cols[k] for k in ("wbc", "age", "lactate")}))
     with pytest.raises(ValueError, match=r"missing \['wbc'\]"):
