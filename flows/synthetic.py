@@ -52,7 +52,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="generator and censoring seed (default %(default)s)")
     args = ap.parse_args(argv)
     apply_log_level(args)
-    print(build_synthetic(SyntheticParams(out=args.out, mode=args.mode, n=args.n, seed=args.seed)))
+    try:
+        params = SyntheticParams(out=args.out, mode=args.mode, n=args.n, seed=args.seed)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    print(build_synthetic(params))
     return 0
 
 

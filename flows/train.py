@@ -169,6 +169,14 @@ def main(argv=None) -> int:
             if args.dataset and not args.data and ("/" in args.dataset or Path(args.dataset).is_dir()):
                 ap.error(f"--dataset takes a name (e.g. mimic); give the folder with --data {args.dataset}")
             require_path(ap, "--data", args.data, "dir", contains=DATASET_FILES)
+            if args.data is None:  # the default folder: built by the dataset's build flow
+                name = args.dataset or Settings().retrain_dataset
+                default = Settings().dataset_dir(name)
+                if not (default / DATASET_FILES[0]).is_file():
+                    build = {"synthetic": "python -m flows.synthetic"}.get(name, f"python -m flows.{name} build")
+                    ap.error(f"no dataset at {default} (the default folder for --dataset {name}): "
+                             + (f"build it first ({build}) or " if name in BUILDS else "")
+                             + "give its folder with --data")
             params = TrainEvaluateParams(dataset=args.dataset, data=args.data, max_epochs=args.max_epochs,
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
                                          promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)

@@ -68,9 +68,14 @@ def test_version_prints_the_package_version():
      "--dumps {missing}: no such folder"),
     ("flows.predict", ["--features", "{missing}", "--out", "{empty}/s.parquet"], "--features {missing}: no such file"),
     ("flows.predict", ["--dumps", "{file}", "--out", "{empty}/s.parquet"], "--dumps {file}: not a folder"),
+    ("flows.train", ["evaluate", "--dataset", "mimic"], "no dataset at {empty}/mimic (the default folder for "
+     "--dataset mimic): build it first (python -m flows.mimic build) or give its folder with --data"),
+    ("flows.train", ["evaluate", "--dataset", "trial7"],
+     "no dataset at {empty}/trial7 (the default folder for --dataset trial7): give its folder with --data"),
 ])
-def test_paths_are_checked_before_any_flow_starts(module_name, argv, message, tmp_path, capsys):
+def test_paths_are_checked_before_any_flow_starts(module_name, argv, message, tmp_path, capsys, monkeypatch):
     """A mistyped path is a usage error (exit 2, the flag and the path named) before Prefect starts."""
+    monkeypatch.setenv("CET_DATA_DIR", str(tmp_path / "empty"))  # where datasets are looked for by name
     (tmp_path / "empty").mkdir()
     (tmp_path / "file").write_text("x")
     where = {k: str(tmp_path / k) for k in ("missing", "empty", "file")}
@@ -78,3 +83,13 @@ def test_paths_are_checked_before_any_flow_starts(module_name, argv, message, tm
         importlib.import_module(module_name).main([a.format(**where) for a in argv])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("error: " + message.format(**where))
+
+
+def test_a_bad_parameter_is_a_usage_error_not_a_traceback(capsys):
+    from flows import synthetic
+
+    with pytest.raises(SystemExit) as exit_info:
+        synthetic.main(["--n", "-5"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "python -m flows.synthetic: error:" in err and "greater than or equal to 100" in err
