@@ -582,11 +582,11 @@ class CETModel(_Base):
     @_streamed
     def predict_survival(self, X, times) -> np.ndarray:
         """Population survival 1 - p_j + p_j S_j(t | c_j = 1), shape (n, len(times), M)."""
-        grid = _times(times)
+        log_grid = _log_times(times)
         p = self.predict_occurrence(X)
 
         def surv(log_w, mu, log_sigma, x, j):
-            lt = torch.as_tensor(np.log(grid), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
+            lt = torch.as_tensor(log_grid, dtype=mu.dtype, device=mu.device).view(1, -1, 1)
             log_s = losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1))
             return torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2).exp().cpu().numpy()
 
@@ -628,7 +628,7 @@ class ETModel(_Base):
     def predict_survival(self, X, times) -> np.ndarray:
         """S_j(t | x), shape (n, len(times), M)."""
         mu, log_sigma = self._params(X)
-        lt = torch.as_tensor(np.log(_times(times)), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
+        lt = torch.as_tensor(_log_times(times), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
         return losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1)).exp().cpu().numpy()
 
     @_streamed
@@ -720,6 +720,9 @@ def _jsonable(params: dict) -> dict:
 
 
 def _check_q(q: float) -> None:
+    if isinstance(q, bool) or not isinstance(q, int | float | np.floating | np.integer):
+        raise TypeError(f"q must be one number in (0, 1), got {type(q).__name__} {q!r}; call "
+                        "predict_time once per quantile")
     if not 0.0 < q < 1.0:
         raise ValueError(f"q must be in (0, 1), got {q}")
 
@@ -728,11 +731,14 @@ def _ndtri(q: float) -> float:
     return float(torch.special.ndtri(torch.tensor(q, dtype=torch.float64)))
 
 
-def _times(times) -> np.ndarray:
+def _log_times(times) -> np.ndarray:
+    """log of a grid of times >= 0 (log 0 = -inf, where every survival curve is 1)."""
     grid = np.asarray(times, dtype=np.float64).reshape(-1)
-    if not np.isfinite(grid).all() or (grid <= 0).any():
-        raise ValueError("times: must be finite and > 0")
-    return grid
+    if not np.isfinite(grid).all() or (grid < 0).any():
+        bad = grid[~(np.isfinite(grid) & (grid >= 0))][0]
+        raise ValueError(f"times: must be finite and >= 0; found {float(bad)!r}")
+    with np.errstate(divide="ignore"):
+        return np.log(grid)
 
 
 def _mixture_quantile(log_w, mu, log_sigma, z: float, iters: int = 60) -> np.ndarray:

@@ -180,6 +180,9 @@ def test_bad_validation_and_prediction_inputs(small_survival):
     model = CETModel(**FAST).fit(x, t, s)
     with pytest.raises(ValueError, match="X: expected 3 columns, got 2"):
         model.predict_occurrence(x[:, :2])
+    with pytest.raises(ValueError, match=r"X: a 1-D array of 3 values, but 3 columns are expected; one row is "
+                                         r"X.reshape\(1, -1\)"):
+        model.predict_occurrence(x[0])
     with pytest.raises(ValueError, match="q must be in"):
         model.predict_time(x, q=1.5)
     with pytest.raises(RuntimeError, match="not fitted"):
@@ -487,3 +490,21 @@ def test_an_event_never_observed_in_training_is_named_in_a_warning(small_surviva
         warnings.simplefilter("error", UserWarning)
         warnings.simplefilter("ignore", ConvergenceWarning)  # a subclass of UserWarning; 3 epochs on purpose
         cls(**FAST).fit(x, t, s)  # every event observed: no warning
+
+
+
+@pytest.mark.parametrize("cls", [CETModel, ETModel])
+def test_survival_at_time_zero_is_one_and_bad_times_and_quantiles_are_named(small_survival, cls):
+    x, t, s, _ = small_survival
+    model = cls(**FAST).fit(x, t, s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no divide-by-zero from log(0)
+        surv = model.predict_survival(x[:5], [0.0, 0.5, 2.0])
+    np.testing.assert_array_equal(surv[:, 0, :], 1.0)  # a grid may start at 0: S(0) = 1
+    assert (surv[:, 1:, :] < 1.0).all() and (np.diff(surv, axis=1) <= 0).all()
+    for bad in (-1.0, np.nan, np.inf):
+        with pytest.raises(ValueError, match=rf"times: must be finite and >= 0; found {bad!r}"):
+            model.predict_survival(x[:5], [1.0, bad])
+    with pytest.raises(TypeError, match=r"q must be one number in \(0, 1\), got list \[0.1, 0.5\]"):
+        model.predict_time(x[:5], q=[0.1, 0.5])
+    np.testing.assert_array_equal(model.predict_time(x[:5], q=np.float64(0.5)), model.predict_time(x[:5]))
