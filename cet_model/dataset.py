@@ -160,6 +160,10 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
         raise ValueError(f"{where}/manifest.json: missing fields {missing}")
     feats, names = manifest["feature_names"], manifest["event_names"]
     fpath, epath = f"{where}/features.parquet", f"{where}/events.parquet"
+    for key, listed in (("feature_names", feats), ("event_names", names)):
+        repeated = sorted({str(v) for v in listed if list(listed).count(v) > 1})
+        if repeated:
+            raise ValueError(f"{where}/manifest.json: {key} lists {repeated} more than once")
     _require_columns(features, ["id", "split", *feats], fpath)
     _require_columns(events, ["id", "split", *[c for e in names for c in event_columns(e)]], epath)
     unknown = sorted({m.group(2) for col in events.columns if (m := EVENT_COLUMN.fullmatch(col))} - set(names))
@@ -172,11 +176,22 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
         raise ValueError(f"{epath}: column 'id' is not in the same order as in features.parquet")
     if features["id"].n_unique() != features.height:
         raise ValueError(f"{fpath}: column 'id' has duplicate values")
-    bad_split = ~features["split"].is_in(list(SPLITS))
+    bad_split = ~features["split"].is_in(list(SPLITS)).fill_null(False)  # a null split is bad too
     if bad_split.any():
         row = int(bad_split.arg_max())
         raise ValueError(f"{fpath}: column 'split' row {row} is {features['split'][row]!r}; "
                          f"expected one of {SPLITS}")
+    differ = (features["split"] != events["split"]).fill_null(True)
+    if differ.any():
+        row = int(differ.arg_max())
+        raise ValueError(f"{epath}: column 'split' row {row} is {events['split'][row]!r} but features.parquet "
+                         f"has {features['split'][row]!r}")
+    counts = {k: int((features["split"] == k).sum()) for k in SPLITS}
+    declared = manifest["split_sizes"]
+    if (not isinstance(declared, dict) or set(declared) - set(SPLITS)
+            or any(declared.get(k, 0) != counts[k] for k in SPLITS)):
+        raise ValueError(f"{where}/manifest.json: split_sizes {declared} do not match the rows of "
+                         f"features.parquet's 'split' column {counts}")
     for col in feats:
         _check_numeric(features[col], fpath, col, finite=True)
     for e in names:
@@ -195,6 +210,12 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
                 row = int(bad.arg_max())
                 raise ValueError(f"{epath}: column 'mask_{e}' row {row} is {events[f'mask_{e}'][row]!r}; "
                                  f"expected 0 or 1")
+        true_t = events[tt].cast(pl.Float64, strict=False).fill_null(float("nan")).to_numpy()
+        bad_t = ~np.isnan(true_t) & ~(np.isfinite(true_t) & (true_t > 0))  # null / NaN: no true time
+        if bad_t.any():
+            row = int(np.flatnonzero(bad_t)[0])
+            raise ValueError(f"{epath}: column {tt!r} row {row} is {float(true_t[row])!r}; a true time must be "
+                             "finite and > 0, or null")
         bad = (events[s] == 1) & (events[c] == 0)
         if bad.any():
             raise ValueError(f"{epath}: row {int(bad.arg_max())} has {s} = 1 but {c} = 0 "

@@ -109,6 +109,18 @@ def _frames():
     (lambda f, e, m: (f, e.with_columns(pl.lit(2).alias("s_T1")), m), r"column 's_T1' row 0 is 2; expected 0 or 1"),
     (lambda f, e, m: (f, e.reverse(), m), r"'id' is not in the same order"),
     (lambda f, e, m: (f, e, {k: v for k, v in m.items() if k != "time_unit"}), r"manifest.json: missing fields \['time_unit'\]"),
+    (lambda f, e, m: (f.with_columns(pl.when(pl.col("id") == 4).then(None).otherwise(pl.col("split")).alias("split")),
+                      e, m), r"features.parquet: column 'split' row 4 is None"),  # a null split would drop the row
+    (lambda f, e, m: (f, e.with_columns(pl.when(pl.col("id") == 5).then(pl.lit("test")).otherwise(pl.col("split"))
+                                        .alias("split")), m), r"events.parquet: column 'split' row 5 is 'test' but "
+                                                              r"features.parquet has 'train'"),
+    (lambda f, e, m: (f, e, dict(m, split_sizes=dict(m["split_sizes"], train=m["split_sizes"]["train"] + 1))),
+     r"manifest.json: split_sizes \{.*\} do not match the rows of features.parquet's 'split' column"),
+    (lambda f, e, m: (f, e, dict(m, feature_names=[*m["feature_names"], m["feature_names"][0]])),
+     r"manifest.json: feature_names lists \['x1'\] more than once"),
+    (lambda f, e, m: (f, e.with_columns(pl.when(pl.col("id") == 9).then(-2.0).otherwise(pl.col("t_true_T1"))
+                                        .alias("t_true_T1")), m),
+     r"events.parquet: column 't_true_T1' row 9 is -2.0; a true time must be finite and > 0, or null"),
 ])
 @pytest.mark.bad_input
 def test_bad_dataset_is_refused_and_nothing_is_written(tmp_path, break_it, match):
