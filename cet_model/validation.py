@@ -41,9 +41,8 @@ def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
         raise ValueError(f"{name}: cannot be read as a numeric array{_unreadable_cell(a)} ({exc})") from None
     if arr.ndim == 1:
         if n_cols is not None and n_cols != 1:
-            raise ValueError(f"{name}: a 1-D array of {arr.size} values, but {n_cols} columns are expected; "
-                             f"one row is {name}.reshape(1, -1)" if arr.size == n_cols else
-                             f"{name}: a 1-D array of {arr.size} values, but {n_cols} columns are expected")
+            hint = f"; one row is {name}.reshape(1, -1)" if arr.size == n_cols else ""
+            raise ValueError(f"{name}: a 1-D array of {arr.size} values, but {n_cols} columns are expected{hint}")
         arr = arr.reshape(-1, 1)
     if arr.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array (rows x columns), got {arr.ndim} dimensions")
