@@ -5,6 +5,7 @@ would set them in .env.
 """
 
 import json
+import re
 import time
 
 import numpy as np
@@ -128,13 +129,17 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     reports = cet_env / "reports"
     assert report == str(reports / "report.md")
     text = (reports / "report.md").read_text()
+    # the report leads with the headline: per dataset the default CET, CET-paper, ET, BC and the oracle
+    first_section = min(text.index(f"## {n}") for n in ("synthetic", "mimic", "reddit"))
+    assert text.index("## Headline") < first_section
+    headline = text[text.index("## Headline"):first_section]
     for name in ("synthetic", "mimic", "reddit"):
-        assert f"## {name}" in text and (reports / f"{name}-auc.png").stat().st_size > 1000
+        shown = re.findall(rf"^\| {name} \| ([^|]+) \|", headline, flags=re.M)
+        assert [m.strip() for m in shown] == ["**CET**", "CET-paper", "ET", "BC", "Oracle"], (name, shown)
         assert (reports / f"{name}-calibration.png").read_bytes()[:4] == b"\x89PNG"
         assert registry.versions(cet_env / "models", name) == ["v0001"]
     # the Prefect UI cannot follow links to local files: the artifact carries the PNGs themselves
     import base64
-    import re
     with get_client(sync_client=True) as client:
         art = next(a for a in client.read_latest_artifacts() if a.key == "cet-pipeline-report")
     uris = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", art.data)
