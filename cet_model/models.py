@@ -40,6 +40,29 @@ FORMAT_VERSION = 2  # 2: objectives paper/bound/marginal, condition_on_occurrenc
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
 ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
+AUTO_STANDARDIZE = 3.0  # standardize="auto": scale when a training column's |mean| or sd exceeds this
+
+
+def feature_scaling(x: np.ndarray, standardize="auto") -> tuple[np.ndarray, np.ndarray] | None:
+    """(shift, scale) per column of the training features ``x`` (n, k), or None to leave them as
+    given: ``True`` always scales, ``False`` never, ``"auto"`` when some column's mean or
+    standard deviation exceeds ``AUTO_STANDARDIZE`` in absolute value. A constant column keeps
+    scale 1.
+
+        >>> age_and_sex = np.array([[61.0, 0.0], [45.0, 1.0], [70.0, 1.0], [52.0, 0.0]])
+        >>> shift, scale = feature_scaling(age_and_sex)
+        >>> shift.tolist(), scale.round(2).tolist()
+        ([57.0, 0.5], [9.41, 0.5])
+        >>> feature_scaling(np.array([[0.1, 1.0], [-0.3, 0.0]])) is None
+        True
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if standardize is False or x.shape[1] == 0 or len(x) == 0:
+        return None
+    shift, scale = x.mean(0), x.std(0)
+    if standardize == "auto" and not (np.abs(shift) > AUTO_STANDARDIZE).any() and not (scale > AUTO_STANDARDIZE).any():
+        return None
+    return shift, np.where(scale > 0, scale, 1.0)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -151,6 +174,24 @@ class _Base(BaseEstimator):
     def _tensor(self, a) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(a), dtype=self.torch_dtype_, device=self.device_)
 
+    def _x_tensor(self, a) -> torch.Tensor:
+        """Feature rows (k, d) as a tensor, standardised when the model does (its first columns:
+        all of them, or the aux features before comment embeddings)."""
+        scaling = getattr(self, "feature_scaling_", None)
+        if scaling is None:
+            return self._tensor(a)
+        shift, scale = scaling
+        a = np.array(a, dtype=np.float64)
+        a[:, :len(shift)] = (a[:, :len(shift)] - shift) / scale
+        return self._tensor(a)
+
+    def _fit_scaling(self, x) -> None:
+        if isinstance(x, CommentInputs):
+            aux = x.aux
+        else:  # with comment embeddings flattened after them, the aux features only
+            aux = x if self.comment_encoder_ is None else x[:, :self.comment_encoder_["n_aux"]]
+        self.feature_scaling_ = feature_scaling(aux, self.params_.standardize)
+
     def _check_fitted(self) -> None:
         if getattr(self, "net_", None) is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or load() first")
@@ -187,7 +228,7 @@ class _Base(BaseEstimator):
     def _x(self, X) -> torch.Tensor:
         self._check_fitted()
         self._check_columns(X)
-        return self._tensor(check_features(X, "X", self.n_features_in_))
+        return self._x_tensor(check_features(X, "X", self.n_features_in_))
 
     def _chunks(self, n: int, per_row: int):
         step = max(1, _EVAL_ELEMENTS // max(1, per_row))
@@ -235,6 +276,7 @@ class _Base(BaseEstimator):
             self.feature_names_in_ = np.asarray(names, dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
+        self._fit_scaling(x)
         self._prepare(t, s, m)
         tr = self._tensors(x, t, s, m)
 
@@ -267,7 +309,7 @@ class _Base(BaseEstimator):
             return -self._eval_loss(*self._tensors(x, t, s, m))
 
     def _tensors(self, x, t, s, m) -> list:
-        rows = _Rows(x, self._tensor) if isinstance(x, CommentInputs) else self._tensor(x)
+        rows = _Rows(x, self._x_tensor) if isinstance(x, CommentInputs) else self._x_tensor(x)
         return [rows] + [self._tensor(a) if a is not None else None for a in (np.log(t), s, m)]
 
     def _prepare(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
@@ -302,6 +344,9 @@ class _Base(BaseEstimator):
                   "n_events": self.n_events_, "extra": self._extra_state()}
         if hasattr(self, "feature_names_in_"):
             config["feature_names"] = [str(c) for c in self.feature_names_in_]
+        if getattr(self, "feature_scaling_", None) is not None:  # JSON floats round-trip exactly
+            config["feature_scaling"] = {"shift": self.feature_scaling_[0].tolist(),
+                                         "scale": self.feature_scaling_[1].tolist()}
         state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
         weights_tmp, config_tmp = path / "weights.safetensors.tmp", path / "config.json.tmp"
         with writing(path / "weights.safetensors", weights_tmp, config_tmp):
@@ -326,6 +371,7 @@ class _Base(BaseEstimator):
         model._setup(int(config["n_features"]), int(config["n_events"]))
         if config.get("feature_names") is not None:
             model.feature_names_in_ = np.asarray(config["feature_names"], dtype=object)
+        model.feature_scaling_ = _read_scaling(config, path, int(config["n_features"]))
         try:
             state = load_file(str(Path(path) / "weights.safetensors"), device=str(model.device_))
         except Exception as exc:  # safetensors raises its own error type for a damaged file
@@ -614,8 +660,10 @@ class ETModel(_Base):
         return cell.sum(-1)
 
     def _params(self, X):
+        """(mu, log sigma), each (n, M), detached (with ``sigma="constant"`` log sigma is the
+        parameter itself, which ``no_grad`` does not detach)."""
         with torch.no_grad():
-            return self.net_.decoder(self.net_.features(self._x(X)))
+            return tuple(a.detach() for a in self.net_.decoder(self.net_.features(self._x(X))))
 
     @_streamed
     def predict_time(self, X, q: float = 0.5) -> np.ndarray:
@@ -705,6 +753,23 @@ def read_model_config(path) -> dict:
 def load_model(path, device: str = "auto"):
     """Load any saved CETModel, ETModel or BCModel."""
     return MODELS[read_model_config(path)["class"]].load(path, device=device)
+
+
+def _read_scaling(config: dict, path, n_features: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The saved feature scaling (None: the model sees its features as given, as every model
+    saved before there was one did)."""
+    raw = config.get("feature_scaling")
+    if raw is None:
+        return None
+    try:
+        shift, scale = (np.asarray(raw[k], dtype=np.float64) for k in ("shift", "scale"))
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{Path(path) / 'config.json'}: field 'feature_scaling' needs lists 'shift' and "
+                         "'scale'") from None
+    if shift.ndim != 1 or shift.shape != scale.shape or len(shift) > n_features or not (scale > 0).all():
+        raise ValueError(f"{Path(path) / 'config.json'}: field 'feature_scaling' does not fit {n_features} "
+                         "features (one shift and one scale > 0 per scaled column)")
+    return shift, scale
 
 
 def _jsonable(params: dict) -> dict:

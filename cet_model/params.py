@@ -50,6 +50,13 @@ class ModelParams:
         verbose: log every epoch.
         comment_encoder: ``{"n_aux", "length", "dim", "width"}`` to read X as [aux | L comment
             embeddings of size D, flattened] (``cet_model.comments``), or None.
+        standardize: centre and scale the features by their training mean and standard
+            deviation inside the model (kept with its weights, applied at every prediction):
+            ``True``, ``False``, or ``"auto"`` (the default: only when some column's training
+            mean or standard deviation exceeds ``models.AUTO_STANDARDIZE`` = 3 in absolute value,
+            i.e. raw units such as age in years; features already on a unit scale, as every
+            build in this project writes them, are left exactly as given). With comment
+            embeddings only the aux features are scaled.
     """
 
     hidden_sizes: tuple[int, ...] = (100,)
@@ -66,6 +73,7 @@ class ModelParams:
     dtype: str = "float32"
     verbose: bool = False
     comment_encoder: dict | None = None
+    standardize: bool | str = "auto"
 
     def __post_init__(self):
         try:
@@ -96,6 +104,8 @@ class ModelParams:
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
         object.__setattr__(self, "comment_encoder", check_spec(self.comment_encoder))
+        if not (self.standardize == "auto" or isinstance(self.standardize, (bool, np.bool_))):
+            raise ValueError(f"standardize must be True, False or 'auto', got {self.standardize!r}")
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,21 @@ def test_linear_et_matches_lifelines_on_rossi():
     x = df[cols].to_numpy(float)
     t = df[["week"]].to_numpy(float)
     s = df[["arrest"]].to_numpy(float)
-    model = ETModel(hidden_sizes=(), sigma="constant", dropout=0.0, dtype="float64", optimizer="lbfgs",
-                    max_epochs=500, batch_size=None, device="cpu").fit(x, t, s)
+    kw = dict(hidden_sizes=(), sigma="constant", dropout=0.0, dtype="float64", optimizer="lbfgs",
+              max_epochs=500, batch_size=None, device="cpu")
+    model = ETModel(**kw, standardize=False).fit(x, t, s)  # the weights in the features' own units
     dec = model.net_.decoder
     coef = dec.x_proj.weight.detach().numpy()[0]
     np.testing.assert_allclose(coef, [ROSSI[c] for c in cols], atol=1e-3)
     assert float(dec.x_proj.bias[0].detach()) == pytest.approx(ROSSI_INTERCEPT, abs=1e-3)
     assert float(dec.log_sigma[0].detach()) == pytest.approx(ROSSI_LOG_SIGMA, abs=1e-3)
     assert model.score(x, t, s) * len(x) == pytest.approx(ROSSI_LL, abs=1e-3)
+    # age is in years (mean 24.6): the default scales the features inside the model; a linear
+    # model on scaled features reaches the same maximum likelihood and the same predictions
+    scaled = ETModel(**kw).fit(x, t, s)
+    assert scaled.feature_scaling_ is not None and scaled.feature_scaling_[0][1] == pytest.approx(df["age"].mean())
+    assert scaled.score(x, t, s) * len(x) == pytest.approx(ROSSI_LL, abs=1e-3)
+    np.testing.assert_allclose(scaled.predict_time(x), model.predict_time(x), rtol=1e-3)
 
 
 def _cure_nll(theta, t, s):

@@ -137,3 +137,16 @@ def test_npy_rows_refuses_bad_files_naming_them(tmp_path):
     (tmp_path / "cut.npy").write_bytes(data[:-16])
     with pytest.raises(ValueError, match=r"cut.npy: truncated"):
         NpyRows(tmp_path / "cut.npy")
+
+
+def test_only_the_aux_features_are_standardised_next_to_comment_embeddings():
+    """Aux features in raw units are scaled, the embeddings never; the same from the flat matrix
+    and from the lazy rows."""
+    aux, seq, T, S = _data(2)
+    aux = 50 + 10 * aux  # e.g. an age
+    kw = dict(hidden_sizes=(8,), comment_encoder=SPEC, max_epochs=3, batch_size=50, device="cpu", seed=1)
+    a = CETModel(**kw).fit(flatten_inputs(aux, seq), T, S)
+    b = CETModel(**kw).fit(CommentInputs(aux, seq), T, S)
+    assert len(a.feature_scaling_[0]) == A
+    np.testing.assert_array_equal(a.feature_scaling_[0], b.feature_scaling_[0])
+    np.testing.assert_array_equal(a.predict_occurrence(CommentInputs(aux, seq)), b.predict_occurrence(flatten_inputs(aux, seq)))
