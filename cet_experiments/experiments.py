@@ -32,6 +32,7 @@ from cet_model.evaluation import (
     fit_preset,
     machine,
     model_inputs,
+    presets_for_truth,
 )
 from cet_model.metrics import calibration_curve, expected_calibration_error
 
@@ -48,8 +49,10 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
         model_runs: dict | None = None) -> dict:
     """Fit each model ``runs`` times (seeds first_seed, first_seed + 1, ...) and evaluate;
     ``model_runs`` gives some models fewer (or more) runs, e.g. {"CET-exact": 3}."""
-    models = check_presets(models)
     tr, va, te = ds.train, ds.val, ds.test
+    models, skipped = presets_for_truth(check_presets(models), tr, va)
+    for name, why in skipped.items():
+        log.warning("%s left out: %s", name, why)
     x_tr, x_va, x_te = model_inputs(tr), model_inputs(va), model_inputs(te)
     result = {"models": {m: {"tasks": {e: {} for e in ds.event_names}, "seconds": []} for m in models},
               "figures": {"calibration": {e: {} for e in ds.event_names}, "maps": None}}
@@ -81,6 +84,7 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
                         "max_epochs": max_epochs, "patience": patience,
                         "models": {m: PRESETS[m][1] | (overrides or {}).get(m, {}) for m in models},
                         "resolved": result.pop("resolved", {})}
+    result["skipped"] = skipped
     result["dataset"] = {"path": str(ds.path), "name": ds.manifest.get("name"),
                          "split_sizes": ds.manifest.get("split_sizes")}
     result["machine"] = machine()
@@ -107,6 +111,7 @@ def _figure_data(result: dict, name: str, model, ds, x_te) -> None:
     p = model.predict_occurrence(x_te)
     for j, e in enumerate(ds.event_names):
         keep = np.ones(len(te), bool) if te.mask is None else te.mask[:, j] == 1
+        keep &= ~np.isnan(te.C[:, j])  # calibration against the true occurrence, where it is known
         if len(np.unique(te.C[keep, j])) < 2:
             continue
         obs, pred, _ = calibration_curve(te.C[keep, j], p[keep, j])

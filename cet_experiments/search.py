@@ -14,7 +14,13 @@ import time
 
 import numpy as np
 
-from cet_model.evaluation import PRESET_OF_ESTIMATOR, evaluate, fit_preset, model_inputs
+from cet_model.evaluation import (
+    PRESET_OF_ESTIMATOR,
+    evaluate,
+    fit_preset,
+    model_inputs,
+    unknown_occurrence,
+)
 
 PAPER_POINT = {"estimator": "gumbel", "n_samples": 100, "log_epsilon": math.log(0.7), "hidden": 100,
                "temperature": 0.3}
@@ -41,6 +47,9 @@ def random_search(ds, budget: int, seed: int = 0, max_epochs: int | None = 100, 
         raise ValueError(f"search budget must be >= 1, got {budget}")
     rng = np.random.default_rng([seed, 7])
     tr, va = ds.train, ds.val
+    if unknown_occurrence(va):
+        raise ValueError(f"{ds.path}: the search tunes on validation AUC against the true occurrence, which is not "
+                         f"known for {unknown_occurrence(va)} validation cells; run without a search")
     x_tr, x_va = model_inputs(tr), model_inputs(va)
     trials = []
     for i in range(budget):

@@ -29,6 +29,7 @@ def table_markdown(result: dict, title: str) -> str:
     runs = config.get("runs", "?")
     fewer = {m: n for m, n in config.get("model_runs", {}).items() if n != runs}
     note = ("" if not fewer else " Fewer runs for " + ", ".join(f"{m} ({n})" for m, n in fewer.items()) + ".")
+    note += "".join(f" {m} left out: {why}." for m, why in result.get("skipped", {}).items())
     lines = [f"# {title}", "", f"Mean ± std over {runs} runs on the test split.{note} "
              "AUC against the true occurrence c; ET's AUC from the rank of its predicted median time. "
              "MRAE, Harrell's CI and Uno's C of predicted median times; ECE of P(ever); IBS: integrated "

@@ -2,7 +2,8 @@
 
 A folder holds ``manifest.json``; ``features.parquet`` (``id``, ``split`` in train/val/test,
 float feature columns); ``events.parquet`` (``id``, ``split`` and per event e: ``t_e`` observed
-time > 0, ``s_e`` 1 if observed, ``c_e`` true occurrence, ``t_true_e`` true time or null);
+time > 0, ``s_e`` 1 if observed, ``c_e`` true occurrence or null where it is not known (data
+censored by follow-up rather than by a build that kept the truth), ``t_true_e`` true time or null);
 and optionally ``sequences.npy`` (n x 20 x D, in row order) and, in ``events.parquet``,
 ``mask_e`` columns (0 = leave this task out for this row, e.g. an event inside the feature
 window; a missing column means every cell is used). Writes are atomic: the folder
@@ -11,7 +12,9 @@ appears whole or not at all.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -35,7 +38,8 @@ REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censo
 @dataclass
 class Split:
     """One split as arrays: X (n, d), T, S, C, T_true (n, M), ids; sequences (n, L, D) or None
-    (from ``load_dataset``: a ``RowView`` of the file's rows, read only when used)."""
+    (from ``load_dataset``: a ``RowView`` of the file's rows, read only when used). C is NaN
+    where the true occurrence is not known, T_true where there is no true time."""
     ids: np.ndarray
     X: np.ndarray
     T: np.ndarray
@@ -125,6 +129,81 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
     return out_dir
 
 
+def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
+                            id_column: str | None = None, split_column: str | None = None, seed: int = 0,
+                            fractions=(0.6, 0.2, 0.2)) -> Path:
+    """A dataset folder from one table of your own data: a row per subject, numeric feature
+    columns, and per event a follow-up time and an indicator (1 = the event was seen at that
+    time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
+    ``t_true_e`` are written null, so AUC and ECE against the truth are left undefined, the
+    Oracle is left out, and promotion goes by Harrell's C (docs/datasets.md, "Your own data").
+
+    ``table``: a polars or pandas frame (n rows). ``features``: column names (d). ``events``:
+    {event name: (time column, indicator column)} (M). ``id_column``: unique ids (default: the
+    row number). ``split_column``: train/val/test per row (default: a seeded random split in
+    ``fractions``). Bad values are refused naming the column and row of ``table``.
+
+    >>> import polars as pl, tempfile
+    >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
+    >>> out = write_follow_up_dataset(tempfile.mkdtemp() + "/mine", t, ["age"], {"death": ("days", "died")},
+    ...                               name="mine", time_unit="days")
+    >>> ds = load_dataset(out)
+    >>> len(ds.train) + len(ds.val) + len(ds.test), ds.event_names, bool(np.isnan(ds.train.C).all())
+    (5, ['death'], True)
+    """
+    table = table if isinstance(table, pl.DataFrame) else pl.from_pandas(table)
+    features = [str(f) for f in features]
+    if not events:
+        raise ValueError("events: name at least one event as {name: (time column, indicator column)}")
+    wanted = [*features, *(c for pair in events.values() for c in pair),
+              *(c for c in (id_column, split_column) if c is not None)]
+    _require_columns(table, list(dict.fromkeys(wanted)), "table")
+    n = table.height
+    if n == 0:
+        raise ValueError("table: no rows")
+    ids = table[id_column] if id_column is not None else pl.Series("id", np.arange(n))
+    if split_column is not None:
+        split = table[split_column].cast(pl.String, strict=False)
+        bad = ~split.is_in(list(SPLITS)).fill_null(False)
+        if bad.any():
+            row = int(bad.arg_max())
+            raise ValueError(f"table: column {split_column!r} row {row} is {table[split_column][row]!r}; "
+                             f"expected one of {SPLITS}")
+    else:
+        if len(fractions) != 3 or min(fractions) < 0 or not math.isclose(sum(fractions), 1.0):
+            raise ValueError(f"fractions: three shares (train, val, test) that sum to 1, got {fractions}")
+        order = np.random.default_rng(seed).permutation(n)
+        n_train, n_val = int(round(fractions[0] * n)), int(round(fractions[1] * n))
+        labels = np.empty(n, dtype=object)
+        labels[order[:n_train]], labels[order[n_train:n_train + n_val]] = "train", "val"
+        labels[order[n_train + n_val:]] = "test"
+        split = pl.Series(labels.tolist(), dtype=pl.String)
+    for col in features:  # name the table's column and row, not the file the dataset would have
+        _check_numeric(table[col], "table", col, finite=True)
+    cols = {"id": ids.alias("id"), "split": split.alias("split")}
+    features_frame = pl.DataFrame([*cols.values(), *(table[f].cast(pl.Float64).alias(f) for f in features)])
+    event_cols = []
+    for e, (time_col, seen_col) in events.items():
+        _check_numeric(table[time_col], "table", time_col, finite=True, positive=True)
+        seen = table[seen_col].cast(pl.Float64, strict=False)
+        bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
+        if bad.any():
+            row = int(bad.arg_max())
+            raise ValueError(f"table: column {seen_col!r} row {row} is {table[seen_col][row]!r}; expected 0 or 1 "
+                             f"(1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
+        t, s, c, tt = event_columns(e)
+        event_cols += [table[time_col].cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
+                       pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]
+    events_frame = pl.DataFrame([*cols.values(), *event_cols])
+    digest = hashlib.sha256(features_frame.write_csv().encode() + events_frame.write_csv().encode()).hexdigest()
+    manifest = {"name": name, "feature_names": features, "event_names": [str(e) for e in events],
+                "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
+                "censoring": {"kind": "follow-up", "artificial": False,
+                              "note": "times censored by the end of follow-up; the true occurrence is not known"},
+                "source_fingerprints": {"table": digest}}
+    return write_dataset(out_dir, features_frame, events_frame, manifest)
+
+
 def save_rows(path, array, rows_per_write: int = 4096) -> None:
     """Write ``array`` as ``.npy`` (the bytes of ``np.save``). An ndarray is saved as is; any other
     array-like with ``shape`` and ``dtype`` (a ``RowView``: e.g. the rows of a larger array in
@@ -197,12 +276,15 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
     for e in names:
         t, s, c, tt = event_columns(e)
         _check_numeric(events[t], epath, t, finite=True, positive=True)
-        for col in (s, c):
+        for col, unknown in ((s, False), (c, True)):  # c: null (or NaN) = the true occurrence is not known
             vals = events[col].cast(pl.Float64, strict=False)
-            bad = vals.is_null() | ~vals.is_in([0.0, 1.0])
+            known = ~vals.fill_nan(None).is_null() if unknown else pl.Series([True] * len(vals))
+            unreadable = vals.is_null() & events[col].is_not_null()  # e.g. text that is not a number
+            bad = unreadable | (known & ~vals.is_in([0.0, 1.0]).fill_null(False))
             if bad.any():
                 row = int(bad.arg_max())
-                raise ValueError(f"{epath}: column {col!r} row {row} is {events[col][row]!r}; expected 0 or 1")
+                raise ValueError(f"{epath}: column {col!r} row {row} is {events[col][row]!r}; expected 0 or 1"
+                                 + (", or null where the true occurrence is not known" if unknown else ""))
         if f"mask_{e}" in events.columns:
             vals = events[f"mask_{e}"].cast(pl.Float64, strict=False)
             bad = vals.is_null() | ~vals.is_in([0.0, 1.0])
@@ -216,7 +298,7 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
             row = int(np.flatnonzero(bad_t)[0])
             raise ValueError(f"{epath}: column {tt!r} row {row} is {float(true_t[row])!r}; a true time must be "
                              "finite and > 0, or null")
-        bad = (events[s] == 1) & (events[c] == 0)
+        bad = ((events[s] == 1) & (events[c].cast(pl.Float64, strict=False) == 0)).fill_null(False)
         if bad.any():
             raise ValueError(f"{epath}: row {int(bad.arg_max())} has {s} = 1 but {c} = 0 "
                              f"(an observed event must occur)")

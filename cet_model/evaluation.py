@@ -99,6 +99,34 @@ def check_presets(names) -> tuple[str, ...]:
     return names
 
 
+def unknown_occurrence(split: Split) -> int:
+    """How many cells of ``split`` (those the mask uses) have no known true occurrence (C NaN).
+
+    >>> c = np.array([[1.0, np.nan], [0.0, np.nan]])
+    >>> unknown_occurrence(Split(np.arange(2), np.zeros((2, 1)), c, c, c, c))
+    2
+    """
+    unknown = np.isnan(split.C)
+    if split.mask is not None:
+        unknown &= split.mask == 1
+    return int(unknown.sum())
+
+
+def presets_for_truth(names, train: Split, val: Split) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The presets of ``names`` that can be trained on these splits, and {left-out preset: why}.
+
+    The Oracle learns the true occurrence, so it is left out where a training or validation
+    cell does not have it (data censored by follow-up alone); every other preset learns from
+    the observed times and indicators and is always kept.
+    """
+    unknown = unknown_occurrence(train) + unknown_occurrence(val)
+    if "Oracle" not in names or unknown == 0:
+        return tuple(names), {}
+    why = (f"the true occurrence is not known for {unknown} training and validation cells, and the Oracle "
+           "learns it")
+    return tuple(n for n in names if n != "Oracle"), {"Oracle": why}
+
+
 def model_inputs(split: Split) -> np.ndarray | CommentInputs:
     """The model input of a split, (n, d): X, or [X | comment embeddings flattened] when the
     dataset has ``sequences.npy`` (n, L, D) -> (n, d + L * D), as a ``CommentInputs`` that
@@ -129,7 +157,10 @@ def fit_preset(name: str, train: Split, val: Split, *, seed: int = 0, hidden_siz
     model = cls(hidden_sizes=hidden_sizes, max_epochs=max_epochs, patience=patience, seed=seed, **kwargs)
     x_train = model_inputs(train) if x_train is None else x_train
     x_val = model_inputs(val) if x_val is None else x_val
-    y_train, y_val = (train.C, val.C) if name == "Oracle" else (train.S, val.S)
+    if name == "Oracle" and presets_for_truth([name], train, val)[1]:
+        raise ValueError(f"Oracle: {presets_for_truth([name], train, val)[1]['Oracle']}; leave it out on such data")
+    # (a cell the mask leaves out may have no truth: it is not learned from, so any 0/1 does)
+    y_train, y_val = (np.nan_to_num(train.C), np.nan_to_num(val.C)) if name == "Oracle" else (train.S, val.S)
     return model.fit(x_train, train.T, y_train, x_val, val.T, y_val, mask=train.mask, mask_val=val.mask,
                      on_epoch=on_epoch)
 
@@ -141,21 +172,27 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
     ``x``: the split's model input, if already computed. With ``train`` (the training split)
     time models also get Uno's C and the integrated Brier score. Masked cells are not scored.
     A metric undefined on some tasks is NaN there, reported in one warning naming the model,
-    ``label`` (e.g. the dataset and split) and the tasks.
+    ``label`` (e.g. the dataset and split) and the tasks. AUC and ECE are scored on the rows whose
+    true occurrence is known (C not NaN): on data censored by follow-up alone, none, and they are NaN.
     """
     x = model_inputs(split) if x is None else x
     p = model.predict_occurrence(x)
     timed = hasattr(model, "predict_time")
     t_hat = model.predict_time(x) if timed else None
-    tasks = {}
+    tasks, no_truth = {}, {}
     for j, e in enumerate(event_names):
         keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
         if not keep.any():
             tasks[e] = {k: float("nan") for k in (METRICS if timed else ("auc", "ece"))}
             continue
-        c, t, s = split.C[keep, j], split.T[keep, j], split.S[keep, j]
-        score = -t_hat[keep, j] if name == "ET" else p[keep, j]
-        row = {"auc": occurrence_auc(c, score), "ece": expected_calibration_error(c, p[keep, j])}
+        t, s = split.T[keep, j], split.S[keep, j]
+        known = keep & ~np.isnan(split.C[:, j])  # AUC and ECE need the true occurrence
+        c = split.C[known, j]
+        score = -t_hat[known, j] if name == "ET" else p[known, j]
+        row = ({"auc": occurrence_auc(c, score), "ece": expected_calibration_error(c, p[known, j])} if known.any()
+               else {"auc": float("nan"), "ece": float("nan")})
+        if not known[keep].all():
+            no_truth[e] = int((keep & ~known).sum())
         if timed:
             row["mrae"] = mrae(t, t_hat[keep, j], s, t.max())
             row["ci"] = _harrell_c_or_nan(t, t_hat[keep, j], s)
@@ -167,6 +204,10 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
                 surv = model.predict_survival(x[keep], times)[:, :, j] if len(times) >= 2 else None
                 row["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, surv, times) if surv is not None else float("nan")
         tasks[e] = row
+    if no_truth:
+        log.warning("%s%s: the true occurrence is not known for %s; AUC and ECE are over the rows where it "
+                    "is (undefined where it is known for none)", name, f" on {label}" if label else "",
+                    ", ".join(f"{e} ({n} rows)" for e, n in no_truth.items()))
     no_ibs = [e for e, row in tasks.items() if "ibs" in row and np.isnan(row["ibs"])]
     if no_ibs:
         log.warning("%s%s: integrated Brier score undefined for %s (too little follow-up in the split)",

@@ -57,9 +57,17 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
     return str(version), reused
 
 
+@task(name="choose-promotion-metric")
+def choose_metric(dataset_dir: str, metric: str, explicit: bool) -> tuple[str, str | None]:
+    chosen, why = train_eval.promotion_metric(dataset_dir, metric, explicit)
+    if why:
+        get_run_logger().warning("%s", why)
+    return chosen, why
+
+
 @task(name="apply-promotion-rule")
-def judge(models_root: str, name: str, version: str, metric: str, tolerance: float) -> dict:
-    decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance))
+def judge(models_root: str, name: str, version: str, metric: str, tolerance: float, note: str | None = None) -> dict:
+    decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance), note=note)
     get_run_logger().info("%s %s: %s", name, Path(version).name, decision["reason"])
     return decision
 
@@ -104,11 +112,13 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
         models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
         seed=s.seed if params.seed is None else params.seed, device=s.device)
+    explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
+    metric, note = choose_metric(str(path), params.promote_metric or s.promote_metric, explicit)
     with output_lock(s.models_dir / name, s.lock_wait, "train-evaluate"):  # a second run then reuses this version
         version, reused = train_models(str(path), str(s.models_dir), name, training)
         publish_metrics(name, version)
-        decision = judge(str(s.models_dir), name, version, params.promote_metric or s.promote_metric,
-                         s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance)
+        decision = judge(str(s.models_dir), name, version, metric,
+                         s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance, note)
     report = None
     if params.runs:
         report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,

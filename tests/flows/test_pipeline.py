@@ -271,3 +271,27 @@ def test_two_builds_started_together_build_once(tmp_path):
     skipped = ["unchanged: skipping" in log for log in logs]
     assert sorted(ran) == [False, True] and sorted(skipped) == [False, True], logs
     assert load_dataset(out).train.X.shape[0] > 0
+
+
+def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
+    """Real follow-up data (lifelines' rossi) carry no true occurrence: the flow leaves the Oracle
+    out and says so, promotes by val_ci instead of the default val_auc (which no version could
+    win), and refuses val_auc chosen explicitly before training anything."""
+    from lifelines.datasets import load_rossi
+
+    from cet_model.dataset import write_follow_up_dataset
+
+    data = write_follow_up_dataset(cet_env / "data" / "rossi", load_rossi(), ["fin", "age", "prio"],
+                                   {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
+    with pytest.raises(ValueError, match="promotion metric: val_auc is scored against the true occurrence, which 86 "
+                                         "validation cells"):
+        train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), promote_metric="val_auc"))
+    assert registry.versions(cet_env / "models", "rossi") == []
+    first = train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data)))
+    second = train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), seed=1, promote_tolerance=1.0))
+    for result in (first, second):
+        assert result["decision"]["metric"] == "val_ci" and "promoted by val_ci" in result["decision"]["note"]
+    assert second["decision"]["promoted"] and np.isfinite(second["decision"]["candidate_value"])
+    metrics = json.loads((cet_env / "models" / "rossi" / "v0002" / "metrics.json").read_text())
+    assert sorted(metrics["test"]) == ["BC", "CET", "CET-paper", "ET"] and "Oracle" in metrics["skipped"]
+    assert metrics["summary"]["CET"]["test_auc"] is None and 0 < metrics["summary"]["CET"]["test_ci"] < 1

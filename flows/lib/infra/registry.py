@@ -105,10 +105,12 @@ def metric_value(version_dir: Path, metric: str, model: str = "CET") -> float:
     return float("nan") if value is None else float(value)
 
 
-def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "CET") -> dict:
-    """Apply the rule to ``candidate``; promote it or keep the current version; record why."""
+def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "CET", note: str | None = None) -> dict:
+    """Apply the rule to ``candidate``; promote it or keep the current version; record why
+    (``note``: how the rule was chosen, when that needs saying)."""
     current = promoted(root, dataset)
     decision = {"candidate": candidate.name, "metric": rule.metric, "tolerance": rule.tolerance,
+                **({"note": note} if note else {}),
                 "model": model, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if current is not None and current.resolve() == Path(candidate).resolve():
         return decision | {"promoted": True, "previous": current.name, "reason": "already the promoted version"}

@@ -72,10 +72,12 @@ def calibration_figure(version: Path, dataset_dir: Path, title: str, path: Path,
     for j, e in enumerate(events):
         ax = axes[j // ncols][j % ncols]
         keep = np.ones(len(te), bool) if te.mask is None else te.mask[:, j] == 1
+        keep &= ~np.isnan(te.C[:, j])  # against the true occurrence: the rows that have it
         ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
         ax.set_title(f"{e} (n={int(keep.sum())}, {int(te.C[keep, j].sum())} events)", fontsize=9)
         if len(np.unique(te.C[keep, j])) < 2:
-            ax.text(0.5, 0.5, "one class only", ha="center", va="center", fontsize=8, color="grey")
+            ax.text(0.5, 0.5, "one class only" if keep.any() else "true occurrence\nnot known", ha="center",
+                    va="center", fontsize=8, color="grey")
             continue
         bars = ax.twinx()
         counts = np.histogram(probs[models[0]][keep, j], bins=edges)[0] if models else np.zeros(n_bins)

@@ -27,6 +27,8 @@ from cet_model.evaluation import (
     machine,
     mean_std,
     model_inputs,
+    presets_for_truth,
+    unknown_occurrence,
 )
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
@@ -99,6 +101,29 @@ class FitProgress:
         return self.percent
 
 
+TRUTH_METRICS = ("val_auc", "val_ece")  # promotion metrics scored against the true occurrence
+
+
+def promotion_metric(dataset_dir, metric: str, explicit: bool) -> tuple[str, str | None]:
+    """The metric to promote by on this dataset, and why when it is not ``metric``.
+
+    AUC and ECE are scored against the true occurrence; on data where the validation split does
+    not have it (censored by follow-up alone) they are undefined, and no version would ever win.
+    The default metric then gives way to ``val_ci`` (Harrell's C, from the observed times), and
+    one chosen ``explicit``-ly is refused before anything is trained.
+    """
+    if metric not in TRUTH_METRICS:
+        return metric, None
+    unknown = unknown_occurrence(load_dataset(dataset_dir).val)
+    if not unknown:
+        return metric, None
+    why = (f"{metric} is scored against the true occurrence, which {unknown} validation cells of {dataset_dir} "
+           "do not have")
+    if explicit:
+        raise ValueError(f"promotion metric: {why}; promote by val_ci or val_mrae instead")
+    return "val_ci", f"{why}: promoted by val_ci (Harrell's C) instead"
+
+
 def task_means(tasks: dict) -> dict:
     """{metric: mean over tasks} of one fit's per-task metrics {task: {metric: value}}."""
     out = {}
@@ -120,10 +145,14 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     ds = load_dataset(dataset_dir)
     tr, va, te = ds.train, ds.val, ds.test
     x_tr, x_va, x_te, spec = model_inputs(tr), model_inputs(va), model_inputs(te), comment_encoder_for(tr)
+    models, skipped = presets_for_truth(params.models, tr, va)
+    for model_name, why in skipped.items():
+        log.warning("%s: %s left out: %s", name, model_name, why)
     tmp = registry.staging_dir(models_root, name)
     try:
-        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {}}
-        for model_name in params.models:
+        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
+                   "skipped": skipped}
+        for model_name in models:
             t0 = time.perf_counter()
 
             def on_epoch(epoch, hist, m=model_name):

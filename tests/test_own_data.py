@@ -1,0 +1,144 @@
+"""A user's own data, censored by follow-up alone: no true occurrence anywhere.
+
+Real data (lifelines' rossi: 432 released prisoners, weeks to re-arrest, followed for a year)
+through ``write_follow_up_dataset``, the contract, the evaluation API and the experiment harness.
+"""
+
+import logging
+
+import numpy as np
+import polars as pl
+import pytest
+
+from cet_model.dataset import load_dataset, write_dataset, write_follow_up_dataset
+from cet_model.evaluation import evaluate, fit_preset, presets_for_truth
+from cet_model.metrics import concordance_index, occurrence_auc
+
+FEATURES = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
+FAST = dict(hidden_sizes=(16,), device="cpu")  # automatic budget: a few seconds on 259 rows
+
+
+@pytest.fixture(scope="module")
+def rossi():
+    from lifelines.datasets import load_rossi
+
+    return load_rossi()
+
+
+@pytest.fixture
+def rossi_dir(rossi, tmp_path):
+    return write_follow_up_dataset(tmp_path / "rossi", rossi, FEATURES, {"arrest": ("week", "arrest")},
+                                   name="rossi", time_unit="weeks", seed=3)
+
+
+def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
+    ds = load_dataset(rossi_dir)
+    sizes = [len(ds.train), len(ds.val), len(ds.test)]
+    assert sizes == [259, 86, 87] and ds.manifest["split_sizes"] == dict(zip(("train", "val", "test"), sizes, strict=True))
+    assert ds.manifest["censoring"]["artificial"] is False and ds.manifest["seeds"] == {"split": 3}
+    rows = np.concatenate([ds.train.ids, ds.val.ids, ds.test.ids])
+    assert sorted(rows.tolist()) == list(range(432))  # every row, once
+    for split in (ds.train, ds.val, ds.test):
+        np.testing.assert_array_equal(split.T[:, 0], rossi["week"].to_numpy()[split.ids])
+        np.testing.assert_array_equal(split.S[:, 0], rossi["arrest"].to_numpy()[split.ids])
+        np.testing.assert_array_equal(split.X, rossi[FEATURES].to_numpy(float)[split.ids])
+        assert np.isnan(split.C).all() and np.isnan(split.T_true).all()
+    again = write_follow_up_dataset(rossi_dir.parent / "again", pl.from_pandas(rossi), FEATURES,
+                                    {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks", seed=3)
+    assert load_dataset(again).manifest["source_fingerprints"] == ds.manifest["source_fingerprints"]
+    by_column = write_follow_up_dataset(rossi_dir.parent / "given", rossi.assign(part=["train"] * 300 + ["val"] * 66
+                                                                                 + ["test"] * 66),
+                                        FEATURES, {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks",
+                                        split_column="part")
+    assert load_dataset(by_column).manifest["split_sizes"] == {"train": 300, "val": 66, "test": 66}
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("change,match", [
+    (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is 2; expected 0 or 1"),
+    (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0.0; values must be"),
+    (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.nan)), r"table: column 'age' row 9 is nan"),
+    (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]"),
+])
+def test_bad_follow_up_tables_name_the_column_and_row(rossi, tmp_path, change, match):
+    with pytest.raises(ValueError, match=match):
+        write_follow_up_dataset(tmp_path / "out", change(rossi.copy()), FEATURES, {"arrest": ("week", "arrest")},
+                                name="rossi", time_unit="weeks")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_contract_takes_an_unknown_occurrence_per_cell(tmp_path):
+    """Null (or NaN) c = not known; it loads as NaN. Known cells are checked as before."""
+    n = 6
+    f = pl.DataFrame({"id": np.arange(n), "split": ["train", "train", "val", "val", "test", "test"],
+                      "x": np.linspace(0, 1, n)})
+    e = f.select("id", "split").with_columns(t_a=pl.lit(2.0), s_a=pl.Series([1, 0, 1, 0, 1, 0]),
+                                             c_a=pl.Series([1.0, None, float("nan"), 0.0, None, 1.0]),
+                                             t_true_a=pl.lit(None, pl.Float64))
+    m = dict(name="t", feature_names=["x"], event_names=["a"], time_unit="days", censoring={}, seeds={},
+             source_fingerprints={})
+    ds = load_dataset(write_dataset(tmp_path / "d", f, e, m))
+    np.testing.assert_array_equal(ds.train.C[:, 0], [1.0, np.nan])
+    np.testing.assert_array_equal(ds.val.C[:, 0], [np.nan, 0.0])
+
+
+def test_scores_without_truth_leave_auc_undefined_and_say_so(rossi_dir, caplog):
+    ds = load_dataset(rossi_dir)
+    model = fit_preset("CET", ds.train, ds.val, seed=0, **FAST)
+    with caplog.at_level(logging.WARNING, logger="cet_model.evaluation"):
+        row = evaluate("CET", model, ds.test, ds.event_names, train=ds.train, label="rossi test")["arrest"]
+    assert np.isnan(row["auc"]) and np.isnan(row["ece"])
+    te = ds.test  # the scores that need only the observed times are all there
+    assert row["ci"] == pytest.approx(concordance_index(te.T[:, 0], model.predict_time(te.X)[:, 0], te.S[:, 0]))
+    assert np.isfinite(row["uno_c"]) and np.isfinite(row["ibs"]) and np.isfinite(row["mrae"])
+    assert "CET on rossi test: the true occurrence is not known for arrest (87 rows)" in caplog.text
+    # where the truth is known for some rows (here: made up for the first 60), AUC and ECE are over those rows
+    part = ds.test.take(np.arange(len(ds.test)))
+    part.C = part.C.copy()
+    part.C[:60, 0] = (np.arange(60) % 3 == 0)
+    row = evaluate("CET", model, part, ds.event_names)["arrest"]
+    assert row["auc"] == pytest.approx(occurrence_auc(part.C[:60, 0], model.predict_occurrence(part.X[:60])[:, 0]))
+
+
+def test_the_oracle_is_left_out_where_it_has_nothing_to_learn(rossi_dir):
+    ds = load_dataset(rossi_dir)
+    kept, skipped = presets_for_truth(("CET", "ET", "BC", "Oracle"), ds.train, ds.val)
+    assert kept == ("CET", "ET", "BC") and "259" not in skipped["Oracle"] and "345" in skipped["Oracle"]
+    with pytest.raises(ValueError, match="Oracle: the true occurrence is not known for 345 training and validation"):
+        fit_preset("Oracle", ds.train, ds.val, **FAST)
+
+
+def test_the_experiment_harness_reports_what_it_left_out(rossi_dir, tmp_path):
+    from cet_experiments import experiments
+    from cet_experiments.search import random_search
+
+    ds = load_dataset(rossi_dir)
+    result = experiments.run(ds, 1, ("CET", "Oracle"), hidden_sizes=(8,), max_epochs=20, patience=5, progress=False)
+    assert list(result["models"]) == ["CET"] and "Oracle" in result["skipped"]
+    experiments.write_report(result, tmp_path / "report", "rossi")
+    table = (tmp_path / "report" / "table.md").read_text()
+    assert "Oracle left out: the true occurrence is not known" in table
+    with pytest.raises(ValueError, match="the search tunes on validation AUC against the true occurrence"):
+        random_search(ds, 1)
+
+
+@pytest.mark.bad_input
+def test_repeated_ids_are_refused(rossi, tmp_path):
+    with pytest.raises(ValueError, match="column 'id' has duplicate values"):
+        write_follow_up_dataset(tmp_path / "p", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
+                                time_unit="weeks", id_column="prio")  # prio (prior convictions) repeats
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_documented_example_writes_a_dataset(tmp_path, monkeypatch):
+    """docs/datasets.md, "Your own data": the Python block runs as written (in a scratch folder)."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text()
+    section = page.split("## Your own data", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(block, "docs/datasets.md", "exec"), scope)
+    ds = load_dataset(scope["folder"])
+    assert ds.event_names == ["arrest"] and len(ds.feature_names) == 7 and np.isnan(ds.test.C).all()
