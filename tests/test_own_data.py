@@ -123,10 +123,17 @@ def test_the_experiment_harness_reports_what_it_left_out(rossi_dir, tmp_path):
 
 
 @pytest.mark.bad_input
-def test_repeated_ids_are_refused(rossi, tmp_path):
+def test_repeated_ids_and_a_bad_split_column_are_refused(rossi, tmp_path):
     with pytest.raises(ValueError, match="column 'id' has duplicate values"):
         write_follow_up_dataset(tmp_path / "p", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
                                 time_unit="weeks", id_column="prio")  # prio (prior convictions) repeats
+    part = ["train"] * 300 + ["dev"] + ["test"] * 131
+    with pytest.raises(ValueError, match=r"table: column 'part' row 300 is 'dev'; expected one of \('train'"):
+        write_follow_up_dataset(tmp_path / "p", rossi.assign(part=part), FEATURES, {"arrest": ("week", "arrest")},
+                                name="rossi", time_unit="weeks", split_column="part")
+    with pytest.raises(ValueError, match=r"fractions: three shares"):
+        write_follow_up_dataset(tmp_path / "p", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
+                                time_unit="weeks", fractions=(0.5, 0.5, 0.5))
     assert list(tmp_path.iterdir()) == []
 
 
