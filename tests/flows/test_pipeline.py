@@ -295,3 +295,15 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
     metrics = json.loads((cet_env / "models" / "rossi" / "v0002" / "metrics.json").read_text())
     assert sorted(metrics["test"]) == ["BC", "CET", "CET-paper", "ET"] and "Oracle" in metrics["skipped"]
     assert metrics["summary"]["CET"]["test_auc"] is None and 0 < metrics["summary"]["CET"]["test_ci"] < 1
+    # new subjects, features in the same raw units (age in years): scored by the promoted model,
+    # which scales them as in training
+    new = pl.from_pandas(load_rossi()).head(5).with_row_index("id").select("id", "fin", "age", "prio")
+    new.write_parquet(cet_env / "new.parquet")
+    assert predict_flow.main(["--dataset", "rossi", "--features", str(cet_env / "new.parquet"),
+                              "--out", str(cet_env / "scores.parquet")]) == 0
+    from cet_model import load_model
+
+    cet = load_model(cet_env / "models" / "rossi" / "v0002" / "CET", device="cpu")
+    assert cet.feature_scaling_ is not None  # age's mean is ~25: scaled inside the model
+    np.testing.assert_allclose(pl.read_parquet(cet_env / "scores.parquet")["p_arrest"].to_numpy(),
+                               cet.predict_occurrence(new.select("fin", "age", "prio").to_numpy())[:, 0], rtol=1e-6)
