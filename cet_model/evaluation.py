@@ -157,8 +157,9 @@ def fit_preset(name: str, train: Split, val: Split, *, seed: int = 0, hidden_siz
     model = cls(hidden_sizes=hidden_sizes, max_epochs=max_epochs, patience=patience, seed=seed, **kwargs)
     x_train = model_inputs(train) if x_train is None else x_train
     x_val = model_inputs(val) if x_val is None else x_val
-    if name == "Oracle" and presets_for_truth([name], train, val)[1]:
-        raise ValueError(f"Oracle: {presets_for_truth([name], train, val)[1]['Oracle']}; leave it out on such data")
+    left_out = presets_for_truth([name], train, val)[1]
+    if left_out:
+        raise ValueError(f"Oracle: {left_out['Oracle']}; leave it out on such data")
     # (a cell the mask leaves out may have no truth: it is not learned from, so any 0/1 does)
     y_train, y_val = (np.nan_to_num(train.C), np.nan_to_num(val.C)) if name == "Oracle" else (train.S, val.S)
     return model.fit(x_train, train.T, y_train, x_val, val.T, y_val, mask=train.mask, mask_val=val.mask,

@@ -181,8 +181,9 @@ class _Base(BaseEstimator):
         if scaling is None:
             return self._tensor(a)
         shift, scale = scaling
-        a = np.array(a, dtype=np.float64)
-        a[:, :len(shift)] = (a[:, :len(shift)] - shift) / scale
+        k = len(shift)
+        a = np.array(a, dtype=np.result_type(np.asarray(a).dtype, np.float32))  # a copy; embeddings stay float32
+        a[:, :k] = (a[:, :k].astype(np.float64) - shift) / scale  # in float64, rounded once on assignment
         return self._tensor(a)
 
     def _fit_scaling(self, x) -> None:
