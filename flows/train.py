@@ -58,8 +58,8 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
 
 
 @task(name="choose-promotion-metric")
-def choose_metric(dataset_dir: str, metric: str, explicit: bool) -> tuple[str, str | None]:
-    chosen, why = train_eval.promotion_metric(dataset_dir, metric, explicit)
+def choose_metric(dataset_dir: str, metric: str, explicit: bool, search: int) -> tuple[str, str | None]:
+    chosen, why = train_eval.promotion_metric(dataset_dir, metric, explicit, search)
     if why:
         get_run_logger().warning("%s", why)
     return chosen, why
@@ -113,7 +113,8 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
         seed=s.seed if params.seed is None else params.seed, device=s.device)
     explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
-    metric, note = choose_metric(str(path), params.promote_metric or s.promote_metric, explicit)
+    metric, note = choose_metric(str(path), params.promote_metric or s.promote_metric, explicit,
+                                 params.search if params.runs else 0)
     with output_lock(s.models_dir / name, s.lock_wait, "train-evaluate"):  # a second run then reuses this version
         version, reused = train_models(str(path), str(s.models_dir), name, training)
         publish_metrics(name, version)

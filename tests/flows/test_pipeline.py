@@ -276,7 +276,7 @@ def test_two_builds_started_together_build_once(tmp_path):
 def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
     """Real follow-up data (lifelines' rossi) carry no true occurrence: the flow leaves the Oracle
     out and says so, promotes by val_ci instead of the default val_auc (which no version could
-    win), and refuses val_auc chosen explicitly before training anything."""
+    win), and refuses val_auc chosen explicitly, or a search for the report, before training."""
     from lifelines.datasets import load_rossi
 
     from cet_model.dataset import write_follow_up_dataset
@@ -286,6 +286,8 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
     with pytest.raises(ValueError, match="promotion metric: val_auc is scored against the true occurrence, which 86 "
                                          "validation cells"):
         train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), promote_metric="val_auc"))
+    with pytest.raises(ValueError, match="search: the random search tunes on validation AUC"):
+        train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), runs=1, search=2))
     assert registry.versions(cet_env / "models", "rossi") == []
     first = train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data)))
     second = train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), seed=1, promote_tolerance=1.0))

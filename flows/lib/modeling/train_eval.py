@@ -104,18 +104,24 @@ class FitProgress:
 TRUTH_METRICS = ("val_auc", "val_ece")  # promotion metrics scored against the true occurrence
 
 
-def promotion_metric(dataset_dir, metric: str, explicit: bool) -> tuple[str, str | None]:
+def promotion_metric(dataset_dir, metric: str, explicit: bool, search: int = 0) -> tuple[str, str | None]:
     """The metric to promote by on this dataset, and why when it is not ``metric``.
 
     AUC and ECE are scored against the true occurrence; on data where the validation split does
     not have it (censored by follow-up alone) they are undefined, and no version would ever win.
     The default metric then gives way to ``val_ci`` (Harrell's C, from the observed times), and
-    one chosen ``explicit``-ly is refused before anything is trained.
+    one chosen ``explicit``-ly is refused before anything is trained, as is a random ``search``
+    for the experiment report (it tunes on validation AUC).
     """
-    if metric not in TRUTH_METRICS:
+    if metric not in TRUTH_METRICS and not search:
         return metric, None
     unknown = unknown_occurrence(load_dataset(dataset_dir).val)
     if not unknown:
+        return metric, None
+    if search:
+        raise ValueError(f"search: the random search tunes on validation AUC against the true occurrence, which "
+                         f"{unknown} validation cells of {dataset_dir} do not have; run without --search")
+    if metric not in TRUTH_METRICS:
         return metric, None
     why = (f"{metric} is scored against the true occurrence, which {unknown} validation cells of {dataset_dir} "
            "do not have")
