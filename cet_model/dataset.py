@@ -179,9 +179,17 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         labels[order[n_train + n_val:]] = "test"
         split = pl.Series(labels.tolist(), dtype=pl.String)
     for col in features:  # name the table's column and row, not the file the dataset would have
-        _check_numeric(table[col], "table", col, finite=True)
+        values = table[col].cast(pl.Int8) if table[col].dtype == pl.Boolean else table[col]
+        if not values.dtype.is_numeric():
+            raise ValueError(f"table: column {col!r} has type {values.dtype}, expected numbers; encode it first "
+                             "(e.g. one 0/1 column per level: pandas.get_dummies, polars' to_dummies)")
+        try:
+            _check_numeric(values, "table", col, finite=True)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (the models take no missing values: impute them or leave the rows out "
+                             "first, and say how in your report)") from None
     cols = {"id": ids.alias("id"), "split": split.alias("split")}
-    features_frame = pl.DataFrame([*cols.values(), *(table[f].cast(pl.Float64).alias(f) for f in features)])
+    features_frame = pl.DataFrame([*cols.values(), *(table[f].cast(pl.Float64).alias(f) for f in features)])  # bool -> 0/1
     event_cols = []
     for e, (time_col, seen_col) in events.items():
         _check_numeric(table[time_col], "table", time_col, finite=True, positive=True)

@@ -57,8 +57,13 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
 @pytest.mark.parametrize("change,match", [
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is 2; expected 0 or 1"),
     (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0.0; values must be"),
-    (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.nan)), r"table: column 'age' row 9 is nan"),
+    (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.nan)),
+     r"table: column 'age' row 9 is nan; values must be finite \(the models take no missing values"),
     (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]"),
+    (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"})),
+     r"table: column 'race' has type String, expected numbers; encode it first"),
+    (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"}).astype("category")),
+     r"table: column 'race' has type Categorical"),
 ])
 def test_bad_follow_up_tables_name_the_column_and_row(rossi, tmp_path, change, match):
     with pytest.raises(ValueError, match=match):
@@ -149,3 +154,11 @@ def test_the_documented_example_writes_a_dataset(tmp_path, monkeypatch):
     exec(compile(block, "docs/datasets.md", "exec"), scope)
     ds = load_dataset(scope["folder"])
     assert ds.event_names == ["arrest"] and len(ds.feature_names) == 7 and np.isnan(ds.test.C).all()
+
+
+def test_boolean_columns_are_read_as_zero_and_one(rossi, tmp_path):
+    table = rossi.assign(fin=rossi["fin"] == 1, arrest=rossi["arrest"] == 1)
+    ds = load_dataset(write_follow_up_dataset(tmp_path / "b", table, FEATURES, {"arrest": ("week", "arrest")},
+                                              name="rossi", time_unit="weeks"))
+    np.testing.assert_array_equal(ds.train.X[:, 0], rossi["fin"].to_numpy(float)[ds.train.ids])
+    np.testing.assert_array_equal(ds.train.S[:, 0], rossi["arrest"].to_numpy(float)[ds.train.ids])
