@@ -53,8 +53,9 @@ from cet_model.metrics import brier_times, concordance_index, integrated_brier_s
 DATASETS = ("veteran", "pbc", "whas500", "GBSG2", "actg", "rott2", "flchain", "support2")
 
 
-def load(name: str):
-    """(X, t, s, feature names, facts) with the preprocessing above, split into train/val/test."""
+def load(name: str, scale: bool = True):
+    """(X, t, s, feature names, facts) with the preprocessing above, split into train/val/test.
+    ``scale=False`` leaves the numeric columns in their own units (gaps still filled)."""
     from SurvSet.data import SurvLoader
 
     df = SurvLoader().load_dataset(ds_name=name)["df"]
@@ -75,7 +76,7 @@ def load(name: str):
         med = np.nanmedian(v[tr])
         v = np.where(np.isnan(v), med, v)
         sd = v[tr].std() or 1.0
-        cols.append((v - v[tr].mean()) / sd)
+        cols.append((v - v[tr].mean()) / sd if scale else v)
         names.append(c)
     for c in fac:
         v = df[c].astype("string").fillna("<missing>").to_numpy()
