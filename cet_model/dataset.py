@@ -192,7 +192,11 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     features_frame = pl.DataFrame([*cols.values(), *(table[f].cast(pl.Float64).alias(f) for f in features)])  # bool -> 0/1
     event_cols = []
     for e, (time_col, seen_col) in events.items():
-        _check_numeric(table[time_col], "table", time_col, finite=True, positive=True)
+        try:
+            _check_numeric(table[time_col], "table", time_col, finite=True, positive=True)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (a log-normal time must be > 0: an event on the day of entry needs a time "
+                             "such as half a day, and a missing time a decision; say which in your report)") from None
         seen = table[seen_col].cast(pl.Float64, strict=False)
         bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
         if bad.any():

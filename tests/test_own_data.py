@@ -56,7 +56,7 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
 @pytest.mark.bad_input
 @pytest.mark.parametrize("change,match", [
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is 2; expected 0 or 1"),
-    (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0.0; values must be"),
+    (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0.0; values must be finite and > 0 \(a log-normal time must be > 0"),
     (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.nan)),
      r"table: column 'age' row 9 is nan; values must be finite \(the models take no missing values"),
     (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]"),
