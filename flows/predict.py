@@ -7,8 +7,8 @@
 
 Raw sources are featurised with the **training build's** items, imputation medians and
 scaling (recorded in the model version), nothing refitted on the new data; MIMIC rows are keyed
-by HADM_ID, Reddit users by pseudonym. A features parquet must already be prepared like the
-training dataset's. The output has ``id``, then per event ``p_<event>`` (P(the event ever
+by HADM_ID, Reddit users by pseudonym. A features parquet (or ``.csv``) must already be
+prepared like the training dataset's. The output has ``id``, then per event ``p_<event>`` (P(the event ever
 happens)) and ``t_qNN_<event>`` (quantiles of its time given that it happens, in the dataset's
 unit). Rows that cannot be scored (an admission without chart or lab rows, a user with fewer
 than 20 usable comments) are counted in the log, never dropped silently.
@@ -95,8 +95,8 @@ def predict(params: PredictParams) -> str:
 def main(argv=None) -> int:
     ap = command_parser("python -m flows.predict", __doc__.split("\n\n")[0])
     src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--features", help="parquet with id and the model's feature columns, prepared as in the "
-                                        "training dataset")
+    src.add_argument("--features", help="parquet or .csv with id and the model's feature columns, prepared as in "
+                                        "the training dataset (raw units are scaled by the model as in training)")
     src.add_argument("--mimic-dir", help="raw MIMIC-III tables of new admissions (ADMISSIONS, CHARTEVENTS, "
                                          "LABEVENTS, OUTPUTEVENTS as .csv or .csv.gz)")
     src.add_argument("--dumps", action="append", help="folder of Pushshift RC_/RS_ dumps of new users, searched "

@@ -136,6 +136,13 @@ def test_text_feature_column_for_prediction(tmp_path):
     pl.DataFrame({"id": ["a", "b"], "x1": [0.1, 0.2], "x2": ["1.0", "high"]}).write_parquet(path)
     with pytest.raises(ValueError, match=r"new.parquet: column 'x2' has type String, expected numbers"):
         read_features(path, ["x1", "x2"])
+    csv = tmp_path / "new.csv"  # the same from a CSV file, where an empty cell is a missing value
+    csv.write_text("id,x1,x2\na,0.1,1.0\nb,,2.0\n")
+    with pytest.raises(ValueError, match=r"new.csv: column 'x1' row 1: missing or non-finite value \(1 such rows\)"):
+        read_features(csv, ["x1", "x2"])
+    csv.write_text("id,x1\na,0.1\n")
+    with pytest.raises(ValueError, match=r"new.csv: missing columns \['x2'\]"):
+        read_features(csv, ["x1", "x2"])
 
 
 def test_unknown_model_in_a_saved_config(tmp_path):

@@ -309,3 +309,7 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
     assert cet.feature_scaling_ is not None  # age's mean is ~25: scaled inside the model
     np.testing.assert_allclose(pl.read_parquet(cet_env / "scores.parquet")["p_arrest"].to_numpy(),
                                cet.predict_occurrence(new.select("fin", "age", "prio").to_numpy())[:, 0], rtol=1e-6)
+    new.write_csv(cet_env / "new.csv")  # the same rows as a CSV file
+    assert predict_flow.main(["--dataset", "rossi", "--features", str(cet_env / "new.csv"),
+                              "--out", str(cet_env / "scores-csv.parquet")]) == 0
+    assert pl.read_parquet(cet_env / "scores-csv.parquet").equals(pl.read_parquet(cet_env / "scores.parquet"))

@@ -39,20 +39,22 @@ def resolve_version(models_root, dataset: str, version: str | None = None) -> Pa
 
 
 def read_features(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """ids and the feature matrix in the model's column order; errors name file, column, row."""
+    """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
+    errors name file, column, row."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such features file")
+    kind = "CSV" if path.suffix.lower() == ".csv" else "parquet"
     try:
-        df = pl.read_parquet(path)
-    except Exception as exc:  # polars raises several types for a non-parquet file
-        raise ValueError(f"{path}: not a readable parquet file ({exc})") from None
+        df = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
+    except Exception as exc:  # polars raises several types for an unreadable file
+        raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
     missing = [c for c in ["id", *names] if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
                          f"(the model needs id and {len(names)} features)")
     x = np.empty((df.height, len(names)), dtype=np.float64)
     for j, c in enumerate(names):
-        col = df[c]
+        col = df[c].cast(pl.Int8) if df[c].dtype == pl.Boolean else df[c]
         if not col.dtype.is_numeric():
             raise ValueError(f"{path}: column {c!r} has type {col.dtype}, expected numbers")
         v = col.cast(pl.Float64).to_numpy()
@@ -79,8 +81,8 @@ def _version(version_dir, quantiles) -> tuple[Path, dict, list[float]]:
 
 
 def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=None, device: str = "auto") -> Path:
-    """Score a features parquet (``id`` and the model's feature columns, already prepared as
-    in the training dataset) with the model in ``version_dir``; write ``out``."""
+    """Score a features parquet or ``.csv`` (``id`` and the model's feature columns, already
+    prepared as in the training dataset) with the model in ``version_dir``; write ``out``."""
     features = Path(features)
     version_dir, data, qs = _version(version_dir, quantiles)
     ids, x = read_features(features, data["feature_names"])
