@@ -45,14 +45,17 @@ AUTO_STANDARDIZE = 3.0  # standardize="auto": scale when a training column's |me
 
 def feature_scaling(x: np.ndarray, standardize="auto") -> tuple[np.ndarray, np.ndarray] | None:
     """(shift, scale) per column of the training features ``x`` (n, k), or None to leave them as
-    given: ``True`` always scales, ``False`` never, ``"auto"`` when some column's mean or
-    standard deviation exceeds ``AUTO_STANDARDIZE`` in absolute value. A constant column keeps
-    scale 1.
+    given: ``True`` scales every column by its mean and standard deviation, ``False`` none,
+    ``"auto"`` only the columns whose mean or standard deviation exceeds ``AUTO_STANDARDIZE`` in
+    absolute value (raw units such as age in years; a 0/1 column or one already on a unit scale
+    keeps shift 0 and scale 1, so it is used exactly as given). A constant column keeps scale 1.
 
         >>> age_and_sex = np.array([[61.0, 0.0], [45.0, 1.0], [70.0, 1.0], [52.0, 0.0]])
         >>> shift, scale = feature_scaling(age_and_sex)
         >>> shift.tolist(), scale.round(2).tolist()
-        ([57.0, 0.5], [9.41, 0.5])
+        ([57.0, 0.0], [9.41, 1.0])
+        >>> [a.tolist() for a in feature_scaling(age_and_sex, standardize=True)][0]
+        [57.0, 0.5]
         >>> feature_scaling(np.array([[0.1, 1.0], [-0.3, 0.0]])) is None
         True
     """
@@ -60,9 +63,13 @@ def feature_scaling(x: np.ndarray, standardize="auto") -> tuple[np.ndarray, np.n
     if standardize is False or x.shape[1] == 0 or len(x) == 0:
         return None
     shift, scale = x.mean(0), x.std(0)
-    if standardize == "auto" and not (np.abs(shift) > AUTO_STANDARDIZE).any() and not (scale > AUTO_STANDARDIZE).any():
-        return None
-    return shift, np.where(scale > 0, scale, 1.0)
+    scale = np.where(scale > 0, scale, 1.0)
+    if standardize == "auto":
+        wide = (np.abs(shift) > AUTO_STANDARDIZE) | (scale > AUTO_STANDARDIZE)
+        if not wide.any():
+            return None
+        shift, scale = np.where(wide, shift, 0.0), np.where(wide, scale, 1.0)  # (x - 0) / 1 is x, exactly
+    return shift, scale
 
 
 def resolve_device(device: str) -> torch.device:

@@ -50,13 +50,13 @@ class ModelParams:
         verbose: log every epoch.
         comment_encoder: ``{"n_aux", "length", "dim", "width"}`` to read X as [aux | L comment
             embeddings of size D, flattened] (``cet_model.comments``), or None.
-        standardize: centre and scale the features by their training mean and standard
-            deviation inside the model (kept with its weights, applied at every prediction):
-            ``True``, ``False``, or ``"auto"`` (the default: only when some column's training
-            mean or standard deviation exceeds ``models.AUTO_STANDARDIZE`` = 3 in absolute value,
-            i.e. raw units such as age in years; features already on a unit scale, as every
-            build in this project writes them, are left exactly as given). With comment
-            embeddings only the aux features are scaled.
+        standardize: centre and scale features by their training mean and standard deviation
+            inside the model (kept with its weights, applied at every prediction): ``True``
+            (every column), ``False`` (none), or ``"auto"`` (the default: the columns whose
+            training mean or standard deviation exceeds ``models.AUTO_STANDARDIZE`` = 3 in
+            absolute value, i.e. raw units such as age in years; 0/1 and unit-scale columns, and
+            features that are all on a unit scale as every build in this project writes them,
+            are used exactly as given). With comment embeddings only the aux features are scaled.
     """
 
     hidden_sizes: tuple[int, ...] = (100,)

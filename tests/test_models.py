@@ -512,23 +512,25 @@ def test_survival_at_time_zero_is_one_and_bad_times_and_quantiles_are_named(smal
 
 @pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
 def test_features_in_raw_units_are_standardised_inside_the_model(small_survival, tmp_path, cls):
-    """Age in years, a count in the hundreds: the default scales them by the training mean and sd
-    inside the model, exactly as if the user had (the same weights, float for float), keeps the
-    scaling with the weights and applies it to every prediction. Features on a unit scale are
-    left exactly as given."""
+    """Age in years, a count in the hundreds: the default scales those columns by their training
+    mean and sd inside the model, exactly as if the user had (the same weights, float for float),
+    keeps the scaling with the weights and applies it to every prediction. A column on a unit
+    scale is used as given, and features all on a unit scale are left alone."""
     x, t, s, _ = small_survival
     raw = np.column_stack([60 + 12 * x[:, 0], 300 + 150 * x[:, 1], x[:, 2]])
-    shift, scale = raw.mean(0), raw.std(0)
+    by_hand = raw.copy()
+    by_hand[:, :2] = (raw[:, :2] - raw[:, :2].mean(0)) / raw[:, :2].std(0)
     kw = dict(FAST, max_epochs=8)
     model = cls(**kw).fit(raw, t, s)
-    by_hand = cls(**kw, standardize=False).fit((raw - shift) / scale, t, s)
-    np.testing.assert_array_equal(model.feature_scaling_[0], shift)
-    np.testing.assert_array_equal(model.predict_occurrence(raw), by_hand.predict_occurrence((raw - shift) / scale))
+    hand = cls(**kw, standardize=False).fit(by_hand, t, s)
+    np.testing.assert_array_equal(model.feature_scaling_[0], [*raw[:, :2].mean(0), 0.0])
+    np.testing.assert_array_equal(model.feature_scaling_[1], [*raw[:, :2].std(0), 1.0])
+    np.testing.assert_array_equal(model.predict_occurrence(raw), hand.predict_occurrence(by_hand))
     model.save(tmp_path / "m")
     again = load_model(tmp_path / "m", device="cpu")
     np.testing.assert_array_equal(again.predict_occurrence(raw), model.predict_occurrence(raw))
     if cls is not BCModel:
-        np.testing.assert_array_equal(again.predict_time(raw), by_hand.predict_time((raw - shift) / scale))
+        np.testing.assert_array_equal(again.predict_time(raw), hand.predict_time(by_hand))
     unit = cls(**kw).fit(x, t, s)
     assert unit.feature_scaling_ is None and "feature_scaling" not in json.loads(
         unit.save(tmp_path / "u").joinpath("config.json").read_text())
