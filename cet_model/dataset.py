@@ -138,7 +138,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     ``t_true_e`` are written null, so AUC and ECE against the truth are left undefined, the
     Oracle is left out, and promotion goes by Harrell's C (docs/datasets.md, "Your own data").
 
-    ``table``: a polars or pandas frame (n rows). ``features``: column names (d). ``events``:
+    ``table``: a polars or pandas frame (n rows), or the path of a ``.csv`` or ``.parquet`` file
+    holding one. ``features``: column names (d). ``events``:
     {event name: (time column, indicator column)} (M). ``id_column``: unique ids (default: the
     row number). ``split_column``: train/val/test per row (default: a seeded random split in
     ``fractions``). Bad values are refused naming the column and row of ``table``.
@@ -151,6 +152,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     >>> len(ds.train) + len(ds.val) + len(ds.test), ds.event_names, bool(np.isnan(ds.train.C).all())
     (5, ['death'], True)
     """
+    if isinstance(table, str | Path):
+        table = _read_table(Path(table))
     table = table if isinstance(table, pl.DataFrame) else pl.from_pandas(table)
     features = [str(f) for f in features]
     if not events:
@@ -214,6 +217,19 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                               "note": "times censored by the end of follow-up; the true occurrence is not known"},
                 "source_fingerprints": {"table": digest}}
     return write_dataset(out_dir, features_frame, events_frame, manifest)
+
+
+def _read_table(path: Path) -> pl.DataFrame:
+    """A ``.csv`` (types inferred from every row; an empty cell is null) or ``.parquet`` file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    kind = {".csv": "CSV", ".parquet": "parquet"}.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(f"{path}: expected a .csv or .parquet file")
+    try:
+        return pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
+    except Exception as exc:  # polars raises several types for an unreadable file
+        raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
 
 
 def save_rows(path, array, rows_per_write: int = 4096) -> None:

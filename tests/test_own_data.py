@@ -162,3 +162,24 @@ def test_boolean_columns_are_read_as_zero_and_one(rossi, tmp_path):
                                               name="rossi", time_unit="weeks"))
     np.testing.assert_array_equal(ds.train.X[:, 0], rossi["fin"].to_numpy(float)[ds.train.ids])
     np.testing.assert_array_equal(ds.train.S[:, 0], rossi["arrest"].to_numpy(float)[ds.train.ids])
+
+
+def test_the_table_can_be_a_csv_or_parquet_file(rossi, tmp_path):
+    """The same dataset from the frame, from a CSV file and from a parquet file."""
+    import polars as pl
+
+    rossi.to_csv(tmp_path / "rossi.csv", index=False)
+    pl.from_pandas(rossi).write_parquet(tmp_path / "rossi.parquet")
+    kw = dict(features=FEATURES, events={"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
+    folders = [write_follow_up_dataset(tmp_path / f"d{i}", table, **kw)
+               for i, table in enumerate([rossi, tmp_path / "rossi.csv", str(tmp_path / "rossi.parquet")])]
+    splits = [load_dataset(f).train for f in folders]
+    for other in splits[1:]:
+        np.testing.assert_array_equal(other.X, splits[0].X)
+        np.testing.assert_array_equal(other.T, splits[0].T)
+        np.testing.assert_array_equal(other.S, splits[0].S)
+    (tmp_path / "rossi.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"rossi.txt: expected a .csv or .parquet file"):
+        write_follow_up_dataset(tmp_path / "bad", tmp_path / "rossi.txt", **kw)
+    with pytest.raises(FileNotFoundError, match=r"nothing.csv: no such file"):
+        write_follow_up_dataset(tmp_path / "bad", tmp_path / "nothing.csv", **kw)
