@@ -153,7 +153,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     (5, ['death'], True)
     """
     if isinstance(table, str | Path):
-        table = _read_table(Path(table))
+        table = read_table(table)
     table = table if isinstance(table, pl.DataFrame) else pl.from_pandas(table)
     features = [str(f) for f in features]
     if not events:
@@ -219,13 +219,13 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     return write_dataset(out_dir, features_frame, events_frame, manifest)
 
 
-def _read_table(path: Path) -> pl.DataFrame:
-    """A ``.csv`` (types inferred from every row; an empty cell is null) or ``.parquet`` file."""
+def read_table(path) -> pl.DataFrame:
+    """A table from a ``.csv`` file (types inferred from every row; an empty cell is null) or,
+    under any other name, a parquet file; errors name the file."""
+    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    kind = {".csv": "CSV", ".parquet": "parquet"}.get(path.suffix.lower())
-    if kind is None:
-        raise ValueError(f"{path}: expected a .csv or .parquet file")
+    kind = "CSV" if path.suffix.lower() == ".csv" else "parquet"
     try:
         return pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for an unreadable file

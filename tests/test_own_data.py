@@ -179,7 +179,7 @@ def test_the_table_can_be_a_csv_or_parquet_file(rossi, tmp_path):
         np.testing.assert_array_equal(other.T, splits[0].T)
         np.testing.assert_array_equal(other.S, splits[0].S)
     (tmp_path / "rossi.txt").write_text("x")
-    with pytest.raises(ValueError, match=r"rossi.txt: expected a .csv or .parquet file"):
+    with pytest.raises(ValueError, match=r"rossi.txt: not a readable parquet file"):
         write_follow_up_dataset(tmp_path / "bad", tmp_path / "rossi.txt", **kw)
     with pytest.raises(FileNotFoundError, match=r"nothing.csv: no such file"):
         write_follow_up_dataset(tmp_path / "bad", tmp_path / "nothing.csv", **kw)

@@ -17,6 +17,7 @@ import polars as pl
 
 from cet_model.atomic import temporary_name, writing
 from cet_model.comments import CommentInputs, NpyRows
+from cet_model.dataset import read_table
 from cet_model.models import load_model
 from flows.lib.infra import registry
 from flows.lib.reddit.cohort import key_digest
@@ -41,13 +42,7 @@ def resolve_version(models_root, dataset: str, version: str | None = None) -> Pa
 def read_features(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
     errors name file, column, row."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such features file")
-    kind = "CSV" if path.suffix.lower() == ".csv" else "parquet"
-    try:
-        df = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
-    except Exception as exc:  # polars raises several types for an unreadable file
-        raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
+    df = read_table(path)
     missing = [c for c in ["id", *names] if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
