@@ -60,11 +60,12 @@ def feature_scaling(x: np.ndarray, standardize="auto") -> tuple[np.ndarray, np.n
         True
     """
     x = np.asarray(x, dtype=np.float64)
-    if standardize is False or x.shape[1] == 0 or len(x) == 0:
+    auto = isinstance(standardize, str)  # "auto" (checked by ModelParams); else a bool or numpy bool
+    if (not auto and not standardize) or x.shape[1] == 0 or len(x) == 0:
         return None
     shift, scale = x.mean(0), x.std(0)
     scale = np.where(scale > 0, scale, 1.0)
-    if standardize == "auto":
+    if auto:
         wide = (np.abs(shift) > AUTO_STANDARDIZE) | (scale > AUTO_STANDARDIZE)
         if not wide.any():
             return None

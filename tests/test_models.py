@@ -538,6 +538,10 @@ def test_features_in_raw_units_are_standardised_inside_the_model(small_survival,
                                   .predict_occurrence(x))
     forced = cls(**kw, standardize=True).fit(x, t, s)
     np.testing.assert_array_equal(forced.feature_scaling_[1], x.std(0))
+    from cet_model.models import feature_scaling
+
+    assert feature_scaling(raw, np.False_) is None and feature_scaling(raw, False) is None  # numpy's False too
+    np.testing.assert_array_equal(feature_scaling(raw, np.True_)[0], raw.mean(0))
 
 
 def test_raw_units_no_longer_break_the_papers_objective():
