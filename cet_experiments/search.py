@@ -47,9 +47,10 @@ def random_search(ds, budget: int, seed: int = 0, max_epochs: int | None = 100, 
         raise ValueError(f"search budget must be >= 1, got {budget}")
     rng = np.random.default_rng([seed, 7])
     tr, va = ds.train, ds.val
-    if unknown_occurrence(va):
+    unknown = unknown_occurrence(va)
+    if unknown:
         raise ValueError(f"{ds.path}: the search tunes on validation AUC against the true occurrence, which is not "
-                         f"known for {unknown_occurrence(va)} validation cells; run without a search")
+                         f"known for {unknown} validation cells; run without a search")
     x_tr, x_va = model_inputs(tr), model_inputs(va)
     trials = []
     for i in range(budget):
