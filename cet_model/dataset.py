@@ -139,7 +139,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     Oracle is left out, and promotion goes by Harrell's C (docs/datasets.md, "Your own data").
 
     ``table``: a polars or pandas frame (n rows), or the path of a ``.csv`` or ``.parquet`` file
-    holding one. ``features``: column names (d). ``events``:
+    holding one. ``features``: column names (d), or None for every column that ``events``,
+    ``id_column`` and ``split_column`` do not name, in the table's order. ``events``:
     {event name: (time column, indicator column)} (M). ``id_column``: unique ids (default: the
     row number). ``split_column``: train/val/test per row (default: a seeded random split in
     ``fractions``). Bad values are refused naming the column and row of ``table``.
@@ -155,9 +156,16 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     if isinstance(table, str | Path):
         table = read_table(table)
     table = table if isinstance(table, pl.DataFrame) else pl.from_pandas(table)
-    features = [str(f) for f in features]
     if not events:
         raise ValueError("events: name at least one event as {name: (time column, indicator column)}")
+    chosen = features is None
+    if chosen:
+        named = {c for pair in events.values() for c in pair} | {id_column, split_column}
+        features = [c for c in table.columns if c not in named]
+        if not features:
+            raise ValueError(f"table: no feature columns left; its columns {table.columns} are all named as event, "
+                             "id or split columns")
+    features = [str(f) for f in features]
     wanted = [*features, *(c for pair in events.values() for c in pair),
               *(c for c in (id_column, split_column) if c is not None)]
     _require_columns(table, list(dict.fromkeys(wanted)), "table")
@@ -184,8 +192,10 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     for col in features:  # name the table's column and row, not the file the dataset would have
         values = table[col].cast(pl.Int8) if table[col].dtype == pl.Boolean else table[col]
         if not values.dtype.is_numeric():
+            hint = (" or leave it out of the features (none were named, so every column but the event, id and split "
+                    "columns is one)") if chosen else ""
             raise ValueError(f"table: column {col!r} has type {values.dtype}, expected numbers; encode it first "
-                             "(e.g. one 0/1 column per level: pandas.get_dummies, polars' to_dummies)")
+                             f"(e.g. one 0/1 column per level: pandas.get_dummies, polars' to_dummies){hint}")
         try:
             _check_numeric(values, "table", col, finite=True)
         except ValueError as exc:

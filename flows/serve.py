@@ -34,12 +34,13 @@ from flows.mimic import build_mimic_features
 from flows.predict import predict
 from flows.reddit import build_reddit_features
 from flows.synthetic import build_synthetic
+from flows.table import build_table_dataset
 from flows.train import retrain, train_evaluate
 
 log = logging.getLogger("cet.serve")
 
-FLOWS = (build_synthetic, build_mimic_features, build_reddit_features, train_evaluate, retrain, predict,
-         full_pipeline)
+FLOWS = (build_synthetic, build_mimic_features, build_reddit_features, build_table_dataset, train_evaluate, retrain,
+         predict, full_pipeline)
 
 
 def deployments(settings: Settings | None = None) -> list:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-FLOW_CLIS = ["flows.mimic", "flows.reddit", "flows.synthetic", "flows.train", "flows.predict",
+FLOW_CLIS = ["flows.mimic", "flows.reddit", "flows.synthetic", "flows.table", "flows.train", "flows.predict",
              "flows.full_pipeline", "flows.serve"]
 
 

@@ -5,15 +5,9 @@ import inspect
 import pydantic
 import pytest
 
-from flows.full_pipeline import full_pipeline
 from flows.lib import flow_params
-from flows.mimic import build_mimic_features
-from flows.predict import predict
-from flows.reddit import build_reddit_features
-from flows.synthetic import build_synthetic
-from flows.train import retrain, train_evaluate
-
-FLOWS = [build_synthetic, build_mimic_features, build_reddit_features, train_evaluate, retrain, predict, full_pipeline]
+from flows.serve import FLOWS  # every flow the deployments serve
+from flows.train import train_evaluate
 
 
 @pytest.mark.parametrize("flow", FLOWS, ids=lambda f: f.name)
@@ -37,6 +31,11 @@ def test_every_flow_takes_one_typed_parameter_model(flow):
     (flow_params.FullPipelineParams, {"datasets": ["mimic", "census"]}, "datasets"),
     (flow_params.PredictParams, {"features": "f.parquet", "out": "o.parquet", "quantiles": [0.5, 1.5]}, "quantiles"),
     (flow_params.SyntheticParams, {"nn": 4}, "nn"),
+    (flow_params.TableBuildParams, {"table": "t.csv", "name": "mine", "time_unit": "days", "events": {}}, "events"),
+    (flow_params.TableBuildParams, {"table": "t.csv", "name": "my data", "time_unit": "days",
+                                    "events": {"death": ("days", "died")}}, "name"),
+    (flow_params.TableBuildParams, {"table": "t.csv", "name": "mine", "time_unit": "days",
+                                    "events": {"death": ("days",)}}, "events"),
     (flow_params.TrainEvaluateParams, {"dataset": "data/mimic"}, "dataset"),  # a name, not a folder: data=
     (flow_params.PredictParams, {"out": "o.parquet", "dataset": "../x"}, "dataset"),
 ])

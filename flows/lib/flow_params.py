@@ -112,6 +112,24 @@ class RedditBuildParams(FlowParams):
     embedding_cache: str | None = Field(None, description="reusable embedding cache (default: $CET_EMBEDDING_CACHE)")
 
 
+class TableBuildParams(FlowParams):
+    """build-table-dataset: a table of your own (a row per subject, follow-up time and indicator
+    per event, censored by follow-up; no true occurrence) -> the dataset folder."""
+
+    table: str = Field(description="a .csv or .parquet file, one row per subject")
+    name: str = Field(pattern=NAME, description="the dataset's name: models/<name>/, $CET_DATA_DIR/<name>")
+    events: dict[str, tuple[str, str]] = Field(min_length=1, description="{event: [time column, indicator column "
+                                                                         "(1 = seen at that time, 0 = follow-up "
+                                                                         "ended without it)]}")
+    time_unit: str = Field(min_length=1, description="unit of the time columns, e.g. days")
+    features: list[str] | None = Field(None, min_length=1, description="numeric feature columns (default: every "
+                                       "column not named in events, id_column or split_column)")
+    out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/<name>)")
+    id_column: str | None = Field(None, description="unique subject ids (default: the row number)")
+    split_column: str | None = Field(None, description="train/val/test per row (default: a seeded 60/20/20 split)")
+    seed: int = Field(0, ge=0, description="seed of the 60/20/20 split")
+
+
 class TrainEvaluateParams(FlowParams):
     """train-evaluate: a dataset folder -> a registered, judged model version."""
 

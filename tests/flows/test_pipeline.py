@@ -279,18 +279,20 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
     win), and refuses val_auc chosen explicitly, or a search for the report, before training."""
     from lifelines.datasets import load_rossi
 
-    from cet_model.dataset import write_follow_up_dataset
+    from flows import table as table_flow
 
-    data = write_follow_up_dataset(cet_env / "data" / "rossi", load_rossi(), ["fin", "age", "prio"],
-                                   {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
+    load_rossi().to_csv(cet_env / "rossi.csv", index=False)  # as a user has it: a CSV file
+    assert table_flow.main(["--table", str(cet_env / "rossi.csv"), "--name", "rossi", "--event", "arrest=week,arrest",
+                            "--time-unit", "weeks", "--features", "fin,age,prio"]) == 0
+    data = cet_env / "data" / "rossi"  # $CET_DATA_DIR/<name>, where --dataset rossi looks
     with pytest.raises(ValueError, match="promotion metric: val_auc is scored against the true occurrence, which 86 "
                                          "validation cells"):
         train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), promote_metric="val_auc"))
     with pytest.raises(ValueError, match="search: the random search tunes on validation AUC"):
         train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), runs=1, search=2))
     assert registry.versions(cet_env / "models", "rossi") == []
-    first = train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data)))
-    second = train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), seed=1, promote_tolerance=1.0))
+    first = train_evaluate(TrainEvaluateParams(dataset="rossi"))
+    second = train_evaluate(TrainEvaluateParams(dataset="rossi", seed=1, promote_tolerance=1.0))
     for result in (first, second):
         assert result["decision"]["metric"] == "val_ci" and "promoted by val_ci" in result["decision"]["note"]
     assert second["decision"]["promoted"] and np.isfinite(second["decision"]["candidate_value"])

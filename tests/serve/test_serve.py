@@ -48,7 +48,8 @@ def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, 
     url = server["url"]
     serve = _serve(server, tmp_path)
     try:
-        names = ["build-synthetic", "build-mimic-features", "build-reddit-features", "train-evaluate", "retrain",
+        names = ["build-synthetic", "build-mimic-features", "build-reddit-features", "build-table-dataset",
+                 "train-evaluate", "retrain",
                  "predict", "full-pipeline"]
         _wait(lambda: all(_deployment(url, f"{n}/{n}") for n in names), 90, "the served deployments")
         done = _run(server, "build-synthetic/build-synthetic")

@@ -1,0 +1,104 @@
+"""Prefect flow ``build-table-dataset``: a table of your own data (CSV or parquet) as a dataset folder.
+
+    python -m flows.table --table cohort.csv --name mycohort --event death=days,died --time-unit days \\
+        [--event readmission=days_to_readm,readmitted] [--features age,sofa,...] [--id-column ID] \\
+        [--split-column SPLIT] [--seed 0] [--out DIR]
+
+A row per subject; per event a follow-up time (> 0) and an indicator (1 = the event was seen at
+that time, 0 = follow-up ended without it). Features default to every other column and must be
+numbers, in their own units (the models scale them). Such data carry no true occurrence, so the
+dataset has ``c_e`` null: AUC against the truth is left empty, the Oracle is left out and
+promotion goes by Harrell's C (docs/datasets.md, "Your own data"). Then ``python -m flows.train
+evaluate --dataset mycohort``. Skipped when the output holds a build of the same table and options.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.logging import get_run_logger
+
+from cet_model.dataset import write_follow_up_dataset
+from flows.common import check_cache, record_stage
+from flows.lib.flow_params import TableBuildParams
+from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.locks import output_lock
+from flows.lib.infra.runners import thread_runner
+from flows.lib.infra.settings import Settings
+
+CODE = ["cet_model.dataset"]
+
+
+@task(name="write-table-dataset")
+def write_table_dataset(table: str, out: str, params: dict) -> str:
+    events = {e: tuple(cols) for e, cols in params["events"].items()}
+    path = write_follow_up_dataset(out, table, params["features"], events, name=params["name"],
+                                   time_unit=params["time_unit"], id_column=params["id_column"],
+                                   split_column=params["split_column"], seed=params["seed"])
+    manifest = json.loads((Path(path) / "manifest.json").read_text())  # names and counts only, no rows
+    sizes = ", ".join(f"{k} {manifest['split_sizes'][k]}" for k in ("train", "val", "test"))
+    get_run_logger().info("%s: %d features (%s), events %s, rows %s -> %s", params["name"],
+                          len(manifest["feature_names"]), ", ".join(manifest["feature_names"]),
+                          ", ".join(manifest["event_names"]), sizes, path)
+    return str(path)
+
+
+@flow(name="build-table-dataset", task_runner=thread_runner())
+def build_table_dataset(params: TableBuildParams) -> str:
+    """A table of your own (``params.table``) -> a dataset folder with no true occurrence."""
+    s = Settings()
+    out = params.out or str(s.dataset_dir(params.name))
+    options = params.model_dump(exclude={"table", "out"})
+    with output_lock(out, s.lock_wait, "build-table-dataset"):
+        key, current = check_cache("build-table-dataset", out, {"table": params.table}, options, CODE)
+        if current:
+            return out
+        path = write_table_dataset(params.table, out, options)
+        return record_stage("build-table-dataset", path, key)
+
+
+def parse_event(ap, text: str) -> tuple[str, tuple[str, str]]:
+    """``NAME=TIME,INDICATOR`` -> (NAME, (TIME, INDICATOR)); a usage error otherwise."""
+    name, sep, cols = text.partition("=")
+    parts = [c.strip() for c in cols.split(",")]
+    if not sep or not name.strip() or len(parts) != 2 or not all(parts):
+        ap.error(f"--event {text!r}: expected NAME=TIME_COLUMN,INDICATOR_COLUMN (e.g. death=days,died)")
+    return name.strip(), (parts[0], parts[1])
+
+
+def main(argv=None) -> int:
+    ap = command_parser("python -m flows.table", __doc__.split("\n\n")[0])
+    ap.add_argument("--table", required=True, help=".csv or .parquet file, one row per subject")
+    ap.add_argument("--name", required=True, help="the dataset's name (models/<name>/; default folder "
+                                                  "$CET_DATA_DIR/<name>)")
+    ap.add_argument("--event", action="append", required=True, metavar="NAME=TIME,INDICATOR",
+                    help="an event: its time column and its 0/1 indicator column (repeat for several)")
+    ap.add_argument("--time-unit", required=True, help="unit of the time columns, e.g. days")
+    ap.add_argument("--features", help="comma-separated feature columns (default: every column not named by "
+                                       "--event, --id-column or --split-column)")
+    ap.add_argument("--id-column", help="unique subject ids (default: the row number)")
+    ap.add_argument("--split-column", help="train/val/test per row (default: a seeded 60/20/20 split)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the split (default %(default)s)")
+    ap.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/<name>)")
+    args = ap.parse_args(argv)
+    apply_log_level(args)
+    require_path(ap, "--table", args.table, "file")
+    events = dict(parse_event(ap, e) for e in args.event)
+    if len(events) != len(args.event):
+        ap.error("--event: an event name is given twice")
+    features = [f.strip() for f in args.features.split(",") if f.strip()] if args.features else None
+    try:
+        params = TableBuildParams(table=args.table, name=args.name, events=events, time_unit=args.time_unit,
+                                  features=features, out=args.out, id_column=args.id_column,
+                                  split_column=args.split_column, seed=args.seed)
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    print(build_table_dataset(params))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

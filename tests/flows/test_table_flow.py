@@ -1,0 +1,94 @@
+"""build-table-dataset: a user's own table (CSV or parquet) -> a dataset folder, under the Prefect harness.
+
+Real data: lifelines' rossi (432 released prisoners, weeks to re-arrest), written as the CSV a
+user would have.
+"""
+
+import json
+
+import polars as pl
+import pytest
+
+from cet_model.dataset import load_dataset, write_follow_up_dataset
+from flows import table as table_flow
+from flows.lib.flow_params import TableBuildParams
+
+COLUMNS = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
+
+
+@pytest.fixture
+def rossi_csv(tmp_path, monkeypatch):
+    from lifelines.datasets import load_rossi
+
+    monkeypatch.setenv("CET_DATA_DIR", str(tmp_path / "data"))
+    path = tmp_path / "rossi.csv"
+    load_rossi().to_csv(path, index=False)
+    return path
+
+
+def test_a_csv_becomes_the_dataset_the_library_writes_and_a_rerun_is_skipped(rossi_csv, tmp_path):
+    argv = ["--table", str(rossi_csv), "--name", "rossi", "--event", "arrest=week,arrest", "--time-unit", "weeks",
+            "--seed", "3"]
+    assert table_flow.main(argv) == 0
+    out = tmp_path / "data" / "rossi"  # default folder: $CET_DATA_DIR/<name>
+    ds = load_dataset(out)
+    assert ds.feature_names == COLUMNS  # every column but the event's two, in the table's order
+    assert ds.manifest["time_unit"] == "weeks" and ds.manifest["censoring"]["kind"] == "follow-up"
+    same = write_follow_up_dataset(tmp_path / "lib", pl.read_csv(rossi_csv), COLUMNS,
+                                   {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks", seed=3)
+    for name in ("features.parquet", "events.parquet"):
+        assert pl.read_parquet(out / name).equals(pl.read_parquet(same / name)), name
+    stamp = (out / ".stage.json").read_text()
+    written = (out / "features.parquet").stat().st_mtime_ns
+    assert table_flow.main(argv) == 0  # same table, same options: skipped
+    assert (out / "features.parquet").stat().st_mtime_ns == written and (out / ".stage.json").read_text() == stamp
+    assert table_flow.main([*argv[:-1], "4"]) == 0  # another split seed: built again
+    assert json.loads((out / "manifest.json").read_text())["seeds"] == {"split": 4}
+    assert (out / ".stage.json").read_text() != stamp
+
+
+def test_named_features_id_and_split_columns(rossi_csv, tmp_path):
+    frame = pl.read_csv(rossi_csv).with_row_index("subject").with_columns(
+        part=pl.Series(["train"] * 300 + ["val"] * 66 + ["test"] * 66))
+    frame.write_parquet(tmp_path / "rossi.parquet")
+    out = table_flow.build_table_dataset(TableBuildParams(
+        table=str(tmp_path / "rossi.parquet"), name="rossi2", events={"arrest": ("week", "arrest")},
+        time_unit="weeks", id_column="subject", split_column="part"))
+    ds = load_dataset(out)
+    assert ds.feature_names == COLUMNS  # id and split columns are not features
+    assert ds.manifest["split_sizes"] == {"train": 300, "val": 66, "test": 66}
+    assert ds.train.ids.tolist() == list(range(300))
+    picked = table_flow.build_table_dataset(TableBuildParams(
+        table=str(rossi_csv), name="rossi3", events={"arrest": ("week", "arrest")}, time_unit="weeks",
+        features=["age", "prio"]))
+    assert load_dataset(picked).feature_names == ["age", "prio"]
+
+
+@pytest.mark.bad_input
+def test_a_text_column_among_the_default_features_is_named_and_nothing_is_written(rossi_csv, tmp_path):
+    frame = pl.read_csv(rossi_csv).with_columns(site=pl.lit("north"))
+    frame.write_csv(tmp_path / "with_site.csv")
+    with pytest.raises(ValueError, match=r"table: column 'site' has type String, expected numbers; encode it first "
+                                         r".* or leave it out of the features"):
+        table_flow.main(["--table", str(tmp_path / "with_site.csv"), "--name", "site", "--event", "arrest=week,arrest",
+                         "--time-unit", "weeks"])
+    assert not (tmp_path / "data" / "site").exists()
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("argv, message", [
+    (["--event", "arrest=week"], "--event 'arrest=week': expected NAME=TIME_COLUMN,INDICATOR_COLUMN"),
+    (["--event", "week,arrest"], "expected NAME=TIME_COLUMN,INDICATOR_COLUMN"),
+    (["--event", "a=week,arrest", "--event", "a=week,arrest"], "--event: an event name is given twice"),
+    (["--event", "arrest=week,arrest", "--name", "my data"], "name"),
+    (["--event", "arrest=week,arrest", "--table", "/no/such.csv"], "--table /no/such.csv: no such file"),
+])
+def test_bad_options_are_usage_errors(rossi_csv, argv, message, capsys):
+    base = {"--table": str(rossi_csv), "--name": "rossi", "--time-unit": "weeks"}
+    for flag in ("--table", "--name"):
+        if flag in argv:
+            base.pop(flag)
+    args = [x for kv in base.items() for x in kv] + argv
+    with pytest.raises(SystemExit) as exc:
+        table_flow.main(args)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
