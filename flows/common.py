@@ -21,8 +21,9 @@ def check_cache(stage: str, out: str, inputs: dict, params: dict, code: list[str
 
 
 @task(name="record-stage")
-def record_stage(stage: str, out: str, key: str) -> str:
-    stage_cache.record(out, key, stage=stage)
+def record_stage(stage: str, out: str, key: str, recipe: dict | None = None) -> str:
+    """Stamp ``out`` as the complete result of ``stage`` (and, given, the ``recipe`` that rebuilds it)."""
+    stage_cache.record(out, key, stage=stage, **({"recipe": recipe} if recipe is not None else {}))
     return out
 
 

@@ -9,7 +9,9 @@ that time, 0 = follow-up ended without it). Features default to every other colu
 numbers, in their own units (the models scale them). Such data carry no true occurrence, so the
 dataset has ``c_e`` null: AUC against the truth is left empty, the Oracle is left out and
 promotion goes by Harrell's C (docs/datasets.md, "Your own data"). Then ``python -m flows.train
-evaluate --dataset mycohort``. Skipped when the output holds a build of the same table and options.
+evaluate --dataset mycohort``. Skipped when the output holds a build of the same table and options;
+``python -m flows.train retrain --dataset mycohort`` (and the scheduled ``retrain`` deployment with
+CET_RETRAIN_DATASET=mycohort) rebuilds it from the same file when the file has changed, then trains.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from prefect.logging import get_run_logger
 from cet_model.dataset import write_follow_up_dataset
 from flows.common import check_cache, record_stage
 from flows.lib.flow_params import TableBuildParams
+from flows.lib.infra import stage_cache
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -52,12 +55,20 @@ def build_table_dataset(params: TableBuildParams) -> str:
     s = Settings()
     out = params.out or str(s.dataset_dir(params.name))
     options = params.model_dump(exclude={"table", "out"})
+    # what retrain needs to rebuild this folder when the table changes (absolute paths: any working folder)
+    recipe = params.model_dump() | {"table": str(Path(params.table).resolve()), "out": str(Path(out).resolve())}
     with output_lock(out, s.lock_wait, "build-table-dataset"):
         key, current = check_cache("build-table-dataset", out, {"table": params.table}, options, CODE)
         if current:
             return out
         path = write_table_dataset(params.table, out, options)
-        return record_stage("build-table-dataset", path, key)
+        return record_stage("build-table-dataset", path, key, recipe)
+
+
+def recorded_build(folder) -> TableBuildParams | None:
+    """The parameters that built ``folder`` with build-table-dataset, or None (not such a folder)."""
+    info = stage_cache.recorded(folder, "build-table-dataset")
+    return TableBuildParams(**info["recipe"]) if info and "recipe" in info else None
 
 
 def parse_event(ap, text: str) -> tuple[str, tuple[str, str]]:

@@ -138,13 +138,22 @@ def build_flow(name: str):
     if name == "reddit":
         from flows.reddit import build_reddit_features
         return build_reddit_features
-    raise ValueError(f"dataset {name!r}: expected one of {BUILDS}")
+    from flows.table import build_table_dataset, recorded_build
+
+    folder = Settings().dataset_dir(name)
+    recipe = recorded_build(folder)
+    if recipe is None:
+        raise ValueError(f"dataset {name!r}: not one of {BUILDS}, and {folder} holds no dataset built by "
+                         "build-table-dataset (python -m flows.table --table FILE --name NAME ...), so there is "
+                         "nothing to rebuild it from")
+    return lambda: build_table_dataset(recipe)
 
 
 @flow(name="retrain", task_runner=thread_runner())
 def retrain(params: RetrainParams = RetrainParams()) -> dict:
-    """Rebuild ``dataset`` (synthetic, mimic or reddit; default CET_RETRAIN_DATASET) from its
-    configured source when its inputs changed, train a new version and apply the promotion rule."""
+    """Rebuild ``dataset`` (synthetic, mimic, reddit, or a table built by build-table-dataset, from the
+    same file; default CET_RETRAIN_DATASET) from its configured source when its inputs changed,
+    train a new version and apply the promotion rule."""
     name = params.dataset or Settings().retrain_dataset
     path = build_flow(name)()
     return train_evaluate(TrainEvaluateParams(dataset=name, data=path, seed=params.seed,
@@ -165,7 +174,8 @@ def main(argv=None) -> int:
     ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
     ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
     rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
-    rt.add_argument("--dataset", choices=BUILDS, help="default: $CET_RETRAIN_DATASET")
+    rt.add_argument("--dataset", help="synthetic, mimic, reddit, or the name of a table built by python -m "
+                                      "flows.table (default: $CET_RETRAIN_DATASET)")
     rt.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
     for p in (ev, rt):
         p.add_argument("--promote-metric", choices=sorted(registry.METRIC_DIRECTION),
@@ -192,6 +202,13 @@ def main(argv=None) -> int:
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
                                          promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)
         else:
+            name = args.dataset or Settings().retrain_dataset
+            if name not in BUILDS:
+                from flows.table import recorded_build
+
+                if recorded_build(Settings().dataset_dir(name)) is None:
+                    ap.error(f"--dataset {name}: not one of {', '.join(BUILDS)}, and {Settings().dataset_dir(name)} "
+                             "holds no dataset built by python -m flows.table, so there is nothing to rebuild it from")
             params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
                                    promote_tolerance=args.promote_tolerance)
     except ValueError as exc:  # pydantic's ValidationError names the field

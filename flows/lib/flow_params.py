@@ -25,10 +25,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flows.lib.infra.registry import METRIC_DIRECTION
+from flows.lib.infra.settings import DATASET_NAME
 from flows.lib.mimic.build import MimicParams
 
 MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
-NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # --dataset everywhere: a name (models/<name>/, $CET_DATA_DIR/<name>)
+NAME = DATASET_NAME  # --dataset everywhere: a name (models/<name>/, $CET_DATA_DIR/<name>)
 DATASETS = ("synthetic", "mimic", "reddit")
 PROMOTE_METRICS = tuple(METRIC_DIRECTION)
 
@@ -150,7 +151,8 @@ class TrainEvaluateParams(FlowParams):
 class RetrainParams(FlowParams):
     """retrain: rebuild a dataset if its inputs changed, then train-evaluate."""
 
-    dataset: Literal[DATASETS] | None = Field(None, description="default: $CET_RETRAIN_DATASET")  # type: ignore[valid-type]
+    dataset: str | None = Field(None, pattern=NAME, description="synthetic, mimic, reddit, or the name of a dataset "
+                                "built by build-table-dataset (default: $CET_RETRAIN_DATASET)")
     seed: int | None = Field(None, ge=0)
     promote_metric: Literal[PROMOTE_METRICS] | None = None  # type: ignore[valid-type]
     promote_tolerance: float | None = Field(None, ge=0)

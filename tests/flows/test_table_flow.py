@@ -92,3 +92,39 @@ def test_bad_options_are_usage_errors(rossi_csv, argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         table_flow.main(args)
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(rossi_csv, tmp_path, monkeypatch):
+    """The scheduled retrain on a user's table: nothing changed -> the version is reused; the file
+    refreshed (here: the last 32 subjects' rows withdrawn) -> rebuilt from the same file, retrained."""
+    from flows import train as train_flow
+    from flows.lib.flow_params import RetrainParams
+    from flows.lib.infra import registry
+
+    for name, value in {"MODELS_DIR": tmp_path / "models", "MAX_EPOCHS": 3, "PATIENCE": 3, "HIDDEN": 16}.items():
+        monkeypatch.setenv(f"CET_{name}", str(value))
+    monkeypatch.chdir(tmp_path)  # the table given by a relative name ...
+    assert table_flow.main(["--table", "rossi.csv", "--name", "rossi", "--event", "arrest=week,arrest",
+                            "--time-unit", "weeks", "--features", "fin,age,prio"]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # ... and retrain run from another folder
+    first = train_flow.retrain(RetrainParams(dataset="rossi"))
+    assert first["version"].endswith("v0001") and first["decision"]["metric"] == "val_ci"
+    again = train_flow.retrain(RetrainParams(dataset="rossi"))
+    assert again["reused"] and registry.versions(tmp_path / "models", "rossi") == ["v0001"]
+    pl.read_csv(rossi_csv).head(400).write_csv(rossi_csv)
+    refreshed = train_flow.retrain(RetrainParams(dataset="rossi", promote_tolerance=1.0))
+    assert refreshed["version"].endswith("v0002") and not refreshed["reused"]
+    ds = load_dataset(tmp_path / "data" / "rossi")
+    assert sum(ds.manifest["split_sizes"].values()) == 400 and ds.feature_names == ["fin", "age", "prio"]
+
+
+@pytest.mark.bad_input
+def test_retrain_of_a_name_with_nothing_to_rebuild_from_is_a_usage_error(rossi_csv, tmp_path, capsys):
+    from flows import train as train_flow
+
+    with pytest.raises(SystemExit) as exc:
+        train_flow.main(["retrain", "--dataset", "cohort"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--dataset cohort: not one of synthetic, mimic, reddit" in err
+    assert str(tmp_path / "data" / "cohort") in err

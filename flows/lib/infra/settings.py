@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from flows.lib.reddit.embed import DEFAULT_MODEL
 
+DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a dataset's name: models/<name>/, $CET_DATA_DIR/<name>
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CET_", env_file=".env", extra="ignore")
@@ -48,7 +50,7 @@ class Settings(BaseSettings):
     seed: int = Field(default=0, ge=0)
     promote_metric: str = "val_auc"
     promote_tolerance: float = Field(default=0.0, ge=0)
-    retrain_dataset: Literal["synthetic", "mimic", "reddit"] = "mimic"
+    retrain_dataset: str = Field("mimic", pattern=DATASET_NAME)  # synthetic, mimic, reddit or a table's name
     retrain_cron: str = "0 3 * * 1"
     retrain_timezone: str = "UTC"
 

@@ -112,3 +112,13 @@ def is_current(out, key: str) -> bool:
 def record(out, key: str, **info) -> None:
     """Write the stamp atomically once ``out`` is complete."""
     write_text(Path(out) / STAMP, json.dumps({"key": key, **info}, indent=2, default=str))
+
+
+def recorded(out, stage: str) -> dict | None:
+    """The stamp's record when ``out`` holds a complete result of ``stage``, else None."""
+    stamp = Path(out) / STAMP
+    try:
+        info = json.loads(stamp.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return info if isinstance(info, dict) and info.get("stage") == stage else None
