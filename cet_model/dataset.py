@@ -131,7 +131,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
 
 def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
                             id_column: str | None = None, split_column: str | None = None, seed: int = 0,
-                            fractions=(0.6, 0.2, 0.2)) -> Path:
+                            fractions=(0.6, 0.2, 0.2), impute: str | None = None) -> Path:
     """A dataset folder from one table of your own data: a row per subject, numeric feature
     columns, and per event a follow-up time and an indicator (1 = the event was seen at that
     time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
@@ -143,7 +143,11 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     ``id_column`` and ``split_column`` do not name, in the table's order. ``events``:
     {event name: (time column, indicator column)} (M). ``id_column``: unique ids (default: the
     row number). ``split_column``: train/val/test per row (default: a seeded random split in
-    ``fractions``). Bad values are refused naming the column and row of ``table``.
+    ``fractions``). ``impute``: None (default) refuses a missing feature value (null or NaN);
+    ``"median"`` fills it with the column's median over the training rows, and records the
+    medians and the count of filled cells per column and split in the manifest's
+    ``featurization`` (what ``flows.predict`` applies to new rows). Bad values are refused naming
+    the column and row of ``table``.
 
     >>> import polars as pl, tempfile
     >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
@@ -189,6 +193,9 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         labels[order[:n_train]], labels[order[n_train:n_train + n_val]] = "train", "val"
         labels[order[n_train + n_val:]] = "test"
         split = pl.Series(labels.tolist(), dtype=pl.String)
+    if impute not in (None, "median"):
+        raise ValueError(f"impute: None (refuse missing feature values) or 'median', got {impute!r}")
+    feature_columns, medians, imputed = [], {}, {}
     for col in features:  # name the table's column and row, not the file the dataset would have
         values = table[col].cast(pl.Int8) if table[col].dtype == pl.Boolean else table[col]
         if not values.dtype.is_numeric():
@@ -196,13 +203,28 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                     "columns is one)") if chosen else ""
             raise ValueError(f"table: column {col!r} has type {values.dtype}, expected numbers; encode it first "
                              f"(e.g. one 0/1 column per level: pandas.get_dummies, polars' to_dummies){hint}")
-        try:
-            _check_numeric(values, "table", col, finite=True)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (the models take no missing values: impute them or leave the rows out "
-                             "first, and say how in your report)") from None
+        values = values.cast(pl.Float64)
+        missing = values.is_null() | values.is_nan().fill_null(True)
+        if impute is None or not missing.any():
+            try:
+                _check_numeric(values, "table", col, finite=True)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (the models take no missing values: impute them, e.g. impute='median' "
+                                 "(--impute median), or leave the rows out first, and say how in your report)") from None
+        else:
+            _check_numeric(values.fill_null(0.0).fill_nan(0.0), "table", col, finite=True)  # +-inf: an error, not a gap
+            train_values = values.filter(~missing & (split == "train"))
+            if train_values.len() == 0:
+                raise ValueError(f"table: column {col!r} has no value on any training row: nothing to impute "
+                                 "from; leave the column out")
+            medians[col] = float(train_values.median())
+            imputed[col] = {k: int((missing & (split == k)).sum()) for k in SPLITS}
+            values = values.fill_nan(None).fill_null(medians[col])
+        if impute is not None and col not in medians:  # a complete column: its median for new rows
+            medians[col] = float(values.filter(split == "train").median())
+        feature_columns.append(values.alias(col))
     cols = {"id": ids.alias("id"), "split": split.alias("split")}
-    features_frame = pl.DataFrame([*cols.values(), *(table[f].cast(pl.Float64).alias(f) for f in features)])  # bool -> 0/1
+    features_frame = pl.DataFrame([*cols.values(), *feature_columns])  # bool -> 0/1
     event_cols = []
     for e, (time_col, seen_col) in events.items():
         try:
@@ -226,20 +248,27 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                 "censoring": {"kind": "follow-up", "artificial": False,
                               "note": "times censored by the end of follow-up; the true occurrence is not known"},
                 "source_fingerprints": {"table": digest}}
+    if impute is not None:  # how new rows are prepared: flows.predict fills their gaps the same way
+        manifest["featurization"] = {"source": "table", "impute": impute, "medians": medians, "imputed": imputed}
     return write_dataset(out_dir, features_frame, events_frame, manifest)
 
 
 def read_table(path) -> pl.DataFrame:
-    """A table from a ``.csv`` file (types inferred from every row; an empty cell is null) or,
-    under any other name, a parquet file; errors name the file."""
+    """A table from a ``.csv`` file (types inferred from every row; an empty cell is null, and a
+    column with no value at all is read as missing numbers, not text) or, under any other name, a
+    parquet file; errors name the file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     kind = "CSV" if path.suffix.lower() == ".csv" else "parquet"
     try:
-        return pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
+        table = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for an unreadable file
         raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
+    if kind == "CSV" and table.height:
+        empty = [c for c in table.columns if table[c].null_count() == table.height]
+        table = table.with_columns(pl.col(c).cast(pl.Float64) for c in empty)
+    return table
 
 
 def save_rows(path, array, rows_per_write: int = 4096) -> None:
@@ -361,7 +390,8 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         need = "finite and > 0" if positive else "finite"
-        raise ValueError(f"{path}: column {name!r} row {row} is {float(vals[row])!r}; values must be {need}")
+        value = "missing (null)" if col[row] is None else repr(float(vals[row]))
+        raise ValueError(f"{path}: column {name!r} row {row} is {value}; values must be {need}")
 
 
 def load_dataset(path) -> Dataset:

@@ -58,7 +58,10 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is 2; expected 0 or 1"),
     (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0.0; values must be finite and > 0 \(a log-normal time must be > 0"),
     (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.nan)),
-     r"table: column 'age' row 9 is nan; values must be finite \(the models take no missing values"),
+     r"table: column 'age' row 9 is missing \(null\); values must be finite \(the models take no missing values: "
+     r"impute them, e.g. impute='median'"),
+    (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.inf)),
+     r"table: column 'age' row 9 is inf; values must be finite"),
     (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"})),
      r"table: column 'race' has type String, expected numbers; encode it first"),
@@ -69,6 +72,51 @@ def test_bad_follow_up_tables_name_the_column_and_row(rossi, tmp_path, change, m
     with pytest.raises(ValueError, match=match):
         write_follow_up_dataset(tmp_path / "out", change(rossi.copy()), FEATURES, {"arrest": ("week", "arrest")},
                                 name="rossi", time_unit="weeks")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_median_imputation_fills_gaps_from_training_rows_and_records_what_it_did(rossi, tmp_path):
+    """impute='median': every gap gets its column's median over the training rows (never a value
+    from validation or test), counted per split; the manifest keeps every feature's median for new rows."""
+    gappy = rossi.copy().astype({"age": float, "prio": float})
+    gappy.loc[gappy.index % 7 == 0, "age"] = np.nan  # 62 rows without age
+    gappy.loc[gappy.index % 50 == 1, "prio"] = np.nan
+    out = write_follow_up_dataset(tmp_path / "imputed", gappy, FEATURES, {"arrest": ("week", "arrest")},
+                                  name="rossi", time_unit="weeks", seed=3, impute="median")
+    ds = load_dataset(out)
+    record = ds.manifest["featurization"]
+    assert record["source"] == "table" and record["impute"] == "median" and sorted(record["medians"]) == sorted(FEATURES)
+    split_of = {int(i): name for name, part in (("train", ds.train), ("val", ds.val), ("test", ds.test))
+                for i in part.ids}
+    for col in ("age", "prio"):
+        gaps = gappy.index[gappy[col].isna()].to_numpy()
+        median = float(np.median(gappy[col].to_numpy()[[i for i in range(len(gappy)) if split_of[i] == "train"
+                                                        and not np.isnan(gappy[col].iloc[i])]]))
+        assert record["medians"][col] == median
+        assert record["imputed"][col] == {k: sum(split_of[int(i)] == k for i in gaps) for k in ("train", "val", "test")}
+        j = FEATURES.index(col)
+        for part in (ds.train, ds.val, ds.test):
+            filled = np.isin(part.ids, gaps)
+            assert (part.X[filled, j] == median).all()
+            np.testing.assert_array_equal(part.X[~filled, j], gappy[col].to_numpy()[part.ids[~filled]])
+    assert record["medians"]["fin"] == float(np.median(rossi["fin"].to_numpy()[ds.train.ids]))
+    assert sorted(record["imputed"]) == ["age", "prio"]  # complete columns: nothing filled, nothing counted
+
+
+@pytest.mark.bad_input
+def test_imputation_needs_a_training_value_and_refuses_infinities(rossi, tmp_path):
+    only_test = rossi.copy().astype({"age": float}).assign(part=["train"] * 300 + ["val"] * 66 + ["test"] * 66)
+    only_test.loc[:365, "age"] = np.nan
+    with pytest.raises(ValueError, match="table: column 'age' has no value on any training row"):
+        write_follow_up_dataset(tmp_path / "a", only_test, FEATURES, {"arrest": ("week", "arrest")}, name="r",
+                                time_unit="weeks", split_column="part", impute="median")
+    with pytest.raises(ValueError, match="table: column 'age' row 6 is inf"):  # the table's row, gaps or not
+        write_follow_up_dataset(tmp_path / "b", rossi.astype({"age": float}).assign(
+            age=lambda d: d["age"].where(d.index != 5, np.nan).where(d.index != 6, np.inf)), FEATURES,
+            {"arrest": ("week", "arrest")}, name="r", time_unit="weeks", impute="median")
+    with pytest.raises(ValueError, match="impute: None .* or 'median', got 'mean'"):
+        write_follow_up_dataset(tmp_path / "c", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="r",
+                                time_unit="weeks", impute="mean")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -128,3 +128,50 @@ def test_retrain_of_a_name_with_nothing_to_rebuild_from_is_a_usage_error(rossi_c
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "--dataset cohort: not one of synthetic, mimic, reddit" in err
     assert str(tmp_path / "data" / "cohort") in err
+
+
+def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did(rossi_csv, tmp_path, monkeypatch,
+                                                                                    caplog):
+    import logging
+
+    import numpy as np
+
+    from cet_model import load_model
+    from flows import predict as predict_flow
+    from flows.lib.flow_params import TrainEvaluateParams
+    from flows.train import train_evaluate
+
+    for name, value in {"MODELS_DIR": tmp_path / "models", "MAX_EPOCHS": 3, "PATIENCE": 3, "HIDDEN": 16}.items():
+        monkeypatch.setenv(f"CET_{name}", str(value))
+    frame = pl.read_csv(rossi_csv).with_columns(
+        age=pl.when(pl.int_range(pl.len()) % 9 == 0).then(None).otherwise(pl.col("age")))
+    frame.write_csv(tmp_path / "gaps.csv")  # 48 subjects without age: empty cells
+    build = ["--table", str(tmp_path / "gaps.csv"), "--event", "arrest=week,arrest", "--time-unit", "weeks",
+             "--features", "fin,age,prio"]
+    with pytest.raises(ValueError, match=r"column 'age' row 0 is missing \(null\)"):
+        table_flow.main([*build, "--name", "plain"])
+    assert table_flow.main([*build, "--name", "gaps", "--impute", "median"]) == 0
+    median = json.loads((tmp_path / "data" / "gaps" / "manifest.json").read_text())["featurization"]["medians"]["age"]
+    train_evaluate(TrainEvaluateParams(dataset="gaps", models=["CET"]))
+    new = frame.head(12).with_row_index("id").select("id", "fin", "age", "prio")  # rows 0 and 9 lack age
+    new.write_csv(tmp_path / "new.csv")
+    with caplog.at_level(logging.INFO, logger="flows.predict"):
+        assert predict_flow.main(["--dataset", "gaps", "--features", str(tmp_path / "new.csv"),
+                                  "--out", str(tmp_path / "scores.parquet")]) == 0
+    assert "new.csv: filled 2 missing values with the training medians (age 2)" in caplog.text
+    cet = load_model(tmp_path / "models" / "gaps" / "v0001" / "CET", device="cpu")
+    x = new.select("fin", "age", "prio").fill_null(median).to_numpy().astype(float)
+    np.testing.assert_allclose(pl.read_parquet(tmp_path / "scores.parquet")["p_arrest"].to_numpy(),
+                               cet.predict_occurrence(x)[:, 0], rtol=1e-6)
+
+
+def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(rossi_csv, tmp_path, monkeypatch):
+    from flows.lib.modeling.predict import read_features
+
+    pl.read_csv(rossi_csv).with_row_index("id").with_columns(age=pl.lit(None, pl.Float64)).head(3).write_csv(
+        tmp_path / "new.csv")
+    with pytest.raises(ValueError, match=r"new.csv: column 'age' row 0: missing or non-finite value \(3 such rows\) "
+                                         r"\(this model's dataset was built without imputation"):
+        read_features(tmp_path / "new.csv", ["fin", "age", "prio"])
+    ids, x = read_features(tmp_path / "new.csv", ["fin", "age", "prio"], {"fin": 0.0, "age": 24.0, "prio": 2.0})
+    assert (x[:, 1] == 24.0).all() and ids.tolist() == [0, 1, 2]

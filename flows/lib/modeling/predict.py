@@ -39,25 +39,37 @@ def resolve_version(models_root, dataset: str, version: str | None = None) -> Pa
     return path
 
 
-def read_features(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def read_features(path: Path, names: list[str], medians: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
-    errors name file, column, row."""
+    errors name file, column, row. ``medians`` ({column: value}, from a dataset built with
+    ``impute="median"``) fill missing values (null or NaN) as the build did, counted in the log;
+    without them a missing value is an error."""
     df = read_table(path)
     missing = [c for c in ["id", *names] if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
                          f"(the model needs id and {len(names)} features)")
-    x = np.empty((df.height, len(names)), dtype=np.float64)
+    x, filled = np.empty((df.height, len(names)), dtype=np.float64), {}
     for j, c in enumerate(names):
         col = df[c].cast(pl.Int8) if df[c].dtype == pl.Boolean else df[c]
         if not col.dtype.is_numeric():
             raise ValueError(f"{path}: column {c!r} has type {col.dtype}, expected numbers")
         v = col.cast(pl.Float64).to_numpy()
+        if medians is not None:
+            gap = np.isnan(v)  # null or NaN (polars gives NaN for a null here)
+            if gap.any():
+                v[gap] = medians[c]
+                filled[c] = int(gap.sum())
         bad = ~np.isfinite(v)
         if bad.any():
+            hint = "" if medians is not None else (" (this model's dataset was built without imputation: fill "
+                                                   "missing values before scoring)")
             raise ValueError(f"{path}: column {c!r} row {int(np.argmax(bad))}: missing or non-finite value "
-                             f"({int(bad.sum())} such rows)")
+                             f"({int(bad.sum())} such rows){hint}")
         x[:, j] = v
+    if filled:
+        log.info("%s: filled %d missing values with the training medians (%s)", path, sum(filled.values()),
+                 ", ".join(f"{c} {n}" for c, n in filled.items()))
     return df["id"].to_numpy(), x
 
 
@@ -80,7 +92,9 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
     prepared as in the training dataset) with the model in ``version_dir``; write ``out``."""
     features = Path(features)
     version_dir, data, qs = _version(version_dir, quantiles)
-    ids, x = read_features(features, data["feature_names"])
+    record = data.get("featurization") or {}
+    medians = record.get("medians") if record.get("source") == "table" else None
+    ids, x = read_features(features, data["feature_names"], medians)
     if data.get("sequences"):
         if sequences is None:
             raise ValueError(f"{version_dir}: this model reads comment sequences; pass the sequences .npy "
