@@ -3,14 +3,15 @@
     python -m flows.predict --dataset mimic --mimic-dir RAW --out scores.parquet     # raw MIMIC-III tables
     python -m flows.predict --dataset reddit --dumps DIR --out scores.parquet        # raw Pushshift dumps
     python -m flows.predict --dataset mimic --features new.parquet --out scores.parquet \\
-        [--model-version v0003] [--quantiles 0.1,0.5,0.9] [--sequences seq.npy]
+        [--model-version v0003] [--quantiles 0.1,0.5,0.9] [--horizons 7,30] [--sequences seq.npy]
 
 Raw sources are featurised with the **training build's** items, imputation medians and
 scaling (recorded in the model version), nothing refitted on the new data; MIMIC rows are keyed
 by HADM_ID, Reddit users by pseudonym. A features parquet (or ``.csv``) must already be
 prepared like the training dataset's. The output has ``id``, then per event ``p_<event>`` (P(the event ever
 happens)) and ``t_qNN_<event>`` (quantiles of its time given that it happens, in the dataset's
-unit). Rows that cannot be scored (an admission without chart or lab rows, a user with fewer
+unit) and, with ``--horizons 7,30``, ``risk_<h>_<event>`` (P(the event happens by time h), the
+horizon in the dataset's unit). Rows that cannot be scored (an admission without chart or lab rows, a user with fewer
 than 20 usable comments) are counted in the log, never dropped silently.
 """
 
@@ -34,15 +35,17 @@ from flows.lib.reddit import build as reddit_build
 
 
 @task(name="score-features")
-def score(features: str, version: str, out: str, quantiles: list[float], sequences: str | None, device: str) -> str:
-    path = predict_lib.score(features, version, out, quantiles, sequences, device)
+def score(features: str, version: str, out: str, quantiles: list[float], sequences: str | None, device: str,
+          horizons: list[float]) -> str:
+    path = predict_lib.score(features, version, out, quantiles, sequences, device, horizons)
     get_run_logger().info("scores written to %s (model %s)", path, version)
     return str(path)
 
 
 @task(name="score-mimic-raw")
-def score_mimic(mimic_dir: str, version: str, out: str, work_dir: str, quantiles: list[float], device: str) -> str:
-    path, counts = predict_lib.score_mimic_raw(mimic_dir, version, out, work_dir, quantiles, device)
+def score_mimic(mimic_dir: str, version: str, out: str, work_dir: str, quantiles: list[float], device: str,
+                horizons: list[float]) -> str:
+    path, counts = predict_lib.score_mimic_raw(mimic_dir, version, out, work_dir, quantiles, device, horizons)
     get_run_logger().info("scored %d of %d admissions (%d without chart or lab rows left out) -> %s (model %s)",
                           counts["scored"], counts["admissions"], counts["left_out_no_chart_or_lab_rows"], path,
                           version)
@@ -66,11 +69,11 @@ def scoring_key(version: str, work_dir: str) -> bytes:
 
 @task(name="score-reddit-raw")
 def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, quantiles: list[float],
-                 device: str) -> str:
+                 device: str, horizons: list[float]) -> str:
     key = scoring_key(version, work_dir)
     cache = Settings().embedding_cache  # vectors the builds cached are reused (CET_EMBEDDING_CACHE)
     path, counts = predict_lib.score_reddit_raw(dumps, version, out, work_dir, key, quantiles, device,
-                                                embedding_cache=cache)
+                                                embedding_cache=cache, horizons=horizons)
     get_run_logger().info("scored %d users (%d authors with fewer than 20 usable comments left out; skipped rows "
                           "%s) -> %s (model %s)", counts["scored"], counts["left_out_fewer_than_20_comments"],
                           counts["skipped_rows"], path, version)
@@ -82,14 +85,14 @@ def predict(params: PredictParams) -> str:
     """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
     s = Settings()
     version = str(predict_lib.resolve_version(s.models_dir, params.dataset or s.retrain_dataset, params.version))
-    qs = list(params.quantiles)
+    qs, hs = list(params.quantiles), list(params.horizons)
     work = work_dir_for(params.out, params.work_dir)
     with output_lock(params.out, s.lock_wait, "predict"):
         if params.mimic_dir:
-            return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device)
+            return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device, hs)
         if params.dumps:
-            return score_reddit(params.dumps, version, params.out, work, qs, s.device)
-        return score(params.features, version, params.out, qs, params.sequences, s.device)
+            return score_reddit(params.dumps, version, params.out, work, qs, s.device, hs)
+        return score(params.features, version, params.out, qs, params.sequences, s.device, hs)
 
 
 def main(argv=None) -> int:
@@ -107,6 +110,8 @@ def main(argv=None) -> int:
                                       "(default: $CET_RETRAIN_DATASET)")
     ap.add_argument("--model-version", help="a registered model version, e.g. v0003 (default: the promoted one)")
     ap.add_argument("--quantiles", default="0.1,0.5,0.9", help="time quantiles (default %(default)s)")
+    ap.add_argument("--horizons", default="", help="comma-separated times, in the dataset's unit (e.g. 7,30): adds "
+                                                    "risk_<h>_<event> = P(the event happens by h) (default: none)")
     ap.add_argument("--sequences", help="comment embeddings .npy, with --features for models trained on Reddit")
     args = ap.parse_args(argv)
     apply_log_level(args)
@@ -120,6 +125,10 @@ def main(argv=None) -> int:
     except ValueError:
         ap.error(f"--quantiles: {args.quantiles!r} is not a comma-separated list of numbers")
     try:
+        hs = [float(h) for h in args.horizons.split(",") if h.strip()]
+    except ValueError:
+        ap.error(f"--horizons: {args.horizons!r} is not a comma-separated list of numbers")
+    try:
         s = Settings()
         version = predict_lib.resolve_version(s.models_dir, args.dataset or s.retrain_dataset, args.model_version)
     except FileNotFoundError as exc:
@@ -127,7 +136,7 @@ def main(argv=None) -> int:
     try:
         params = PredictParams(features=args.features, mimic_dir=args.mimic_dir, dumps=args.dumps, out=args.out,
                                work_dir=args.work_dir, dataset=args.dataset, version=version.name, quantiles=qs,
-                               sequences=args.sequences)
+                               sequences=args.sequences, horizons=hs)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     print(predict(params))

@@ -57,6 +57,12 @@ def test_a_deployment_run_passes_a_plain_dict():
         train_evaluate.validate_parameters({"params": {"runs": -2}})
 
 
+@pytest.mark.parametrize("horizons", [[0.0], [-7.0], [float("inf")]])
+def test_predict_horizons_are_times_after_zero(horizons):
+    with pytest.raises(pydantic.ValidationError, match="horizons must be finite times > 0"):
+        flow_params.PredictParams(out="o.parquet", features="f.parquet", horizons=horizons)
+
+
 @pytest.mark.parametrize("fields", [{}, {"features": "f.parquet", "mimic_dir": "/raw"},
                                     {"mimic_dir": "/raw", "dumps": ["/d"]},
                                     {"mimic_dir": "/raw", "sequences": "s.npy"}])

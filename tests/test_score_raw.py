@@ -41,8 +41,8 @@ def test_raw_tables_score_like_the_training_build(trained, tmp_path):
     root, raw, ds_dir, version = trained
     ds = load_dataset(ds_dir)
     feats = pl.read_parquet(ds_dir / "features.parquet")
-    from_dataset = score(ds_dir / "features.parquet", version, tmp_path / "a.parquet")
-    from_raw, counts = score_mimic_raw(raw, version, tmp_path / "b.parquet", tmp_path / "w")
+    from_dataset = score(ds_dir / "features.parquet", version, tmp_path / "a.parquet", horizons=(24.0, 240.0))
+    from_raw, counts = score_mimic_raw(raw, version, tmp_path / "b.parquet", tmp_path / "w", horizons=(240.0, 24.0))
     a = pl.read_parquet(from_dataset).sort("id")
     b = pl.read_parquet(from_raw).sort("id")
     assert counts == {"admissions": 12, "scored": 12, "left_out_no_chart_or_lab_rows": 0}
@@ -50,6 +50,10 @@ def test_raw_tables_score_like_the_training_build(trained, tmp_path):
     for e in ds.event_names:
         np.testing.assert_allclose(b[f"p_{e}"].to_numpy(), a[f"p_{e}"].to_numpy(), atol=1e-5, rtol=0)
         np.testing.assert_allclose(b[f"t_q50_{e}"].to_numpy(), a[f"t_q50_{e}"].to_numpy(), rtol=1e-5)
+        for h in (24, 240):  # P(event by h hours): the same from raw tables, at most P(ever)
+            np.testing.assert_allclose(b[f"risk_{h}_{e}"].to_numpy(), a[f"risk_{h}_{e}"].to_numpy(), atol=1e-5)
+            assert (a[f"risk_{h}_{e}"] <= a[f"p_{e}"] + 1e-9).all()
+        assert (a[f"risk_24_{e}"] <= a[f"risk_240_{e}"]).all()
     # the features themselves, not only the scores
     data = json.loads((version / "data.json").read_text())
     x, _ = featurize(raw, data["featurization"], data["feature_names"], tmp_path / "w2")

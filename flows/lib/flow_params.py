@@ -20,6 +20,7 @@ From a deployment: ``prefect deployment run build-mimic-features/build-mimic-fea
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -175,6 +176,8 @@ class PredictParams(FlowParams):
                                 "(default: $CET_RETRAIN_DATASET)")
     version: str | None = Field(None, description="a registered version (default: the promoted one)")
     quantiles: list[float] = Field([0.1, 0.5, 0.9], description="time quantiles, each in (0, 1)")
+    horizons: list[float] = Field([], description="times (the dataset's unit) for risk_<h>_<event> = P(the event "
+                                                  "happens by h), each > 0")
     sequences: str | None = Field(None, description="comment embeddings .npy, with --features of a Reddit model")
 
     @model_validator(mode="after")
@@ -182,6 +185,8 @@ class PredictParams(FlowParams):
         bad = [q for q in self.quantiles if not 0 < q < 1]
         if bad or not self.quantiles:
             raise ValueError(f"quantiles must be a non-empty list of numbers in (0, 1), got {self.quantiles}")
+        if not all(math.isfinite(h) and h > 0 for h in self.horizons):
+            raise ValueError(f"horizons must be finite times > 0, got {self.horizons}")
         given = [k for k in ("features", "mimic_dir", "dumps") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError(f"give exactly one of features, mimic_dir, dumps (got {given or 'none'})")

@@ -157,12 +157,18 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     new.write_csv(tmp_path / "new.csv")
     with caplog.at_level(logging.INFO, logger="flows.predict"):
         assert predict_flow.main(["--dataset", "gaps", "--features", str(tmp_path / "new.csv"),
-                                  "--out", str(tmp_path / "scores.parquet")]) == 0
+                                  "--out", str(tmp_path / "scores.parquet"), "--horizons", "52,10"]) == 0
     assert "new.csv: filled 2 missing values with the training medians (age 2)" in caplog.text
     cet = load_model(tmp_path / "models" / "gaps" / "v0001" / "CET", device="cpu")
     x = new.select("fin", "age", "prio").fill_null(median).to_numpy().astype(float)
-    np.testing.assert_allclose(pl.read_parquet(tmp_path / "scores.parquet")["p_arrest"].to_numpy(),
-                               cet.predict_occurrence(x)[:, 0], rtol=1e-6)
+    scores = pl.read_parquet(tmp_path / "scores.parquet")
+    p = cet.predict_occurrence(x)[:, 0]
+    np.testing.assert_allclose(scores["p_arrest"].to_numpy(), p, rtol=1e-6)
+    # risk by 10 and by 52 weeks: P(arrest by h) = p (1 - S(h | arrest happens)), rising in h, at most P(ever)
+    assert scores.columns[-2:] == ["risk_10_arrest", "risk_52_arrest"]
+    r10, r52 = scores["risk_10_arrest"].to_numpy(), scores["risk_52_arrest"].to_numpy()
+    np.testing.assert_allclose(r52, 1 - cet.predict_survival(x, [52.0])[:, 0, 0], rtol=1e-6)
+    assert (0 < r10).all() and (r10 < r52).all() and (r52 <= p + 1e-12).all()
 
 
 def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(rossi_csv, tmp_path, monkeypatch):

@@ -87,7 +87,8 @@ def _version(version_dir, quantiles) -> tuple[Path, dict, list[float]]:
     return version_dir, json.loads((version_dir / "data.json").read_text()), qs
 
 
-def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=None, device: str = "auto") -> Path:
+def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=None, device: str = "auto",
+          horizons=()) -> Path:
     """Score a features parquet or ``.csv`` (``id`` and the model's feature columns, already
     prepared as in the training dataset) with the model in ``version_dir``; write ``out``."""
     features = Path(features)
@@ -104,11 +105,11 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
         if seq.shape != want:
             raise ValueError(f"{sequences}: shape {seq.shape}, expected {want} (rows of {features})")
         x = CommentInputs(x, seq)
-    return write_scores(ids, x, version_dir, data, out, qs, device, source=features.name)
+    return write_scores(ids, x, version_dir, data, out, qs, device, source=features.name, horizons=horizons)
 
 
 def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUANTILES,
-                    device: str = "auto") -> tuple[Path, dict]:
+                    device: str = "auto", horizons=()) -> tuple[Path, dict]:
     """Score every admission in the raw MIMIC-III tables of ``mimic_dir``: featurised with the
     training build's items, medians and scaling (``flows.lib.mimic.featurize``), nothing refitted;
     output keyed by HADM_ID. Returns (output path, counts of admissions read / scored / left out)."""
@@ -121,12 +122,14 @@ def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUA
         raise ValueError(f"{mimic_dir}: no admission with chart and lab rows to score "
                          f"({counts['admissions']} admissions read)")
     x = frame.select(data["feature_names"]).to_numpy().astype(np.float64)
-    path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(mimic_dir))
+    path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(mimic_dir),
+                        horizons=horizons)
     return path, counts
 
 
 def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DEFAULT_QUANTILES,
-                     device: str = "auto", batch_size: int = 64, embedding_cache=None) -> tuple[Path, dict]:
+                     device: str = "auto", batch_size: int = 64, embedding_cache=None,
+                     horizons=()) -> tuple[Path, dict]:
     """Score every user of the Pushshift dumps under ``dumps`` with 20 usable comments: their
     first 20 comments embedded with the training build's model, aux features scaled with its
     statistics (``flows.lib.reddit.featurize``); output keyed by pseudonym (``key``: the
@@ -151,22 +154,39 @@ def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DE
         log.warning("the pseudonymisation key differs from the training build's: ids will not match "
                     "the training dataset's")
     x = CommentInputs(frame.select(data["feature_names"]).to_numpy().astype(np.float64), seqs)
-    path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(dumps))
+    path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(dumps),
+                        horizons=horizons)
     return path, counts
 
 
-def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str) -> Path:
+def check_horizons(horizons) -> list[float]:
+    """Sorted distinct horizons, each finite and > 0 (in the dataset's time unit)."""
+    hs = sorted({float(h) for h in horizons})
+    if not all(np.isfinite(h) and h > 0 for h in hs):
+        raise ValueError(f"horizons must be finite and > 0 (in the dataset's time unit), got {list(horizons)}")
+    return hs
+
+
+def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
+                 horizons=()) -> Path:
+    """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
+    horizon h, ``risk_<h>_<e>`` = P(the event happens by h) = p_e (1 - S_e(h | it happens))."""
     out = Path(out)
+    hs = check_horizons(horizons)
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
     cols = {"id": ids}
     times = {q: model.predict_time(x, q) for q in qs}
+    risk = 1.0 - model.predict_survival(x, hs) if hs else None  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
     for j, e in enumerate(data["event_names"]):
         cols[f"p_{e}"] = p[:, j]
         for q in qs:
             cols[f"t_q{round(q * 100):02d}_{e}"] = times[q][:, j]
-    if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs)):
-        raise ValueError(f"quantiles {qs} give the same column name twice (names keep whole percents)")
+        for k, h in enumerate(hs):
+            cols[f"risk_{h:g}_{e}"] = risk[:, k, j]
+    if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs) + len(hs)):
+        raise ValueError(f"quantiles {qs} or horizons {hs} give the same column name twice (quantile names keep "
+                         "whole percents, horizon names six significant digits)")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f"{temporary_name(out)}w"  # sweeps a killed run's leftovers
     with writing(out, tmp):
