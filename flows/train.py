@@ -51,7 +51,8 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
         if due is not None:
             update_progress_artifact(artifact, due)
 
-    version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress)
+    version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress,
+                                               on_models=percent.fitting)
     update_progress_artifact(artifact, percent.finish())
     logger.info("%s: %s %s", name, "reused" if reused else "registered", version)
     return str(version), reused

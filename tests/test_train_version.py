@@ -44,3 +44,21 @@ def test_fit_progress_counts_models_whole_and_throttles_the_updates(tmp_path):
     assert sent[0][1] is not None and sent[first_et][1] is not None and sent[first_et][1] >= 50.0
     assert all(v < 50.0 for model, v in sent[:first_et] if v is not None)
     assert len(values) <= 2 + len(calls) // 5 + 1 < len(calls)
+
+
+def test_on_models_names_only_the_presets_that_are_fitted(tmp_path):
+    """Data without the true occurrence (lifelines' rossi): the oracle is left out, so the progress
+    gets one share, not two."""
+    from lifelines.datasets import load_rossi
+
+    from cet_model.dataset import write_follow_up_dataset
+
+    ds_dir = write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
+                                     {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
+    params = TrainParams(models=("CET", "Oracle"), hidden=8, max_epochs=3, patience=2)
+    progress = FitProgress(params.models, clock=lambda: 0.0)
+    seen = []
+    train_version(ds_dir, tmp_path / "models", "rossi", params, on_models=lambda m: (seen.append(m),
+                                                                                    progress.fitting(m)))
+    assert seen == [("CET",)]
+    assert progress.epoch("CET", 99) == 50.0  # half of the one share (25.0 with the oracle counted)

@@ -77,11 +77,19 @@ class FitProgress:
     (0.5, None, 25.0, 50.5)
     >>> progress.finish()
     100.0
+    >>> progress = FitProgress(("CET", "BC", "Oracle"), clock=lambda: 0.0)
+    >>> progress.fitting(("CET", "BC"))   # the oracle left out: two shares of 50, not three of 33
+    >>> progress.epoch("BC", 0)
+    50.5
     """
 
     def __init__(self, models: tuple[str, ...], interval: float = 2.0, clock=time.monotonic):
         self.models, self.interval, self.clock = tuple(models), float(interval), clock
         self.current, self.percent, self.sent_at = None, 0.0, None
+
+    def fitting(self, models) -> None:
+        """The models that will be fitted after all (a preset left out has no share)."""
+        self.models = tuple(models)
 
     def epoch(self, model: str, epoch: int) -> float | None:
         """``model`` has finished epoch ``epoch`` (0-based): the percent to send, or None if not due."""
@@ -140,8 +148,10 @@ def task_means(tasks: dict) -> dict:
 
 
 def train_version(dataset_dir, models_root, name: str, params: TrainParams = TrainParams(),
-                  progress=None) -> tuple[Path, bool]:
-    """Train (or reuse) a version of ``name``'s models; returns (version folder, reused)."""
+                  progress=None, on_models=None) -> tuple[Path, bool]:
+    """Train (or reuse) a version of ``name``'s models; returns (version folder, reused).
+    ``progress(model, epoch, history)`` after every epoch; ``on_models(models)`` once, with the
+    presets that will be fitted (those left out for want of the truth are not among them)."""
     dataset_dir = Path(dataset_dir)
     key = stage_cache.stage_key({"dataset": dataset_dir}, params.key_params(), stage_cache.code_version(*CODE))
     found = registry.find_version(models_root, name, key)
@@ -154,6 +164,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     models, skipped = presets_for_truth(params.models, tr, va)
     for model_name, why in skipped.items():
         log.warning("%s: %s left out: %s", name, model_name, why)
+    if on_models is not None:
+        on_models(models)
     tmp = registry.staging_dir(models_root, name)
     try:
         metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
