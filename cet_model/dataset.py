@@ -131,7 +131,8 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
 
 def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
                             id_column: str | None = None, split_column: str | None = None, seed: int = 0,
-                            fractions=(0.6, 0.2, 0.2), impute: str | None = None) -> Path:
+                            fractions=(0.6, 0.2, 0.2), impute: str | None = None,
+                            categorical=None) -> Path:
     """A dataset folder from one table of your own data: a row per subject, numeric feature
     columns, and per event a follow-up time and an indicator (1 = the event was seen at that
     time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
@@ -146,8 +147,11 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     ``fractions``). ``impute``: None (default) refuses a missing feature value (null or NaN);
     ``"median"`` fills it with the column's median over the training rows, and records the
     medians and the count of filled cells per column and split in the manifest's
-    ``featurization`` (what ``flows.predict`` applies to new rows). Bad values are refused naming
-    the column and row of ``table``.
+    ``featurization`` (what ``flows.predict`` applies to new rows). ``categorical``: feature
+    columns (text or numbers) turned into one 0/1 column per level seen in the training rows,
+    named ``<column>=<level>`` (at most ``MAX_LEVELS`` levels); a missing value, or a level the
+    training rows do not have, is all zeros and counted; the levels are recorded in
+    ``featurization`` for new rows. Bad values are refused naming the column and row of ``table``.
 
     >>> import polars as pl, tempfile
     >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
@@ -170,6 +174,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             raise ValueError(f"table: no feature columns left; its columns {table.columns} are all named as event, "
                              "id or split columns")
     features = [str(f) for f in features]
+    categorical = [str(c) for c in (categorical or ())]
+    features += [c for c in categorical if c not in features]  # a categorical column is a feature
     wanted = [*features, *(c for pair in events.values() for c in pair),
               *(c for c in (id_column, split_column) if c is not None)]
     _require_columns(table, list(dict.fromkeys(wanted)), "table")
@@ -195,14 +201,27 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         split = pl.Series(labels.tolist(), dtype=pl.String)
     if impute not in (None, "median"):
         raise ValueError(f"impute: None (refuse missing feature values) or 'median', got {impute!r}")
-    feature_columns, medians, imputed = [], {}, {}
+    feature_columns, medians, imputed, levels, level_counts = [], {}, {}, {}, {}
     for col in features:  # name the table's column and row, not the file the dataset would have
+        if col in categorical:
+            text = table[col].cast(pl.String)
+            levels[col] = sorted(text.filter((split == "train") & text.is_not_null()).unique().to_list())
+            if not levels[col]:
+                raise ValueError(f"table: categorical column {col!r} has no value on any training row")
+            if len(levels[col]) > MAX_LEVELS:
+                raise ValueError(f"table: categorical column {col!r} has {len(levels[col])} levels on the training "
+                                 f"rows (at most {MAX_LEVELS}): an identifier or free text? leave it out or group it")
+            columns, missing, unseen = encode_levels(text, col, levels[col])
+            feature_columns += columns
+            level_counts[col] = {"missing": {k: int((missing & (split == k)).sum()) for k in SPLITS},
+                                 "unseen": {k: int((unseen & (split == k)).sum()) for k in SPLITS}}
+            continue
         values = table[col].cast(pl.Int8) if table[col].dtype == pl.Boolean else table[col]
         if not values.dtype.is_numeric():
             hint = (" or leave it out of the features (none were named, so every column but the event, id and split "
                     "columns is one)") if chosen else ""
-            raise ValueError(f"table: column {col!r} has type {values.dtype}, expected numbers; encode it first "
-                             f"(e.g. one 0/1 column per level: pandas.get_dummies, polars' to_dummies){hint}")
+            raise ValueError(f"table: column {col!r} has type {values.dtype}, expected numbers; name it as "
+                             f"categorical (one 0/1 column per level) or encode it first{hint}")
         values = values.cast(pl.Float64)
         missing = values.is_null() | values.is_nan().fill_null(True)
         if impute is None or not missing.any():
@@ -243,14 +262,33 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                        pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]
     events_frame = pl.DataFrame([*cols.values(), *event_cols])
     digest = hashlib.sha256(features_frame.write_csv().encode() + events_frame.write_csv().encode()).hexdigest()
-    manifest = {"name": name, "feature_names": features, "event_names": [str(e) for e in events],
+    manifest = {"name": name, "feature_names": [c.name for c in feature_columns],
+                "event_names": [str(e) for e in events],
                 "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
                 "censoring": {"kind": "follow-up", "artificial": False,
                               "note": "times censored by the end of follow-up; the true occurrence is not known"},
                 "source_fingerprints": {"table": digest}}
-    if impute is not None:  # how new rows are prepared: flows.predict fills their gaps the same way
-        manifest["featurization"] = {"source": "table", "impute": impute, "medians": medians, "imputed": imputed}
+    if impute is not None or levels:  # how new rows are prepared: flows.predict does the same to them
+        manifest["featurization"] = {"source": "table", "impute": impute, "medians": medians, "imputed": imputed,
+                                     "categorical": levels, "categorical_counts": level_counts}
     return write_dataset(out_dir, features_frame, events_frame, manifest)
+
+
+MAX_LEVELS = 100  # a categorical column with more training levels is refused (an id or free text)
+
+
+def encode_levels(column: pl.Series, name: str, levels: list[str]) -> tuple[list[pl.Series], pl.Series, pl.Series]:
+    """One 0/1 float column per level (``<name>=<level>``) of ``column`` read as text, and the
+    masks of its missing values and of its values outside ``levels`` (both encoded as all zeros).
+
+    >>> cols, missing, unseen = encode_levels(pl.Series(["a", None, "c", "b"]), "site", ["a", "b"])
+    >>> [c.name for c in cols], cols[0].to_list(), missing.to_list(), unseen.to_list()
+    (['site=a', 'site=b'], [1.0, 0.0, 0.0, 0.0], [False, True, False, False], [False, False, True, False])
+    """
+    text = column.cast(pl.String)
+    columns = [(text == level).fill_null(False).cast(pl.Float64).alias(f"{name}={level}") for level in levels]
+    missing = text.is_null()
+    return columns, missing, ~missing & ~text.is_in(levels).fill_null(False)
 
 
 def read_table(path) -> pl.DataFrame:

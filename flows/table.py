@@ -2,12 +2,13 @@
 
     python -m flows.table --table cohort.csv --name mycohort --event death=days,died --time-unit days \\
         [--event readmission=days_to_readm,readmitted] [--features age,sofa,...] [--id-column ID] \\
-        [--split-column SPLIT] [--seed 0] [--impute median] [--out DIR]
+        [--split-column SPLIT] [--seed 0] [--categorical sex,site] [--impute median] [--out DIR]
 
 A row per subject; per event a follow-up time (> 0) and an indicator (1 = the event was seen at
 that time, 0 = follow-up ended without it). Features default to every other column and must be
-numbers, in their own units (the models scale them); a missing value is refused, or with
-``--impute median`` filled with the training rows' median (counted, and recorded for predict). Such data carry no true occurrence, so the
+numbers, in their own units (the models scale them), or named ``--categorical`` (one 0/1 column per
+level seen in training); a missing value is refused, or with ``--impute median`` filled with the
+training rows' median (counted, and recorded for predict, which prepares new rows the same way). Such data carry no true occurrence, so the
 dataset has ``c_e`` null: AUC against the truth is left empty, the Oracle is left out and
 promotion goes by Harrell's C (docs/datasets.md, "Your own data"). Then ``python -m flows.train
 evaluate --dataset mycohort``. Skipped when the output holds a build of the same table and options;
@@ -42,9 +43,14 @@ def write_table_dataset(table: str, out: str, params: dict) -> str:
     path = write_follow_up_dataset(out, table, params["features"], events, name=params["name"],
                                    time_unit=params["time_unit"], id_column=params["id_column"],
                                    split_column=params["split_column"], seed=params["seed"],
-                                   impute=params["impute"])
+                                   impute=params["impute"], categorical=params["categorical"])
     manifest = json.loads((Path(path) / "manifest.json").read_text())  # names and counts only, no rows
-    filled = {c: n for c, n in (manifest.get("featurization") or {}).get("imputed", {}).items()}
+    record = manifest.get("featurization") or {}
+    for c, counts in (record.get("categorical_counts") or {}).items():
+        get_run_logger().info("%s: %s encoded as %d levels; missing %d, levels not seen in training %d",
+                              params["name"], c, len(record["categorical"][c]), sum(counts["missing"].values()),
+                              sum(counts["unseen"].values()))
+    filled = {c: n for c, n in record.get("imputed", {}).items()}
     if filled:
         get_run_logger().info("%s: filled missing values with training medians: %s", params["name"],
                               "; ".join(f"{c} {sum(n.values())} ({', '.join(f'{k} {v}' for k, v in n.items())})"
@@ -100,6 +106,9 @@ def main(argv=None) -> int:
     ap.add_argument("--id-column", help="unique subject ids (default: the row number)")
     ap.add_argument("--split-column", help="train/val/test per row (default: a seeded 60/20/20 split)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the split (default %(default)s)")
+    ap.add_argument("--categorical", help="comma-separated feature columns (text or codes) to encode as one 0/1 "
+                                          "column per level seen in training (predict encodes new rows the same "
+                                          "way); default: none, and a text column is an error")
     ap.add_argument("--impute", choices=["median"], help="fill missing feature values with the training rows' "
                                                          "median (recorded; predict fills new rows the same way); "
                                                          "default: a missing value is an error naming its row")
@@ -114,7 +123,8 @@ def main(argv=None) -> int:
     try:
         params = TableBuildParams(table=args.table, name=args.name, events=events, time_unit=args.time_unit,
                                   features=features, out=args.out, id_column=args.id_column,
-                                  split_column=args.split_column, seed=args.seed, impute=args.impute)
+                                  split_column=args.split_column, seed=args.seed, impute=args.impute,
+                                  categorical=[c.strip() for c in (args.categorical or "").split(",") if c.strip()])
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     print(build_table_dataset(params))

@@ -64,7 +64,8 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
      r"table: column 'age' row 9 is inf; values must be finite"),
     (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"})),
-     r"table: column 'race' has type String, expected numbers; encode it first"),
+     r"table: column 'race' has type String, expected numbers; name it as categorical \(one 0/1 column per "
+     r"level\) or encode it first"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"}).astype("category")),
      r"table: column 'race' has type Categorical"),
 ])
@@ -117,6 +118,47 @@ def test_imputation_needs_a_training_value_and_refuses_infinities(rossi, tmp_pat
     with pytest.raises(ValueError, match="impute: None .* or 'median', got 'mean'"):
         write_follow_up_dataset(tmp_path / "c", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="r",
                                 time_unit="weeks", impute="mean")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_categorical_columns_become_one_column_per_training_level(rossi, tmp_path):
+    """Levels come from the training rows only; a missing value or a level only validation or test
+    rows have is all zeros, counted per split; the levels are recorded for new rows."""
+    table = pl.from_pandas(rossi).with_columns(
+        site=pl.Series(["north", "south", None, "east"] * 108),
+        race=pl.col("race").replace_strict({0: "other", 1: "black"}, return_dtype=pl.String))
+    table = table.with_columns(site=pl.when(pl.int_range(pl.len()) == 431).then(pl.lit("west"))
+                               .otherwise(pl.col("site")))  # one row of a site
+    split = pl.Series(["train"] * 300 + ["val"] * 66 + ["test"] * 66)
+    out = write_follow_up_dataset(tmp_path / "cat", table.with_columns(part=split), ["age", "site", "race"],
+                                  {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks",
+                                  split_column="part", categorical=["site", "race"])
+    ds = load_dataset(out)
+    assert ds.feature_names == ["age", "site=east", "site=north", "site=south", "race=black", "race=other"]
+    record = ds.manifest["featurization"]
+    assert record["categorical"] == {"site": ["east", "north", "south"], "race": ["black", "other"]}
+    assert record["categorical_counts"]["site"] == {"missing": {"train": 75, "val": 16, "test": 17},
+                                                   "unseen": {"train": 0, "val": 0, "test": 1}}
+    x = np.concatenate([ds.train.X, ds.val.X, ds.test.X])[np.argsort(np.concatenate(
+        [ds.train.ids, ds.val.ids, ds.test.ids]))]
+    site = table["site"].to_list()
+    for j, level in enumerate(["east", "north", "south"], start=1):
+        np.testing.assert_array_equal(x[:, j], [float(v == level) for v in site])
+    assert (x[[i for i, v in enumerate(site) if v in (None, "west")], 1:4] == 0).all()
+    np.testing.assert_array_equal(x[:, 4], (rossi["race"] == 1).to_numpy(float))
+    assert record["impute"] is None and record["medians"] == {}
+
+
+@pytest.mark.bad_input
+def test_a_categorical_identifier_or_an_untrained_column_is_refused(rossi, tmp_path):
+    with pytest.raises(ValueError, match=r"table: categorical column 'subject' has 259 levels on the training rows "
+                                         r"\(at most 100\): an identifier or free text"):
+        write_follow_up_dataset(tmp_path / "a", rossi.assign(subject=[f"s{i}" for i in range(432)]), ["age"],
+                                {"arrest": ("week", "arrest")}, name="r", time_unit="weeks", categorical=["subject"])
+    with pytest.raises(ValueError, match=r"table: categorical column 'site' has no value on any training row"):
+        write_follow_up_dataset(tmp_path / "b", rossi.assign(site=None, part=["train"] * 300 + ["val"] * 132),
+                                ["age"], {"arrest": ("week", "arrest")}, name="r", time_unit="weeks",
+                                split_column="part", categorical=["site"])
     assert list(tmp_path.iterdir()) == []
 
 

@@ -132,6 +132,8 @@ class TableBuildParams(FlowParams):
     seed: int = Field(0, ge=0, description="seed of the 60/20/20 split")
     impute: Literal["median"] | None = Field(None, description="missing feature values: refused (default), or "
                                              "filled with the training median (new rows at predict too)")
+    categorical: list[str] = Field([], description="feature columns (text or codes) encoded as one 0/1 column "
+                                                   "per training level (new rows at predict too)")
 
 
 class TrainEvaluateParams(FlowParams):

@@ -68,8 +68,8 @@ def test_named_features_id_and_split_columns(rossi_csv, tmp_path):
 def test_a_text_column_among_the_default_features_is_named_and_nothing_is_written(rossi_csv, tmp_path):
     frame = pl.read_csv(rossi_csv).with_columns(site=pl.lit("north"))
     frame.write_csv(tmp_path / "with_site.csv")
-    with pytest.raises(ValueError, match=r"table: column 'site' has type String, expected numbers; encode it first "
-                                         r".* or leave it out of the features"):
+    with pytest.raises(ValueError, match=r"table: column 'site' has type String, expected numbers; name it as "
+                                         r"categorical .* or encode it first or leave it out of the features"):
         table_flow.main(["--table", str(tmp_path / "with_site.csv"), "--name", "site", "--event", "arrest=week,arrest",
                          "--time-unit", "weeks"])
     assert not (tmp_path / "data" / "site").exists()
@@ -144,23 +144,29 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     for name, value in {"MODELS_DIR": tmp_path / "models", "MAX_EPOCHS": 3, "PATIENCE": 3, "HIDDEN": 16}.items():
         monkeypatch.setenv(f"CET_{name}", str(value))
     frame = pl.read_csv(rossi_csv).with_columns(
-        age=pl.when(pl.int_range(pl.len()) % 9 == 0).then(None).otherwise(pl.col("age")))
-    frame.write_csv(tmp_path / "gaps.csv")  # 48 subjects without age: empty cells
+        age=pl.when(pl.int_range(pl.len()) % 9 == 0).then(None).otherwise(pl.col("age")),
+        site=pl.Series(["north", "south", "east"] * 144))
+    frame.write_csv(tmp_path / "gaps.csv")  # 48 subjects without age: empty cells; a site as text
     build = ["--table", str(tmp_path / "gaps.csv"), "--event", "arrest=week,arrest", "--time-unit", "weeks",
-             "--features", "fin,age,prio"]
+             "--features", "fin,age,prio", "--categorical", "site"]
     with pytest.raises(ValueError, match=r"column 'age' row 0 is missing \(null\)"):
         table_flow.main([*build, "--name", "plain"])
     assert table_flow.main([*build, "--name", "gaps", "--impute", "median"]) == 0
     median = json.loads((tmp_path / "data" / "gaps" / "manifest.json").read_text())["featurization"]["medians"]["age"]
     train_evaluate(TrainEvaluateParams(dataset="gaps", models=["CET"]))
-    new = frame.head(12).with_row_index("id").select("id", "fin", "age", "prio")  # rows 0 and 9 lack age
-    new.write_csv(tmp_path / "new.csv")
+    new = frame.head(12).with_row_index("id").select("id", "fin", "age", "prio", "site")  # rows 0, 9 lack age
+    new = new.with_columns(site=pl.when(pl.col("id") == 4).then(pl.lit("west")).otherwise(pl.col("site")))
+    new.write_csv(tmp_path / "new.csv")  # site raw, as in the table; row 4 at a site training never saw
     with caplog.at_level(logging.INFO, logger="flows.predict"):
         assert predict_flow.main(["--dataset", "gaps", "--features", str(tmp_path / "new.csv"),
                                   "--out", str(tmp_path / "scores.parquet"), "--horizons", "52,10"]) == 0
     assert "new.csv: filled 2 missing values with the training medians (age 2)" in caplog.text
+    assert "new.csv: column 'site': 0 missing and 1 levels not seen in training, encoded as no level" in caplog.text
     cet = load_model(tmp_path / "models" / "gaps" / "v0001" / "CET", device="cpu")
-    x = new.select("fin", "age", "prio").fill_null(median).to_numpy().astype(float)
+    data = json.loads((tmp_path / "models" / "gaps" / "v0001" / "data.json").read_text())
+    assert data["feature_names"] == ["fin", "age", "prio", "site=east", "site=north", "site=south"]
+    x = new.select("fin", "age", "prio", *(pl.col("site").eq(s).cast(pl.Float64).alias(s) for s in ("east", "north", "south"))
+                   ).fill_null(median).to_numpy().astype(float)
     scores = pl.read_parquet(tmp_path / "scores.parquet")
     p = cet.predict_occurrence(x)[:, 0]
     np.testing.assert_allclose(scores["p_arrest"].to_numpy(), p, rtol=1e-6)
@@ -179,5 +185,6 @@ def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(ross
     with pytest.raises(ValueError, match=r"new.csv: column 'age' row 0: missing or non-finite value \(3 such rows\) "
                                          r"\(this model's dataset was built without imputation"):
         read_features(tmp_path / "new.csv", ["fin", "age", "prio"])
-    ids, x = read_features(tmp_path / "new.csv", ["fin", "age", "prio"], {"fin": 0.0, "age": 24.0, "prio": 2.0})
+    ids, x = read_features(tmp_path / "new.csv", ["fin", "age", "prio"],
+                           {"impute": "median", "medians": {"fin": 0.0, "age": 24.0, "prio": 2.0}})
     assert (x[:, 1] == 24.0).all() and ids.tolist() == [0, 1, 2]

@@ -17,7 +17,7 @@ import polars as pl
 
 from cet_model.atomic import temporary_name, writing
 from cet_model.comments import CommentInputs, NpyRows
-from cet_model.dataset import read_table
+from cet_model.dataset import encode_levels, read_table
 from cet_model.models import load_model
 from flows.lib.infra import registry
 from flows.lib.reddit.cohort import key_digest
@@ -39,12 +39,28 @@ def resolve_version(models_root, dataset: str, version: str | None = None) -> Pa
     return path
 
 
-def read_features(path: Path, names: list[str], medians: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+def read_features(path: Path, names: list[str], record: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
-    errors name file, column, row. ``medians`` ({column: value}, from a dataset built with
-    ``impute="median"``) fill missing values (null or NaN) as the build did, counted in the log;
-    without them a missing value is an error."""
+    errors name file, column, row. ``record``: the ``featurization`` of a dataset built from a
+    table (``cet_model.dataset.write_follow_up_dataset``): its categorical columns, given raw, are
+    encoded with the training levels (a missing or unseen level is all zeros, counted in the log),
+    and with ``impute="median"`` its medians fill missing values (null or NaN), counted; without
+    them a missing value is an error."""
     df = read_table(path)
+    record = record or {}
+    for c, levels in (record.get("categorical") or {}).items():
+        encoded = [f"{c}={level}" for level in levels]
+        if c not in df.columns and all(e in df.columns for e in encoded):
+            continue  # already encoded (e.g. the dataset's own features.parquet)
+        if c not in df.columns:
+            raise ValueError(f"{path}: missing column {c!r} (a categorical feature: its levels "
+                             f"{levels[:10]}{' ...' if len(levels) > 10 else ''})")
+        columns, missing, unseen = encode_levels(df[c], c, levels)
+        df = df.with_columns(columns)
+        if missing.any() or unseen.any():
+            log.info("%s: column %r: %d missing and %d levels not seen in training, encoded as no level", path, c,
+                     int(missing.sum()), int(unseen.sum()))
+    medians = record.get("medians") if record.get("impute") else None
     missing = [c for c in ["id", *names] if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
@@ -94,8 +110,7 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
     features = Path(features)
     version_dir, data, qs = _version(version_dir, quantiles)
     record = data.get("featurization") or {}
-    medians = record.get("medians") if record.get("source") == "table" else None
-    ids, x = read_features(features, data["feature_names"], medians)
+    ids, x = read_features(features, data["feature_names"], record if record.get("source") == "table" else None)
     if data.get("sequences"):
         if sequences is None:
             raise ValueError(f"{version_dir}: this model reads comment sequences; pass the sequences .npy "
