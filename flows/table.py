@@ -18,23 +18,21 @@ CET_RETRAIN_DATASET=mycohort) rebuilds it from the same file when the file has c
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from cet_model.dataset import write_follow_up_dataset
 from flows.common import check_cache, record_stage
+from flows.lib import tables
 from flows.lib.flow_params import TableBuildParams
-from flows.lib.infra import stage_cache
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
 
-CODE = ["cet_model.dataset"]
+CODE = ["cet_model.dataset", "flows.lib.tables"]
 
 
 @task(name="write-table-dataset")
@@ -44,21 +42,8 @@ def write_table_dataset(table: str, out: str, params: dict) -> str:
                                    time_unit=params["time_unit"], id_column=params["id_column"],
                                    split_column=params["split_column"], seed=params["seed"],
                                    impute=params["impute"], categorical=params["categorical"])
-    manifest = json.loads((Path(path) / "manifest.json").read_text())  # names and counts only, no rows
-    record = manifest.get("featurization") or {}
-    for c, counts in (record.get("categorical_counts") or {}).items():
-        get_run_logger().info("%s: %s encoded as %d levels; missing %d, levels not seen in training %d",
-                              params["name"], c, len(record["categorical"][c]), sum(counts["missing"].values()),
-                              sum(counts["unseen"].values()))
-    filled = {c: n for c, n in record.get("imputed", {}).items()}
-    if filled:
-        get_run_logger().info("%s: filled missing values with training medians: %s", params["name"],
-                              "; ".join(f"{c} {sum(n.values())} ({', '.join(f'{k} {v}' for k, v in n.items())})"
-                                        for c, n in filled.items()))
-    sizes = ", ".join(f"{k} {manifest['split_sizes'][k]}" for k in ("train", "val", "test"))
-    get_run_logger().info("%s: %d features (%s), events %s, rows %s -> %s", params["name"],
-                          len(manifest["feature_names"]), ", ".join(manifest["feature_names"]),
-                          ", ".join(manifest["event_names"]), sizes, path)
+    for line in tables.build_summary(path):
+        get_run_logger().info("%s", line)
     return str(path)
 
 
@@ -68,20 +53,12 @@ def build_table_dataset(params: TableBuildParams) -> str:
     s = Settings()
     out = params.out or str(s.dataset_dir(params.name))
     options = params.model_dump(exclude={"table", "out"})
-    # what retrain needs to rebuild this folder when the table changes (absolute paths: any working folder)
-    recipe = params.model_dump() | {"table": str(Path(params.table).resolve()), "out": str(Path(out).resolve())}
-    with output_lock(out, s.lock_wait, "build-table-dataset"):
-        key, current = check_cache("build-table-dataset", out, {"table": params.table}, options, CODE)
+    with output_lock(out, s.lock_wait, tables.STAGE):
+        key, current = check_cache(tables.STAGE, out, {"table": params.table}, options, CODE)
         if current:
             return out
         path = write_table_dataset(params.table, out, options)
-        return record_stage("build-table-dataset", path, key, recipe)
-
-
-def recorded_build(folder) -> TableBuildParams | None:
-    """The parameters that built ``folder`` with build-table-dataset, or None (not such a folder)."""
-    info = stage_cache.recorded(folder, "build-table-dataset")
-    return TableBuildParams(**info["recipe"]) if info and "recipe" in info else None
+        return record_stage(tables.STAGE, path, key, tables.recipe(params, out))
 
 
 def parse_event(ap, text: str) -> tuple[str, tuple[str, str]]:

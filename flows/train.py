@@ -139,7 +139,8 @@ def build_flow(name: str):
     if name == "reddit":
         from flows.reddit import build_reddit_features
         return build_reddit_features
-    from flows.table import build_table_dataset, recorded_build
+    from flows.lib.tables import recorded_build
+    from flows.table import build_table_dataset
 
     folder = Settings().dataset_dir(name)
     recipe = recorded_build(folder)
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
         else:
             name = args.dataset or Settings().retrain_dataset
             if name not in BUILDS:
-                from flows.table import recorded_build
+                from flows.lib.tables import recorded_build
 
                 if recorded_build(Settings().dataset_dir(name)) is None:
                     ap.error(f"--dataset {name}: not one of {', '.join(BUILDS)}, and {Settings().dataset_dir(name)} "
