@@ -588,11 +588,13 @@ class CETModel(_Base):
         with torch.no_grad():
             return torch.sigmoid(self.net_.encoder(self.net_.features(x))).cpu().numpy().astype(np.float64)
 
-    def _conditional_components(self, x, j: int, generator):
+    def _conditional_components(self, x, j: int, u=None):
         """Mixture for T_j given c_j = 1: weights over the other events' c, and (mu, log sigma).
 
         Exact enumeration of the 2^(M-1) patterns when that is <= n_samples, otherwise
-        n_samples hard Monte Carlo draws. Shapes (n, K) each.
+        n_samples hard Monte Carlo draws from the uniforms ``u`` (n_samples, M), the same for
+        every row (common random numbers), so that a row's prediction does not depend on the
+        other rows scored with it, on its position or on the chunking. Shapes (n, K) each.
         """
         m = self.n_events_
         x = self.net_.features(x)
@@ -608,8 +610,7 @@ class CETModel(_Base):
             log_w = losses.bernoulli_log_prob(torch.cat([c[..., :j], c[..., j + 1:]], dim=-1), others)
         else:
             k = int(self.n_samples)
-            u = torch.rand((len(x), k, m), generator=generator, device=x.device, dtype=x.dtype)
-            c = (u < p.unsqueeze(1)).to(x.dtype)
+            c = (u.unsqueeze(0) < p.unsqueeze(1)).to(x.dtype)  # (n, K, M)
             c[..., j] = 1.0
             log_w = torch.full(c.shape[:2], -math.log(k), dtype=x.dtype, device=x.device)
         mu, log_sigma = self.net_.decoder(x, c)
@@ -617,12 +618,17 @@ class CETModel(_Base):
 
     def _per_event(self, X, fn) -> list:
         x = self._x(X)
-        gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 4)
-        k = min(int(self.n_samples), 2 ** (self.n_events_ - 1))
+        m = self.n_events_
+        k = min(int(self.n_samples), 2 ** (m - 1))
+        sampled = self._conditioned and 2 ** (m - 1) > int(self.n_samples)
         out = []
         with torch.no_grad():
-            for j in range(self.n_events_):
-                parts = [fn(*self._conditional_components(x[sl], j, gen), x[sl], j)
+            for j in range(m):
+                u = None
+                if sampled:  # one draw per event for every row: rows are scored independently of each other
+                    gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 4 + j)
+                    u = torch.rand((int(self.n_samples), m), generator=gen, device=x.device, dtype=x.dtype)
+                parts = [fn(*self._conditional_components(x[sl], j, u), x[sl], j)
                          for sl in self._chunks(len(x), k * self._hidden())]
                 out.append(np.concatenate(parts))
         return out

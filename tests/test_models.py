@@ -65,6 +65,14 @@ def test_monte_carlo_prediction_path_when_patterns_exceed_samples():
     a, b = model.predict_time(x), model.predict_time(x)
     assert a.shape == (50, 5) and np.isfinite(a).all()
     np.testing.assert_array_equal(a, b)  # seeded, so repeatable
+    # a row's prediction does not depend on the rows scored with it: alone, reordered, or in a
+    # larger file (common random numbers: every row uses the same draws)
+    order = rng.permutation(50)
+    np.testing.assert_allclose(model.predict_time(x[order]), a[order], rtol=1e-6)
+    np.testing.assert_allclose(model.predict_time(x[7:8]), a[7:8], rtol=1e-6)
+    surv = model.predict_survival(x, [0.5, 2.0])
+    np.testing.assert_allclose(model.predict_survival(np.concatenate([x[3:4], x]), [0.5, 2.0])[1:], surv, rtol=1e-6)
+    np.testing.assert_allclose(model.predict_survival(x[3:4], [0.5, 2.0]), surv[3:4], rtol=1e-6)
 
 
 def test_linear_and_intercept_only_models(small_survival):

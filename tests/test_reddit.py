@@ -268,9 +268,9 @@ def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_
     version, _ = train_version(ds_dir, tmp_path / "models", "reddit",
                                TrainParams(models=("CET",), hidden=8, max_epochs=2))
     a = pl.read_parquet(score(ds_dir / "features.parquet", version, tmp_path / "a.parquet",
-                              sequences=ds_dir / "sequences.npy"))
+                              sequences=ds_dir / "sequences.npy", horizons=(30,)))
     b_path, counts = score_reddit_raw(reddit_dumps, version, tmp_path / "b.parquet", tmp_path / "w", KEY.encode(),
-                                      embedding_cache=embedding_cache)
+                                      embedding_cache=embedding_cache, horizons=(30,))
     b = pl.read_parquet(b_path)
     assert counts["scored"] == b.height > a.height  # also users who never submitted to the nine
     assert counts["authors_with_usable_comments"] == counts["scored"] + counts["left_out_fewer_than_20_comments"]
@@ -279,6 +279,9 @@ def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_
     assert j.height == a.height  # every training user is scored, under the same pseudonym
     for e in SUBREDDITS:
         np.testing.assert_allclose(j[f"p_{e}_raw"].to_numpy(), j[f"p_{e}"].to_numpy(), atol=1e-5, rtol=0)
+        # risk within 30 days, from the comment sequences too: the same either way, at most P(ever)
+        np.testing.assert_allclose(j[f"risk_30_{e}_raw"].to_numpy(), j[f"risk_30_{e}"].to_numpy(), atol=1e-5)
+        assert (j[f"risk_30_{e}"] <= j[f"p_{e}"] + 1e-9).all()
     truth = pl.read_parquet(reddit_dumps / "standin_truth.parquet")
     assert not set(truth["username"]) & set(b["id"])  # pseudonyms only
     # a version trained before builds recorded their featurisation is refused, with what to do
