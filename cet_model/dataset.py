@@ -132,7 +132,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
 def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
                             id_column: str | None = None, split_column: str | None = None, seed: int = 0,
                             fractions=(0.6, 0.2, 0.2), impute: str | None = None,
-                            categorical=None) -> Path:
+                            categorical=None, missing_times: str = "refuse") -> Path:
     """A dataset folder from one table of your own data: a row per subject, numeric feature
     columns, and per event a follow-up time and an indicator (1 = the event was seen at that
     time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
@@ -151,7 +151,11 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     columns (text or numbers) turned into one 0/1 column per level seen in the training rows,
     named ``<column>=<level>`` (at most ``MAX_LEVELS`` levels); a missing value, or a level the
     training rows do not have, is all zeros and counted; the levels are recorded in
-    ``featurization`` for new rows. Bad values are refused naming the column and row of ``table``.
+    ``featurization`` for new rows. ``missing_times``: ``"refuse"`` (default) refuses a missing
+    time; ``"mask"`` leaves that event out for that row (``mask_e`` = 0: no term in the likelihood,
+    no place in a metric; e.g. an outcome not followed at one site), where its indicator is
+    missing or 0, counted per event and split in the manifest's ``censoring``. Bad values are
+    refused naming the column and row of ``table``.
 
     >>> import polars as pl, tempfile
     >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
@@ -244,21 +248,38 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         feature_columns.append(values.alias(col))
     cols = {"id": ids.alias("id"), "split": split.alias("split")}
     features_frame = pl.DataFrame([*cols.values(), *feature_columns])  # bool -> 0/1
-    event_cols = []
+    if missing_times not in ("refuse", "mask"):
+        raise ValueError(f"missing_times: 'refuse' or 'mask', got {missing_times!r}")
+    event_cols, masked = [], {}
     for e, (time_col, seen_col) in events.items():
+        times, seen = table[time_col], table[seen_col].cast(pl.Float64, strict=False)
+        gap = times.is_null() | (times.cast(pl.Float64, strict=False).is_nan().fill_null(False)
+                                 if times.dtype.is_numeric() else False)
+        if missing_times == "mask" and gap.any():
+            seen_there = gap & (seen == 1.0).fill_null(False)
+            if seen_there.any():
+                row = int(seen_there.arg_max())
+                raise ValueError(f"table: row {row} has {seen_col!r} = 1 but no {time_col!r}: an event seen "
+                                 "without its time cannot be left out; give its time or drop the row")
+            masked[e] = {k: int((gap & (split == k)).sum()) for k in SPLITS}
+            # a placeholder the masked cell never uses (checked like any time, then ignored by the mask)
+            times = times.cast(pl.Float64).fill_nan(None).fill_null(1.0)
+            seen = seen.zip_with(~gap, pl.Series([0.0] * n))  # only there: elsewhere a missing indicator is an error
+            event_cols.append(pl.Series(f"mask_{e}", (~gap).cast(pl.Int8)))
         try:
-            _check_numeric(table[time_col], "table", time_col, finite=True, positive=True)
+            _check_numeric(times, "table", time_col, finite=True, positive=True)
         except ValueError as exc:
             raise ValueError(f"{exc} (a log-normal time must be > 0: an event on the day of entry needs a time "
-                             "such as half a day, and a missing time a decision; say which in your report)") from None
-        seen = table[seen_col].cast(pl.Float64, strict=False)
+                             "such as half a day, and a missing time a decision, e.g. missing_times='mask' "
+                             "(--missing-times mask) leaves the event out for that row; say which in your "
+                             "report)") from None
         bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
         if bad.any():
             row = int(bad.arg_max())
             raise ValueError(f"table: column {seen_col!r} row {row} is {table[seen_col][row]!r}; expected 0 or 1 "
                              f"(1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
         t, s, c, tt = event_columns(e)
-        event_cols += [table[time_col].cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
+        event_cols += [times.cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
                        pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]
     events_frame = pl.DataFrame([*cols.values(), *event_cols])
     digest = hashlib.sha256(features_frame.write_csv().encode() + events_frame.write_csv().encode()).hexdigest()
@@ -266,7 +287,9 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                 "event_names": [str(e) for e in events],
                 "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
                 "censoring": {"kind": "follow-up", "artificial": False,
-                              "note": "times censored by the end of follow-up; the true occurrence is not known"},
+                              "note": "times censored by the end of follow-up; the true occurrence is not known",
+                              **({"masked": masked, "masked_note": "cells without a follow-up time, left out "
+                                  "(mask_e = 0)"} if masked else {})},
                 "source_fingerprints": {"table": digest}}
     if impute is not None or levels:  # how new rows are prepared: flows.predict does the same to them
         manifest["featurization"] = {"source": "table", "impute": impute, "medians": medians, "imputed": imputed,

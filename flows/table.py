@@ -2,7 +2,8 @@
 
     python -m flows.table --table cohort.csv --name mycohort --event death=days,died --time-unit days \\
         [--event readmission=days_to_readm,readmitted] [--features age,sofa,...] [--id-column ID] \\
-        [--split-column SPLIT] [--seed 0] [--categorical sex,site] [--impute median] [--out DIR]
+        [--split-column SPLIT] [--seed 0] [--categorical sex,site] [--impute median] [--missing-times mask]
+        [--out DIR]
 
 A row per subject; per event a follow-up time (> 0) and an indicator (1 = the event was seen at
 that time, 0 = follow-up ended without it). Features default to every other column and must be
@@ -41,7 +42,8 @@ def write_table_dataset(table: str, out: str, params: dict) -> str:
     path = write_follow_up_dataset(out, table, params["features"], events, name=params["name"],
                                    time_unit=params["time_unit"], id_column=params["id_column"],
                                    split_column=params["split_column"], seed=params["seed"],
-                                   impute=params["impute"], categorical=params["categorical"])
+                                   impute=params["impute"], categorical=params["categorical"],
+                                   missing_times=params["missing_times"])
     for line in tables.build_summary(path):
         get_run_logger().info("%s", line)
     return str(path)
@@ -86,6 +88,9 @@ def main(argv=None) -> int:
     ap.add_argument("--categorical", help="comma-separated feature columns (text or codes) to encode as one 0/1 "
                                           "column per level seen in training (predict encodes new rows the same "
                                           "way); default: none, and a text column is an error")
+    ap.add_argument("--missing-times", choices=["refuse", "mask"], default="refuse",
+                    help="a missing follow-up time (its indicator missing or 0): refused (default), or that event "
+                         "left out for that row (counted)")
     ap.add_argument("--impute", choices=["median"], help="fill missing feature values with the training rows' "
                                                          "median (recorded; predict fills new rows the same way); "
                                                          "default: a missing value is an error naming its row")
@@ -101,7 +106,8 @@ def main(argv=None) -> int:
         params = TableBuildParams(table=args.table, name=args.name, events=events, time_unit=args.time_unit,
                                   features=features, out=args.out, id_column=args.id_column,
                                   split_column=args.split_column, seed=args.seed, impute=args.impute,
-                                  categorical=[c.strip() for c in (args.categorical or "").split(",") if c.strip()])
+                                  categorical=[c.strip() for c in (args.categorical or "").split(",") if c.strip()],
+                                  missing_times=args.missing_times)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     print(build_table_dataset(params))

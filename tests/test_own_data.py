@@ -162,6 +162,58 @@ def test_a_categorical_identifier_or_an_untrained_column_is_refused(rossi, tmp_p
     assert list(tmp_path.iterdir()) == []
 
 
+def _two_events(rossi):
+    """rossi with a second event whose follow-up is missing for every fifth subject."""
+    r = pl.from_pandas(rossi).with_row_index("i")
+    return r.with_columns(
+        week2=pl.when(pl.col("i") % 5 == 0).then(None).otherwise(pl.col("week") * 1.5),
+        arrest2=pl.when(pl.col("i") % 5 == 0).then(None).otherwise(pl.col("arrest")))
+
+
+def test_missing_follow_up_leaves_the_event_out_for_that_row_and_the_metrics_skip_it(rossi, tmp_path):
+    table = _two_events(rossi)
+    events = {"arrest": ("week", "arrest"), "second": ("week2", "arrest2")}
+    with pytest.raises(ValueError, match=r"column 'week2' row 0 is missing \(null\).*missing_times='mask'"):
+        write_follow_up_dataset(tmp_path / "a", table, FEATURES, events, name="r", time_unit="weeks")
+    out = write_follow_up_dataset(tmp_path / "b", table, FEATURES, events, name="r", time_unit="weeks", seed=3,
+                                  missing_times="mask")
+    ds = load_dataset(out)
+    masked = ds.manifest["censoring"]["masked"]
+    assert list(masked) == ["second"] and sum(masked["second"].values()) == 87  # rows 0, 5, ..., 430
+    for split_name, part in (("train", ds.train), ("val", ds.val), ("test", ds.test)):
+        gone = part.ids % 5 == 0
+        assert masked["second"][split_name] == gone.sum()
+        np.testing.assert_array_equal(part.mask[:, 1], ~gone)
+        assert (part.mask[:, 0] == 1).all()  # the first event is followed everywhere
+        np.testing.assert_array_equal(part.T[~gone, 1], table["week2"].to_numpy()[part.ids[~gone]])
+    # the masked cells take no part: Harrell's C of the second event is over the followed rows only
+    model = fit_preset("CET", ds.train, ds.val, seed=0, **FAST)
+    row = evaluate("CET", model, ds.test, ds.event_names, train=ds.train)["second"]
+    keep = ds.test.mask[:, 1] == 1
+    te = ds.test
+    assert row["ci"] == pytest.approx(concordance_index(te.T[keep, 1], model.predict_time(te.X[keep])[:, 1],
+                                                        te.S[keep, 1]))
+
+
+@pytest.mark.bad_input
+def test_an_event_seen_without_its_time_is_not_masked(rossi, tmp_path):
+    table = _two_events(rossi).with_columns(
+        arrest2=pl.when(pl.col("i") == 10).then(1).otherwise(pl.col("arrest2")))
+    with pytest.raises(ValueError, match=r"table: row 10 has 'arrest2' = 1 but no 'week2': an event seen without its "
+                                         r"time cannot be left out"):
+        write_follow_up_dataset(tmp_path / "a", table, FEATURES, {"second": ("week2", "arrest2")}, name="r",
+                                time_unit="weeks", missing_times="mask")
+    followed = _two_events(rossi).with_columns(  # a missing indicator beside a time is an error, not a 0
+        arrest2=pl.when(pl.col("i") == 11).then(None).otherwise(pl.col("arrest2")))
+    with pytest.raises(ValueError, match=r"table: column 'arrest2' row 11 is None; expected 0 or 1"):
+        write_follow_up_dataset(tmp_path / "b", followed, FEATURES, {"second": ("week2", "arrest2")}, name="r",
+                                time_unit="weeks", missing_times="mask")
+    with pytest.raises(ValueError, match=r"missing_times: 'refuse' or 'mask', got 'drop'"):
+        write_follow_up_dataset(tmp_path / "c", followed, FEATURES, {"second": ("week2", "arrest2")}, name="r",
+                                time_unit="weeks", missing_times="drop")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_contract_takes_an_unknown_occurrence_per_cell(tmp_path):
     """Null (or NaN) c = not known; it loads as NaN. Known cells are checked as before."""
     n = 6

@@ -134,6 +134,8 @@ class TableBuildParams(FlowParams):
                                              "filled with the training median (new rows at predict too)")
     categorical: list[str] = Field([], description="feature columns (text or codes) encoded as one 0/1 column "
                                                    "per training level (new rows at predict too)")
+    missing_times: Literal["refuse", "mask"] = Field("refuse", description="a missing follow-up time: refused "
+                                                     "(default), or that event left out for that row")
 
 
 class TrainEvaluateParams(FlowParams):

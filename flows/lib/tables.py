@@ -34,6 +34,9 @@ def build_summary(dataset_dir) -> list[str]:
         lines.append(f"{name}: filled missing values with training medians: " + "; ".join(
             f"{c} {sum(n.values())} ({', '.join(f'{k} {n[k]}' for k in ('train', 'val', 'test'))})"
             for c, n in filled.items()))
+    for e, n in ((manifest.get("censoring") or {}).get("masked") or {}).items():
+        lines.append(f"{name}: {e} left out where its time is missing: "
+                     + ", ".join(f"{k} {n[k]}" for k in ("train", "val", "test")))
     sizes = ", ".join(f"{k} {manifest['split_sizes'][k]}" for k in ("train", "val", "test"))
     lines.append(f"{name}: {len(manifest['feature_names'])} features ({', '.join(manifest['feature_names'])}), "
                  f"events {', '.join(manifest['event_names'])}, rows {sizes}")

@@ -64,6 +64,22 @@ def test_named_features_id_and_split_columns(rossi_csv, tmp_path):
     assert load_dataset(picked).feature_names == ["age", "prio"]
 
 
+def test_missing_times_mask_from_the_command_line(rossi_csv, tmp_path, caplog):
+    import logging
+
+    frame = pl.read_csv(rossi_csv).with_row_index("i").with_columns(
+        week2=pl.when(pl.col("i") % 5 == 0).then(None).otherwise(pl.col("week") * 1.5),
+        arrest2=pl.when(pl.col("i") % 5 == 0).then(None).otherwise(pl.col("arrest"))).drop("i")
+    frame.write_csv(tmp_path / "two.csv")
+    with caplog.at_level(logging.INFO):
+        assert table_flow.main(["--table", str(tmp_path / "two.csv"), "--name", "two", "--event", "arrest=week,arrest",
+                                "--event", "second=week2,arrest2", "--time-unit", "weeks", "--missing-times",
+                                "mask"]) == 0
+    ds = load_dataset(tmp_path / "data" / "two")
+    assert ds.feature_names == COLUMNS and sum(ds.manifest["censoring"]["masked"]["second"].values()) == 87
+    assert "two: second left out where its time is missing: train" in caplog.text
+
+
 @pytest.mark.bad_input
 def test_a_text_column_among_the_default_features_is_named_and_nothing_is_written(rossi_csv, tmp_path):
     frame = pl.read_csv(rossi_csv).with_columns(site=pl.lit("north"))
