@@ -132,7 +132,8 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
 def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
                             id_column: str | None = None, split_column: str | None = None, seed: int = 0,
                             fractions=(0.6, 0.2, 0.2), impute: str | None = None,
-                            categorical=None, missing_times: str = "refuse") -> Path:
+                            categorical=None, missing_times: str = "refuse",
+                            group_column: str | None = None) -> Path:
     """A dataset folder from one table of your own data: a row per subject, numeric feature
     columns, and per event a follow-up time and an indicator (1 = the event was seen at that
     time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
@@ -141,10 +142,11 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
 
     ``table``: a polars or pandas frame (n rows), or the path of a ``.csv`` or ``.parquet`` file
     holding one. ``features``: column names (d), or None for every column that ``events``,
-    ``id_column`` and ``split_column`` do not name, in the table's order. ``events``:
+    ``id_column``, ``split_column`` and ``group_column`` do not name, in the table's order. ``events``:
     {event name: (time column, indicator column)} (M). ``id_column``: unique ids (default: the
     row number). ``split_column``: train/val/test per row (default: a seeded random split in
-    ``fractions``). ``impute``: None (default) refuses a missing feature value (null or NaN);
+    ``fractions``; with ``group_column``, e.g. a patient id when a patient has several rows, whole
+    groups are drawn, so no group is in two splits, and ``fractions`` are shares of the groups). ``impute``: None (default) refuses a missing feature value (null or NaN);
     ``"median"`` fills it with the column's median over the training rows, and records the
     medians and the count of filled cells per column and split in the manifest's
     ``featurization`` (what ``flows.predict`` applies to new rows). ``categorical``: feature
@@ -172,7 +174,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         raise ValueError("events: name at least one event as {name: (time column, indicator column)}")
     chosen = features is None
     if chosen:
-        named = {c for pair in events.values() for c in pair} | {id_column, split_column}
+        named = {c for pair in events.values() for c in pair} | {id_column, split_column, group_column}
         features = [c for c in table.columns if c not in named]
         if not features:
             raise ValueError(f"table: no feature columns left; its columns {table.columns} are all named as event, "
@@ -180,8 +182,10 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     features = [str(f) for f in features]
     categorical = [str(c) for c in (categorical or ())]
     features += [c for c in categorical if c not in features]  # a categorical column is a feature
+    if group_column is not None and split_column is not None:
+        raise ValueError("group_column draws the split by groups; split_column gives it: name one of them")
     wanted = [*features, *(c for pair in events.values() for c in pair),
-              *(c for c in (id_column, split_column) if c is not None)]
+              *(c for c in (id_column, split_column, group_column) if c is not None)]
     _require_columns(table, list(dict.fromkeys(wanted)), "table")
     n = table.height
     if n == 0:
@@ -197,12 +201,22 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     else:
         if len(fractions) != 3 or min(fractions) < 0 or not math.isclose(sum(fractions), 1.0):
             raise ValueError(f"fractions: three shares (train, val, test) that sum to 1, got {fractions}")
-        order = np.random.default_rng(seed).permutation(n)
-        n_train, n_val = int(round(fractions[0] * n)), int(round(fractions[1] * n))
-        labels = np.empty(n, dtype=object)
+        if group_column is not None:
+            groups = table[group_column]
+            if groups.is_null().any():
+                raise ValueError(f"table: column {group_column!r} row {int(groups.is_null().arg_max())} is "
+                                 "missing; every row needs its group")
+            unit = groups.cast(pl.String).to_numpy()
+            names, unit = np.unique(unit, return_inverse=True)  # rows -> group index (groups sorted: seed-stable)
+        else:
+            names, unit = np.arange(n), np.arange(n)
+        g = len(names)
+        order = np.random.default_rng(seed).permutation(g)
+        n_train, n_val = int(round(fractions[0] * g)), int(round(fractions[1] * g))
+        labels = np.empty(g, dtype=object)
         labels[order[:n_train]], labels[order[n_train:n_train + n_val]] = "train", "val"
         labels[order[n_train + n_val:]] = "test"
-        split = pl.Series(labels.tolist(), dtype=pl.String)
+        split = pl.Series(labels[unit].tolist(), dtype=pl.String)
     if impute not in (None, "median"):
         raise ValueError(f"impute: None (refuse missing feature values) or 'median', got {impute!r}")
     feature_columns, medians, imputed, levels, level_counts = [], {}, {}, {}, {}
@@ -286,6 +300,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     manifest = {"name": name, "feature_names": [c.name for c in feature_columns],
                 "event_names": [str(e) for e in events],
                 "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
+                **({"split_by": group_column} if group_column is not None else {}),
                 "censoring": {"kind": "follow-up", "artificial": False,
                               "note": "times censored by the end of follow-up; the true occurrence is not known",
                               **({"masked": masked, "masked_note": "cells without a follow-up time, left out "

@@ -2,10 +2,11 @@
 
     python -m flows.table --table cohort.csv --name mycohort --event death=days,died --time-unit days \\
         [--event readmission=days_to_readm,readmitted] [--features age,sofa,...] [--id-column ID] \\
-        [--split-column SPLIT] [--seed 0] [--categorical sex,site] [--impute median] [--missing-times mask]
-        [--out DIR]
+        [--split-column SPLIT | --group-column PATIENT] [--seed 0] [--categorical sex,site] \\
+        [--impute median] [--missing-times mask] [--out DIR]
 
-A row per subject; per event a follow-up time (> 0) and an indicator (1 = the event was seen at
+A row per subject (or per admission, with ``--group-column`` naming the patient, whose rows
+then stay in one split); per event a follow-up time (> 0) and an indicator (1 = the event was seen at
 that time, 0 = follow-up ended without it). Features default to every other column and must be
 numbers, in their own units (the models scale them), or named ``--categorical`` (one 0/1 column per
 level seen in training); a missing value is refused, or with ``--impute median`` filled with the
@@ -41,7 +42,8 @@ def write_table_dataset(table: str, out: str, params: dict) -> str:
     events = {e: tuple(cols) for e, cols in params["events"].items()}
     path = write_follow_up_dataset(out, table, params["features"], events, name=params["name"],
                                    time_unit=params["time_unit"], id_column=params["id_column"],
-                                   split_column=params["split_column"], seed=params["seed"],
+                                   split_column=params["split_column"], group_column=params["group_column"],
+                                   seed=params["seed"],
                                    impute=params["impute"], categorical=params["categorical"],
                                    missing_times=params["missing_times"])
     for line in tables.build_summary(path):
@@ -81,9 +83,11 @@ def main(argv=None) -> int:
                     help="an event: its time column and its 0/1 indicator column (repeat for several)")
     ap.add_argument("--time-unit", required=True, help="unit of the time columns, e.g. days")
     ap.add_argument("--features", help="comma-separated feature columns (default: every column not named by "
-                                       "--event, --id-column or --split-column)")
+                                       "--event, --id-column, --split-column or --group-column)")
     ap.add_argument("--id-column", help="unique subject ids (default: the row number)")
     ap.add_argument("--split-column", help="train/val/test per row (default: a seeded 60/20/20 split)")
+    ap.add_argument("--group-column", help="draw the seeded split by groups, e.g. a patient id when a patient has "
+                                           "several rows: no group in two splits")
     ap.add_argument("--seed", type=int, default=0, help="seed of the split (default %(default)s)")
     ap.add_argument("--categorical", help="comma-separated feature columns (text or codes) to encode as one 0/1 "
                                           "column per level seen in training (predict encodes new rows the same "
@@ -105,7 +109,8 @@ def main(argv=None) -> int:
     try:
         params = TableBuildParams(table=args.table, name=args.name, events=events, time_unit=args.time_unit,
                                   features=features, out=args.out, id_column=args.id_column,
-                                  split_column=args.split_column, seed=args.seed, impute=args.impute,
+                                  split_column=args.split_column, group_column=args.group_column, seed=args.seed,
+                                  impute=args.impute,
                                   categorical=[c.strip() for c in (args.categorical or "").split(",") if c.strip()],
                                   missing_times=args.missing_times)
     except ValueError as exc:  # pydantic's ValidationError names the field

@@ -214,6 +214,29 @@ def test_an_event_seen_without_its_time_is_not_masked(rossi, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_group_column_keeps_each_group_in_one_split(rossi, tmp_path):
+    """Several rows per patient (here: rossi's 432 rows as 144 'patients' of three rows): the seeded
+    split draws patients, not rows; the group column is not a feature; one split source at a time."""
+    table = rossi.assign(patient=[f"p{i // 3}" for i in range(432)])
+    out = write_follow_up_dataset(tmp_path / "g", table, None, {"arrest": ("week", "arrest")}, name="r",
+                                  time_unit="weeks", group_column="patient", seed=1)
+    ds = load_dataset(out)
+    assert ds.feature_names == FEATURES and ds.manifest["split_by"] == "patient"
+    where = {}
+    for split_name, part in (("train", ds.train), ("val", ds.val), ("test", ds.test)):
+        for i in part.ids:
+            where.setdefault(int(i) // 3, set()).add(split_name)
+    assert len(where) == 144 and all(len(v) == 1 for v in where.values())
+    assert ds.manifest["split_sizes"] == {k: 3 * n for k, n in zip(("train", "val", "test"), (86, 29, 29), strict=True)}
+    with pytest.raises(ValueError, match="group_column draws the split by groups; split_column gives it"):
+        write_follow_up_dataset(tmp_path / "h", table.assign(part="train"), FEATURES, {"arrest": ("week", "arrest")},
+                                name="r", time_unit="weeks", group_column="patient", split_column="part")
+    with pytest.raises(ValueError, match="table: column 'patient' row 4 is missing; every row needs its group"):
+        write_follow_up_dataset(tmp_path / "i", table.assign(patient=[None if i == 4 else "p" for i in range(432)]),
+                                FEATURES, {"arrest": ("week", "arrest")}, name="r", time_unit="weeks",
+                                group_column="patient")
+
+
 def test_the_contract_takes_an_unknown_occurrence_per_cell(tmp_path):
     """Null (or NaN) c = not known; it loads as NaN. Known cells are checked as before."""
     n = 6

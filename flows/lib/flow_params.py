@@ -129,6 +129,8 @@ class TableBuildParams(FlowParams):
     out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/<name>)")
     id_column: str | None = Field(None, description="unique subject ids (default: the row number)")
     split_column: str | None = Field(None, description="train/val/test per row (default: a seeded 60/20/20 split)")
+    group_column: str | None = Field(None, description="draw the seeded split by groups (e.g. a patient id): no "
+                                                       "group in two splits")
     seed: int = Field(0, ge=0, description="seed of the 60/20/20 split")
     impute: Literal["median"] | None = Field(None, description="missing feature values: refused (default), or "
                                              "filled with the training median (new rows at predict too)")

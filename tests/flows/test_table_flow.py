@@ -62,6 +62,13 @@ def test_named_features_id_and_split_columns(rossi_csv, tmp_path):
         table=str(rossi_csv), name="rossi3", events={"arrest": ("week", "arrest")}, time_unit="weeks",
         features=["age", "prio"]))
     assert load_dataset(picked).feature_names == ["age", "prio"]
+    frame.with_columns(patient=pl.col("subject") // 2).write_csv(tmp_path / "pairs.csv")
+    assert table_flow.main(["--table", str(tmp_path / "pairs.csv"), "--name", "pairs", "--event", "arrest=week,arrest",
+                            "--time-unit", "weeks", "--features", "age,prio", "--group-column", "patient"]) == 0
+    ds = load_dataset(tmp_path / "data" / "pairs")
+    assert ds.manifest["split_by"] == "patient"
+    for a, b in ((ds.train, ds.val), (ds.train, ds.test), (ds.val, ds.test)):
+        assert not set((a.ids // 2).tolist()) & set((b.ids // 2).tolist())  # no patient in two splits
 
 
 def test_missing_times_mask_from_the_command_line(rossi_csv, tmp_path, caplog):
