@@ -191,6 +191,18 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     if n == 0:
         raise ValueError("table: no rows")
     ids = table[id_column] if id_column is not None else pl.Series("id", np.arange(n))
+    if id_column is not None:
+        if ids.is_null().any():
+            raise ValueError(f"table: column {id_column!r} row {int(ids.is_null().arg_max())} is missing; every row "
+                             "needs an id")
+        repeated = ids.is_duplicated()
+        if repeated.any():
+            first = int(repeated.arg_max())  # the first row whose id comes again
+            again = int(np.flatnonzero((ids == ids[first]).to_numpy())[1])
+            raise ValueError(f"table: column {id_column!r} row {again} repeats row {first}'s id: ids must be unique "
+                             f"({int(repeated.sum())} rows share an id). Several rows per patient? Leave id_column "
+                             "out (or give a row id) and name the patient with group_column (--group-column), "
+                             "which keeps each patient in one split")
     if split_column is not None:
         split = table[split_column].cast(pl.String, strict=False)
         bad = ~split.is_in(list(SPLITS)).fill_null(False)

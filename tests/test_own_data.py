@@ -231,6 +231,10 @@ def test_a_group_column_keeps_each_group_in_one_split(rossi, tmp_path):
     with pytest.raises(ValueError, match="group_column draws the split by groups; split_column gives it"):
         write_follow_up_dataset(tmp_path / "h", table.assign(part="train"), FEATURES, {"arrest": ("week", "arrest")},
                                 name="r", time_unit="weeks", group_column="patient", split_column="part")
+    with pytest.raises(ValueError, match=r"table: column 'patient' row 1 repeats row 0's id: ids must be unique "
+                                         r"\(432 rows share an id\). Several rows per patient\? .*--group-column"):
+        write_follow_up_dataset(tmp_path / "j", table, FEATURES, {"arrest": ("week", "arrest")}, name="r",
+                                time_unit="weeks", id_column="patient")
     with pytest.raises(ValueError, match="table: column 'patient' row 4 is missing; every row needs its group"):
         write_follow_up_dataset(tmp_path / "i", table.assign(patient=[None if i == 4 else "p" for i in range(432)]),
                                 FEATURES, {"arrest": ("week", "arrest")}, name="r", time_unit="weeks",
@@ -294,7 +298,7 @@ def test_the_experiment_harness_reports_what_it_left_out(rossi_dir, tmp_path):
 
 @pytest.mark.bad_input
 def test_repeated_ids_and_a_bad_split_column_are_refused(rossi, tmp_path):
-    with pytest.raises(ValueError, match="column 'id' has duplicate values"):
+    with pytest.raises(ValueError, match=r"table: column 'prio' row 4 repeats row 0's id: ids must be unique"):
         write_follow_up_dataset(tmp_path / "p", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
                                 time_unit="weeks", id_column="prio")  # prio (prior convictions) repeats
     part = ["train"] * 300 + ["dev"] + ["test"] * 131
