@@ -146,8 +146,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     {event name: (time column, indicator column)} (M). ``id_column``: unique ids (default: the
     row number). ``split_column``: train/val/test per row (default: a seeded random split in
     ``fractions``; with ``group_column``, e.g. a patient id when a patient has several rows, whole
-    groups are drawn, so no group is in two splits, and ``fractions`` are shares of the groups). ``impute``: None (default) refuses a missing feature value (null or NaN);
-    ``"median"`` fills it with the column's median over the training rows, and records the
+    groups are drawn, so no group is in two splits, and ``fractions`` are shares of the groups).
+    ``impute``: None (default) refuses a missing feature value (null or NaN); ``"median"`` fills it with the column's median over the training rows, and records the
     medians and the count of filled cells per column and split in the manifest's
     ``featurization`` (what ``flows.predict`` applies to new rows). ``categorical``: feature
     columns (text or numbers) turned into one 0/1 column per level seen in the training rows,
@@ -178,7 +178,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         features = [c for c in table.columns if c not in named]
         if not features:
             raise ValueError(f"table: no feature columns left; its columns {table.columns} are all named as event, "
-                             "id or split columns")
+                             "id, split or group columns")
     features = [str(f) for f in features]
     categorical = [str(c) for c in (categorical or ())]
     features += [c for c in categorical if c not in features]  # a categorical column is a feature
@@ -248,8 +248,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             continue
         values = table[col].cast(pl.Int8) if table[col].dtype == pl.Boolean else table[col]
         if not values.dtype.is_numeric():
-            hint = (" or leave it out of the features (none were named, so every column but the event, id and split "
-                    "columns is one)") if chosen else ""
+            hint = (" or leave it out of the features (none were named, so every column but the event, id, split "
+                    "and group columns is one)") if chosen else ""
             raise ValueError(f"table: column {col!r} has type {values.dtype}, expected numbers; name it as "
                              f"categorical (one 0/1 column per level) or encode it first{hint}")
         values = values.cast(pl.Float64)
@@ -279,9 +279,9 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     event_cols, masked = [], {}
     for e, (time_col, seen_col) in events.items():
         times, seen = table[time_col], table[seen_col].cast(pl.Float64, strict=False)
-        gap = times.is_null() | (times.cast(pl.Float64, strict=False).is_nan().fill_null(False)
-                                 if times.dtype.is_numeric() else False)
-        if missing_times == "mask" and gap.any():
+        numeric = times.dtype.is_numeric() or times.dtype == pl.Null  # text is refused below, naming the column
+        gap = times.is_null() | (times.cast(pl.Float64).is_nan().fill_null(False) if numeric else False)
+        if missing_times == "mask" and numeric and gap.any():
             seen_there = gap & (seen == 1.0).fill_null(False)
             if seen_there.any():
                 row = int(seen_there.arg_max())

@@ -208,6 +208,10 @@ def test_an_event_seen_without_its_time_is_not_masked(rossi, tmp_path):
     with pytest.raises(ValueError, match=r"table: column 'arrest2' row 11 is None; expected 0 or 1"):
         write_follow_up_dataset(tmp_path / "b", followed, FEATURES, {"second": ("week2", "arrest2")}, name="r",
                                 time_unit="weeks", missing_times="mask")
+    text = _two_events(rossi).with_columns(week2=pl.col("week2").cast(pl.String))  # times as text: named, masked or not
+    with pytest.raises(ValueError, match=r"table: column 'week2' has type String, expected a number"):
+        write_follow_up_dataset(tmp_path / "t", text, FEATURES, {"second": ("week2", "arrest2")}, name="r",
+                                time_unit="weeks", missing_times="mask")
     with pytest.raises(ValueError, match=r"missing_times: 'refuse' or 'mask', got 'drop'"):
         write_follow_up_dataset(tmp_path / "c", followed, FEATURES, {"second": ("week2", "arrest2")}, name="r",
                                 time_unit="weeks", missing_times="drop")

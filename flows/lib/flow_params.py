@@ -125,7 +125,7 @@ class TableBuildParams(FlowParams):
                                                                          "ended without it)]}")
     time_unit: str = Field(min_length=1, description="unit of the time columns, e.g. days")
     features: list[str] | None = Field(None, min_length=1, description="numeric feature columns (default: every "
-                                       "column not named in events, id_column or split_column)")
+                                       "column not named in events, id_column, split_column or group_column)")
     out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/<name>)")
     id_column: str | None = Field(None, description="unique subject ids (default: the row number)")
     split_column: str | None = Field(None, description="train/val/test per row (default: a seeded 60/20/20 split)")
