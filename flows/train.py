@@ -145,7 +145,7 @@ def build_flow(name: str):
     folder = Settings().dataset_dir(name)
     recipe = recorded_build(folder)
     if recipe is None:
-        raise ValueError(f"dataset {name!r}: not one of {BUILDS}, and {folder} holds no dataset built by "
+        raise ValueError(f"dataset {name}: not one of {', '.join(BUILDS)}, and {folder} holds no dataset built by "
                          "build-table-dataset (python -m flows.table --table FILE --name NAME ...), so there is "
                          "nothing to rebuild it from")
     return lambda: build_table_dataset(recipe)
@@ -204,13 +204,7 @@ def main(argv=None) -> int:
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
                                          promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)
         else:
-            name = args.dataset or Settings().retrain_dataset
-            if name not in BUILDS:
-                from flows.lib.tables import recorded_build
-
-                if recorded_build(Settings().dataset_dir(name)) is None:
-                    ap.error(f"--dataset {name}: not one of {', '.join(BUILDS)}, and {Settings().dataset_dir(name)} "
-                             "holds no dataset built by python -m flows.table, so there is nothing to rebuild it from")
+            build_flow(args.dataset or Settings().retrain_dataset)  # refuses a name with nothing to rebuild from
             params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
                                    promote_tolerance=args.promote_tolerance)
     except ValueError as exc:  # pydantic's ValidationError names the field

@@ -149,7 +149,7 @@ def test_retrain_of_a_name_with_nothing_to_rebuild_from_is_a_usage_error(rossi_c
     with pytest.raises(SystemExit) as exc:
         train_flow.main(["retrain", "--dataset", "cohort"])
     err = capsys.readouterr().err
-    assert exc.value.code == 2 and "--dataset cohort: not one of synthetic, mimic, reddit" in err
+    assert exc.value.code == 2 and "dataset cohort: not one of synthetic, mimic, reddit" in err
     assert str(tmp_path / "data" / "cohort") in err
 
 
