@@ -198,6 +198,19 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     r10, r52 = scores["risk_10_arrest"].to_numpy(), scores["risk_52_arrest"].to_numpy()
     np.testing.assert_allclose(r52, 1 - cet.predict_survival(x, [52.0])[:, 0, 0], rtol=1e-6)
     assert (0 < r10).all() and (r10 < r52).all() and (r52 <= p + 1e-12).all()
+    # the version records how far the training rows reach; a horizon beyond it is warned of, by name
+    events = pl.read_parquet(tmp_path / "data" / "gaps" / "events.parquet").filter(pl.col("split") == "train")
+    assert data["follow_up"] == {"arrest": {"longest": events["t_arrest"].max(),
+                                            "longest_observed": events.filter(pl.col("s_arrest") == 1)["t_arrest"].max()}}
+    assert "extrapolate" not in caplog.text  # 52 weeks: within the training follow-up
+    with caplog.at_level(logging.INFO, logger="flows.predict"):
+        assert predict_flow.main(["--dataset", "gaps", "--features", str(tmp_path / "new.csv"),
+                                  "--out", str(tmp_path / "scores.parquet"), "--horizons", "104,10"]) == 0
+    longest = f"{events['t_arrest'].max():g}"
+    assert (f"horizon 104 weeks is beyond the longest follow-up in the training data of arrest ({longest} weeks): "
+            "risk_104_arrest extrapolates the fitted time distribution") in caplog.text
+    assert "horizon 10 weeks" not in caplog.text
+    assert pl.read_parquet(tmp_path / "scores.parquet").columns[-2:] == ["risk_10_arrest", "risk_104_arrest"]
 
 
 def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(rossi_csv, tmp_path, monkeypatch):

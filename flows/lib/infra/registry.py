@@ -3,7 +3,7 @@
 Each version folder holds one sub-folder per trained model (safetensors + config.json),
 ``metrics.json`` (validation and test metrics per model), ``params.json`` (training
 parameters), ``data.json`` (the dataset's fingerprint, manifest name, feature and event
-names) and, once judged, ``decision.json`` (promoted or kept, and why). The promoted
+names, featurization, the longest training follow-up per event) and, once judged, ``decision.json`` (promoted or kept, and why). The promoted
 version is named in ``models/<dataset>/promoted.json``; every decision is appended to
 ``models/<dataset>/history.jsonl``. Versions are ``v0001``, ``v0002``, ... and are
 written under a temporary name, then renamed, so a crash leaves no half version.

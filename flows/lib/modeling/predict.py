@@ -182,12 +182,44 @@ def check_horizons(horizons) -> list[float]:
     return hs
 
 
+def beyond_follow_up(horizons, data: dict) -> list[str]:
+    """One line per horizon beyond the longest training follow-up of some event (a version's
+    ``data.json`` record ``follow_up``): its risk there rests on the fitted log-normal's tail, not
+    on data. A version trained before the record existed gives one line saying it is unchecked.
+
+    >>> data = {"time_unit": "days", "follow_up": {"death": {"longest": 90.0}, "relapse": {"longest": 400.0}}}
+    >>> beyond_follow_up([30.0, 365.0], data)
+    ['horizon 365 days is beyond the longest follow-up in the training data of death (90 days): risk_365_death extrapolates the fitted time distribution']
+    >>> beyond_follow_up([365.0], {"time_unit": "days"})
+    ['this model version does not record its training follow-up (trained before 2026-11-26): horizons not checked against it']
+    """
+    if not horizons:
+        return []
+    follow_up, unit = data.get("follow_up"), data.get("time_unit") or "time units"
+    if follow_up is None:
+        return ["this model version does not record its training follow-up (trained before 2026-11-26): horizons "
+                "not checked against it"]
+    lines = []
+    for h in horizons:
+        over = {e: r["longest"] for e, r in follow_up.items() if r.get("longest") is not None and h > r["longest"]}
+        if over:
+            lines.append(f"horizon {h:g} {unit} is beyond the longest follow-up in the training data of "
+                         + ", ".join(f"{e} ({v:g} {unit})" for e, v in over.items())
+                         + ": " + ", ".join(f"risk_{h:g}_{e}" for e in over) + " extrapolate"
+                         + ("s" if len(over) == 1 else "") + " the fitted time distribution")
+    return lines
+
+
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
                  horizons=()) -> Path:
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
-    horizon h, ``risk_<h>_<e>`` = P(the event happens by h) = p_e (1 - S_e(h | it happens))."""
+    horizon h, ``risk_<h>_<e>`` = P(the event happens by h) = p_e (1 - S_e(h | it happens)). A
+    horizon beyond an event's longest training follow-up is warned of in the log
+    (:func:`beyond_follow_up`); its columns are written all the same."""
     out = Path(out)
     hs = check_horizons(horizons)
+    for line in beyond_follow_up(hs, data):
+        log.warning("%s: %s", version_dir, line)
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
     cols = {"id": ids}

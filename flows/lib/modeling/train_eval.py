@@ -204,7 +204,9 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 "time_unit": ds.manifest.get("time_unit"), "split_sizes": ds.manifest.get("split_sizes"),
                 "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]},
                 # how the build turned raw records into these features: lets predict score new raw data
-                "featurization": ds.manifest.get("featurization")},
+                "featurization": ds.manifest.get("featurization"),
+                # how far the training data reach: predict warns of a horizon beyond them
+                "follow_up": training_follow_up(tr, ds.event_names)},
         }
         for file_name, record in records.items():
             with writing(Path(models_root) / name / "<new version>" / file_name):
@@ -215,6 +217,26 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         raise
     log.info("%s: registered %s", name, version)
     return version, False
+
+
+def training_follow_up(split, event_names) -> dict[str, dict]:
+    """Per event, the longest follow-up time of the training rows (``longest``, observed or
+    censored; cells the mask leaves out not counted) and the longest time at which the event was
+    seen (``longest_observed``; None when it never was), in the dataset's time unit. Beyond
+    ``longest`` a risk by a horizon rests on the fitted log-normal's tail alone.
+
+    >>> from types import SimpleNamespace
+    >>> tr = SimpleNamespace(T=np.array([[5.0, 2.0], [9.0, 4.0]]), S=np.array([[1.0, 0.0], [0.0, 0.0]]), mask=None)
+    >>> training_follow_up(tr, ["a", "b"])
+    {'a': {'longest': 9.0, 'longest_observed': 5.0}, 'b': {'longest': 4.0, 'longest_observed': None}}
+    """
+    keep = np.ones(split.T.shape, bool) if split.mask is None else split.mask > 0.5
+    out = {}
+    for j, e in enumerate(event_names):
+        t, seen = split.T[keep[:, j], j], split.S[keep[:, j], j] > 0.5
+        out[e] = {"longest": float(t.max()) if len(t) else None,
+                  "longest_observed": float(t[seen].max()) if seen.any() else None}
+    return out
 
 
 def _clean(o):
