@@ -149,7 +149,10 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     groups are drawn, so no group is in two splits, and ``fractions`` are shares of the groups).
     ``impute``: None (default) refuses a missing feature value (null or NaN); ``"median"`` fills it with the column's median over the training rows, and records the
     medians and the count of filled cells per column and split in the manifest's
-    ``featurization`` (what ``flows.predict`` applies to new rows). ``categorical``: feature
+    ``featurization`` (what ``flows.predict`` applies to new rows); ``"median+indicator"`` does the
+    same and adds, right after each column with a gap on some training row, a 0/1 column
+    ``<column>_missing`` (1 where the value was missing: in clinical data a test not ordered is
+    information), listed in ``featurization["indicators"]``. ``categorical``: feature
     columns (text or numbers) turned into one 0/1 column per level seen in the training rows,
     named ``<column>=<level>`` (at most ``MAX_LEVELS`` levels); a missing value, or a level the
     training rows do not have, is all zeros and counted; the levels are recorded in
@@ -229,9 +232,10 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         labels[order[:n_train]], labels[order[n_train:n_train + n_val]] = "train", "val"
         labels[order[n_train + n_val:]] = "test"
         split = pl.Series(labels[unit].tolist(), dtype=pl.String)
-    if impute not in (None, "median"):
-        raise ValueError(f"impute: None (refuse missing feature values) or 'median', got {impute!r}")
-    feature_columns, medians, imputed, levels, level_counts = [], {}, {}, {}, {}
+    if impute not in IMPUTE:
+        raise ValueError(f"impute: None (refuse missing feature values), 'median' or 'median+indicator', got "
+                         f"{impute!r}")
+    feature_columns, medians, imputed, levels, level_counts, indicators = [], {}, {}, {}, {}, []
     for col in features:  # name the table's column and row, not the file the dataset would have
         if col in categorical:
             text = table[col].cast(pl.String)
@@ -272,6 +276,14 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         if impute is not None and col not in medians:  # a complete column: its median for new rows
             medians[col] = float(values.filter(split == "train").median())
         feature_columns.append(values.alias(col))
+        if impute == "median+indicator" and imputed.get(col, {}).get("train"):  # no training gap: nothing to learn
+            indicators.append(col)
+            feature_columns.append(missing.cast(pl.Float64).alias(missing_indicator(col)))
+    names = [c.name for c in feature_columns]
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise ValueError(f"table: feature columns {twice} would be written twice (a column of the table has the "
+                         "name of an indicator or a categorical level); rename it")
     cols = {"id": ids.alias("id"), "split": split.alias("split")}
     features_frame = pl.DataFrame([*cols.values(), *feature_columns])  # bool -> 0/1
     if missing_times not in ("refuse", "mask"):
@@ -320,11 +332,22 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                 "source_fingerprints": {"table": digest}}
     if impute is not None or levels:  # how new rows are prepared: flows.predict does the same to them
         manifest["featurization"] = {"source": "table", "impute": impute, "medians": medians, "imputed": imputed,
-                                     "categorical": levels, "categorical_counts": level_counts}
+                                     "categorical": levels, "categorical_counts": level_counts,
+                                     **({"indicators": indicators} if impute == "median+indicator" else {})}
     return write_dataset(out_dir, features_frame, events_frame, manifest)
 
 
 MAX_LEVELS = 100  # a categorical column with more training levels is refused (an id or free text)
+IMPUTE = (None, "median", "median+indicator")  # write_follow_up_dataset's choices for missing feature values
+
+
+def missing_indicator(column: str) -> str:
+    """The name of ``column``'s missingness indicator (``impute="median+indicator"``).
+
+    >>> missing_indicator("lactate")
+    'lactate_missing'
+    """
+    return f"{column}_missing"
 
 
 def encode_levels(column: pl.Series, name: str, levels: list[str]) -> tuple[list[pl.Series], pl.Series, pl.Series]:

@@ -3,14 +3,15 @@
     python -m flows.table --table cohort.csv --name mycohort --event death=days,died --time-unit days \\
         [--event readmission=days_to_readm,readmitted] [--features age,sofa,...] [--id-column ID] \\
         [--split-column SPLIT | --group-column PATIENT] [--seed 0] [--categorical sex,site] \\
-        [--impute median] [--missing-times mask] [--out DIR]
+        [--impute median|median+indicator] [--missing-times mask] [--out DIR]
 
 A row per subject (or per admission, with ``--group-column`` naming the patient, whose rows
 then stay in one split); per event a follow-up time (> 0) and an indicator (1 = the event was seen at
 that time, 0 = follow-up ended without it). Features default to every other column and must be
 numbers, in their own units (the models scale them), or named ``--categorical`` (one 0/1 column per
 level seen in training); a missing value is refused, or with ``--impute median`` filled with the
-training rows' median (counted, and recorded for predict, which prepares new rows the same way). Such data carry no true occurrence, so the
+training rows' median (counted, and recorded for predict, which prepares new rows the same way;
+``median+indicator`` also adds a 0/1 ``<column>_missing`` column). Such data carry no true occurrence, so the
 dataset has ``c_e`` null: AUC against the truth is left empty, the Oracle is left out and
 promotion goes by Harrell's C (docs/datasets.md, "Your own data"). Then ``python -m flows.train
 evaluate --dataset mycohort``. Skipped when the output holds a build of the same table and options;
@@ -95,9 +96,10 @@ def main(argv=None) -> int:
     ap.add_argument("--missing-times", choices=["refuse", "mask"], default="refuse",
                     help="a missing follow-up time (its indicator missing or 0): refused (default), or that event "
                          "left out for that row (counted)")
-    ap.add_argument("--impute", choices=["median"], help="fill missing feature values with the training rows' "
-                                                         "median (recorded; predict fills new rows the same way); "
-                                                         "default: a missing value is an error naming its row")
+    ap.add_argument("--impute", choices=["median", "median+indicator"],
+                    help="fill missing feature values with the training rows' median (recorded; predict fills new "
+                         "rows the same way); median+indicator also adds a 0/1 column <column>_missing after each "
+                         "column with a training gap; default: a missing value is an error naming its row")
     ap.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/<name>)")
     args = ap.parse_args(argv)
     apply_log_level(args)

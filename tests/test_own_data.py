@@ -104,6 +104,33 @@ def test_median_imputation_fills_gaps_from_training_rows_and_records_what_it_did
     assert sorted(record["imputed"]) == ["age", "prio"]  # complete columns: nothing filled, nothing counted
 
 
+def test_missingness_indicators_follow_each_column_with_a_training_gap(rossi, tmp_path):
+    """impute='median+indicator': a 0/1 <column>_missing right after each column with a gap on a
+    training row, 1 exactly where the value was missing (in every split); a column whose gaps are
+    all outside training is filled but gets no indicator (nothing to learn it from)."""
+    gappy = rossi.copy().astype({"age": float, "prio": float}).assign(part=["train"] * 300 + ["val"] * 66 + ["test"] * 66)
+    gappy.loc[gappy.index % 7 == 0, "age"] = np.nan  # gaps in every split
+    gappy.loc[[310, 420], "prio"] = np.nan  # gaps in validation and test rows only
+    out = write_follow_up_dataset(tmp_path / "ind", gappy, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
+                                  time_unit="weeks", split_column="part", impute="median+indicator")
+    ds = load_dataset(out)
+    assert ds.feature_names == ["fin", "age", "age_missing", "race", "wexp", "mar", "paro", "prio"]
+    record = ds.manifest["featurization"]
+    assert record["impute"] == "median+indicator" and record["indicators"] == ["age"]
+    assert record["imputed"]["prio"] == {"train": 0, "val": 1, "test": 1}
+    j_age, j_ind, j_prio = 1, 2, 7
+    for part in (ds.train, ds.val, ds.test):
+        gap = np.isnan(gappy["age"].to_numpy()[part.ids])
+        np.testing.assert_array_equal(part.X[:, j_ind], gap.astype(float))
+        assert (part.X[gap, j_age] == record["medians"]["age"]).all()
+        assert (part.X[:, j_prio] == np.nan_to_num(gappy["prio"].to_numpy()[part.ids], nan=record["medians"]["prio"])).all()
+    clash = gappy.assign(age_missing=0.0)
+    with pytest.raises(ValueError, match=r"table: feature columns \['age_missing'\] would be written twice"):
+        write_follow_up_dataset(tmp_path / "clash", clash, [*FEATURES, "age_missing"], {"arrest": ("week", "arrest")},
+                                name="rossi", time_unit="weeks", split_column="part", impute="median+indicator")
+    assert not (tmp_path / "clash").exists()
+
+
 @pytest.mark.bad_input
 def test_imputation_needs_a_training_value_and_refuses_infinities(rossi, tmp_path):
     only_test = rossi.copy().astype({"age": float}).assign(part=["train"] * 300 + ["val"] * 66 + ["test"] * 66)
@@ -115,7 +142,7 @@ def test_imputation_needs_a_training_value_and_refuses_infinities(rossi, tmp_pat
         write_follow_up_dataset(tmp_path / "b", rossi.astype({"age": float}).assign(
             age=lambda d: d["age"].where(d.index != 5, np.nan).where(d.index != 6, np.inf)), FEATURES,
             {"arrest": ("week", "arrest")}, name="r", time_unit="weeks", impute="median")
-    with pytest.raises(ValueError, match="impute: None .* or 'median', got 'mean'"):
+    with pytest.raises(ValueError, match="impute: None .*, 'median' or 'median\\+indicator', got 'mean'"):
         write_follow_up_dataset(tmp_path / "c", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="r",
                                 time_unit="weeks", impute="mean")
     assert list(tmp_path.iterdir()) == []

@@ -132,8 +132,9 @@ class TableBuildParams(FlowParams):
     group_column: str | None = Field(None, description="draw the seeded split by groups (e.g. a patient id): no "
                                                        "group in two splits")
     seed: int = Field(0, ge=0, description="seed of the 60/20/20 split")
-    impute: Literal["median"] | None = Field(None, description="missing feature values: refused (default), or "
-                                             "filled with the training median (new rows at predict too)")
+    impute: Literal["median", "median+indicator"] | None = Field(
+        None, description="missing feature values: refused (default), or filled with the training median (new rows "
+                          "at predict too); median+indicator also adds a 0/1 <column>_missing column")
     categorical: list[str] = Field([], description="feature columns (text or codes) encoded as one 0/1 column "
                                                    "per training level (new rows at predict too)")
     missing_times: Literal["refuse", "mask"] = Field("refuse", description="a missing follow-up time: refused "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cet_model.dataset import missing_indicator
 from flows.lib.flow_params import TableBuildParams
 from flows.lib.infra import stage_cache
 
@@ -34,6 +35,9 @@ def build_summary(dataset_dir) -> list[str]:
         lines.append(f"{name}: filled missing values with training medians: " + "; ".join(
             f"{c} {sum(n.values())} ({', '.join(f'{k} {n[k]}' for k in ('train', 'val', 'test'))})"
             for c, n in filled.items()))
+    if record.get("indicators"):
+        lines.append(f"{name}: missingness indicator columns: "
+                     + ", ".join(missing_indicator(c) for c in record["indicators"]))
     for e, n in ((manifest.get("censoring") or {}).get("masked") or {}).items():
         lines.append(f"{name}: {e} left out where its time is missing: "
                      + ", ".join(f"{k} {n[k]}" for k in ("train", "val", "test")))

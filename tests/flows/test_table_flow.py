@@ -6,6 +6,7 @@ user would have.
 
 import json
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -211,6 +212,36 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
             "risk_104_arrest extrapolates the fitted time distribution") in caplog.text
     assert "horizon 10 weeks" not in caplog.text
     assert pl.read_parquet(tmp_path / "scores.parquet").columns[-2:] == ["risk_10_arrest", "risk_104_arrest"]
+
+
+def test_new_rows_get_the_missingness_indicators_the_build_recorded(rossi_csv, tmp_path, caplog):
+    """--impute median+indicator through the CLI; predict computes <column>_missing from the raw
+    gaps of new rows before filling them, and takes the dataset's own encoded rows as they are."""
+    import logging
+
+    from flows.lib.modeling.predict import read_features
+
+    frame = pl.read_csv(rossi_csv).with_columns(
+        age=pl.when(pl.int_range(pl.len()) % 9 == 0).then(None).otherwise(pl.col("age")))
+    frame.write_csv(tmp_path / "gaps.csv")
+    with caplog.at_level(logging.INFO):
+        assert table_flow.main(["--table", str(tmp_path / "gaps.csv"), "--event", "arrest=week,arrest",
+                                "--time-unit", "weeks", "--features", "fin,age,prio", "--name", "gaps",
+                                "--impute", "median+indicator"]) == 0
+    assert "gaps: missingness indicator columns: age_missing" in caplog.text
+    ds_dir = tmp_path / "data" / "gaps"
+    record = json.loads((ds_dir / "manifest.json").read_text())["featurization"]
+    names = json.loads((ds_dir / "manifest.json").read_text())["feature_names"]
+    assert names == ["fin", "age", "age_missing", "prio"] and record["indicators"] == ["age"]
+    new = frame.head(12).with_row_index("id").select("id", "fin", "age", "prio")  # rows 0 and 9 lack age
+    new.write_csv(tmp_path / "new.csv")
+    ids, x = read_features(tmp_path / "new.csv", names, record)
+    gap = np.isin(ids, [0, 9])
+    np.testing.assert_array_equal(x[:, 2], gap.astype(float))
+    assert (x[gap, 1] == record["medians"]["age"]).all() and (x[~gap, 1] == new["age"].to_numpy()[~gap]).all()
+    own = pl.read_parquet(ds_dir / "features.parquet")  # already encoded and filled: taken as given
+    ids, x = read_features(ds_dir / "features.parquet", names, record)
+    np.testing.assert_array_equal(x, own.select(names).to_numpy())
 
 
 def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(rossi_csv, tmp_path, monkeypatch):

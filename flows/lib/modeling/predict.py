@@ -17,7 +17,7 @@ import polars as pl
 
 from cet_model.atomic import temporary_name, writing
 from cet_model.comments import CommentInputs, NpyRows
-from cet_model.dataset import encode_levels, read_table
+from cet_model.dataset import encode_levels, missing_indicator, read_table
 from cet_model.models import load_model
 from flows.lib.infra import registry
 from flows.lib.reddit.cohort import key_digest
@@ -44,8 +44,9 @@ def read_features(path: Path, names: list[str], record: dict | None = None) -> t
     errors name file, column, row. ``record``: the ``featurization`` of a dataset built from a
     table (``cet_model.dataset.write_follow_up_dataset``): its categorical columns, given raw, are
     encoded with the training levels (a missing or unseen level is all zeros, counted in the log),
-    and with ``impute="median"`` its medians fill missing values (null or NaN), counted; without
-    them a missing value is an error."""
+    with ``impute="median"`` its medians fill missing values (null or NaN), counted, and with
+    ``"median+indicator"`` the recorded columns' indicators ``<column>_missing`` are computed from
+    the raw values first; without imputation a missing value is an error."""
     df = read_table(path)
     record = record or {}
     for c, levels in (record.get("categorical") or {}).items():
@@ -60,6 +61,12 @@ def read_features(path: Path, names: list[str], record: dict | None = None) -> t
         if missing.any() or unseen.any():
             log.info("%s: column %r: %d missing and %d levels not seen in training, encoded as no level", path, c,
                      int(missing.sum()), int(unseen.sum()))
+    for c in record.get("indicators") or ():  # 1 where the raw value is missing, before it is filled
+        if missing_indicator(c) not in df.columns and c in df.columns:
+            gap = df[c].is_null()
+            if df[c].dtype.is_float():
+                gap = gap | df[c].is_nan().fill_null(True)
+            df = df.with_columns(gap.cast(pl.Float64).alias(missing_indicator(c)))
     medians = record.get("medians") if record.get("impute") else None
     missing = [c for c in ["id", *names] if c not in df.columns]
     if missing:
