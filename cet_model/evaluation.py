@@ -167,14 +167,15 @@ def fit_preset(name: str, train: Split, val: Split, *, seed: int = 0, hidden_siz
 
 
 def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None = None,
-             train: Split | None = None, label: str = "") -> dict[str, dict[str, float]]:
+             train: Split | None = None, label: str = "", warn_no_truth: bool = True) -> dict[str, dict[str, float]]:
     """Per-task metrics {event: {metric: value}} of a fitted model on a split.
 
     ``x``: the split's model input, if already computed. With ``train`` (the training split)
     time models also get Uno's C and the integrated Brier score. Masked cells are not scored.
     A metric undefined on some tasks is NaN there, reported in one warning naming the model,
     ``label`` (e.g. the dataset and split) and the tasks. AUC and ECE are scored on the rows whose
-    true occurrence is known (C not NaN): on data censored by follow-up alone, none, and they are NaN.
+    true occurrence is known (C not NaN): on data censored by follow-up alone, none, and they are NaN
+    (``warn_no_truth=False``: the caller has said so once; no warning here).
     """
     x = model_inputs(split) if x is None else x
     p = model.predict_occurrence(x)
@@ -205,7 +206,7 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
                 surv = model.predict_survival(x[keep], times)[:, :, j] if len(times) >= 2 else None
                 row["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, surv, times) if surv is not None else float("nan")
         tasks[e] = row
-    if no_truth:
+    if no_truth and warn_no_truth:
         log.warning("%s%s: the true occurrence is not known for %s; AUC and ECE are over the rows where it "
                     "is (undefined where it is known for none)", name, f" on {label}" if label else "",
                     ", ".join(f"{e} ({n} rows)" for e, n in no_truth.items()))

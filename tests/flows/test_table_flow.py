@@ -5,6 +5,7 @@ user would have.
 """
 
 import json
+import re
 
 import numpy as np
 import polars as pl
@@ -177,7 +178,13 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
         table_flow.main([*build, "--name", "plain"])
     assert table_flow.main([*build, "--name", "gaps", "--impute", "median"]) == 0
     median = json.loads((tmp_path / "data" / "gaps" / "manifest.json").read_text())["featurization"]["medians"]["age"]
-    train_evaluate(TrainEvaluateParams(dataset="gaps", models=["CET"]))
+    with caplog.at_level(logging.INFO):
+        train_evaluate(TrainEvaluateParams(dataset="gaps", models=["CET"]))
+    # no truth anywhere: said once, not once per model and split; the log line shows the validation C
+    assert caplog.text.count("the true occurrence is known for no validation or test row") == 1
+    assert "the true occurrence is not known for" not in caplog.text
+    assert re.search(r"gaps CET: \d+ epochs \(\+\d+ encoder-only\), [\d.]+s, val C 0\.\d{3}", caplog.text)
+    caplog.clear()
     new = frame.head(12).with_row_index("id").select("id", "fin", "age", "prio", "site")  # rows 0, 9 lack age
     new = new.with_columns(site=pl.when(pl.col("id") == 4).then(pl.lit("west")).otherwise(pl.col("site")))
     new.write_csv(tmp_path / "new.csv")  # site raw, as in the table; row 4 at a site training never saw

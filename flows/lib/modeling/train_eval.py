@@ -164,6 +164,10 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     models, skipped = presets_for_truth(params.models, tr, va)
     for model_name, why in skipped.items():
         log.warning("%s: %s left out: %s", name, model_name, why)
+    no_truth = bool(np.isnan(va.C).all() and np.isnan(te.C).all())  # censored by follow-up alone: said once
+    if no_truth:
+        log.info("%s: the true occurrence is known for no validation or test row (censoring by follow-up): AUC "
+                 "and ECE are left empty; the models are compared by Harrell's C", name)
     if on_models is not None:
         on_models(models)
     tmp = registry.staging_dir(models_root, name)
@@ -189,12 +193,15 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             model.save(tmp / model_name)
             for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
                 metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
-                                                           label=f"{name} {split_name}")
+                                                           label=f"{name} {split_name}", warn_no_truth=not no_truth)
             metrics["summary"][model_name] = {
                 f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
-            log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, val AUC %.3f", name, model_name,
+            summary = metrics["summary"][model_name]
+            shown = next((f"{label} {summary[key]:.3f}" for key, label in (("val_auc", "val AUC"), ("val_ci", "val C"))
+                          if np.isfinite(summary.get(key, np.nan))), "no validation score")
+            log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", name, model_name,
                      metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
-                     metrics["seconds"][model_name], metrics["summary"][model_name]["val_auc"])
+                     metrics["seconds"][model_name], shown)
         records = {
             "metrics.json": _clean(metrics),
             "params.json": {**asdict(params), "stage_key": key, "machine": machine()},
