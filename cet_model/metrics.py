@@ -189,16 +189,69 @@ def kaplan_meier_plateau(t, s) -> float:
         >>> kaplan_meier_plateau([1.0, 2.0, 3.0, 4.0], [1, 0, 1, 0])   # 1 - (3/4)(1/2)
         0.625
     """
+    return kaplan_meier_risk(t, s)
+
+
+def kaplan_meier_risk(t, s, horizon: float | None = None) -> float:
+    """1 - S_KM(horizon): the Kaplan-Meier estimate of the share that has the event by
+    ``horizon`` (None: by the last time, as :func:`kaplan_meier_plateau`).
+
+    Args:
+        t: times, shape (n,), > 0.
+        s: 1 = event observed, 0 = censored, shape (n,).
+        horizon: a time; events at exactly ``horizon`` count.
+
+    Example:
+        >>> kaplan_meier_risk([1.0, 2.0, 3.0, 4.0], [1, 0, 1, 0], horizon=2.5)   # 1 - 3/4
+        0.25
+    """
     t = np.asarray(t, dtype=np.float64).reshape(-1)
     s = np.asarray(s, dtype=np.float64).reshape(-1)
     if t.shape != s.shape or t.size == 0:
         raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
     order = np.lexsort((1.0 - s, t))  # by time, events first at equal times
     t, s = t[order], s[order]
-    _, first = np.unique(t, return_index=True)
+    times, first = np.unique(t, return_index=True)
     deaths = np.add.reduceat(s, first)
     at_risk = t.size - first
-    return float(1.0 - np.prod(1.0 - deaths / at_risk))
+    upto = slice(None) if horizon is None else times <= horizon
+    return float(1.0 - np.prod((1.0 - deaths / at_risk)[upto]))
+
+
+def horizon_calibration(t, s, risk, horizon: float, min_group: int = 20, max_groups: int = 10) -> dict:
+    """How well predicted risks by a horizon match what happened, with no true occurrence needed:
+    rows grouped by predicted risk (equal-size groups, as many as ``max_groups`` with at least
+    ``min_group`` rows each), each group's mean predicted risk against its Kaplan-Meier risk
+    1 - S_KM(horizon) (censoring handled as in any survival curve). ``ece``: the mean absolute
+    difference weighted by group size (0: calibrated at this horizon).
+
+    Args:
+        t: follow-up times, shape (n,), > 0.
+        s: 1 = event observed, 0 = censored, shape (n,).
+        risk: predicted P(event by ``horizon``), shape (n,), in [0, 1].
+        horizon: a time within the follow-up (beyond the last time a group's risk is its plateau).
+
+    Returns:
+        {"horizon", "ece", "groups": [{"n", "predicted", "observed"}, ...] (low to high risk)}.
+
+    Example:
+        >>> t = np.array([1.0, 2, 3, 4, 5, 6, 7, 8]); s = np.array([1, 1, 0, 1, 0, 0, 1, 0])
+        >>> out = horizon_calibration(t, s, np.array([.9, .8, .7, .6, .1, .2, .3, .2]), 4.5, min_group=4)
+        >>> [(g["n"], round(g["predicted"], 3), round(g["observed"], 3)) for g in out["groups"]]
+        [(4, 0.2, 0.0), (4, 0.75, 1.0)]
+        >>> round(out["ece"], 3)
+        0.225
+    """
+    t, s, risk = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (t, s, risk))
+    if not (t.shape == s.shape == risk.shape) or t.size == 0:
+        raise ValueError(f"t, s and risk must be non-empty and of one length, got {t.size}, {s.size}, {risk.size}")
+    n_groups = int(max(1, min(max_groups, t.size // max(1, min_group))))
+    groups = []
+    for rows in np.array_split(np.argsort(risk, kind="stable"), n_groups):
+        groups.append({"n": int(rows.size), "predicted": float(risk[rows].mean()),
+                       "observed": kaplan_meier_risk(t[rows], s[rows], horizon)})
+    ece = sum(g["n"] * abs(g["predicted"] - g["observed"]) for g in groups) / t.size
+    return {"horizon": float(horizon), "ece": float(ece), "groups": groups}
 
 
 def _surv_array(t, s):

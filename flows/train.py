@@ -78,6 +78,10 @@ def publish_metrics(name: str, version: str) -> None:
     rows = train_eval.metric_rows(Path(version))
     create_table_artifact(rows, key=f"metrics-{artifact_key(name)}",
                           description=f"{name}, model version {Path(version).name}: test metrics")
+    create_table_artifact(train_eval.calibration_rows(Path(version)), key=f"calibration-{artifact_key(name)}",
+                          description=f"{name}, model version {Path(version).name}: predicted risk by each event's "
+                                      "horizon (the median training follow-up) against the Kaplan-Meier risk of "
+                                      "groups of rows by predicted risk; mean absolute difference per split")
 
 
 @task(name="experiment-report")

@@ -9,6 +9,8 @@ from cet_model.metrics import (
     calibration_curve,
     concordance_index,
     expected_calibration_error,
+    horizon_calibration,
+    kaplan_meier_risk,
     mrae,
     occurrence_auc,
 )
@@ -92,3 +94,38 @@ def test_calibration_and_ece():
     assert expected_calibration_error(c, np.clip(p + 0.2, 0, 1)) > 0.15
     # hand example: one bin [0.5, 1.0] with predictions 0.6, 0.8 and outcomes 1, 0
     assert expected_calibration_error([1, 0], [0.6, 0.8], n_bins=2) == pytest.approx(abs(0.5 - 0.7))
+
+
+@settings(max_examples=100, deadline=None)
+@given(survival_with_ties(), st.floats(0.5, 9.0))
+def test_kaplan_meier_risk_matches_lifelines(data, horizon):
+    from lifelines import KaplanMeierFitter
+
+    t, _, e = data
+    km = KaplanMeierFitter().fit(t, e)
+    expected = 1.0 - float(km.survival_function_at_times(horizon).iloc[0])
+    assert kaplan_meier_risk(t, e, horizon) == pytest.approx(expected, abs=1e-12)
+
+
+def test_horizon_calibration_groups_by_predicted_risk_and_compares_with_kaplan_meier():
+    """Real data (rossi, a year of follow-up): each group's observed risk is its Kaplan-Meier risk
+    (lifelines, computed independently); everyone given the overall risk by 26 weeks scores a
+    smaller error than everyone given half of it."""
+    from lifelines import KaplanMeierFitter
+    from lifelines.datasets import load_rossi
+
+    d = load_rossi()
+    t, s = d["week"].to_numpy(float), d["arrest"].to_numpy(float)
+    overall = kaplan_meier_risk(t, s, 26.0)
+    risk = np.full(len(t), overall)
+    out = horizon_calibration(t, s, risk, 26.0)
+    assert [g["n"] for g in out["groups"]] == [44, 44, 43, 43, 43, 43, 43, 43, 43, 43]  # 432 rows, 10 groups
+    for g, rows in zip(out["groups"], np.array_split(np.argsort(risk, kind="stable"), 10), strict=True):
+        km = KaplanMeierFitter().fit(t[rows], s[rows])
+        assert g["observed"] == pytest.approx(1.0 - float(km.survival_function_at_times(26.0).iloc[0]))
+    halved = horizon_calibration(t, s, risk / 2, 26.0)
+    assert halved["ece"] > out["ece"] and halved["groups"][0]["predicted"] == pytest.approx(overall / 2)
+    small = horizon_calibration(t[:50], s[:50], risk[:50], 26.0)  # at least 20 rows a group: 2 groups
+    assert [g["n"] for g in small["groups"]] == [25, 25]
+    with pytest.raises(ValueError, match="one length"):
+        horizon_calibration(t, s, risk[:5], 26.0)

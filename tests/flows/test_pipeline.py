@@ -17,6 +17,7 @@ from flows import predict as predict_flow
 from flows.full_pipeline import full_pipeline
 from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
 from flows.lib.infra import registry
+from flows.lib.modeling import train_eval
 from flows.synthetic import build_synthetic
 from flows.train import retrain, train_evaluate
 
@@ -49,7 +50,10 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     with get_client(sync_client=True) as client:
         art = client.read_latest_artifacts()
     keys = {a.key for a in art}
-    assert "metrics-synthetic" in keys
+    assert {"metrics-synthetic", "calibration-synthetic"} <= keys
+    rows = train_eval.calibration_rows(v1)
+    assert {(r["model"], r["event"]) for r in rows} == {(m, e) for m in ("CET", "CET-paper", "ET") for e in data_info["event_names"]}
+    assert all(0.0 <= r["test_abs_diff"] <= 1.0 and r["horizon"] > 0 for r in rows)
 
 
 def test_retrain_promotes_or_keeps_by_the_rule(cet_env):

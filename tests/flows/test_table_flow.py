@@ -183,8 +183,21 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     # no truth anywhere: said once, not once per model and split; the log line shows the validation C
     assert caplog.text.count("the true occurrence is known for no validation or test row") == 1
     assert "the true occurrence is not known for" not in caplog.text
-    assert re.search(r"gaps CET: \d+ epochs \(\+\d+ encoder-only\), [\d.]+s, val C 0\.\d{3}", caplog.text)
+    assert re.search(r"gaps CET: \d+ epochs \(\+\d+ encoder-only\), [\d.]+s, val C 0\.\d{3}, validation risk by "
+                     r"the median follow-up vs Kaplan-Meier by risk group: mean abs. difference 0\.\d{3}", caplog.text)
     caplog.clear()
+    # calibration without truth: risk by the median training follow-up against Kaplan-Meier per risk group
+    from cet_model.dataset import load_dataset as load
+    from cet_model.metrics import horizon_calibration
+
+    ds = load(tmp_path / "data" / "gaps")
+    h = float(np.median(ds.train.T[:, 0]))
+    model = load_model(tmp_path / "models" / "gaps" / "v0001" / "CET", device="cpu")
+    expected = horizon_calibration(ds.test.T[:, 0], ds.test.S[:, 0], 1 - model.predict_survival(ds.test.X, [h])[:, 0, 0], h)
+    recorded = json.loads((tmp_path / "models" / "gaps" / "v0001" / "metrics.json").read_text())["calibration"]
+    assert recorded["test"]["CET"]["arrest"]["horizon"] == h
+    assert recorded["test"]["CET"]["arrest"]["ece"] == pytest.approx(expected["ece"], rel=1e-5)
+    assert [g["n"] for g in recorded["test"]["CET"]["arrest"]["groups"]] == [g["n"] for g in expected["groups"]]
     new = frame.head(12).with_row_index("id").select("id", "fin", "age", "prio", "site")  # rows 0, 9 lack age
     new = new.with_columns(site=pl.when(pl.col("id") == 4).then(pl.lit("west")).otherwise(pl.col("site")))
     new.write_csv(tmp_path / "new.csv")  # site raw, as in the table; row 4 at a site training never saw

@@ -30,6 +30,7 @@ from cet_model.evaluation import (
     presets_for_truth,
     unknown_occurrence,
 )
+from cet_model.metrics import horizon_calibration
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 
@@ -173,7 +174,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     tmp = registry.staging_dir(models_root, name)
     try:
         metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
-                   "skipped": skipped}
+                   "skipped": skipped, "calibration": {"val": {}, "test": {}}}
+        horizons = calibration_horizons(tr, ds.event_names)
         for model_name in models:
             t0 = time.perf_counter()
 
@@ -196,9 +198,17 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                                                            label=f"{name} {split_name}", warn_no_truth=not no_truth)
             metrics["summary"][model_name] = {
                 f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
+            if hasattr(model, "predict_survival"):  # time models: calibration by a horizon, no truth needed
+                for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
+                    metrics["calibration"][split_name][model_name] = calibration_by_horizon(
+                        model, split, x, ds.event_names, horizons)
             summary = metrics["summary"][model_name]
             shown = next((f"{label} {summary[key]:.3f}" for key, label in (("val_auc", "val AUC"), ("val_ci", "val C"))
                           if np.isfinite(summary.get(key, np.nan))), "no validation score")
+            calibrated = metrics["calibration"]["val"].get(model_name)
+            if calibrated:
+                shown += (f", validation risk by the median follow-up vs Kaplan-Meier by risk group: mean abs. "
+                          f"difference {np.mean([r['ece'] for r in calibrated.values()]):.3f}")
             log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", name, model_name,
                      metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
                      metrics["seconds"][model_name], shown)
@@ -224,6 +234,39 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         raise
     log.info("%s: registered %s", name, version)
     return version, False
+
+
+def calibration_horizons(split, event_names) -> dict[str, float]:
+    """Per event, the horizon at which ``train-evaluate`` checks calibration: the median follow-up
+    time of the training rows (cells the mask leaves out not counted), so that half of them are
+    still followed there.
+
+    >>> from types import SimpleNamespace
+    >>> calibration_horizons(SimpleNamespace(T=np.array([[5.0], [9.0], [7.0]]), mask=None), ["a"])
+    {'a': 7.0}
+    """
+    keep = np.ones(split.T.shape, bool) if split.mask is None else split.mask > 0.5
+    return {e: float(np.median(split.T[keep[:, j], j])) for j, e in enumerate(event_names) if keep[:, j].any()}
+
+
+def calibration_by_horizon(model, split, x, event_names, horizons: dict[str, float]) -> dict[str, dict]:
+    """Per event, :func:`cet_model.metrics.horizon_calibration` of ``model``'s risk by the event's
+    horizon (P(the event by h) = 1 - S(h), from ``predict_survival``) on ``split``'s followed rows:
+    groups by predicted risk, each against its Kaplan-Meier risk. Needs no true occurrence, so it
+    is the calibration check on data censored by follow-up. Events without a horizon (no
+    training row followed) are left out."""
+    out = {}
+    names = [e for e in event_names if e in horizons]
+    if not names or len(split) == 0:
+        return out
+    grid = sorted({horizons[e] for e in names})
+    survival = model.predict_survival(x, grid)  # (n, H, M)
+    for e in names:
+        j, k = event_names.index(e), grid.index(horizons[e])
+        keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
+        if keep.any():
+            out[e] = horizon_calibration(split.T[keep, j], split.S[keep, j], 1.0 - survival[keep, k, j], horizons[e])
+    return out
 
 
 def training_follow_up(split, event_names) -> dict[str, dict]:
@@ -266,6 +309,21 @@ def metric_rows(version: Path) -> list[dict]:
             rows.append({"model": model, "task": task, **{m: _round(row.get(m)) for m in METRICS}})
         summ = metrics["summary"][model]
         rows.append({"model": model, "task": "Avg", **{m: _round(summ.get(f"test_{m}")) for m in METRICS}})
+    return rows
+
+
+def calibration_rows(version: Path) -> list[dict]:
+    """A version's calibration by a horizon as table rows: model, event, horizon, and per split the
+    mean absolute difference between predicted risk and Kaplan-Meier risk over the risk groups
+    (``calibration_by_horizon``). Empty for a version trained before it was recorded."""
+    record = json.loads((Path(version) / "metrics.json").read_text()).get("calibration") or {}
+    rows = []
+    for model, events in (record.get("test") or {}).items():
+        for event, test in events.items():
+            val = ((record.get("val") or {}).get(model) or {}).get(event) or {}
+            rows.append({"model": model, "event": event, "horizon": test["horizon"],
+                         "val_abs_diff": _round(val.get("ece")), "test_abs_diff": _round(test.get("ece")),
+                         "test_groups": len(test["groups"])})
     return rows
 
 
