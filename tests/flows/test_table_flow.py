@@ -232,6 +232,19 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
             "risk_104_arrest extrapolates the fitted time distribution") in caplog.text
     assert "horizon 10 weeks" not in caplog.text
     assert pl.read_parquet(tmp_path / "scores.parquet").columns[-2:] == ["risk_10_arrest", "risk_104_arrest"]
+    assert "far outside the training rows" not in caplog.text
+    # ages given in months by mistake, in rows 1-3: counted by column, scored all the same
+    lo, hi = data["feature_ranges"]["age"]
+    train_age = pl.read_parquet(tmp_path / "data" / "gaps" / "features.parquet").filter(pl.col("split") == "train")["age"]
+    assert (lo, hi) == (pytest.approx(float(np.quantile(train_age, 0.01))), pytest.approx(float(np.quantile(train_age, 0.99))))
+    new.with_columns(age=pl.when(pl.col("id").is_in([1, 2, 3])).then(pl.col("age") * 12).otherwise(pl.col("age"))
+                     ).write_csv(tmp_path / "months.csv")
+    with caplog.at_level(logging.INFO, logger="flows.predict"):
+        assert predict_flow.main(["--dataset", "gaps", "--features", str(tmp_path / "months.csv"),
+                                  "--out", str(tmp_path / "months.parquet")]) == 0
+    assert ("months.csv: values far outside the training rows (beyond their 1st-99th percentile range widened by its "
+            "width on each side; check units and data entry), rows per column: age 3; scored all the same") in caplog.text
+    assert pl.read_parquet(tmp_path / "months.parquet").height == 12
 
 
 def test_new_rows_get_the_missingness_indicators_the_build_recorded(rossi_csv, tmp_path, caplog):

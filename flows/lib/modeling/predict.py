@@ -217,6 +217,33 @@ def beyond_follow_up(horizons, data: dict) -> list[str]:
     return lines
 
 
+def far_outside_training(x, data: dict) -> dict[str, int]:
+    """Per feature, how many rows of ``x`` (n, d; the model's feature columns) lie far outside
+    the training rows: beyond the 1st-99th percentile range (``data.json``'s ``feature_ranges``)
+    widened by its own width on each side. A column whose range has no width (the same value
+    in 98 % of the training rows: a rare level, a flag) is not judged. Only columns with such
+    rows are returned; a version without ranges (trained before 2026-11-26, or on fewer than
+    200 rows) returns {}.
+
+    >>> data = {"feature_names": ["age", "flag"], "feature_ranges": {"age": [20.0, 90.0], "flag": [0.0, 0.0]}}
+    >>> far_outside_training(np.array([[45.0, 1.0], [700.0, 0.0], [-60.0, 1.0]]), data)   # 700 months?
+    {'age': 2}
+    """
+    ranges = data.get("feature_ranges")
+    if not ranges:
+        return {}
+    x = np.asarray(x, dtype=np.float64)
+    out = {}
+    for j, name in enumerate(data["feature_names"]):
+        low, high = ranges[name]
+        width = high - low
+        if width > 0:
+            far = int(((x[:, j] < low - width) | (x[:, j] > high + width)).sum())
+            if far:
+                out[name] = far
+    return out
+
+
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
                  horizons=()) -> Path:
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
@@ -227,6 +254,11 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     hs = check_horizons(horizons)
     for line in beyond_follow_up(hs, data):
         log.warning("%s: %s", version_dir, line)
+    far = far_outside_training(x.aux if isinstance(x, CommentInputs) else x, data)
+    if far:
+        log.warning("%s: values far outside the training rows (beyond their 1st-99th percentile range widened by its "
+                    "width on each side; check units and data entry), rows per column: %s; scored all the same",
+                    source, ", ".join(f"{c} {n}" for c, n in far.items()))
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
     cols = {"id": ids}

@@ -222,8 +222,9 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]},
                 # how the build turned raw records into these features: lets predict score new raw data
                 "featurization": ds.manifest.get("featurization"),
-                # how far the training data reach: predict warns of a horizon beyond them
-                "follow_up": training_follow_up(tr, ds.event_names)},
+                # how far the training data reach: predict warns of a horizon or feature values beyond them
+                "follow_up": training_follow_up(tr, ds.event_names),
+                "feature_ranges": feature_ranges(tr.X, ds.feature_names)},
         }
         for file_name, record in records.items():
             with writing(Path(models_root) / name / "<new version>" / file_name):
@@ -267,6 +268,28 @@ def calibration_by_horizon(model, split, x, event_names, horizons: dict[str, flo
         if keep.any():
             out[e] = horizon_calibration(split.T[keep, j], split.S[keep, j], 1.0 - survival[keep, k, j], horizons[e])
     return out
+
+
+MIN_ROWS_FOR_RANGES = 200  # fewer training rows: no feature ranges recorded (a percentile would be nearly one row's value)
+
+
+def feature_ranges(x, feature_names) -> dict[str, list[float]] | None:
+    """Per feature, the 1st and 99th percentiles of the training rows ``x`` (n, d), which
+    ``flows.predict`` uses to flag new values far outside them (a unit mistake, a data error).
+    Aggregates over many rows, never one row's value: None with fewer than
+    ``MIN_ROWS_FOR_RANGES`` rows.
+
+    >>> x = np.column_stack([np.arange(1000.0), np.zeros(1000)])
+    >>> feature_ranges(x, ["age", "flag"])
+    {'age': [9.99, 989.01], 'flag': [0.0, 0.0]}
+    >>> feature_ranges(x[:50], ["age", "flag"]) is None
+    True
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[0] < MIN_ROWS_FOR_RANGES:
+        return None
+    low, high = np.quantile(x, [0.01, 0.99], axis=0)
+    return {name: [round(float(a), 6), round(float(b), 6)] for name, a, b in zip(feature_names, low, high, strict=True)}
 
 
 def training_follow_up(split, event_names) -> dict[str, dict]:
