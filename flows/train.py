@@ -177,6 +177,8 @@ def main(argv=None) -> int:
     ev.add_argument("--max-epochs", type=int, help="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
     ev.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
     ev.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
+    ev.add_argument("--models", help="comma-separated presets to train (default: CET,CET-paper,ET,BC,Oracle; "
+                                     "the Oracle only where the truth is known)")
     ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
     ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
     rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
@@ -206,7 +208,9 @@ def main(argv=None) -> int:
                              + "give its folder with --data")
             params = TrainEvaluateParams(dataset=args.dataset, data=args.data, max_epochs=args.max_epochs,
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
-                                         promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search)
+                                         promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search,
+                                         models=[m.strip() for m in args.models.split(",") if m.strip()]
+                                         if args.models else None)
         else:
             build_flow(args.dataset or Settings().retrain_dataset)  # refuses a name with nothing to rebuild from
             params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
@@ -215,6 +219,7 @@ def main(argv=None) -> int:
         ap.error(str(exc))
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
     print(f"{result['version']}: {result['decision']['reason']}")
+    print("\n".join(train_eval.summary_lines(Path(result["version"]))))
     return 0
 
 

@@ -77,3 +77,13 @@ def test_train_cli_says_where_a_folder_goes(capsys):
     with pytest.raises(SystemExit):
         main(["evaluate", "--dataset", "data/mimic"])
     assert "--dataset takes a name (e.g. mimic); give the folder with --data data/mimic" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("models", "match"), [
+    (["ET", "BC"], r"models \['ET', 'BC'\] must include CET: the promotion rule judges it"),
+    (["CET", "XGB"], r"unknown models \['XGB'\]; choose from"),
+])
+def test_train_evaluate_models_are_known_presets_with_cet(models, match):
+    with pytest.raises(pydantic.ValidationError, match=match):
+        flow_params.TrainEvaluateParams(dataset="rossi", models=models)
+    assert flow_params.TrainEvaluateParams(dataset="rossi", models=["CET", "ET"]).models == ["CET", "ET"]

@@ -157,6 +157,17 @@ class TrainEvaluateParams(FlowParams):
     runs: int = Field(0, ge=0, description="also write the paper-format report over this many seeds")
     search: int = Field(0, ge=0, description="random-search trials for CET-paper before those runs")
 
+    @model_validator(mode="after")
+    def _known_models_with_cet(self):
+        if self.models is not None:
+            from cet_model.evaluation import check_presets
+
+            check_presets(self.models)  # an unknown name is refused listing the presets
+            if "CET" not in self.models:
+                raise ValueError(f"models {self.models} must include CET: the promotion rule judges it and predict "
+                                 "scores with it")
+        return self
+
 
 class RetrainParams(FlowParams):
     """retrain: rebuild a dataset if its inputs changed, then train-evaluate."""

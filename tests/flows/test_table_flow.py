@@ -156,15 +156,14 @@ def test_retrain_of_a_name_with_nothing_to_rebuild_from_is_a_usage_error(rossi_c
 
 
 def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did(rossi_csv, tmp_path, monkeypatch,
-                                                                                    caplog):
+                                                                                    caplog, capsys):
     import logging
 
     import numpy as np
 
     from cet_model import load_model
     from flows import predict as predict_flow
-    from flows.lib.flow_params import TrainEvaluateParams
-    from flows.train import train_evaluate
+    from flows import train as train_flow
 
     for name, value in {"MODELS_DIR": tmp_path / "models", "MAX_EPOCHS": 3, "PATIENCE": 3, "HIDDEN": 16}.items():
         monkeypatch.setenv(f"CET_{name}", str(value))
@@ -178,8 +177,16 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
         table_flow.main([*build, "--name", "plain"])
     assert table_flow.main([*build, "--name", "gaps", "--impute", "median"]) == 0
     median = json.loads((tmp_path / "data" / "gaps" / "manifest.json").read_text())["featurization"]["medians"]["age"]
+    capsys.readouterr()  # the builds' output
     with caplog.at_level(logging.INFO):
-        train_evaluate(TrainEvaluateParams(dataset="gaps", models=["CET"]))
+        assert train_flow.main(["evaluate", "--dataset", "gaps", "--models", "CET,ET"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    version_dir = tmp_path / "models" / "gaps" / "v0001"
+    summary = json.loads((version_dir / "metrics.json").read_text())["summary"]
+    assert printed[0].startswith(f"{version_dir}: the first version") and printed[1].startswith("test split, averages")
+    assert printed[2].split() == ["model", "Harrell's", "C", "Uno's", "C", "IBS", "MRAE", "risk", "vs", "KM"]  # no AUC/ECE
+    cells = printed[3].split()
+    assert cells[0] == "CET" and cells[1] == f"{summary['CET']['test_ci']:.3f}" and printed[4].split()[0] == "ET"
     # no truth anywhere: said once, not once per model and split; the log line shows the validation C
     assert caplog.text.count("the true occurrence is known for no validation or test row") == 1
     assert "the true occurrence is not known for" not in caplog.text

@@ -335,6 +335,34 @@ def metric_rows(version: Path) -> list[dict]:
     return rows
 
 
+SUMMARY_COLUMNS = {"auc": "AUC", "ci": "Harrell's C", "uno_c": "Uno's C", "ibs": "IBS", "mrae": "MRAE",
+                   "ece": "ECE"}
+
+
+def summary_lines(version: Path) -> list[str]:
+    """What ``python -m flows.train evaluate`` prints after its decision: per model, the test
+    split's averages over events (columns no model has left out) and the calibration by the
+    median follow-up (mean absolute difference from Kaplan-Meier, ``calibration_rows``)."""
+    rows = [r for r in metric_rows(version) if r["task"] == "Avg"]
+    calibration = {}
+    for r in calibration_rows(version):
+        if r["test_abs_diff"] is not None:
+            calibration.setdefault(r["model"], []).append(r["test_abs_diff"])
+    columns = [k for k in SUMMARY_COLUMNS if any(r.get(k) is not None for r in rows)]
+    head = ["model", *(SUMMARY_COLUMNS[k] for k in columns), *(["risk vs KM"] if calibration else [])]
+    table = [head]
+    for r in rows:
+        cells = [r["model"], *("-" if r.get(k) is None else f"{r[k]:.3f}" for k in columns)]
+        if calibration:
+            cal = calibration.get(r["model"])
+            cells.append("-" if not cal else f"{np.mean(cal):.3f}")
+        table.append(cells)
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    return ["test split, averages over events (risk vs KM: predicted risk by the median follow-up against "
+            "Kaplan-Meier, mean abs. difference):"] + [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+
+
 def calibration_rows(version: Path) -> list[dict]:
     """A version's calibration by a horizon as table rows: model, event, horizon, and per split the
     mean absolute difference between predicted risk and Kaplan-Meier risk over the risk groups
