@@ -358,8 +358,9 @@ def summary_lines(version: Path) -> list[str]:
             cells.append("-" if not cal else f"{np.mean(cal):.3f}")
         table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    return ["test split, averages over events (risk vs KM: predicted risk by the median follow-up against "
-            "Kaplan-Meier, mean abs. difference):"] + [
+    note = (" (risk vs KM: predicted risk by the median follow-up against Kaplan-Meier, mean abs. difference)"
+            if calibration else "")
+    return [f"test split, averages over events{note}:"] + [
         "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
 
 
