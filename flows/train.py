@@ -33,7 +33,7 @@ from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
-from flows.lib.modeling import train_eval
+from flows.lib.modeling import subgroups, train_eval
 
 BUILDS = ("synthetic", "mimic", "reddit")
 
@@ -84,6 +84,14 @@ def publish_metrics(name: str, version: str) -> None:
                                       "groups of rows by predicted risk; mean absolute difference per split")
 
 
+@task(name="subgroup-metrics")
+def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[str]) -> str:
+    path = subgroups.write_subgroups(version, dataset_dir, columns)
+    create_table_artifact(subgroups.read_rows(path), key=f"subgroups-{artifact_key(name)}",
+                          description=f"{name}, model version {Path(version).name}: CET's test metrics per subgroup")
+    return str(path)
+
+
 @task(name="experiment-report")
 def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden: int, max_epochs: int,
                       patience: int, seed: int, name: str) -> str:
@@ -117,6 +125,8 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
         models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
         seed=s.seed if params.seed is None else params.seed, device=s.device)
+    if params.subgroups:  # refused before anything trains
+        subgroups.check_dataset_columns(path, params.subgroups)
     explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
     metric, note = choose_metric(str(path), params.promote_metric or s.promote_metric, explicit,
                                  params.search if params.runs else 0)
@@ -125,12 +135,13 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
         publish_metrics(name, version)
         decision = judge(str(s.models_dir), name, version, metric,
                          s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance, note)
+    by_group = subgroup_metrics(name, version, str(path), params.subgroups) if params.subgroups else None
     report = None
     if params.runs:
         report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,
                                    training.max_epochs, training.patience, training.seed, name)
     return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision,
-            "experiment": report}
+            "experiment": report, "subgroups": by_group}
 
 
 def build_flow(name: str):
@@ -179,6 +190,8 @@ def main(argv=None) -> int:
     ev.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
     ev.add_argument("--models", help="comma-separated presets to train (default: CET,CET-paper,ET,BC,Oracle; "
                                      "the Oracle only where the truth is known)")
+    ev.add_argument("--subgroups", help="comma-separated categorical columns or features (e.g. sex,age): CET's test "
+                                        "metrics per subgroup, printed and kept in the version's subgroups.json")
     ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
     ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
     rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
@@ -210,7 +223,12 @@ def main(argv=None) -> int:
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
                                          promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search,
                                          models=[m.strip() for m in args.models.split(",") if m.strip()]
-                                         if args.models else None)
+                                         if args.models else None,
+                                         subgroups=[c.strip() for c in (args.subgroups or "").split(",") if c.strip()])
+            if params.subgroups:  # a column the dataset lacks: a usage error before any flow starts
+                folder = Path(args.data) if args.data else Settings().dataset_dir(args.dataset
+                                                                                  or Settings().retrain_dataset)
+                subgroups.check_dataset_columns(folder, params.subgroups)
         else:
             build_flow(args.dataset or Settings().retrain_dataset)  # refuses a name with nothing to rebuild from
             params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
@@ -220,6 +238,8 @@ def main(argv=None) -> int:
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
     print(f"{result['version']}: {result['decision']['reason']}")
     print("\n".join(train_eval.summary_lines(Path(result["version"]))))
+    if result.get("subgroups"):
+        print("\n".join(subgroups.subgroup_lines(result["subgroups"])))
     return 0
 
 

@@ -156,6 +156,8 @@ class TrainEvaluateParams(FlowParams):
     promote_tolerance: float | None = Field(None, ge=0)
     runs: int = Field(0, ge=0, description="also write the paper-format report over this many seeds")
     search: int = Field(0, ge=0, description="random-search trials for CET-paper before those runs")
+    subgroups: list[str] = Field([], description="categorical columns or features: CET's test metrics per "
+                                                 "subgroup (subgroups.json in the version, printed by the CLI)")
 
     @model_validator(mode="after")
     def _known_models_with_cet(self):

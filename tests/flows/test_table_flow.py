@@ -178,8 +178,13 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     assert table_flow.main([*build, "--name", "gaps", "--impute", "median"]) == 0
     median = json.loads((tmp_path / "data" / "gaps" / "manifest.json").read_text())["featurization"]["medians"]["age"]
     capsys.readouterr()  # the builds' output
+    with pytest.raises(SystemExit) as usage:  # a subgroup column the dataset lacks: refused before training
+        train_flow.main(["evaluate", "--dataset", "gaps", "--subgroups", "site,sex"])
+    assert usage.value.code == 2 and "subgroups: ['sex'] not among the dataset's categorical columns or features: " \
+        "['site', 'fin', 'age', 'prio']" in capsys.readouterr().err
+    assert not (tmp_path / "models" / "gaps").exists()
     with caplog.at_level(logging.INFO):
-        assert train_flow.main(["evaluate", "--dataset", "gaps", "--models", "CET,ET"]) == 0
+        assert train_flow.main(["evaluate", "--dataset", "gaps", "--models", "CET,ET", "--subgroups", "site,fin"]) == 0
     printed = capsys.readouterr().out.splitlines()
     version_dir = tmp_path / "models" / "gaps" / "v0001"
     summary = json.loads((version_dir / "metrics.json").read_text())["summary"]
@@ -195,11 +200,25 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     caplog.clear()
     # calibration without truth: risk by the median training follow-up against Kaplan-Meier per risk group
     from cet_model.dataset import load_dataset as load
-    from cet_model.metrics import horizon_calibration
+    from cet_model.metrics import concordance_index, horizon_calibration
 
     ds = load(tmp_path / "data" / "gaps")
     h = float(np.median(ds.train.T[:, 0]))
     model = load_model(tmp_path / "models" / "gaps" / "v0001" / "CET", device="cpu")
+    # by subgroup: each site (from the raw table) and each value of fin, with sizes, events and CET's C
+    groups = json.loads((version_dir / "subgroups.json").read_text())["rows"]
+    assert [g["group"] for g in groups] == ["site=east", "site=north", "site=south", "site missing or unseen",
+                                            "fin = 0", "fin = 1"]
+    site = frame["site"].to_numpy()[ds.test.ids]  # ids are the table's row numbers
+    for g in groups[:3]:
+        rows = site == g["group"].removeprefix("site=")
+        assert g["rows"] == rows.sum() and g["events"] == ds.test.S[rows, 0].sum() and g["rows"] >= 20
+        expected_c = concordance_index(ds.test.T[rows, 0], model.predict_time(ds.test.X[rows])[:, 0], ds.test.S[rows, 0])
+        assert g["ci"] == pytest.approx(expected_c, rel=1e-6) and g["auc"] is None
+    assert groups[3]["rows"] == 0 and groups[3]["ci"] is None
+    assert groups[4]["rows"] + groups[5]["rows"] == len(ds.test)
+    sub_lines = printed[printed.index("CET by subgroup, test split (no metric under 20 rows):"):]
+    assert sub_lines[1].split()[:3] == ["group", "rows", "events"] and sub_lines[2].split()[0] == "site=east"
     expected = horizon_calibration(ds.test.T[:, 0], ds.test.S[:, 0], 1 - model.predict_survival(ds.test.X, [h])[:, 0, 0], h)
     recorded = json.loads((tmp_path / "models" / "gaps" / "v0001" / "metrics.json").read_text())["calibration"]
     assert recorded["test"]["CET"]["arrest"]["horizon"] == h

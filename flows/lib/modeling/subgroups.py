@@ -1,0 +1,162 @@
+"""How the registered CET model does within subgroups of the test split (``flows.train evaluate
+--subgroups sex,age``): the check a clinical reader asks for before trusting a model, whether it
+ranks and calibrates as well for women as for men, for the old as for the young.
+
+A subgroup column is a categorical column of a table build (``--categorical``; one group per
+training level, and one for rows with none of them: missing or unseen) or a feature: one group
+per value when the training rows have at most ``MAX_VALUES`` distinct values, else two groups
+split at the training median. Per group: rows, observed events, and CET's test metrics averaged
+over events as ``train-evaluate`` reports them (Harrell's C; AUC and ECE where the true
+occurrence is known; the predicted risk by each event's median training follow-up against the
+Kaplan-Meier risk, ``calibration_by_horizon``). A group with fewer than ``MIN_ROWS`` test rows
+is listed with its size and no metric. Counts and metrics only, never a row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from cet_model.atomic import write_text
+from cet_model.dataset import Dataset, load_dataset
+from cet_model.evaluation import evaluate, model_inputs
+from cet_model.models import load_model
+from flows.lib.modeling.train_eval import calibration_by_horizon, calibration_horizons
+
+log = logging.getLogger("flows.train")
+
+MAX_VALUES = 10  # a feature with at most this many distinct training values: one group per value
+MIN_ROWS = 20  # fewer test rows in a group: its size only, no metric
+FILE = "subgroups.json"
+
+
+def check_columns(manifest: dict, columns) -> list[str]:
+    """The subgroup columns as given, each a categorical column of the build or a feature of the
+    dataset's ``manifest``; otherwise a ValueError naming it and what there is.
+
+    >>> check_columns({"feature_names": ["age", "site=a"], "featurization": {"categorical": {"site": ["a"]}}},
+    ...               ["site", "sex"])
+    Traceback (most recent call last):
+    ...
+    ValueError: subgroups: ['sex'] not among the dataset's categorical columns or features: ['site', 'age']
+    """
+    categorical = (manifest.get("featurization") or {}).get("categorical") or {}
+    features = manifest["feature_names"]
+    columns = [str(c) for c in columns]
+    unknown = [c for c in columns if c not in categorical and c not in features]
+    if unknown:
+        names = [*categorical, *(f for f in features if not any(f == f"{c}={lv}" for c, levels in
+                                                                  categorical.items() for lv in levels))]
+        raise ValueError(f"subgroups: {unknown} not among the dataset's categorical columns or features: "
+                         f"{names[:30]}{' ...' if len(names) > 30 else ''}")
+    return columns
+
+
+def check_dataset_columns(dataset_dir, columns) -> list[str]:
+    """``check_columns`` against a dataset folder's manifest (before anything trains)."""
+    return check_columns(json.loads((Path(dataset_dir) / "manifest.json").read_text()), columns)
+
+
+def read_rows(path) -> list[dict]:
+    """The rows of a ``subgroups.json``."""
+    return json.loads(Path(path).read_text())["rows"]
+
+
+def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, np.ndarray]:
+    """{group label: boolean mask over ``split_name``'s rows} for one subgroup column.
+
+    >>> import polars as pl, tempfile
+    >>> from cet_model.dataset import write_follow_up_dataset
+    >>> t = pl.DataFrame({"age": [float(a) for a in range(40, 80)], "site": ["a", "b"] * 20,
+    ...                   "days": [5.0] * 40, "died": [1, 0] * 20})
+    >>> ds = load_dataset(write_follow_up_dataset(tempfile.mkdtemp() + "/d", t, ["age", "site"],
+    ...     {"death": ("days", "died")}, name="d", time_unit="days", categorical=["site"]))
+    >>> {k: int(v.sum()) for k, v in groups_of(ds, "site").items()}
+    {'site=a': 1, 'site=b': 7, 'site missing or unseen': 0}
+    >>> list(groups_of(ds, "age"))
+    ['age < 60.5', 'age >= 60.5']
+    """
+    split = getattr(ds, split_name)
+    categorical = (ds.manifest.get("featurization") or {}).get("categorical") or {}
+    if column in categorical:
+        level_columns = [f"{column}={level}" for level in categorical[column]]
+        onehot = split.X[:, [ds.feature_names.index(c) for c in level_columns]] > 0.5
+        out = {c: onehot[:, k] for k, c in enumerate(level_columns)}
+        out[f"{column} missing or unseen"] = ~onehot.any(1)
+        return out
+    j = ds.feature_names.index(column)
+    train_values, values = ds.train.X[:, j], split.X[:, j]
+    distinct = np.unique(train_values)
+    if len(distinct) <= MAX_VALUES:
+        out = {f"{column} = {v:g}": values == v for v in distinct}
+        other = ~np.isin(values, distinct)
+        if other.any():
+            out[f"{column}: a value training rows lack"] = other
+        return out
+    median = float(np.median(train_values))
+    return {f"{column} < {median:g}": values < median, f"{column} >= {median:g}": values >= median}
+
+
+def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -> list[dict]:
+    """Per subgroup of ``columns``: column, group, rows, events (observed, summed over events) and
+    CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``; None where
+    undefined or the group has fewer than ``MIN_ROWS`` rows)."""
+    ds = load_dataset(dataset_dir)
+    columns = check_columns(ds.manifest, columns)
+    model = load_model(Path(version_dir) / "CET", device="cpu")
+    split = getattr(ds, split_name)
+    horizons = calibration_horizons(ds.train, ds.event_names)
+    rows = []
+    for column in columns:
+        for label, member in groups_of(ds, column, split_name).items():
+            index = np.flatnonzero(member)
+            row = {"column": column, "group": label, "rows": int(index.size),
+                   "events": int(np.nansum(split.S[index] if split.mask is None else split.S[index] * split.mask[index])),
+                   "ci": None, "auc": None, "ece": None, "risk_vs_km": None}
+            if index.size >= MIN_ROWS:
+                sub = split.take(index)
+                x = model_inputs(sub)
+                with warnings.catch_warnings():  # a metric undefined in a small group is None in the row
+                    warnings.simplefilter("ignore")
+                    scores = evaluate("CET", model, sub, ds.event_names, x, warn_no_truth=False)
+                    calibrated = calibration_by_horizon(model, sub, x, ds.event_names, horizons)
+                for key in ("ci", "auc", "ece"):
+                    row[key] = _mean([r.get(key) for r in scores.values()])
+                row["risk_vs_km"] = _mean([r["ece"] for r in calibrated.values()])
+            rows.append(row)
+    return rows
+
+
+def write_subgroups(version_dir, dataset_dir, columns) -> Path:
+    """``subgroup_rows`` on the test split, written to ``<version>/subgroups.json`` (temporary
+    name, then renamed); returns its path."""
+    rows = subgroup_rows(version_dir, dataset_dir, columns)
+    out = write_text(Path(version_dir) / FILE,
+                     json.dumps({"split": "test", "model": "CET", "min_rows": MIN_ROWS, "rows": rows}, indent=2))
+    small = [f"{r['group']} ({r['rows']})" for r in rows if r["rows"] < MIN_ROWS]
+    if small:
+        log.info("subgroups with fewer than %d test rows, sizes only: %s", MIN_ROWS, ", ".join(small))
+    return out
+
+
+def subgroup_lines(path) -> list[str]:
+    """The subgroup table as ``flows.train evaluate`` prints it."""
+    rows = read_rows(path)
+    keys = [k for k in ("auc", "ece", "ci", "risk_vs_km") if any(r[k] is not None for r in rows)]
+    names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "risk_vs_km": "risk vs KM"}
+    table = [["group", "rows", "events", *(names[k] for k in keys)]]
+    for r in rows:
+        table.append([r["group"], str(r["rows"]), str(r["events"]),
+                      *("-" if r[k] is None else f"{r[k]:.3f}" for k in keys)])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows):"] + [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+
+
+def _mean(values) -> float | None:
+    finite = [float(v) for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(finite)) if finite else None
