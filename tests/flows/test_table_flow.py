@@ -215,7 +215,7 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
         assert g["rows"] == rows.sum() and g["events"] == ds.test.S[rows, 0].sum() and g["rows"] >= 20
         expected_c = concordance_index(ds.test.T[rows, 0], model.predict_time(ds.test.X[rows])[:, 0], ds.test.S[rows, 0])
         assert g["ci"] == pytest.approx(expected_c, rel=1e-6) and g["auc"] is None
-    assert groups[3]["rows"] == 0 and groups[3]["ci"] is None
+    assert groups[3]["rows"] == 0 and groups[3]["ci"] is None and groups[3]["events"] is None
     assert groups[4]["rows"] + groups[5]["rows"] == len(ds.test)
     sub_lines = printed[printed.index("CET by subgroup, test split (no metric under 20 rows):"):]
     assert sub_lines[1].split()[:3] == ["group", "rows", "events"] and sub_lines[2].split()[0] == "site=east"

@@ -9,7 +9,8 @@ split at the training median. Per group: rows, observed events, and CET's test m
 over events as ``train-evaluate`` reports them (Harrell's C; AUC and ECE where the true
 occurrence is known; the predicted risk by each event's median training follow-up against the
 Kaplan-Meier risk, ``calibration_by_horizon``). A group with fewer than ``MIN_ROWS`` test rows
-is listed with its size and no metric. Counts and metrics only, never a row.
+is listed with its size only (no metric, no count of events). Counts and metrics only, never a
+row.
 """
 
 from __future__ import annotations
@@ -103,8 +104,8 @@ def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, n
 
 def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -> list[dict]:
     """Per subgroup of ``columns``: column, group, rows, events (observed, summed over events) and
-    CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``; None where
-    undefined or the group has fewer than ``MIN_ROWS`` rows)."""
+    CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``); events and
+    metrics None where undefined or the group has fewer than ``MIN_ROWS`` rows."""
     ds = load_dataset(dataset_dir)
     columns = check_columns(ds.manifest, columns)
     model = load_model(Path(version_dir) / "CET", device="cpu")
@@ -114,10 +115,11 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
     for column in columns:
         for label, member in groups_of(ds, column, split_name).items():
             index = np.flatnonzero(member)
-            row = {"column": column, "group": label, "rows": int(index.size),
-                   "events": int(np.nansum(split.S[index] if split.mask is None else split.S[index] * split.mask[index])),
+            row = {"column": column, "group": label, "rows": int(index.size), "events": None,
                    "ci": None, "auc": None, "ece": None, "risk_vs_km": None}
-            if index.size >= MIN_ROWS:
+            if index.size >= MIN_ROWS:  # a smaller group: its size only (no small counts of events either)
+                seen = split.S[index] if split.mask is None else split.S[index] * split.mask[index]
+                row["events"] = int(np.nansum(seen))
                 sub = split.take(index)
                 x = model_inputs(sub)
                 with warnings.catch_warnings():  # a metric undefined in a small group is None in the row
@@ -150,7 +152,7 @@ def subgroup_lines(path) -> list[str]:
     names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "risk_vs_km": "risk vs KM"}
     table = [["group", "rows", "events", *(names[k] for k in keys)]]
     for r in rows:
-        table.append([r["group"], str(r["rows"]), str(r["events"]),
+        table.append([r["group"], str(r["rows"]), "-" if r["events"] is None else str(r["events"]),
                       *("-" if r[k] is None else f"{r[k]:.3f}" for k in keys)])
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows):"] + [
