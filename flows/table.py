@@ -26,7 +26,7 @@ import sys
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from cet_model.dataset import write_follow_up_dataset
+from cet_model.dataset import IMPUTE, write_follow_up_dataset
 from flows.common import check_cache, record_stage
 from flows.lib import tables
 from flows.lib.flow_params import TableBuildParams
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     ap.add_argument("--missing-times", choices=["refuse", "mask"], default="refuse",
                     help="a missing follow-up time (its indicator missing or 0): refused (default), or that event "
                          "left out for that row (counted)")
-    ap.add_argument("--impute", choices=["median", "median+indicator"],
+    ap.add_argument("--impute", choices=[m for m in IMPUTE if m is not None],
                     help="fill missing feature values with the training rows' median (recorded; predict fills new "
                          "rows the same way); median+indicator also adds a 0/1 column <column>_missing after each "
                          "column with a training gap; default: a missing value is an error naming its row")

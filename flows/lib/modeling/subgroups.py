@@ -26,7 +26,7 @@ from cet_model.atomic import write_text
 from cet_model.dataset import Dataset, load_dataset
 from cet_model.evaluation import evaluate, model_inputs
 from cet_model.models import load_model
-from flows.lib.modeling.train_eval import calibration_by_horizon, calibration_horizons
+from flows.lib.modeling.train_eval import calibration_by_horizon, calibration_horizons, text_table
 
 log = logging.getLogger("flows.train")
 
@@ -154,9 +154,7 @@ def subgroup_lines(path) -> list[str]:
     for r in rows:
         table.append([r["group"], str(r["rows"]), "-" if r["events"] is None else str(r["events"]),
                       *("-" if r[k] is None else f"{r[k]:.3f}" for k in keys)])
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows):"] + [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows):", *text_table(table)]
 
 
 def _mean(values) -> float | None:

@@ -357,11 +357,19 @@ def summary_lines(version: Path) -> list[str]:
             cal = calibration.get(r["model"])
             cells.append("-" if not cal else f"{np.mean(cal):.3f}")
         table.append(cells)
-    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     note = (" (risk vs KM: predicted risk by the median follow-up against Kaplan-Meier, mean abs. difference)"
             if calibration else "")
-    return [f"test split, averages over events{note}:"] + [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    return [f"test split, averages over events{note}:", *text_table(table)]
+
+
+def text_table(table: list[list[str]]) -> list[str]:
+    """Rows of cells as indented, left-aligned text lines (what the CLI prints).
+
+    >>> text_table([["model", "C"], ["CET", "0.712"]])
+    ['  model  C', '  CET    0.712']
+    """
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
 
 
 def calibration_rows(version: Path) -> list[dict]:
