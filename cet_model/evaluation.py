@@ -62,6 +62,8 @@ from .metrics import (
     integrated_brier_score,
     mrae,
     occurrence_auc,
+    resampled_auc,
+    resampled_concordance_index,
     uno_c,
 )
 from .models import BCModel, CETModel, ETModel
@@ -190,7 +192,7 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
         t, s = split.T[keep, j], split.S[keep, j]
         known = keep & ~np.isnan(split.C[:, j])  # AUC and ECE need the true occurrence
         c = split.C[known, j]
-        score = -t_hat[known, j] if name == "ET" else p[known, j]
+        score = occurrence_score(name, p, t_hat)[known, j]
         row = ({"auc": occurrence_auc(c, score), "ece": expected_calibration_error(c, p[known, j])} if known.any()
                else {"auc": float("nan"), "ece": float("nan")})
         if not known[keep].all():
@@ -215,6 +217,111 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
         log.warning("%s%s: integrated Brier score undefined for %s (too little follow-up in the split)",
                     name, f" on {label}" if label else "", ", ".join(no_ibs))
     return tasks
+
+
+def occurrence_score(name: str, p: np.ndarray, t_hat: np.ndarray | None) -> np.ndarray:
+    """What a preset's AUC ranks, (n, M): P(ever), or for ET (no occurrence head) the negated
+    predicted median time, as the paper scored it (an earlier time = a higher score)."""
+    return -t_hat if name == "ET" else p
+
+
+def ranking_inputs(name: str, model, x) -> dict[str, np.ndarray]:
+    """A fitted preset's test-time inputs to ``bootstrap_intervals``: {"auc": the occurrence
+    score (n, M), and for time models "ci": the predicted times (n, M)}."""
+    p = model.predict_occurrence(x)
+    t_hat = model.predict_time(x) if hasattr(model, "predict_time") else None
+    return {"auc": occurrence_score(name, p, t_hat), **({"ci": t_hat} if t_hat is not None else {})}
+
+
+BOOTSTRAP_RESAMPLES = 200
+
+
+def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                        level: float = 0.95, seed: int = 0, reference: str = "CET") -> dict:
+    """Paired bootstrap intervals for the average over events of AUC and Harrell's C, per model,
+    and for ``reference`` minus each other model.
+
+    ``inputs``: {model: ``ranking_inputs(...)``} on ``split``'s rows, (n, M) each. The rows (the
+    patients, users) are resampled ``resamples`` times; every model and event is scored on the
+    same resamples, so a difference's interval is paired: it leaves out the part of the spread
+    the models share. Per resample, the metric of each event (AUC on the rows whose true
+    occurrence is known, C on all; masked cells out) is averaged over the events where it is
+    defined, as ``average_over_tasks`` does; the interval is the ``level`` percentile interval of
+    those averages. ``estimate`` is the average on the rows themselves (the summary's figure).
+
+    Returns {"resamples", "level", "seed", "rows", "metrics": {metric: {model: {"estimate",
+    "low", "high"}}}, "differences": {metric: {model: {...}}}}; a metric no model has, or that
+    is undefined on every event (AUC without the truth), is left out.
+
+    >>> rng = np.random.default_rng(0)
+    >>> c = (rng.random((300, 2)) < 0.5).astype(float)
+    >>> t = rng.exponential(size=(300, 2)) + 0.1
+    >>> test = Split(ids=np.arange(300), X=np.zeros((300, 1)), T=t, S=c, C=c, T_true=t)
+    >>> good, noise = c + rng.normal(0, 0.5, c.shape), rng.random(c.shape)
+    >>> out = bootstrap_intervals(test, {"CET": {"auc": good}, "BC": {"auc": noise}})
+    >>> d = out["differences"]["auc"]["BC"]
+    >>> bool(0 < d["low"] < d["estimate"] < d["high"])
+    True
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    n = len(split)
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    counts = np.zeros((resamples, n))  # how many times each row is drawn, per resample
+    np.add.at(counts, (np.repeat(np.arange(resamples), n), draws.reshape(-1)), 1)
+    out = {"resamples": resamples, "level": level, "seed": seed, "rows": n, "metrics": {}, "differences": {}}
+    for metric in ("auc", "ci"):
+        estimates, per_resample = {}, {}
+        for model, given in inputs.items():
+            if metric not in given:
+                continue
+            values = np.asarray(given[metric], dtype=np.float64)
+            by_event = [_metric_per_resample(split, metric, j, values[:, j], counts) for j in range(values.shape[1])]
+            point = np.array([b[0] for b in by_event])
+            if np.isnan(point).all():
+                continue
+            estimates[model] = float(np.nanmean(point))
+            per_resample[model] = _nanmean_rows(np.stack([b[1] for b in by_event]))
+        if not estimates:
+            continue
+        out["metrics"][metric] = {m: _interval(estimates[m], per_resample[m], level) for m in estimates}
+        if reference in estimates:
+            out["differences"][metric] = {
+                m: _interval(estimates[reference] - estimates[m], per_resample[reference] - per_resample[m], level)
+                for m in estimates if m != reference}
+    return out
+
+
+def _metric_per_resample(split: Split, metric: str, j: int, values: np.ndarray, counts: np.ndarray):
+    """(the metric of event j on the rows themselves, (resamples,) the metric on each resample)."""
+    keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
+    if metric == "auc":
+        keep &= ~np.isnan(split.C[:, j])
+    rows = np.flatnonzero(keep)
+    weights = np.vstack([np.ones((1, rows.size)), counts[:, rows]])  # the rows themselves, then each resample
+    if metric == "auc":
+        got = resampled_auc(split.C[rows, j], values[rows], weights)
+    else:
+        got = resampled_concordance_index(split.T[rows, j], values[rows], split.S[rows, j], weights)
+    return float(got[0]), got[1:]
+
+
+def _nanmean_rows(a: np.ndarray) -> np.ndarray:
+    """Column means of (events, resamples) over the defined (non-NaN) events; NaN where none is."""
+    defined = ~np.isnan(a)
+    count = defined.sum(axis=0)
+    return np.where(count > 0, np.where(defined, a, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
+
+
+def _interval(estimate: float, resampled: np.ndarray, level: float) -> dict:
+    defined = resampled[~np.isnan(resampled)]
+    if defined.size == 0:
+        return {"estimate": estimate, "low": float("nan"), "high": float("nan"), "undefined_resamples": resampled.size}
+    low, high = np.quantile(defined, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return {"estimate": estimate, "low": float(low), "high": float(high),
+            "undefined_resamples": int(resampled.size - defined.size)}
 
 
 def _harrell_c_or_nan(t, t_hat, s) -> float:

@@ -64,6 +64,60 @@ def concordance_index(event_times, predicted_times, event_observed=None) -> floa
     event and j censored; it is concordant when predicted_i < predicted_j; tied predictions
     count one half. Two events at the same time are not comparable.
     """
+    t, _, _ = _concordance_inputs(event_times, predicted_times, event_observed)
+    c = resampled_concordance_index(event_times, predicted_times, event_observed, np.ones((1, t.size)))[0]
+    if np.isnan(c):
+        raise ZeroDivisionError("no admissible pairs: every subject is censored or all events are tied")
+    return float(c)
+
+
+RESAMPLE_BLOCK = 32  # resamples per pass: (rows, 32) arrays stay in cache; wider ones only cost more
+
+
+def resampled_concordance_index(event_times, predicted_times, event_observed, counts) -> np.ndarray:
+    """Harrell's C (``concordance_index``) of each resample of the rows, (B,), in O(B n log n).
+
+    ``counts``: (B, n) how many times each row is drawn in each resample (a bootstrap's
+    multiplicities; 0 leaves a row out). Equal to ``concordance_index`` on the rows repeated
+    that many times, without building them; NaN for a resample without a comparable pair.
+
+    >>> t, pred, e = [1.0, 2.0, 3.0], [1.5, 2.5, 2.0], [1, 1, 0]
+    >>> resampled_concordance_index(t, pred, e, [[1, 1, 1], [2, 0, 1], [0, 0, 3]]).round(4).tolist()
+    [0.6667, 1.0, nan]
+    """
+    t, pred, e = _concordance_inputs(event_times, predicted_times, event_observed)
+    w = _resample_counts(counts, t.size)
+    # order by time, events before censored at equal times
+    order = np.lexsort((~e, t))
+    t, pred, e, w = t[order], pred[order], e[order], w[:, order]
+    rank = np.unique(pred, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    time_group = np.concatenate([[0], np.cumsum(t[1:] != t[:-1])]).astype(np.int64)
+    ev = np.flatnonzero(e)
+    out = np.empty(w.shape[0])
+    for start in range(0, w.shape[0], RESAMPLE_BLOCK):
+        block = np.ascontiguousarray(w[start:start + RESAMPLE_BLOCK].T)  # (n, b)
+        # all pairs (i before j in this order, i an event) ...
+        less, tied, total = _ordered_pair_weights(np.zeros(t.size, np.int64), e, rank, block)
+        # ... minus pairs of two events at the same time (not comparable)
+        less2, tied2, total2 = _ordered_pair_weights(time_group[ev], np.ones(ev.size, bool), rank[ev], block[ev])
+        comparable = total - total2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + block.shape[1]] = np.where(
+                comparable > 0, ((less - less2) + 0.5 * (tied - tied2)) / comparable, np.nan)
+    return out
+
+
+def _resample_counts(counts, n: int) -> np.ndarray:
+    """(B, n) float multiplicities, checked."""
+    w = np.asarray(counts, dtype=np.float64)
+    if w.ndim != 2 or w.shape[1] != n:
+        raise ValueError(f"counts must be (resamples, {n}) for {n} rows, got shape {w.shape}")
+    if (w < 0).any() or (w != np.round(w)).any():
+        raise ValueError("counts: multiplicities must be non-negative whole numbers")
+    return w
+
+
+def _concordance_inputs(event_times, predicted_times, event_observed):
     t = np.asarray(event_times, dtype=np.float64).reshape(-1)
     pred = np.asarray(predicted_times, dtype=np.float64).reshape(-1)
     e = np.ones_like(t, dtype=bool) if event_observed is None else np.asarray(event_observed).reshape(-1).astype(bool)
@@ -72,77 +126,107 @@ def concordance_index(event_times, predicted_times, event_observed=None) -> floa
                          f"event_observed {e.size}")
     if np.isnan(t).any() or np.isnan(pred).any():
         raise ValueError("NaN in event_times or predicted_times")
-    # order by time, events before censored at equal times
-    order = np.lexsort((~e, t))
-    t, pred, e = t[order], pred[order], e[order]
-    rank = np.unique(pred, return_inverse=True)[1].astype(np.int64)
-    time_group = np.concatenate([[0], np.cumsum(t[1:] != t[:-1])]).astype(np.int64)
-    # all pairs (i before j in this order, i an event) ...
-    less, tied, total = _ordered_pair_counts(np.zeros_like(rank), e, rank)
-    # ... minus pairs of two events at the same time (not comparable)
-    ev = np.flatnonzero(e)
-    less2, tied2, total2 = _ordered_pair_counts(time_group[ev], np.ones(ev.size, bool), rank[ev])
-    comparable = total - total2
-    if comparable == 0:
-        raise ZeroDivisionError("no admissible pairs: every subject is censored or all events are tied")
-    return float((less - less2) + 0.5 * (tied - tied2)) / comparable
+    return t, pred, e
 
 
-def _ordered_pair_counts(group: np.ndarray, first: np.ndarray, rank: np.ndarray):
-    """Count pairs (i, j), i before j in the given order, same ``group``, ``first[i]`` true:
-    how many have rank_i < rank_j, rank_i == rank_j, and in all.
+def _ordered_pair_weights(group: np.ndarray, first: np.ndarray, rank: np.ndarray, w: np.ndarray):
+    """Over pairs (i, j) of distinct elements, i before j in the given order, same ``group``,
+    ``first[i]`` true: the sums of w_i * w_j (column by column of ``w``, (n, B)) over those with
+    rank_i < rank_j, rank_i == rank_j, and all: three (B,) arrays (whole numbers for counts).
 
     rank_i < rank_j is decided at the highest bit where the ranks differ. Walking the bits
     from the top, elements stay ordered by (group, rank prefix, position); at bit b the pairs
-    with equal prefix, bit 0 at i and bit 1 at j are counted with cumulative sums, then each
-    block is stably split by that bit. O(n) per bit, O(n log n) in all, no Python loop over n.
+    with equal prefix, bit 0 at i and bit 1 at j are summed with cumulative sums, then each
+    block is stably split by that bit. O(n B) per bit, O(n B log n) in all, no Python loop over n.
+    (Two copies of one row are not a pair here; in Harrell's C they would be two events at the same
+    time, or have no event, so they are not comparable either way.)
     """
+    zeros = np.zeros(w.shape[1])
     if rank.size < 2:
-        return 0, 0, 0
+        return zeros, zeros.copy(), zeros.copy()
     perm = np.lexsort((np.arange(rank.size), group))  # by group, then position
-    group, first, rank = group[perm], first[perm], rank[perm]
+    group, first, rank, w = group[perm], first[perm], rank[perm], w[perm]
     sizes = np.diff(np.flatnonzero(np.r_[True, group[1:] != group[:-1], True]))
     keep = np.repeat(sizes >= 2, sizes)  # a group of one has no pairs
-    group, first, rank = group[keep], first[keep], rank[keep]
+    group, first, rank, w = group[keep], first[keep], rank[keep], w[keep]
     n = rank.size
     if n < 2:
-        return 0, 0, 0
-    total = _pairs_within(group, first)
+        return zeros, zeros.copy(), zeros.copy()
+    fw = w * first[:, None]
+    total = _pair_weights_within(group, fw, w)
     n_bits = max(1, int(rank.max()).bit_length())
-    full = (np.unique(group, return_inverse=True)[1].astype(np.int64) << n_bits) | rank
-    tied = _pairs_within(full, first, stable_sort=True)
+    full = (group << n_bits) | rank
+    tied = _pair_weights_within(full, fw, w, stable_sort=True)
     idx = np.arange(n)
-    less = 0
+    less = zeros.copy()
     for b in range(n_bits - 1, -1, -1):
         key = full >> (b + 1)
         block_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         block_size = np.diff(np.r_[block_start, n])
         bit0 = ((full >> b) & 1) == 0
-        fz = np.cumsum(first & bit0)  # flagged bit-0 elements so far
-        fz_before = fz[block_start] - (first & bit0)[block_start]
-        ones = np.add.reduceat((~bit0).astype(np.int64), block_start)
-        less += int(np.dot(fz, ~bit0) - np.dot(ones, fz_before))
+        f0 = fw * bit0[:, None]
+        fz = np.cumsum(f0, axis=0)  # flagged bit-0 weight so far
+        fz_before = np.repeat(fz[block_start] - f0[block_start], block_size, axis=0)
+        # each bit-1 element j: w_j times the flagged bit-0 weight before it in its block
+        less += (w[~bit0] * (fz[~bit0] - fz_before[~bit0])).sum(axis=0)
         # stable split of every block: bit-0 elements first, then bit-1, positions kept
         z = np.cumsum(bit0)
+        ones = block_size - np.add.reduceat(bit0.astype(np.int64), block_start)
         zb = np.repeat(z[block_start] - bit0[block_start], block_size)
         nz = np.repeat(block_size - ones, block_size)
         a = z - zb  # bit-0 elements up to and including i, within its block
         new_pos = np.where(bit0, np.repeat(block_start, block_size) + a - 1, idx + nz - a)
-        full_next, first_next = np.empty_like(full), np.empty_like(first)
-        full_next[new_pos], first_next[new_pos] = full, first
-        full, first = full_next, first_next
+        source = np.empty_like(new_pos)
+        source[new_pos] = idx
+        full, fw, w = full[source], fw[source], w[source]
     return less, tied, total
 
 
-def _pairs_within(key: np.ndarray, first: np.ndarray, stable_sort: bool = False) -> int:
-    """Pairs (i before j) with equal key and first[i], for elements already in position order."""
+def _pair_weights_within(key: np.ndarray, fw: np.ndarray, w: np.ndarray, stable_sort: bool = False) -> np.ndarray:
+    """Sum of fw_i * w_j over pairs i before j with equal key, elements already in position order."""
     if stable_sort:
         order = np.argsort(key, kind="stable")
-        key, first = key[order], first[order]
+        key, fw, w = key[order], fw[order], w[order]
     block_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     size = np.diff(np.r_[block_start, key.size])
-    last = np.repeat(block_start + size - 1, size)
-    return int(np.dot(last - np.arange(key.size), first))  # elements after i in its block
+    running = np.cumsum(w, axis=0)
+    after = running[np.repeat(block_start + size - 1, size)] - running  # weight after i in its block
+    return (fw * after).sum(axis=0)
+
+
+def resampled_auc(c_true, score, counts) -> np.ndarray:
+    """ROC AUC (``occurrence_auc``) of each resample of the rows, (B,): the Mann-Whitney
+    statistic with each row weighted by how many times it is drawn (``counts``, (B, n)); equal
+    to the AUC of the rows repeated that many times. NaN for a resample with one class only.
+
+    >>> resampled_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], [[1, 1, 1, 1], [2, 0, 1, 1], [1, 1, 0, 0]]).tolist()
+    [0.75, 1.0, nan]
+    """
+    c = np.asarray(c_true, dtype=np.float64).reshape(-1)
+    s = np.asarray(score, dtype=np.float64).reshape(-1)
+    if c.shape != s.shape:
+        raise ValueError(f"lengths differ: c_true {c.size}, score {s.size}")
+    if not np.isfinite(s).all():
+        raise ValueError("score: contains non-finite values")
+    w = _resample_counts(counts, c.size)
+    order = np.argsort(s, kind="stable")
+    c, s, w = c[order], s[order], w[:, order]
+    tie_start = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if s.size else np.zeros(0, np.int64)
+    tie_size = np.diff(np.r_[tie_start, s.size])
+    out = np.empty(w.shape[0])
+    for start in range(0, w.shape[0], RESAMPLE_BLOCK):
+        block = np.ascontiguousarray(w[start:start + RESAMPLE_BLOCK].T)  # (n, b)
+        neg, pos = block * (c == 0)[:, None], block * (c == 1)[:, None]
+        if not s.size:
+            out[start:start + block.shape[1]] = np.nan
+            continue
+        neg_in_tie = np.add.reduceat(neg, tie_start, axis=0)
+        neg_below = np.cumsum(neg_in_tie, axis=0) - neg_in_tie  # negatives with a lower score
+        u = (pos * np.repeat(neg_below + 0.5 * neg_in_tie, tie_size, axis=0)).sum(axis=0)
+        pairs = pos.sum(axis=0) * neg.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + block.shape[1]] = np.where(pairs > 0, u / pairs, np.nan)
+    return out
 
 
 def calibration_curve(c_true, p, n_bins: int = 10, strategy: str = "uniform"):

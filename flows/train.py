@@ -82,6 +82,13 @@ def publish_metrics(name: str, version: str) -> None:
                           description=f"{name}, model version {Path(version).name}: predicted risk by each event's "
                                       "horizon (the median training follow-up) against the Kaplan-Meier risk of "
                                       "groups of rows by predicted risk; mean absolute difference per split")
+    record = train_eval.intervals(Path(version))
+    if record:
+        create_table_artifact(train_eval.interval_rows(Path(version)), key=f"intervals-{artifact_key(name)}",
+                              description=f"{name}, model version {Path(version).name}: test AUC and Harrell's C "
+                                          f"(averages over events) with {record['level']:.0%} paired bootstrap "
+                                          f"intervals ({record['resamples']} resamples of the test rows), and CET "
+                                          "minus each model")
 
 
 @task(name="subgroup-metrics")

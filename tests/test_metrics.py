@@ -3,6 +3,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from lifelines.utils import concordance_index as lifelines_ci
+from sklearn.metrics import roc_auc_score
 from sksurv.metrics import concordance_index_censored
 
 from cet_model.metrics import (
@@ -13,6 +14,8 @@ from cet_model.metrics import (
     kaplan_meier_risk,
     mrae,
     occurrence_auc,
+    resampled_auc,
+    resampled_concordance_index,
 )
 
 
@@ -60,6 +63,38 @@ def test_cindex_large_random_matches_lifelines():
     pred = np.round(t + rng.normal(size=n), 1)
     e = rng.random(n) < 0.4
     assert concordance_index(t, pred, e) == pytest.approx(lifelines_ci(t, pred, e), abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 7, 60, 900])
+def test_resampled_metrics_equal_the_metric_on_the_repeated_rows(n):
+    # a bootstrap's multiplicities instead of repeated rows: each resample's C must be lifelines' and
+    # its AUC sklearn's on the rows repeated; tied times, predictions and scores, a row drawn many
+    # times, resamples with no comparable pair (events left out) and with one class only
+    rng = np.random.default_rng(n)
+    t = rng.integers(1, 9, n).astype(float)
+    pred, score = rng.integers(0, 6, n).astype(float), np.round(rng.random(n), 1)
+    e, c = rng.random(n) < 0.5, (rng.random(n) < 0.4).astype(float)
+    e[0], c[0], c[-1] = True, 1.0, 0.0
+    draws = rng.integers(0, n, size=(70, n))  # 70: more than one block of resamples
+    counts = np.stack([np.bincount(d, minlength=n) for d in draws])
+    counts[0] = np.where(e, 0, counts[0])  # every event left out: no comparable pair
+    counts[1] = np.where(c == 1, 0, 1)  # no positive
+    ci, auc = resampled_concordance_index(t, pred, e, counts), resampled_auc(c, score, counts)
+    assert ci.shape == auc.shape == (70,)
+    for b in range(70):
+        rows = np.repeat(np.arange(n), counts[b])
+        try:
+            want = lifelines_ci(t[rows], pred[rows], e[rows])
+        except (ZeroDivisionError, AssertionError):
+            want = np.nan
+        assert ci[b] == pytest.approx(want, abs=1e-12, nan_ok=True), b
+        want_auc = roc_auc_score(c[rows], score[rows]) if np.unique(c[rows]).size == 2 else np.nan
+        assert auc[b] == pytest.approx(want_auc, abs=1e-12, nan_ok=True), b
+    assert np.isnan(ci[0]) and np.isnan(auc[1])
+    with pytest.raises(ValueError, match=r"counts must be \(resamples, 3\)"):
+        resampled_concordance_index([1, 2, 3], [1, 2, 3], [1, 1, 1], [[1, 1]])
+    with pytest.raises(ValueError, match="whole numbers"):
+        resampled_auc([0, 1], [0.2, 0.3], [[1, -1]])
 
 
 def test_cindex_rejects_nan_and_length_mismatch():

@@ -2,6 +2,12 @@
 
 import json
 
+import pytest
+
+from cet_experiments import synthetic
+from cet_model.dataset import load_dataset
+from cet_model.evaluation import bootstrap_intervals, model_inputs, ranking_inputs
+from cet_model.models import load_model
 from flows.lib.mimic.build import MimicParams, build
 from flows.lib.modeling.train_eval import FitProgress, TrainParams, train_version
 from tests.mimic_fixture import write_fixture
@@ -62,3 +68,32 @@ def test_on_models_names_only_the_presets_that_are_fitted(tmp_path):
                                                                                     progress.fitting(m)))
     assert seen == [("CET",)]
     assert progress.epoch("CET", 99) == 50.0  # half of the one share (25.0 with the oracle counted)
+
+
+def test_a_version_records_paired_test_intervals_that_its_saved_models_reproduce(tmp_path):
+    """metrics.json's intervals: the estimates are the summary's test AUC and C, and the bootstrap
+    recomputed from the saved models' test predictions (same seed) gives the same bounds."""
+    ds_dir = synthetic.write(tmp_path / "syn", "independent", n=600, split_sizes=(360, 120, 120))
+    params = TrainParams(models=("CET", "ET", "BC"), hidden=8, max_epochs=5, patience=2, seed=3)
+    version, _ = train_version(ds_dir, tmp_path / "models", "synthetic", params)
+    metrics = json.loads((version / "metrics.json").read_text())
+    got = metrics["intervals"]["test"]
+    assert set(got["metrics"]["auc"]) == {"CET", "ET", "BC"} and set(got["metrics"]["ci"]) == {"CET", "ET"}
+    for metric in ("auc", "ci"):
+        for model, row in got["metrics"][metric].items():
+            assert row["estimate"] == pytest.approx(metrics["summary"][model][f"test_{metric}"], abs=1e-9)
+            assert row["low"] <= row["estimate"] <= row["high"]
+    assert set(got["differences"]["auc"]) == {"ET", "BC"} and got["seed"] == 3
+    test = load_dataset(ds_dir).test
+    x = model_inputs(test)
+    again = bootstrap_intervals(test, {m: ranking_inputs(m, load_model(version / m), x) for m in ("CET", "ET", "BC")},
+                                seed=3)
+    assert _same(again, got)
+
+
+def _same(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return a == pytest.approx(b, abs=1e-9, nan_ok=True)
+    return a == b

@@ -50,7 +50,10 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     with get_client(sync_client=True) as client:
         art = client.read_latest_artifacts()
     keys = {a.key for a in art}
-    assert {"metrics-synthetic", "calibration-synthetic"} <= keys
+    assert {"metrics-synthetic", "calibration-synthetic", "intervals-synthetic"} <= keys
+    table = json.loads(next(a for a in art if a.key == "intervals-synthetic").data)
+    assert {(r["what"], r["metric"]) for r in table} >= {("CET", "auc"), ("CET - BC", "auc"), ("CET - ET", "ci")}
+    assert all(r["low"] <= r["estimate"] <= r["high"] for r in table if not r["what"].startswith("CET - "))
     rows = train_eval.calibration_rows(v1)
     assert {(r["model"], r["event"]) for r in rows} == {(m, e) for m in ("CET", "CET-paper", "ET") for e in data_info["event_names"]}
     assert all(0.0 <= r["test_abs_diff"] <= 1.0 and r["horizon"] > 0 for r in rows)
@@ -140,6 +143,11 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     for name in ("synthetic", "mimic", "reddit"):
         shown = re.findall(rf"^\| {name} \| ([^|]+) \|", headline, flags=re.M)
         assert [m.strip() for m in shown] == ["**CET**", "CET-paper", "ET", "BC", "Oracle"], (name, shown)
+        # AUC with its interval; each dataset's section: CET minus each model with its own
+        cet_auc = re.search(rf"^\| {name} \| \*\*CET\*\* \| ([^|]+) \|", headline, flags=re.M).group(1).strip()
+        assert re.fullmatch(r"0\.\d{3} \[0\.\d{3}, (0\.\d{3}|1\.000)\]", cet_auc), cet_auc
+        section = text[text.index(f"## {name}"):]
+        assert re.search(r"^\| BC \| [+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] \|", section, flags=re.M)
         assert (reports / f"{name}-calibration.png").read_bytes()[:4] == b"\x89PNG"
         assert registry.versions(cet_env / "models", name) == ["v0001"]
     # the Prefect UI cannot follow links to local files: the artifact carries the PNGs themselves

@@ -192,6 +192,15 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     assert printed[2].split() == ["model", "Harrell's", "C", "Uno's", "C", "IBS", "MRAE", "risk", "vs", "KM"]  # no AUC/ECE
     cells = printed[3].split()
     assert cells[0] == "CET" and cells[1] == f"{summary['CET']['test_ci']:.3f}" and printed[4].split()[0] == "ET"
+    # with the paired bootstrap interval of C, and CET minus ET with its own interval
+    bounds = json.loads((version_dir / "metrics.json").read_text())["intervals"]["test"]
+    low, high = (bounds["metrics"]["ci"]["CET"][k] for k in ("low", "high"))
+    assert cells[2:4] == [f"[{low:.3f},", f"{high:.3f}]"] and low < summary["CET"]["test_ci"] < high
+    assert printed[5].startswith("[ ]: 95% paired bootstrap interval (200 resamples of the 87 test rows")
+    assert printed[6].split() == ["CET", "minus", "Harrell's", "C"]
+    diff = bounds["differences"]["ci"]["ET"]
+    assert printed[7].split() == ["ET", f"{summary['CET']['test_ci'] - summary['ET']['test_ci']:+.3f}",
+                                  f"[{diff['low']:+.3f},", f"{diff['high']:+.3f}]"]
     # no truth anywhere: said once, not once per model and split; the log line shows the validation C
     assert caplog.text.count("the true occurrence is known for no validation or test row") == 1
     assert "the true occurrence is not known for" not in caplog.text

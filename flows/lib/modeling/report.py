@@ -27,7 +27,7 @@ from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
-from flows.lib.modeling.train_eval import metric_rows  # noqa: E402
+from flows.lib.modeling.train_eval import bounds_text, difference_text, intervals, metric_rows  # noqa: E402
 
 
 def auc_figure(version: Path, title: str, path: Path) -> Path:
@@ -132,17 +132,41 @@ HEADLINE_MODELS = ("CET", "CET-paper", "ET", "BC", "Oracle")
 
 def headline_table(entries: list[dict]) -> str:
     """One row per dataset and model (the average over tasks, test split): CET (the default),
-    CET-paper, ET, BC and the oracle where the dataset holds the true occurrence."""
+    CET-paper, ET, BC and the oracle where the dataset holds the true occurrence; AUC and
+    Harrell's C with their paired bootstrap interval where the version holds it."""
     cols = [("auc", "AUC"), ("mrae", "MRAE"), ("ci", "Harrell's C"), ("ece", "ECE"), ("ibs", "IBS")]
     lines = ["| dataset | model | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 2) + "|"]
     for e in entries:
         rows = {r["model"]: r for r in metric_rows(Path(e["version"])) if r["task"] == "Avg"}
+        bounds = intervals(Path(e["version"])).get("metrics", {})
         for model in HEADLINE_MODELS:
             if model not in rows:
                 continue
-            cells = ["" if rows[model][c] is None else f"{rows[model][c]:.3f}" for c, _ in cols]
+            cells = ["" if rows[model][c] is None else f"{rows[model][c]:.3f}" + bounds_text((bounds.get(c) or {}).get(model))
+                     for c, _ in cols]
             name = f"**{model}**" if model == "CET" else model
             lines.append(f"| {e['name']} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def differences_table(version: Path) -> str:
+    """CET minus each other model, test AUC and Harrell's C, with the paired bootstrap interval;
+    "" for a version trained before the intervals were recorded."""
+    record = intervals(version)
+    metrics = [(k, h) for k, h in (("auc", "AUC"), ("ci", "Harrell's C")) if (record.get("differences") or {}).get(k)]
+    if not metrics:
+        return ""
+    models = [m for m in record["metrics"].get(metrics[0][0], {}) if m != "CET"]
+    models += [m for k, _ in metrics[1:] for m in record["differences"][k] if m not in models]
+    lines = [f"CET minus each model, test split; [ ]: {record['level']:.0%} paired bootstrap interval "
+             f"({record['resamples']} resamples of the {record['rows']} test rows, the same for every model).", "",
+             "| CET minus | " + " | ".join(h for _, h in metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+    for model in models:
+        cells = []
+        for k, _ in metrics:
+            v = record["differences"][k].get(model)
+            cells.append("" if v is None else difference_text(v))
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -157,7 +181,9 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
              "predicted median times, ECE of P(ever), Uno's C and the integrated Brier score (IBS) of "
              "the population survival curves. Figures are PNGs next to this file.", "",
              "## Headline", "", "Average over tasks, test split. **CET** is the product default (exact "
-             "marginal likelihood); CET-paper is the paper's model as its original code trained it.", "",
+             "marginal likelihood); CET-paper is the paper's model as its original code trained it. "
+             "[ ]: 95% paired bootstrap interval (test rows resampled; each dataset's section has CET minus each "
+             "model with its interval).", "",
              headline_table(entries), ""]
     for e in entries:
         name, version, dataset = e["name"], Path(e["version"]), Path(e["dataset"])
@@ -169,7 +195,7 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
                   # the state, not this run's decision event: a rerun after a crash says the same
                   + ((" (the promoted version)" if decision.get("promoted") else
                       f" (not promoted: {decision.get('reason')})") if decision else "") + ".", "",
-                  _table(metric_rows(version)), "",
+                  _table(metric_rows(version)), "", *([differences_table(version), ""] if intervals(version) else []),
                   f"![{name} AUC]({auc_png.name}) ![{name} calibration]({cal_png.name})", ""]
     crash_point("report")
     return write_text(out_dir / "report.md", "\n".join(parts))

@@ -20,6 +20,7 @@ from cet_model.evaluation import (
     DEFAULT_PRESETS,
     METRICS,
     average_over_tasks,
+    bootstrap_intervals,
     check_presets,
     comment_encoder_for,
     evaluate,
@@ -28,6 +29,7 @@ from cet_model.evaluation import (
     mean_std,
     model_inputs,
     presets_for_truth,
+    ranking_inputs,
     unknown_occurrence,
 )
 from cet_model.metrics import horizon_calibration
@@ -176,6 +178,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
                    "skipped": skipped, "calibration": {"val": {}, "test": {}}}
         horizons = calibration_horizons(tr, ds.event_names)
+        ranking = {}  # per model, the test predictions the paired bootstrap resamples
         for model_name in models:
             t0 = time.perf_counter()
 
@@ -196,6 +199,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
                 metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
                                                            label=f"{name} {split_name}", warn_no_truth=not no_truth)
+            ranking[model_name] = ranking_inputs(model_name, model, x_te)
             metrics["summary"][model_name] = {
                 f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
             if hasattr(model, "predict_survival"):  # time models: calibration by a horizon, no truth needed
@@ -212,6 +216,10 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", name, model_name,
                      metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
                      metrics["seconds"][model_name], shown)
+        t0 = time.perf_counter()
+        metrics["intervals"] = {"test": bootstrap_intervals(te, ranking, seed=params.seed)}
+        log.info("%s: test intervals (paired bootstrap, %d resamples of the %d test rows) in %.1fs", name,
+                 metrics["intervals"]["test"]["resamples"], len(te), time.perf_counter() - t0)
         records = {
             "metrics.json": _clean(metrics),
             "params.json": {**asdict(params), "stage_key": key, "machine": machine()},
@@ -341,25 +349,76 @@ SUMMARY_COLUMNS = {"auc": "AUC", "ci": "Harrell's C", "uno_c": "Uno's C", "ibs":
 
 def summary_lines(version: Path) -> list[str]:
     """What ``python -m flows.train evaluate`` prints after its decision: per model, the test
-    split's averages over events (columns no model has left out) and the calibration by the
-    median follow-up (mean absolute difference from Kaplan-Meier, ``calibration_rows``)."""
+    split's averages over events (columns no model has left out; AUC and Harrell's C with their
+    paired bootstrap interval, ``intervals``), the calibration by the median follow-up (mean
+    absolute difference from Kaplan-Meier, ``calibration_rows``), then CET minus each other model
+    with its interval."""
     rows = [r for r in metric_rows(version) if r["task"] == "Avg"]
     calibration = {}
     for r in calibration_rows(version):
         if r["test_abs_diff"] is not None:
             calibration.setdefault(r["model"], []).append(r["test_abs_diff"])
+    record = intervals(version)
     columns = [k for k in SUMMARY_COLUMNS if any(r.get(k) is not None for r in rows)]
     head = ["model", *(SUMMARY_COLUMNS[k] for k in columns), *(["risk vs KM"] if calibration else [])]
     table = [head]
     for r in rows:
-        cells = [r["model"], *("-" if r.get(k) is None else f"{r[k]:.3f}" for k in columns)]
+        cells = [r["model"]]
+        for k in columns:
+            given = (record.get("metrics", {}).get(k) or {}).get(r["model"]) if record else None
+            cells.append("-" if r.get(k) is None else f"{r[k]:.3f}" + bounds_text(given))
         if calibration:
             cal = calibration.get(r["model"])
             cells.append("-" if not cal else f"{np.mean(cal):.3f}")
         table.append(cells)
     note = (" (risk vs KM: predicted risk by the median follow-up against Kaplan-Meier, mean abs. difference)"
             if calibration else "")
-    return [f"test split, averages over events{note}:", *text_table(table)]
+    lines = [f"test split, averages over events{note}:", *text_table(table)]
+    if record and any(record["differences"].values()):
+        metrics = [k for k in SUMMARY_COLUMNS if record["differences"].get(k)]
+        others = [r["model"] for r in rows if any(r["model"] in record["differences"][k] for k in metrics)]
+        diff = [["CET minus", *(SUMMARY_COLUMNS[k] for k in metrics)]]
+        for model in others:
+            diff.append([model, *(difference_text(record["differences"][k][model]) if model in record["differences"][k]
+                                  else "-" for k in metrics)])
+        lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({record['resamples']} resamples of the "
+                  f"{record['rows']} test rows, the same for every model); CET minus each model:", *text_table(diff)]
+    return lines
+
+
+def intervals(version: Path) -> dict:
+    """A version's paired bootstrap intervals of the test AUC and Harrell's C
+    (``cet_model.evaluation.bootstrap_intervals``); {} for a version trained before they were recorded."""
+    record = json.loads((Path(version) / "metrics.json").read_text()).get("intervals") or {}
+    return record.get("test") or {}
+
+
+def interval_rows(version: Path) -> list[dict]:
+    """The intervals as table rows: what (a model, or "CET - <model>"), metric, estimate, low, high."""
+    record, rows = intervals(version), []
+    for kind, prefix in (("metrics", ""), ("differences", "CET - ")):
+        for metric, models in (record.get(kind) or {}).items():
+            for model, v in models.items():
+                rows.append({"what": prefix + model, "metric": metric,
+                             **{k: _round(v.get(k)) for k in ("estimate", "low", "high")}})
+    return rows
+
+
+def bounds_text(v: dict | None, signed: bool = False) -> str:
+    """An interval record's bounds as text, "" without them.
+
+    >>> bounds_text({"estimate": 0.71, "low": 0.68, "high": 0.74}), bounds_text(None)
+    (' [0.680, 0.740]', '')
+    """
+    if not v or v.get("low") is None:
+        return ""
+    form = "+.3f" if signed else ".3f"
+    return f" [{v['low']:{form}}, {v['high']:{form}}]"
+
+
+def difference_text(v: dict) -> str:
+    """A difference with its interval: '+0.030 [+0.012, +0.048]'."""
+    return f"{v['estimate']:+.3f}" + bounds_text(v, signed=True)
 
 
 def text_table(table: list[list[str]]) -> list[str]:

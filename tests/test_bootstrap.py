@@ -1,0 +1,87 @@
+"""Paired bootstrap intervals of the test metrics (``cet_model.evaluation.bootstrap_intervals``)."""
+
+import numpy as np
+import pytest
+
+from cet_model.dataset import Split
+from cet_model.evaluation import bootstrap_intervals
+from cet_model.metrics import concordance_index, occurrence_auc
+
+
+def _split(rng, n=120):
+    c = (rng.random((n, 2)) < 0.5).astype(float)
+    t = np.round(rng.exponential(size=(n, 2)), 1) + 0.1  # tied times
+    s = c * (rng.random((n, 2)) < 0.7)  # some occurrences censored
+    c[rng.random(n) < 0.2, 0] = np.nan  # truth unknown on some rows of event 0
+    mask = np.ones((n, 2))
+    mask[rng.random(n) < 0.15, 1] = 0  # event 1 not defined for some rows
+    return Split(ids=np.arange(n), X=np.zeros((n, 1)), T=t, S=s, C=c, T_true=t, mask=mask)
+
+
+def _one_at_a_time(split, values, metric, rows):
+    """The average over events of the metric on the rows ``rows`` (a resample), one call per event."""
+    per_event = []
+    for j in range(values.shape[1]):
+        keep = split.mask[rows, j] == 1
+        if metric == "auc":
+            keep &= ~np.isnan(split.C[rows, j])
+            r = rows[keep]
+            per_event.append(occurrence_auc(split.C[r, j], values[r, j]))
+        else:
+            r = rows[keep]
+            try:
+                per_event.append(concordance_index(split.T[r, j], values[r, j], split.S[r, j]))
+            except ZeroDivisionError:
+                per_event.append(np.nan)
+    return np.nanmean(per_event) if not np.isnan(per_event).all() else np.nan
+
+
+def test_intervals_equal_one_metric_call_per_resample_and_are_paired():
+    rng = np.random.default_rng(0)
+    split = _split(rng)
+    inputs = {"CET": {"auc": np.round(rng.random((120, 2)), 2), "ci": np.round(rng.exponential(size=(120, 2)), 1)},
+              "ET": {"auc": -rng.exponential(size=(120, 2)), "ci": rng.exponential(size=(120, 2))},
+              "BC": {"auc": rng.random((120, 2))}}
+    out = bootstrap_intervals(split, inputs, resamples=50, seed=4)
+    draws = np.random.default_rng(4).integers(0, 120, size=(50, 120))  # the function's resamples
+    for metric, models in (("auc", ("CET", "ET", "BC")), ("ci", ("CET", "ET"))):
+        assert set(out["metrics"][metric]) == set(models)
+        per = {m: np.array([_one_at_a_time(split, inputs[m][metric], metric, d) for d in draws]) for m in models}
+        for m in models:
+            got = out["metrics"][metric][m]
+            assert got["estimate"] == pytest.approx(_one_at_a_time(split, inputs[m][metric], metric, np.arange(120)))
+            assert [got["low"], got["high"]] == pytest.approx(np.quantile(per[m], [0.025, 0.975]))
+            if m != "CET":  # the difference is taken resample by resample, not from the two intervals
+                diff = out["differences"][metric][m]
+                assert [diff["low"], diff["high"]] == pytest.approx(np.quantile(per["CET"] - per[m], [0.025, 0.975]))
+                assert diff["estimate"] == pytest.approx(out["metrics"][metric]["CET"]["estimate"] - got["estimate"])
+    assert "BC" not in out["differences"]["ci"] and "CET" not in out["differences"]["auc"]
+    assert (out["resamples"], out["level"], out["rows"]) == (50, 0.95, 120)
+
+
+def test_a_paired_difference_is_narrower_than_the_models_spread_and_excludes_zero_when_one_is_better():
+    # the two scores share most of their signal: the difference's interval is far narrower than
+    # either model's own, and a better model's lead is distinguished from zero
+    rng = np.random.default_rng(1)
+    n = 400
+    c = (rng.random((n, 1)) < 0.4).astype(float)
+    t = rng.exponential(size=(n, 1)) + 0.1
+    split = Split(ids=np.arange(n), X=np.zeros((n, 1)), T=t, S=c, C=c, T_true=t)
+    shared = c + rng.normal(0, 1.0, c.shape)
+    out = bootstrap_intervals(split, {"CET": {"auc": shared + 0.6 * c}, "BC": {"auc": shared}}, seed=0)
+    width = {m: v["high"] - v["low"] for m, v in out["metrics"]["auc"].items()}
+    diff = out["differences"]["auc"]["BC"]
+    assert diff["high"] - diff["low"] < 0.5 * min(width.values())
+    assert 0 < diff["low"] < diff["estimate"] < diff["high"]
+
+
+def test_no_truth_leaves_auc_out_and_bad_arguments_are_refused():
+    rng = np.random.default_rng(2)
+    split = _split(rng)
+    split.C[:] = np.nan
+    out = bootstrap_intervals(split, {"CET": {"auc": rng.random((120, 2)), "ci": rng.random((120, 2))}}, resamples=20)
+    assert list(out["metrics"]) == ["ci"] and out["differences"] == {"ci": {}}
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_intervals(split, {}, level=95)
+    with pytest.raises(ValueError, match="resamples"):
+        bootstrap_intervals(split, {}, resamples=0)
