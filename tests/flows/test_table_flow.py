@@ -209,6 +209,7 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     caplog.clear()
     # calibration without truth: risk by the median training follow-up against Kaplan-Meier per risk group
     from cet_model.dataset import load_dataset as load
+    from cet_model.evaluation import bootstrap_intervals, ranking_inputs
     from cet_model.metrics import concordance_index, horizon_calibration
 
     ds = load(tmp_path / "data" / "gaps")
@@ -223,11 +224,19 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
         rows = site == g["group"].removeprefix("site=")
         assert g["rows"] == rows.sum() and g["events"] == ds.test.S[rows, 0].sum() and g["rows"] >= 20
         expected_c = concordance_index(ds.test.T[rows, 0], model.predict_time(ds.test.X[rows])[:, 0], ds.test.S[rows, 0])
-        assert g["ci"] == pytest.approx(expected_c, rel=1e-6) and g["auc"] is None
+        assert g["ci"] == pytest.approx(expected_c, rel=1e-6) and g["auc"] is None and g["auc_interval"] is None
+        # the interval: the bootstrap over this group's rows, with the training seed (0)
+        sub = ds.test.take(np.flatnonzero(rows))
+        again = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, sub.X)}, seed=0)["metrics"]["ci"]["CET"]
+        assert g["ci_interval"] == pytest.approx([again["low"], again["high"]]) and again["low"] < g["ci"] < again["high"]
     assert groups[3]["rows"] == 0 and groups[3]["ci"] is None and groups[3]["events"] is None
     assert groups[4]["rows"] + groups[5]["rows"] == len(ds.test)
-    sub_lines = printed[printed.index("CET by subgroup, test split (no metric under 20 rows):"):]
+    head = ("CET by subgroup, test split (no metric under 20 rows; [ ]: 95% bootstrap interval over the group's "
+            "rows):")
+    sub_lines = printed[printed.index(head):]
     assert sub_lines[1].split()[:3] == ["group", "rows", "events"] and sub_lines[2].split()[0] == "site=east"
+    low, high = groups[0]["ci_interval"]
+    assert f"{groups[0]['ci']:.3f} [{low:.3f}, {high:.3f}]" in sub_lines[2]
     expected = horizon_calibration(ds.test.T[:, 0], ds.test.S[:, 0], 1 - model.predict_survival(ds.test.X, [h])[:, 0, 0], h)
     recorded = json.loads((tmp_path / "models" / "gaps" / "v0001" / "metrics.json").read_text())["calibration"]
     assert recorded["test"]["CET"]["arrest"]["horizon"] == h

@@ -8,7 +8,8 @@ per value when the training rows have at most ``MAX_VALUES`` distinct values, el
 split at the training median. Per group: rows, observed events, and CET's test metrics averaged
 over events as ``train-evaluate`` reports them (Harrell's C; AUC and ECE where the true
 occurrence is known; the predicted risk by each event's median training follow-up against the
-Kaplan-Meier risk, ``calibration_by_horizon``). A group with fewer than ``MIN_ROWS`` test rows
+Kaplan-Meier risk, ``calibration_by_horizon``), with a bootstrap interval for C and AUC (a
+group of a few dozen rows is noisy: the interval says how much). A group with fewer than ``MIN_ROWS`` test rows
 is listed with its size only (no metric, no count of events). Counts and metrics only, never a
 row.
 """
@@ -24,9 +25,14 @@ import numpy as np
 
 from cet_model.atomic import write_text
 from cet_model.dataset import Dataset, load_dataset
-from cet_model.evaluation import evaluate, model_inputs
+from cet_model.evaluation import bootstrap_intervals, evaluate, model_inputs, ranking_inputs
 from cet_model.models import load_model
-from flows.lib.modeling.train_eval import calibration_by_horizon, calibration_horizons, text_table
+from flows.lib.modeling.train_eval import (
+    bounds_text,
+    calibration_by_horizon,
+    calibration_horizons,
+    text_table,
+)
 
 log = logging.getLogger("flows.train")
 
@@ -104,11 +110,14 @@ def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, n
 
 def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -> list[dict]:
     """Per subgroup of ``columns``: column, group, rows, events (observed, summed over events) and
-    CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``); events and
-    metrics None where undefined or the group has fewer than ``MIN_ROWS`` rows."""
+    CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``), with
+    ``ci_interval`` and ``auc_interval``: [low, high], the 95 % bootstrap interval over the group's
+    rows (``bootstrap_intervals``, the version's training seed); events, metrics and intervals
+    None where undefined or the group has fewer than ``MIN_ROWS`` rows."""
     ds = load_dataset(dataset_dir)
     columns = check_columns(ds.manifest, columns)
     model = load_model(Path(version_dir) / "CET", device="cpu")
+    seed = json.loads((Path(version_dir) / "params.json").read_text()).get("seed", 0)
     split = getattr(ds, split_name)
     horizons = calibration_horizons(ds.train, ds.event_names)
     rows = []
@@ -116,7 +125,7 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
         for label, member in groups_of(ds, column, split_name).items():
             index = np.flatnonzero(member)
             row = {"column": column, "group": label, "rows": int(index.size), "events": None,
-                   "ci": None, "auc": None, "ece": None, "risk_vs_km": None}
+                   "ci": None, "auc": None, "ece": None, "risk_vs_km": None, "ci_interval": None, "auc_interval": None}
             if index.size >= MIN_ROWS:  # a smaller group: its size only (no small counts of events either)
                 seen = split.S[index] if split.mask is None else split.S[index] * split.mask[index]
                 row["events"] = int(np.nansum(seen))
@@ -129,6 +138,13 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
                 for key in ("ci", "auc", "ece"):
                     row[key] = _mean([r.get(key) for r in scores.values()])
                 row["risk_vs_km"] = _mean([r["ece"] for r in calibrated.values()])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    bounds = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, x)}, seed=seed)["metrics"]
+                for key in ("ci", "auc"):
+                    v = (bounds.get(key) or {}).get("CET")
+                    if v is not None and np.isfinite(v["low"]):
+                        row[f"{key}_interval"] = [v["low"], v["high"]]
             rows.append(row)
     return rows
 
@@ -153,8 +169,13 @@ def subgroup_lines(path) -> list[str]:
     table = [["group", "rows", "events", *(names[k] for k in keys)]]
     for r in rows:
         table.append([r["group"], str(r["rows"]), "-" if r["events"] is None else str(r["events"]),
-                      *("-" if r[k] is None else f"{r[k]:.3f}" for k in keys)])
-    return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows):", *text_table(table)]
+                      *("-" if r[k] is None else f"{r[k]:.3f}" + _bounds(r.get(f"{k}_interval")) for k in keys)])
+    return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows; [ ]: 95% bootstrap interval over "
+            "the group's rows):", *text_table(table)]
+
+
+def _bounds(interval) -> str:
+    return bounds_text(None if interval is None else {"low": interval[0], "high": interval[1]})
 
 
 def _mean(values) -> float | None:
