@@ -268,10 +268,13 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
     if resamples < 1:
         raise ValueError(f"resamples must be at least 1, got {resamples}")
     n = len(split)
-    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    counts = np.zeros((resamples, n))  # how many times each row is drawn, per resample
-    np.add.at(counts, (np.repeat(np.arange(resamples), n), draws.reshape(-1)), 1)
     out = {"resamples": resamples, "level": level, "seed": seed, "rows": n, "metrics": {}, "differences": {}}
+    if n == 0:
+        return out
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    # how many times each row is drawn, per resample: (resamples, n)
+    counts = np.bincount((draws + n * np.arange(resamples)[:, None]).reshape(-1), minlength=resamples * n)
+    counts = counts.reshape(resamples, n).astype(np.float64)
     for metric in ("auc", "ci"):
         estimates, per_resample = {}, {}
         for model, given in inputs.items():

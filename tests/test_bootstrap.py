@@ -81,6 +81,8 @@ def test_no_truth_leaves_auc_out_and_bad_arguments_are_refused():
     split.C[:] = np.nan
     out = bootstrap_intervals(split, {"CET": {"auc": rng.random((120, 2)), "ci": rng.random((120, 2))}}, resamples=20)
     assert list(out["metrics"]) == ["ci"] and out["differences"] == {"ci": {}}
+    empty = split.take(np.arange(0))
+    assert bootstrap_intervals(empty, {"CET": {"ci": np.zeros((0, 2))}})["metrics"] == {}
     with pytest.raises(ValueError, match="level"):
         bootstrap_intervals(split, {}, level=95)
     with pytest.raises(ValueError, match="resamples"):

@@ -10,6 +10,7 @@ from cet_model.metrics import (
     calibration_curve,
     concordance_index,
     expected_calibration_error,
+    horizon_auc,
     horizon_calibration,
     kaplan_meier_risk,
     mrae,
@@ -164,3 +165,49 @@ def test_horizon_calibration_groups_by_predicted_risk_and_compares_with_kaplan_m
     assert [g["n"] for g in small["groups"]] == [25, 25]
     with pytest.raises(ValueError, match="one length"):
         horizon_calibration(t, s, risk[:5], 26.0)
+
+
+@pytest.mark.parametrize("horizon", [3.0, 8.0])
+def test_horizon_auc_is_the_ipcw_formula_and_scikit_survivals_estimate(horizon):
+    # written out independently: cases (event by h) weighted by 1 / G(t-), G the Kaplan-Meier of the
+    # training censoring (lifelines), against controls still event-free after h (unweighted); a test
+    # row followed beyond the last training time is a control (scikit-survival would refuse it)
+    from lifelines import KaplanMeierFitter
+    from sksurv.metrics import cumulative_dynamic_auc
+    from sksurv.util import Surv
+
+    rng = np.random.default_rng(int(horizon))
+    # continuous times: no tie between a training event and censoring, where Kaplan-Meier conventions differ
+    t_tr = rng.exponential(6.0, 400) + 0.1
+    s_tr = rng.random(400) < 0.6
+    t = np.r_[rng.exponential(6.0, 200) + 0.1, t_tr.max() + 5.0]
+    s = np.r_[rng.random(200) < 0.6, True]
+    risk = np.round(np.exp(-t / 6.0) + rng.normal(0, 0.2, t.size), 2)  # ties among the scores
+    g = KaplanMeierFitter().fit(t_tr, 1 - s_tr).survival_function_at_times(t - 1e-9).to_numpy()
+    case, control = (t <= horizon) & s, t > horizon
+    w = 1.0 / g[case]
+    wins = (risk[case][:, None] > risk[control][None, :]) + 0.5 * (risk[case][:, None] == risk[control][None, :])
+    want = float((w[:, None] * wins).sum() / (w.sum() * control.sum()))
+    got = horizon_auc(t_tr, s_tr, t, s, risk, horizon)
+    assert got == pytest.approx(want, rel=1e-9)
+    inside = t < t_tr.max()
+    sk = cumulative_dynamic_auc(Surv.from_arrays(s_tr, t_tr), Surv.from_arrays(s[inside], t[inside]), risk[inside],
+                                [horizon])[0][0]
+    assert horizon_auc(t_tr, s_tr, t[inside], s[inside], risk[inside], horizon) == pytest.approx(sk, rel=1e-9)
+    assert np.isnan(horizon_auc(t_tr, s_tr, t, np.zeros_like(s), risk, horizon))  # no case
+
+
+def test_horizon_auc_at_the_end_of_follow_up_counts_those_censored_there_as_controls():
+    # lifelines' rossi: a year of follow-up, everyone not arrested censored at week 52. At h = 52 the
+    # controls are those censored at 52 (event-free through it), not "t > 52" (nobody); the censoring
+    # curve reaches 0 at 52, and the cases' weights use it just before their times
+    from lifelines.datasets import load_rossi
+
+    d = load_rossi()
+    t, s, prio = d["week"].to_numpy(float), d["arrest"].to_numpy(), d["prio"].to_numpy(float)
+    got = horizon_auc(t[:300], s[:300], t[300:], s[300:], prio[300:], 52.0)
+    case, control = (s[300:] == 1), (s[300:] == 0)  # every arrest is by week 52; the others are censored there
+    risk = prio[300:]
+    plain = ((risk[case][:, None] > risk[control][None, :]) + 0.5 * (risk[case][:, None] == risk[control][None, :])).mean()
+    # rossi has no censoring before week 52: every weight is 1, so this is the plain AUC
+    assert got == pytest.approx(plain, rel=1e-12) and 0.5 < got < 0.8

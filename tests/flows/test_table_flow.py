@@ -189,7 +189,8 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     version_dir = tmp_path / "models" / "gaps" / "v0001"
     summary = json.loads((version_dir / "metrics.json").read_text())["summary"]
     assert printed[0].startswith(f"{version_dir}: the first version") and printed[1].startswith("test split, averages")
-    assert printed[2].split() == ["model", "Harrell's", "C", "Uno's", "C", "IBS", "MRAE", "risk", "vs", "KM"]  # no AUC/ECE
+    assert printed[2].split() == ["model", "Harrell's", "C", "Uno's", "C", "IBS", "MRAE", "risk", "vs", "KM",
+                                  "AUC", "at", "h"]  # no AUC/ECE against the truth: the AUC of the risk by h
     cells = printed[3].split()
     assert cells[0] == "CET" and cells[1] == f"{summary['CET']['test_ci']:.3f}" and printed[4].split()[0] == "ET"
     # with the paired bootstrap interval of C, and CET minus ET with its own interval
@@ -210,7 +211,7 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     # calibration without truth: risk by the median training follow-up against Kaplan-Meier per risk group
     from cet_model.dataset import load_dataset as load
     from cet_model.evaluation import bootstrap_intervals, ranking_inputs
-    from cet_model.metrics import concordance_index, horizon_calibration
+    from cet_model.metrics import concordance_index, horizon_auc, horizon_calibration
 
     ds = load(tmp_path / "data" / "gaps")
     h = float(np.median(ds.train.T[:, 0]))
@@ -241,6 +242,11 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     recorded = json.loads((tmp_path / "models" / "gaps" / "v0001" / "metrics.json").read_text())["calibration"]
     assert recorded["test"]["CET"]["arrest"]["horizon"] == h
     assert recorded["test"]["CET"]["arrest"]["ece"] == pytest.approx(expected["ece"], rel=1e-5)
+    # and the cumulative/dynamic AUC of that risk at h, censoring weights from the training rows
+    risk_h = 1 - model.predict_survival(ds.test.X, [h])[:, 0, 0]
+    auc_h = horizon_auc(ds.train.T[:, 0], ds.train.S[:, 0], ds.test.T[:, 0], ds.test.S[:, 0], risk_h, h)
+    assert recorded["test"]["CET"]["arrest"]["auc"] == pytest.approx(auc_h, rel=1e-5) and 0 < auc_h < 1
+    assert cells[-1] == f"{auc_h:.3f}"
     assert [g["n"] for g in recorded["test"]["CET"]["arrest"]["groups"]] == [g["n"] for g in expected["groups"]]
     new = frame.head(12).with_row_index("id").select("id", "fin", "age", "prio", "site")  # rows 0, 9 lack age
     new = new.with_columns(site=pl.when(pl.col("id") == 4).then(pl.lit("west")).otherwise(pl.col("site")))

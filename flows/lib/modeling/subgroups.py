@@ -8,7 +8,7 @@ per value when the training rows have at most ``MAX_VALUES`` distinct values, el
 split at the training median. Per group: rows, observed events, and CET's test metrics averaged
 over events as ``train-evaluate`` reports them (Harrell's C; AUC and ECE where the true
 occurrence is known; the predicted risk by each event's median training follow-up against the
-Kaplan-Meier risk, ``calibration_by_horizon``), with a bootstrap interval for C and AUC (a
+Kaplan-Meier risk, and its cumulative/dynamic AUC there, ``calibration_by_horizon``), with a bootstrap interval for C and AUC (a
 group of a few dozen rows is noisy: the interval says how much). A group with fewer than ``MIN_ROWS`` test rows
 is listed with its size only (no metric, no count of events). Counts and metrics only, never a
 row.
@@ -110,7 +110,7 @@ def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, n
 
 def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -> list[dict]:
     """Per subgroup of ``columns``: column, group, rows, events (observed, summed over events) and
-    CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``), with
+    CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``, ``auc_at_h``), with
     ``ci_interval`` and ``auc_interval``: [low, high], the 95 % bootstrap interval over the group's
     rows (``bootstrap_intervals``, the version's training seed); events, metrics and intervals
     None where undefined or the group has fewer than ``MIN_ROWS`` rows."""
@@ -125,7 +125,8 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
         for label, member in groups_of(ds, column, split_name).items():
             index = np.flatnonzero(member)
             row = {"column": column, "group": label, "rows": int(index.size), "events": None,
-                   "ci": None, "auc": None, "ece": None, "risk_vs_km": None, "ci_interval": None, "auc_interval": None}
+                   "ci": None, "auc": None, "ece": None, "risk_vs_km": None, "auc_at_h": None, "ci_interval": None,
+                   "auc_interval": None}
             if index.size >= MIN_ROWS:  # a smaller group: its size only (no small counts of events either)
                 seen = split.S[index] if split.mask is None else split.S[index] * split.mask[index]
                 row["events"] = int(np.nansum(seen))
@@ -134,10 +135,11 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
                 with warnings.catch_warnings():  # a metric undefined in a small group is None in the row
                     warnings.simplefilter("ignore")
                     scores = evaluate("CET", model, sub, ds.event_names, x, warn_no_truth=False)
-                    calibrated = calibration_by_horizon(model, sub, x, ds.event_names, horizons)
+                    calibrated = calibration_by_horizon(model, sub, x, ds.event_names, horizons, train=ds.train)
                 for key in ("ci", "auc", "ece"):
                     row[key] = _mean([r.get(key) for r in scores.values()])
                 row["risk_vs_km"] = _mean([r["ece"] for r in calibrated.values()])
+                row["auc_at_h"] = _mean([r["auc"] for r in calibrated.values()])
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     bounds = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, x)}, seed=seed)["metrics"]
@@ -164,12 +166,12 @@ def write_subgroups(version_dir, dataset_dir, columns) -> Path:
 def subgroup_lines(path) -> list[str]:
     """The subgroup table as ``flows.train evaluate`` prints it."""
     rows = read_rows(path)
-    keys = [k for k in ("auc", "ece", "ci", "risk_vs_km") if any(r[k] is not None for r in rows)]
-    names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "risk_vs_km": "risk vs KM"}
+    keys = [k for k in ("auc", "ece", "ci", "risk_vs_km", "auc_at_h") if any(r.get(k) is not None for r in rows)]
+    names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "risk_vs_km": "risk vs KM", "auc_at_h": "AUC at h"}
     table = [["group", "rows", "events", *(names[k] for k in keys)]]
     for r in rows:
         table.append([r["group"], str(r["rows"]), "-" if r["events"] is None else str(r["events"]),
-                      *("-" if r[k] is None else f"{r[k]:.3f}" + _bounds(r.get(f"{k}_interval")) for k in keys)])
+                      *("-" if r.get(k) is None else f"{r[k]:.3f}" + _bounds(r.get(f"{k}_interval")) for k in keys)])
     return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows; [ ]: 95% bootstrap interval over "
             "the group's rows):", *text_table(table)]
 

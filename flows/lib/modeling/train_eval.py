@@ -32,7 +32,7 @@ from cet_model.evaluation import (
     ranking_inputs,
     unknown_occurrence,
 )
-from cet_model.metrics import horizon_calibration
+from cet_model.metrics import horizon_auc, horizon_calibration
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 
@@ -205,7 +205,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             if hasattr(model, "predict_survival"):  # time models: calibration by a horizon, no truth needed
                 for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
                     metrics["calibration"][split_name][model_name] = calibration_by_horizon(
-                        model, split, x, ds.event_names, horizons)
+                        model, split, x, ds.event_names, horizons, train=tr)
             summary = metrics["summary"][model_name]
             shown = next((f"{label} {summary[key]:.3f}" for key, label in (("val_auc", "val AUC"), ("val_ci", "val C"))
                           if np.isfinite(summary.get(key, np.nan))), "no validation score")
@@ -258,12 +258,14 @@ def calibration_horizons(split, event_names) -> dict[str, float]:
     return {e: float(np.median(split.T[keep[:, j], j])) for j, e in enumerate(event_names) if keep[:, j].any()}
 
 
-def calibration_by_horizon(model, split, x, event_names, horizons: dict[str, float]) -> dict[str, dict]:
+def calibration_by_horizon(model, split, x, event_names, horizons: dict[str, float], train=None) -> dict[str, dict]:
     """Per event, :func:`cet_model.metrics.horizon_calibration` of ``model``'s risk by the event's
     horizon (P(the event by h) = 1 - S(h), from ``predict_survival``) on ``split``'s followed rows:
     groups by predicted risk, each against its Kaplan-Meier risk. Needs no true occurrence, so it
-    is the calibration check on data censored by follow-up. Events without a horizon (no
-    training row followed) are left out."""
+    is the calibration check on data censored by follow-up. With ``train`` (the training split,
+    for the censoring weights) each event's record also holds ``auc``: the cumulative/dynamic AUC
+    of that risk at the horizon (:func:`cet_model.metrics.horizon_auc`), its discrimination on
+    such data. Events without a horizon (no training row followed) are left out."""
     out = {}
     names = [e for e in event_names if e in horizons]
     if not names or len(split) == 0:
@@ -274,7 +276,12 @@ def calibration_by_horizon(model, split, x, event_names, horizons: dict[str, flo
         j, k = event_names.index(e), grid.index(horizons[e])
         keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
         if keep.any():
-            out[e] = horizon_calibration(split.T[keep, j], split.S[keep, j], 1.0 - survival[keep, k, j], horizons[e])
+            risk = 1.0 - survival[keep, k, j]
+            out[e] = horizon_calibration(split.T[keep, j], split.S[keep, j], risk, horizons[e])
+            if train is not None:
+                followed = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
+                out[e]["auc"] = horizon_auc(train.T[followed, j], train.S[followed, j], split.T[keep, j],
+                                            split.S[keep, j], risk, horizons[e])
     return out
 
 
@@ -351,28 +358,30 @@ def summary_lines(version: Path) -> list[str]:
     """What ``python -m flows.train evaluate`` prints after its decision: per model, the test
     split's averages over events (columns no model has left out; AUC and Harrell's C with their
     paired bootstrap interval, ``intervals``), the calibration by the median follow-up (mean
-    absolute difference from Kaplan-Meier, ``calibration_rows``), then CET minus each other model
-    with its interval."""
+    absolute difference from Kaplan-Meier) and the AUC at it (``calibration_rows``), then CET minus
+    each other model with its interval."""
     rows = [r for r in metric_rows(version) if r["task"] == "Avg"]
-    calibration = {}
+    by_horizon = {"test_abs_diff": {}, "test_auc_at_h": {}}  # per model, the events' values
     for r in calibration_rows(version):
-        if r["test_abs_diff"] is not None:
-            calibration.setdefault(r["model"], []).append(r["test_abs_diff"])
+        for key, values in by_horizon.items():
+            if r.get(key) is not None:
+                values.setdefault(r["model"], []).append(r[key])
+    by_horizon = {k: v for k, v in by_horizon.items() if v}
     record = intervals(version)
     columns = [k for k in SUMMARY_COLUMNS if any(r.get(k) is not None for r in rows)]
-    head = ["model", *(SUMMARY_COLUMNS[k] for k in columns), *(["risk vs KM"] if calibration else [])]
+    names = {"test_abs_diff": "risk vs KM", "test_auc_at_h": "AUC at h"}
+    head = ["model", *(SUMMARY_COLUMNS[k] for k in columns), *(names[k] for k in by_horizon)]
     table = [head]
     for r in rows:
         cells = [r["model"]]
         for k in columns:
             given = (record.get("metrics", {}).get(k) or {}).get(r["model"]) if record else None
             cells.append("-" if r.get(k) is None else f"{r[k]:.3f}" + bounds_text(given))
-        if calibration:
-            cal = calibration.get(r["model"])
-            cells.append("-" if not cal else f"{np.mean(cal):.3f}")
+        for values in by_horizon.values():
+            cells.append("-" if not values.get(r["model"]) else f"{np.mean(values[r['model']]):.3f}")
         table.append(cells)
-    note = (" (risk vs KM: predicted risk by the median follow-up against Kaplan-Meier, mean abs. difference)"
-            if calibration else "")
+    note = (" (h: each event's median training follow-up; risk vs KM: predicted risk by h against Kaplan-Meier, "
+            "mean abs. difference; AUC at h: cumulative/dynamic AUC of that risk)" if by_horizon else "")
     lines = [f"test split, averages over events{note}:", *text_table(table)]
     if record and any(record["differences"].values()):
         metrics = [k for k in SUMMARY_COLUMNS if record["differences"].get(k)]
@@ -413,12 +422,22 @@ def bounds_text(v: dict | None, signed: bool = False) -> str:
     if not v or v.get("low") is None:
         return ""
     form = "+.3f" if signed else ".3f"
-    return f" [{v['low']:{form}}, {v['high']:{form}}]"
+    return f" [{_no_minus_zero(v['low']):{form}}, {_no_minus_zero(v['high']):{form}}]"
 
 
 def difference_text(v: dict) -> str:
-    """A difference with its interval: '+0.030 [+0.012, +0.048]'."""
-    return f"{v['estimate']:+.3f}" + bounds_text(v, signed=True)
+    """A difference with its interval; a difference that rounds to zero is shown as +0.000.
+
+    >>> difference_text({"estimate": 0.0301, "low": 0.0119, "high": 0.048})
+    '+0.030 [+0.012, +0.048]'
+    >>> difference_text({"estimate": -1e-6, "low": -2e-6, "high": 1e-6})
+    '+0.000 [+0.000, +0.000]'
+    """
+    return f"{_no_minus_zero(v['estimate']):+.3f}" + bounds_text(v, signed=True)
+
+
+def _no_minus_zero(x: float) -> float:
+    return round(float(x), 3) + 0.0
 
 
 def text_table(table: list[list[str]]) -> list[str]:
@@ -434,7 +453,8 @@ def text_table(table: list[list[str]]) -> list[str]:
 def calibration_rows(version: Path) -> list[dict]:
     """A version's calibration by a horizon as table rows: model, event, horizon, and per split the
     mean absolute difference between predicted risk and Kaplan-Meier risk over the risk groups
-    (``calibration_by_horizon``). Empty for a version trained before it was recorded."""
+    (``calibration_by_horizon``), and the cumulative/dynamic AUC of the risk at the horizon (None for a
+    version trained before it was recorded). Empty for a version trained before calibration was recorded."""
     record = json.loads((Path(version) / "metrics.json").read_text()).get("calibration") or {}
     rows = []
     for model, events in (record.get("test") or {}).items():
@@ -442,7 +462,8 @@ def calibration_rows(version: Path) -> list[dict]:
             val = ((record.get("val") or {}).get(model) or {}).get(event) or {}
             rows.append({"model": model, "event": event, "horizon": test["horizon"],
                          "val_abs_diff": _round(val.get("ece")), "test_abs_diff": _round(test.get("ece")),
-                         "test_groups": len(test["groups"])})
+                         "test_groups": len(test["groups"]), "val_auc_at_h": _round(val.get("auc")),
+                         "test_auc_at_h": _round(test.get("auc"))})
     return rows
 
 
