@@ -64,6 +64,7 @@ from .metrics import (
     occurrence_auc,
     resampled_auc,
     resampled_concordance_index,
+    resampled_horizon_auc,
     uno_c,
 )
 from .models import BCModel, CETModel, ETModel
@@ -225,21 +226,37 @@ def occurrence_score(name: str, p: np.ndarray, t_hat: np.ndarray | None) -> np.n
     return -t_hat if name == "ET" else p
 
 
-def ranking_inputs(name: str, model, x) -> dict[str, np.ndarray]:
+def ranking_inputs(name: str, model, x, horizons=None) -> dict[str, np.ndarray]:
     """A fitted preset's test-time inputs to ``bootstrap_intervals``: {"auc": the occurrence
-    score (n, M), and for time models "ci": the predicted times (n, M)}."""
+    score (n, M), and for time models "ci": the predicted times (n, M) and, with ``horizons``
+    ((M,) times, NaN for none), "auc_h": the risk of each event by its horizon, 1 - S(h) (n, M)}."""
     p = model.predict_occurrence(x)
     t_hat = model.predict_time(x) if hasattr(model, "predict_time") else None
-    return {"auc": occurrence_score(name, p, t_hat), **({"ci": t_hat} if t_hat is not None else {})}
+    out = {"auc": occurrence_score(name, p, t_hat), **({"ci": t_hat} if t_hat is not None else {})}
+    if horizons is not None and hasattr(model, "predict_survival"):
+        horizons = np.asarray(horizons, dtype=np.float64)
+        grid = np.unique(horizons[np.isfinite(horizons)])
+        risk = np.full(p.shape, np.nan)
+        if grid.size:
+            survival = model.predict_survival(x, grid)  # (n, H, M)
+            for j, h in enumerate(horizons):
+                if np.isfinite(h):
+                    risk[:, j] = 1.0 - survival[:, int(np.searchsorted(grid, h)), j]
+        out["auc_h"] = risk
+    return out
 
 
 BOOTSTRAP_RESAMPLES = 200
 
 
 def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], *, resamples: int = BOOTSTRAP_RESAMPLES,
-                        level: float = 0.95, seed: int = 0, reference: str = "CET") -> dict:
+                        level: float = 0.95, seed: int = 0, reference: str = "CET", train: Split | None = None,
+                        horizons=None) -> dict:
     """Paired bootstrap intervals for the average over events of AUC and Harrell's C, per model,
-    and for ``reference`` minus each other model.
+    and for ``reference`` minus each other model; with ``train`` and ``horizons`` ((M,), NaN for
+    none) also of the AUC at each event's horizon of the risk by it (``auc_h``, the
+    cumulative/dynamic AUC, ``cet_model.metrics.horizon_auc``; censoring weights from ``train``,
+    which is not resampled).
 
     ``inputs``: {model: ``ranking_inputs(...)``} on ``split``'s rows, (n, M) each. The rows (the
     patients, users) are resampled ``resamples`` times; every model and event is scored on the
@@ -275,13 +292,18 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
     # how many times each row is drawn, per resample: (resamples, n)
     counts = np.bincount((draws + n * np.arange(resamples)[:, None]).reshape(-1), minlength=resamples * n)
     counts = counts.reshape(resamples, n).astype(np.float64)
-    for metric in ("auc", "ci"):
+    horizons = None if horizons is None else np.asarray(horizons, dtype=np.float64)
+    for metric in ("auc", "ci", "auc_h"):
+        if metric == "auc_h" and (train is None or horizons is None):
+            continue
         estimates, per_resample = {}, {}
         for model, given in inputs.items():
             if metric not in given:
                 continue
             values = np.asarray(given[metric], dtype=np.float64)
-            by_event = [_metric_per_resample(split, metric, j, values[:, j], counts) for j in range(values.shape[1])]
+            by_event = [_metric_per_resample(split, metric, j, values[:, j], counts, train,
+                                             None if horizons is None else horizons[j])
+                        for j in range(values.shape[1])]
             point = np.array([b[0] for b in by_event])
             if np.isnan(point).all():
                 continue
@@ -297,17 +319,24 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
     return out
 
 
-def _metric_per_resample(split: Split, metric: str, j: int, values: np.ndarray, counts: np.ndarray):
+def _metric_per_resample(split: Split, metric: str, j: int, values: np.ndarray, counts: np.ndarray,
+                         train: Split | None = None, horizon: float | None = None):
     """(the metric of event j on the rows themselves, (resamples,) the metric on each resample)."""
     keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
     if metric == "auc":
         keep &= ~np.isnan(split.C[:, j])
+    if metric == "auc_h" and not (horizon is not None and np.isfinite(horizon) and np.isfinite(values[keep]).all()):
+        return float("nan"), np.full(counts.shape[0], np.nan)
     rows = np.flatnonzero(keep)
     weights = np.vstack([np.ones((1, rows.size)), counts[:, rows]])  # the rows themselves, then each resample
     if metric == "auc":
         got = resampled_auc(split.C[rows, j], values[rows], weights)
-    else:
+    elif metric == "ci":
         got = resampled_concordance_index(split.T[rows, j], values[rows], split.S[rows, j], weights)
+    else:
+        followed = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
+        got = resampled_horizon_auc(train.T[followed, j], train.S[followed, j], split.T[rows, j], split.S[rows, j],
+                                    values[rows], horizon, weights)
     return float(got[0]), got[1:]
 
 

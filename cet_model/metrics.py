@@ -206,26 +206,33 @@ def resampled_auc(c_true, score, counts) -> np.ndarray:
     s = np.asarray(score, dtype=np.float64).reshape(-1)
     if c.shape != s.shape:
         raise ValueError(f"lengths differ: c_true {c.size}, score {s.size}")
-    if not np.isfinite(s).all():
-        raise ValueError("score: contains non-finite values")
     w = _resample_counts(counts, c.size)
-    order = np.argsort(s, kind="stable")
-    c, s, w = c[order], s[order], w[:, order]
-    tie_start = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if s.size else np.zeros(0, np.int64)
-    tie_size = np.diff(np.r_[tie_start, s.size])
-    out = np.empty(w.shape[0])
-    for start in range(0, w.shape[0], RESAMPLE_BLOCK):
-        block = np.ascontiguousarray(w[start:start + RESAMPLE_BLOCK].T)  # (n, b)
-        neg, pos = block * (c == 0)[:, None], block * (c == 1)[:, None]
-        if not s.size:
-            out[start:start + block.shape[1]] = np.nan
-            continue
+    return _weighted_auc(c == 1, c == 0, s, w, w)
+
+
+def _weighted_auc(positive, negative, score, w_pos, w_neg) -> np.ndarray:
+    """Per row of the weights (B, n): sum over (positive i, negative j) of w_pos_i * w_neg_j *
+    ([score_i > score_j] + 0.5 [tie]) over the sum of the weights of such pairs; NaN without a pair."""
+    score = np.asarray(score, dtype=np.float64)
+    if not np.isfinite(score).all():
+        raise ValueError("score: contains non-finite values")
+    order = np.argsort(score, kind="stable")
+    positive, negative, score = positive[order], negative[order], score[order]
+    w_pos, w_neg = w_pos[:, order], w_neg[:, order]
+    out = np.full(w_pos.shape[0], np.nan)
+    if not score.size:
+        return out
+    tie_start = np.flatnonzero(np.r_[True, score[1:] != score[:-1]])
+    tie_size = np.diff(np.r_[tie_start, score.size])
+    for start in range(0, w_pos.shape[0], RESAMPLE_BLOCK):
+        pos = np.ascontiguousarray(w_pos[start:start + RESAMPLE_BLOCK].T) * positive[:, None]  # (n, b)
+        neg = np.ascontiguousarray(w_neg[start:start + RESAMPLE_BLOCK].T) * negative[:, None]
         neg_in_tie = np.add.reduceat(neg, tie_start, axis=0)
-        neg_below = np.cumsum(neg_in_tie, axis=0) - neg_in_tie  # negatives with a lower score
+        neg_below = np.cumsum(neg_in_tie, axis=0) - neg_in_tie  # negative weight with a lower score
         u = (pos * np.repeat(neg_below + 0.5 * neg_in_tie, tie_size, axis=0)).sum(axis=0)
         pairs = pos.sum(axis=0) * neg.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[start:start + block.shape[1]] = np.where(pairs > 0, u / pairs, np.nan)
+            out[start:start + pos.shape[1]] = np.where(pairs > 0, u / pairs, np.nan)
     return out
 
 
@@ -380,30 +387,41 @@ def horizon_auc(t_train, s_train, t, s, risk, horizon: float) -> float:
         >>> round(horizon_auc(t_tr, s_tr, t, s, np.array([.9, .8, .5, .3, .85, .1]), 10.0), 3)
         0.829
     """
+    return float(resampled_horizon_auc(t_train, s_train, t, s, risk, horizon, np.ones((1, np.size(t))))[0])
+
+
+def resampled_horizon_auc(t_train, s_train, t, s, risk, horizon: float, counts) -> np.ndarray:
+    """``horizon_auc`` of each resample of the scored rows, (B,), each row weighted by how many
+    times it is drawn (``counts``, (B, n)); the censoring weights stay those of the training rows.
+
+    >>> t_tr = np.arange(1.0, 21.0); s_tr = np.array([1, 0] * 10)
+    >>> t, s = np.array([2.0, 4, 12, 14]), np.array([1, 1, 1, 0])
+    >>> resampled_horizon_auc(t_tr, s_tr, t, s, np.array([.9, .8, .3, .85]), 10.0, [[1, 1, 1, 1], [0, 2, 1, 0]])
+    array([0.74324324, 1.        ])
+    """
     t_train, s_train = np.asarray(t_train, np.float64).reshape(-1), np.asarray(s_train).reshape(-1).astype(bool)
     t, risk = np.asarray(t, np.float64).reshape(-1), np.asarray(risk, np.float64).reshape(-1)
     s = np.asarray(s).reshape(-1).astype(bool)
     if not (t.shape == s.shape == risk.shape):
         raise ValueError(f"t, s and risk must be of one length, got {t.size}, {s.size}, {risk.size}")
+    w = _resample_counts(counts, t.size)
     case = s & (t <= horizon)
     control = (t > horizon) | (~s & (t == horizon))
-    if not case.any() or not control.any() or not t_train.size:
-        return float("nan")
-    # the training censoring's Kaplan-Meier curve just before each case's time
-    times = np.unique(t_train)
-    order = np.argsort(t_train, kind="stable")
-    censored_at = np.bincount(np.searchsorted(times, t_train[~s_train]), minlength=times.size)
-    at_risk = t_train.size - np.searchsorted(t_train[order], times)  # rows with t >= each time
-    curve = np.cumprod(1.0 - censored_at / at_risk)
-    before = np.searchsorted(times, t[case], side="left")  # training times strictly before each case
-    g = np.where(before > 0, curve[np.maximum(before - 1, 0)], 1.0)
-    if (g <= 0).any():
-        return float("nan")
-    weight = 1.0 / g
-    controls = np.sort(risk[control])
-    below = np.searchsorted(controls, risk[case], side="left")
-    tied = np.searchsorted(controls, risk[case], side="right") - below
-    return float((weight * (below + 0.5 * tied)).sum() / (weight.sum() * controls.size))
+    weight = np.zeros(t.size)
+    if case.any() and t_train.size:
+        # the training censoring's Kaplan-Meier curve just before each case's time
+        times = np.unique(t_train)
+        censored_at = np.bincount(np.searchsorted(times, t_train[~s_train]), minlength=times.size)
+        at_risk = t_train.size - np.searchsorted(np.sort(t_train), times)  # rows with t >= each time
+        curve = np.cumprod(1.0 - censored_at / at_risk)
+        before = np.searchsorted(times, t[case], side="left")  # training times strictly before each case
+        g = np.where(before > 0, curve[np.maximum(before - 1, 0)], 1.0)
+        if (g <= 0).any():
+            return np.full(w.shape[0], np.nan)
+        weight[case] = 1.0 / g
+    if not t_train.size:
+        return np.full(w.shape[0], np.nan)
+    return _weighted_auc(case, control, risk, w * weight, w)
 
 
 def brier_times(t, n: int = 20) -> np.ndarray:

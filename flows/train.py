@@ -85,8 +85,8 @@ def publish_metrics(name: str, version: str) -> None:
     record = train_eval.intervals(Path(version))
     if record:
         create_table_artifact(train_eval.interval_rows(Path(version)), key=f"intervals-{artifact_key(name)}",
-                              description=f"{name}, model version {Path(version).name}: test AUC and Harrell's C "
-                                          f"(averages over events) with {record['level']:.0%} paired bootstrap "
+                              description=f"{name}, model version {Path(version).name}: test AUC, Harrell's C and "
+                                          f"AUC at each event's horizon (averages over events) with {record['level']:.0%} paired bootstrap "
                                           f"intervals ({record['resamples']} resamples of the test rows), and CET "
                                           "minus each model")
 

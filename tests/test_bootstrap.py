@@ -5,7 +5,7 @@ import pytest
 
 from cet_model.dataset import Split
 from cet_model.evaluation import bootstrap_intervals
-from cet_model.metrics import concordance_index, occurrence_auc
+from cet_model.metrics import concordance_index, horizon_auc, occurrence_auc
 
 
 def _split(rng, n=120):
@@ -18,12 +18,16 @@ def _split(rng, n=120):
     return Split(ids=np.arange(n), X=np.zeros((n, 1)), T=t, S=s, C=c, T_true=t, mask=mask)
 
 
-def _one_at_a_time(split, values, metric, rows):
+def _one_at_a_time(split, values, metric, rows, train=None, horizons=None):
     """The average over events of the metric on the rows ``rows`` (a resample), one call per event."""
     per_event = []
     for j in range(values.shape[1]):
         keep = split.mask[rows, j] == 1
-        if metric == "auc":
+        if metric == "auc_h":
+            r, followed = rows[keep], train.mask[:, j] == 1
+            per_event.append(horizon_auc(train.T[followed, j], train.S[followed, j], split.T[r, j], split.S[r, j],
+                                         values[r, j], horizons[j]))
+        elif metric == "auc":
             keep &= ~np.isnan(split.C[rows, j])
             r = rows[keep]
             per_event.append(occurrence_auc(split.C[r, j], values[r, j]))
@@ -39,17 +43,22 @@ def _one_at_a_time(split, values, metric, rows):
 def test_intervals_equal_one_metric_call_per_resample_and_are_paired():
     rng = np.random.default_rng(0)
     split = _split(rng)
-    inputs = {"CET": {"auc": np.round(rng.random((120, 2)), 2), "ci": np.round(rng.exponential(size=(120, 2)), 1)},
-              "ET": {"auc": -rng.exponential(size=(120, 2)), "ci": rng.exponential(size=(120, 2))},
+    inputs = {"CET": {"auc": np.round(rng.random((120, 2)), 2), "ci": np.round(rng.exponential(size=(120, 2)), 1),
+                      "auc_h": np.round(rng.random((120, 2)), 2)},
+              "ET": {"auc": -rng.exponential(size=(120, 2)), "ci": rng.exponential(size=(120, 2)),
+                     "auc_h": rng.random((120, 2))},
               "BC": {"auc": rng.random((120, 2))}}
-    out = bootstrap_intervals(split, inputs, resamples=50, seed=4)
+    train, horizons = _split(rng, n=300), np.array([0.8, 1.2])  # the censoring weights; each event's horizon
+    out = bootstrap_intervals(split, inputs, resamples=50, seed=4, train=train, horizons=horizons)
     draws = np.random.default_rng(4).integers(0, 120, size=(50, 120))  # the function's resamples
-    for metric, models in (("auc", ("CET", "ET", "BC")), ("ci", ("CET", "ET"))):
+    for metric, models in (("auc", ("CET", "ET", "BC")), ("ci", ("CET", "ET")), ("auc_h", ("CET", "ET"))):
         assert set(out["metrics"][metric]) == set(models)
-        per = {m: np.array([_one_at_a_time(split, inputs[m][metric], metric, d) for d in draws]) for m in models}
+        per = {m: np.array([_one_at_a_time(split, inputs[m][metric], metric, d, train, horizons) for d in draws])
+               for m in models}
         for m in models:
             got = out["metrics"][metric][m]
-            assert got["estimate"] == pytest.approx(_one_at_a_time(split, inputs[m][metric], metric, np.arange(120)))
+            assert got["estimate"] == pytest.approx(
+                _one_at_a_time(split, inputs[m][metric], metric, np.arange(120), train, horizons))
             assert [got["low"], got["high"]] == pytest.approx(np.quantile(per[m], [0.025, 0.975]))
             if m != "CET":  # the difference is taken resample by resample, not from the two intervals
                 diff = out["differences"][metric][m]

@@ -17,6 +17,7 @@ from cet_model.metrics import (
     occurrence_auc,
     resampled_auc,
     resampled_concordance_index,
+    resampled_horizon_auc,
 )
 
 
@@ -195,6 +196,12 @@ def test_horizon_auc_is_the_ipcw_formula_and_scikit_survivals_estimate(horizon):
                                 [horizon])[0][0]
     assert horizon_auc(t_tr, s_tr, t[inside], s[inside], risk[inside], horizon) == pytest.approx(sk, rel=1e-9)
     assert np.isnan(horizon_auc(t_tr, s_tr, t, np.zeros_like(s), risk, horizon))  # no case
+    # resampled by multiplicities: the estimate on the repeated rows, the training weights unchanged
+    counts = np.stack([np.bincount(rng.integers(0, t.size, t.size), minlength=t.size) for _ in range(40)])
+    resampled = resampled_horizon_auc(t_tr, s_tr, t, s, risk, horizon, counts)
+    for b in range(40):
+        rows = np.repeat(np.arange(t.size), counts[b])
+        assert resampled[b] == pytest.approx(horizon_auc(t_tr, s_tr, t[rows], s[rows], risk[rows], horizon), rel=1e-9)
 
 
 def test_horizon_auc_at_the_end_of_follow_up_counts_those_censored_there_as_controls():

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from cet_experiments import synthetic
@@ -78,16 +79,20 @@ def test_a_version_records_paired_test_intervals_that_its_saved_models_reproduce
     version, _ = train_version(ds_dir, tmp_path / "models", "synthetic", params)
     metrics = json.loads((version / "metrics.json").read_text())
     got = metrics["intervals"]["test"]
-    assert set(got["metrics"]["auc"]) == {"CET", "ET", "BC"} and set(got["metrics"]["ci"]) == {"CET", "ET"}
+    assert set(got["metrics"]["auc"]) == {"CET", "ET", "BC"}
+    assert set(got["metrics"]["ci"]) == set(got["metrics"]["auc_h"]) == {"CET", "ET"}
     for metric in ("auc", "ci"):
         for model, row in got["metrics"][metric].items():
             assert row["estimate"] == pytest.approx(metrics["summary"][model][f"test_{metric}"], abs=1e-9)
             assert row["low"] <= row["estimate"] <= row["high"]
+    for model, row in got["metrics"]["auc_h"].items():  # the AUC at h recorded with the calibration
+        by_event = [v["auc"] for v in metrics["calibration"]["test"][model].values()]
+        assert row["estimate"] == pytest.approx(np.mean(by_event), abs=1e-9) and row["low"] <= row["estimate"] <= row["high"]
     assert set(got["differences"]["auc"]) == {"ET", "BC"} and got["seed"] == 3
-    test = load_dataset(ds_dir).test
-    x = model_inputs(test)
-    again = bootstrap_intervals(test, {m: ranking_inputs(m, load_model(version / m), x) for m in ("CET", "ET", "BC")},
-                                seed=3)
+    ds = load_dataset(ds_dir)
+    x, horizons = model_inputs(ds.test), np.median(ds.train.T, axis=0)  # the calibration horizons
+    again = bootstrap_intervals(ds.test, {m: ranking_inputs(m, load_model(version / m), x, horizons)
+                                          for m in ("CET", "ET", "BC")}, seed=3, train=ds.train, horizons=horizons)
     assert _same(again, got)
 
 

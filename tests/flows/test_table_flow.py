@@ -198,10 +198,11 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     low, high = (bounds["metrics"]["ci"]["CET"][k] for k in ("low", "high"))
     assert cells[2:4] == [f"[{low:.3f},", f"{high:.3f}]"] and low < summary["CET"]["test_ci"] < high
     assert printed[5].startswith("[ ]: 95% paired bootstrap interval (200 resamples of the 87 test rows")
-    assert printed[6].split() == ["CET", "minus", "Harrell's", "C"]
-    diff = bounds["differences"]["ci"]["ET"]
+    assert printed[6].split() == ["CET", "minus", "Harrell's", "C", "AUC", "at", "h"]
+    diff, diff_h = bounds["differences"]["ci"]["ET"], bounds["differences"]["auc_h"]["ET"]
     assert printed[7].split() == ["ET", f"{summary['CET']['test_ci'] - summary['ET']['test_ci']:+.3f}",
-                                  f"[{diff['low']:+.3f},", f"{diff['high']:+.3f}]"]
+                                  f"[{diff['low']:+.3f},", f"{diff['high']:+.3f}]", f"{diff_h['estimate']:+.3f}",
+                                  f"[{diff_h['low']:+.3f},", f"{diff_h['high']:+.3f}]"]
     # no truth anywhere: said once, not once per model and split; the log line shows the validation C
     assert caplog.text.count("the true occurrence is known for no validation or test row") == 1
     assert "the true occurrence is not known for" not in caplog.text
@@ -246,7 +247,8 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     risk_h = 1 - model.predict_survival(ds.test.X, [h])[:, 0, 0]
     auc_h = horizon_auc(ds.train.T[:, 0], ds.train.S[:, 0], ds.test.T[:, 0], ds.test.S[:, 0], risk_h, h)
     assert recorded["test"]["CET"]["arrest"]["auc"] == pytest.approx(auc_h, rel=1e-5) and 0 < auc_h < 1
-    assert cells[-1] == f"{auc_h:.3f}"
+    low_h, high_h = (bounds["metrics"]["auc_h"]["CET"][k] for k in ("low", "high"))
+    assert cells[-3:] == [f"{auc_h:.3f}", f"[{low_h:.3f},", f"{high_h:.3f}]"]
     assert [g["n"] for g in recorded["test"]["CET"]["arrest"]["groups"]] == [g["n"] for g in expected["groups"]]
     new = frame.head(12).with_row_index("id").select("id", "fin", "age", "prio", "site")  # rows 0, 9 lack age
     new = new.with_columns(site=pl.when(pl.col("id") == 4).then(pl.lit("west")).otherwise(pl.col("site")))

@@ -111,7 +111,7 @@ def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, n
 def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -> list[dict]:
     """Per subgroup of ``columns``: column, group, rows, events (observed, summed over events) and
     CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``, ``auc_at_h``), with
-    ``ci_interval`` and ``auc_interval``: [low, high], the 95 % bootstrap interval over the group's
+    ``ci_interval``, ``auc_interval`` and ``auc_at_h_interval``: [low, high], the 95 % bootstrap interval over the group's
     rows (``bootstrap_intervals``, the version's training seed); events, metrics and intervals
     None where undefined or the group has fewer than ``MIN_ROWS`` rows."""
     ds = load_dataset(dataset_dir)
@@ -120,13 +120,14 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
     seed = json.loads((Path(version_dir) / "params.json").read_text()).get("seed", 0)
     split = getattr(ds, split_name)
     horizons = calibration_horizons(ds.train, ds.event_names)
+    by_event_horizon = [horizons.get(e, np.nan) for e in ds.event_names]
     rows = []
     for column in columns:
         for label, member in groups_of(ds, column, split_name).items():
             index = np.flatnonzero(member)
             row = {"column": column, "group": label, "rows": int(index.size), "events": None,
                    "ci": None, "auc": None, "ece": None, "risk_vs_km": None, "auc_at_h": None, "ci_interval": None,
-                   "auc_interval": None}
+                   "auc_interval": None, "auc_at_h_interval": None}
             if index.size >= MIN_ROWS:  # a smaller group: its size only (no small counts of events either)
                 seen = split.S[index] if split.mask is None else split.S[index] * split.mask[index]
                 row["events"] = int(np.nansum(seen))
@@ -142,11 +143,12 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
                 row["auc_at_h"] = _mean([r["auc"] for r in calibrated.values()])
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    bounds = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, x)}, seed=seed)["metrics"]
-                for key in ("ci", "auc"):
+                    bounds = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, x, by_event_horizon)},
+                                                 seed=seed, train=ds.train, horizons=by_event_horizon)["metrics"]
+                for key, name in (("ci", "ci"), ("auc", "auc"), ("auc_h", "auc_at_h")):
                     v = (bounds.get(key) or {}).get("CET")
-                    if v is not None and np.isfinite(v["low"]):
-                        row[f"{key}_interval"] = [v["low"], v["high"]]
+                    if v is not None and v["low"] is not None and np.isfinite(v["low"]):
+                        row[f"{name}_interval"] = [v["low"], v["high"]]
             rows.append(row)
     return rows
 

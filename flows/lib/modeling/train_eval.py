@@ -178,6 +178,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
                    "skipped": skipped, "calibration": {"val": {}, "test": {}}}
         horizons = calibration_horizons(tr, ds.event_names)
+        by_event_horizon = [horizons.get(e, np.nan) for e in ds.event_names]
         ranking = {}  # per model, the test predictions the paired bootstrap resamples
         for model_name in models:
             t0 = time.perf_counter()
@@ -199,7 +200,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
                 metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
                                                            label=f"{name} {split_name}", warn_no_truth=not no_truth)
-            ranking[model_name] = ranking_inputs(model_name, model, x_te)
+            ranking[model_name] = ranking_inputs(model_name, model, x_te, by_event_horizon)
             metrics["summary"][model_name] = {
                 f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
             if hasattr(model, "predict_survival"):  # time models: calibration by a horizon, no truth needed
@@ -217,7 +218,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                      metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
                      metrics["seconds"][model_name], shown)
         t0 = time.perf_counter()
-        metrics["intervals"] = {"test": bootstrap_intervals(te, ranking, seed=params.seed)}
+        metrics["intervals"] = {"test": bootstrap_intervals(te, ranking, seed=params.seed, train=tr,
+                                                            horizons=by_event_horizon)}
         log.info("%s: test intervals (paired bootstrap, %d resamples of the %d test rows) in %.1fs", name,
                  metrics["intervals"]["test"]["resamples"], len(te), time.perf_counter() - t0)
         records = {
@@ -377,16 +379,19 @@ def summary_lines(version: Path) -> list[str]:
         for k in columns:
             given = (record.get("metrics", {}).get(k) or {}).get(r["model"]) if record else None
             cells.append("-" if r.get(k) is None else f"{r[k]:.3f}" + bounds_text(given))
-        for values in by_horizon.values():
-            cells.append("-" if not values.get(r["model"]) else f"{np.mean(values[r['model']]):.3f}")
+        for key, values in by_horizon.items():
+            given = ((record.get("metrics", {}).get("auc_h") or {}).get(r["model"])
+                     if record and key == "test_auc_at_h" else None)
+            cells.append("-" if not values.get(r["model"]) else f"{np.mean(values[r['model']]):.3f}" + bounds_text(given))
         table.append(cells)
     note = (" (h: each event's median training follow-up; risk vs KM: predicted risk by h against Kaplan-Meier, "
             "mean abs. difference; AUC at h: cumulative/dynamic AUC of that risk)" if by_horizon else "")
     lines = [f"test split, averages over events{note}:", *text_table(table)]
     if record and any(record["differences"].values()):
-        metrics = [k for k in SUMMARY_COLUMNS if record["differences"].get(k)]
+        titles = {**SUMMARY_COLUMNS, "auc_h": "AUC at h"}
+        metrics = [k for k in titles if record["differences"].get(k)]
         others = [r["model"] for r in rows if any(r["model"] in record["differences"][k] for k in metrics)]
-        diff = [["CET minus", *(SUMMARY_COLUMNS[k] for k in metrics)]]
+        diff = [["CET minus", *(titles[k] for k in metrics)]]
         for model in others:
             diff.append([model, *(difference_text(record["differences"][k][model]) if model in record["differences"][k]
                                   else "-" for k in metrics)])
