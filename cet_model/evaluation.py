@@ -267,8 +267,10 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
     those averages. ``estimate`` is the average on the rows themselves (the summary's figure).
 
     Returns {"resamples", "level", "seed", "rows", "metrics": {metric: {model: {"estimate",
-    "low", "high"}}}, "differences": {metric: {model: {...}}}}; a metric no model has, or that
-    is undefined on every event (AUC without the truth), is left out.
+    "low", "high", "undefined_resamples"}}}, "differences": {metric: {model: {...}}}}, metric in
+    "auc", "ci", "auc_h"; a metric no model has, or that is undefined on every event (AUC without
+    the truth), is left out; "undefined_resamples" counts the resamples where no event defines it
+    (a rare event drawn without a case), left out of the interval.
 
     >>> rng = np.random.default_rng(0)
     >>> c = (rng.random((300, 2)) < 0.5).astype(float)
