@@ -131,7 +131,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     training = train_eval.TrainParams(
         models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
-        seed=s.seed if params.seed is None else params.seed, device=s.device)
+        seed=s.seed if params.seed is None else params.seed, device=s.device, horizon=params.horizon)
     if params.subgroups:  # refused before anything trains
         subgroups.check_dataset_columns(path, params.subgroups)
     explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
@@ -199,6 +199,10 @@ def main(argv=None) -> int:
                                      "the Oracle only where the truth is known)")
     ev.add_argument("--subgroups", help="comma-separated categorical columns or features (e.g. sex,age): CET's test "
                                         "metrics per subgroup, printed and kept in the version's subgroups.json")
+    ev.add_argument("--horizon", type=float, help="the time, in the dataset's unit (e.g. 52 for a year in weeks), "
+                                                  "at which calibration against Kaplan-Meier and the AUC at h are "
+                                                  "judged for every event (default: each event's median training "
+                                                  "follow-up)")
     ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
     ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
     rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
@@ -229,6 +233,7 @@ def main(argv=None) -> int:
             params = TrainEvaluateParams(dataset=args.dataset, data=args.data, max_epochs=args.max_epochs,
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
                                          promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search,
+                                         horizon=args.horizon,
                                          models=[m.strip() for m in args.models.split(",") if m.strip()]
                                          if args.models else None,
                                          subgroups=[c.strip() for c in (args.subgroups or "").split(",") if c.strip()])

@@ -158,6 +158,9 @@ class TrainEvaluateParams(FlowParams):
     search: int = Field(0, ge=0, description="random-search trials for CET-paper before those runs")
     subgroups: list[str] = Field([], description="categorical columns or features: CET's test metrics per "
                                                  "subgroup (subgroups.json in the version, printed by the CLI)")
+    horizon: float | None = Field(None, gt=0, description="the time, in the dataset's unit, at which calibration "
+                                  "against Kaplan-Meier and the AUC at h are judged for every event (default: each "
+                                  "event's median training follow-up)")
 
     @model_validator(mode="after")
     def _known_models_with_cet(self):

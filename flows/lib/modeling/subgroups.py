@@ -30,8 +30,8 @@ from cet_model.models import load_model
 from flows.lib.modeling.train_eval import (
     bounds_text,
     calibration_by_horizon,
-    calibration_horizons,
     text_table,
+    version_horizons,
 )
 
 log = logging.getLogger("flows.train")
@@ -119,7 +119,7 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
     model = load_model(Path(version_dir) / "CET", device="cpu")
     seed = json.loads((Path(version_dir) / "params.json").read_text()).get("seed", 0)
     split = getattr(ds, split_name)
-    horizons = calibration_horizons(ds.train, ds.event_names)
+    horizons = version_horizons(version_dir, ds.train, ds.event_names)  # those the version's calibration used
     by_event_horizon = [horizons.get(e, np.nan) for e in ds.event_names]
     rows = []
     for column in columns:

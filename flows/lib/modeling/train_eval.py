@@ -50,11 +50,14 @@ class TrainParams:
     seed: int = 0
     device: str = "auto"
     overrides: dict = field(default_factory=dict)  # per-model keyword overrides, e.g. {"CET": {"n_samples": 20}}
+    horizon: float | None = None  # calibration and AUC at h for every event at this time (None: median follow-up)
 
     def __post_init__(self):
         check_presets(self.models)
         if "CET" not in self.models:
             raise ValueError("models must include CET: the registry promotes and predicts with it")
+        if self.horizon is not None and not self.horizon > 0:
+            raise ValueError(f"horizon must be a time > 0, got {self.horizon}")
 
     def key_params(self) -> dict:
         """What changes the trained weights (the device does not enter the key)."""
@@ -177,7 +180,14 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     try:
         metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
                    "skipped": skipped, "calibration": {"val": {}, "test": {}}}
-        horizons = calibration_horizons(tr, ds.event_names)
+        horizons = calibration_horizons(tr, ds.event_names, params.horizon)
+        if params.horizon is not None:
+            beyond = {e: v["longest"] for e, v in training_follow_up(tr, ds.event_names).items()
+                      if v["longest"] is not None and v["longest"] < params.horizon}
+            if beyond:
+                log.warning("%s: horizon %g is beyond the longest training follow-up of %s: there the risk vs Kaplan-"
+                            "Meier uses the curve's last value and the AUC at h has no controls", name, params.horizon,
+                            ", ".join(f"{e} ({v:g})" for e, v in beyond.items()))
         by_event_horizon = [horizons.get(e, np.nan) for e in ds.event_names]
         ranking = {}  # per model, the test predictions the paired bootstrap resamples
         for model_name in models:
@@ -247,17 +257,29 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     return version, False
 
 
-def calibration_horizons(split, event_names) -> dict[str, float]:
-    """Per event, the horizon at which ``train-evaluate`` checks calibration: the median follow-up
+def calibration_horizons(split, event_names, horizon: float | None = None) -> dict[str, float]:
+    """Per event, the horizon at which ``train-evaluate`` checks calibration and the AUC at h:
+    ``horizon`` when given (``--horizon``, one time for every event), else the median follow-up
     time of the training rows (cells the mask leaves out not counted), so that half of them are
-    still followed there.
+    still followed there. Events no training row follows are left out.
 
     >>> from types import SimpleNamespace
     >>> calibration_horizons(SimpleNamespace(T=np.array([[5.0], [9.0], [7.0]]), mask=None), ["a"])
     {'a': 7.0}
+    >>> calibration_horizons(SimpleNamespace(T=np.array([[5.0], [9.0], [7.0]]), mask=None), ["a"], 6)
+    {'a': 6.0}
     """
     keep = np.ones(split.T.shape, bool) if split.mask is None else split.mask > 0.5
-    return {e: float(np.median(split.T[keep[:, j], j])) for j, e in enumerate(event_names) if keep[:, j].any()}
+    return {e: float(np.median(split.T[keep[:, j], j]) if horizon is None else horizon)
+            for j, e in enumerate(event_names) if keep[:, j].any()}
+
+
+def version_horizons(version: Path, split, event_names) -> dict[str, float]:
+    """The horizons a version's calibration used (recorded per event in ``metrics.json``), or for a
+    version without that record, ``calibration_horizons`` of the training split."""
+    record = (json.loads((Path(version) / "metrics.json").read_text()).get("calibration") or {}).get("test") or {}
+    events = record.get("CET") or next(iter(record.values()), {})
+    return {e: float(r["horizon"]) for e, r in events.items()} or calibration_horizons(split, event_names)
 
 
 def calibration_by_horizon(model, split, x, event_names, horizons: dict[str, float], train=None) -> dict[str, dict]:
@@ -384,8 +406,13 @@ def summary_lines(version: Path) -> list[str]:
                      if record and key == "test_auc_at_h" else None)
             cells.append("-" if not values.get(r["model"]) else f"{np.mean(values[r['model']]):.3f}" + bounds_text(given))
         table.append(cells)
-    note = (" (h: each event's median training follow-up; risk vs KM: predicted risk by h against Kaplan-Meier, "
-            "mean abs. difference; AUC at h: cumulative/dynamic AUC of that risk)" if by_horizon else "")
+    params = json.loads((Path(version) / "params.json").read_text()) if (Path(version) / "params.json").is_file() else {}
+    unit = (json.loads((Path(version) / "data.json").read_text()).get("time_unit") or ""
+            if (Path(version) / "data.json").is_file() else "")
+    h = (f"h = {params['horizon']:g} {unit}".rstrip() if params.get("horizon") is not None
+         else "h: each event's median training follow-up")
+    note = (f" ({h}; risk vs KM: predicted risk by h against Kaplan-Meier, mean abs. difference; AUC at h: "
+            "cumulative/dynamic AUC of that risk)" if by_horizon else "")
     lines = [f"test split, averages over events{note}:", *text_table(table)]
     if record and any(record["differences"].values()):
         titles = {**SUMMARY_COLUMNS, "auc_h": "AUC at h"}
