@@ -60,7 +60,8 @@ class TrainParams:
             raise ValueError(f"horizon must be a time > 0, got {self.horizon}")
 
     def key_params(self) -> dict:
-        """What changes the trained weights (the device does not enter the key)."""
+        """What changes the trained weights or what a version records (the horizon); the device does
+        not enter the key."""
         d = asdict(self)
         d.pop("device")
         d["models"] = list(self.models)
