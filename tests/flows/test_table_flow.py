@@ -297,6 +297,23 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     assert ("months.csv: values far outside the training rows (beyond their 1st-99th percentile range widened by its "
             "width on each side; check units and data entry), rows per column: age 3; scored all the same") in caplog.text
     assert pl.read_parquet(tmp_path / "months.parquet").height == 12
+    # a horizon of the user's choice (26 weeks) for calibration and the AUC at h, subgroups included
+    capsys.readouterr()
+    assert train_flow.main(["evaluate", "--dataset", "gaps", "--models", "CET", "--horizon", "26",
+                            "--subgroups", "fin"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    version_dir = tmp_path / "models" / "gaps" / "v0002"
+    assert printed[1].startswith("test split, averages over events (h = 26 weeks;")
+    at_26 = json.loads((version_dir / "metrics.json").read_text())["calibration"]["test"]["CET"]["arrest"]
+    model = load_model(version_dir / "CET", device="cpu")
+    risk_26 = 1 - model.predict_survival(ds.test.X, [26.0])[:, 0, 0]
+    assert at_26["horizon"] == 26.0 and at_26["auc"] == pytest.approx(
+        horizon_auc(ds.train.T[:, 0], ds.train.S[:, 0], ds.test.T[:, 0], ds.test.S[:, 0], risk_26, 26.0), rel=1e-6)
+    fin_1 = json.loads((version_dir / "subgroups.json").read_text())["rows"][1]
+    rows = ds.test.X[:, 0] == 1
+    assert fin_1["group"] == "fin = 1" and fin_1["auc_at_h"] == pytest.approx(
+        horizon_auc(ds.train.T[:, 0], ds.train.S[:, 0], ds.test.T[rows, 0], ds.test.S[rows, 0], risk_26[rows], 26.0),
+        rel=1e-6)
 
 
 def test_new_rows_get_the_missingness_indicators_the_build_recorded(rossi_csv, tmp_path, caplog):
@@ -340,20 +357,3 @@ def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(ross
     ids, x = read_features(tmp_path / "new.csv", ["fin", "age", "prio"],
                            {"impute": "median", "medians": {"fin": 0.0, "age": 24.0, "prio": 2.0}})
     assert (x[:, 1] == 24.0).all() and ids.tolist() == [0, 1, 2]
-    # a horizon of the user's choice (26 weeks) for calibration and the AUC at h, subgroups included
-    capsys.readouterr()
-    assert train_flow.main(["evaluate", "--dataset", "gaps", "--models", "CET", "--horizon", "26",
-                            "--subgroups", "fin"]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    version_dir = tmp_path / "models" / "gaps" / "v0002"
-    assert printed[1].startswith("test split, averages over events (h = 26 weeks;")
-    at_26 = json.loads((version_dir / "metrics.json").read_text())["calibration"]["test"]["CET"]["arrest"]
-    model = load_model(version_dir / "CET", device="cpu")
-    risk_26 = 1 - model.predict_survival(ds.test.X, [26.0])[:, 0, 0]
-    assert at_26["horizon"] == 26.0 and at_26["auc"] == pytest.approx(
-        horizon_auc(ds.train.T[:, 0], ds.train.S[:, 0], ds.test.T[:, 0], ds.test.S[:, 0], risk_26, 26.0), rel=1e-6)
-    fin_1 = json.loads((version_dir / "subgroups.json").read_text())["rows"][1]
-    rows = ds.test.X[:, 0] == 1
-    assert fin_1["group"] == "fin = 1" and fin_1["auc_at_h"] == pytest.approx(
-        horizon_auc(ds.train.T[:, 0], ds.train.S[:, 0], ds.test.T[rows, 0], ds.test.S[rows, 0], risk_26[rows], 26.0),
-        rel=1e-6)
