@@ -343,7 +343,8 @@ def _metric_per_resample(split: Split, metric: str, j: int, values: np.ndarray, 
 
 
 def _nanmean_rows(a: np.ndarray) -> np.ndarray:
-    """Column means of (events, resamples) over the defined (non-NaN) events; NaN where none is."""
+    """Column means of (events, runs or resamples) over the defined (non-NaN) events; NaN where
+    none is, without numpy's "Mean of empty slice" warning."""
     defined = ~np.isnan(a)
     count = defined.sum(axis=0)
     return np.where(count > 0, np.where(defined, a, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
@@ -392,11 +393,7 @@ def average_over_tasks(tasks: dict, metric: str) -> list[float]:
     per_task = [v[metric] for v in tasks.values() if metric in v]
     if not per_task:
         return []
-    arr = np.asarray(per_task, dtype=np.float64)
-    defined = ~np.isnan(arr)
-    count = defined.sum(axis=0)
-    total = np.where(defined, arr, 0.0).sum(axis=0)
-    return np.where(count > 0, total / np.maximum(count, 1), np.nan).tolist()
+    return _nanmean_rows(np.asarray(per_task, dtype=np.float64)).tolist()
 
 
 def machine() -> dict:

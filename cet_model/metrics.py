@@ -405,10 +405,12 @@ def resampled_horizon_auc(t_train, s_train, t, s, risk, horizon: float, counts) 
     if not (t.shape == s.shape == risk.shape):
         raise ValueError(f"t, s and risk must be of one length, got {t.size}, {s.size}, {risk.size}")
     w = _resample_counts(counts, t.size)
+    if not t_train.size:
+        return np.full(w.shape[0], np.nan)
     case = s & (t <= horizon)
     control = (t > horizon) | (~s & (t == horizon))
     weight = np.zeros(t.size)
-    if case.any() and t_train.size:
+    if case.any():
         # the training censoring's Kaplan-Meier curve just before each case's time
         times = np.unique(t_train)
         censored_at = np.bincount(np.searchsorted(times, t_train[~s_train]), minlength=times.size)
@@ -419,8 +421,6 @@ def resampled_horizon_auc(t_train, s_train, t, s, risk, horizon: float, counts) 
         if (g <= 0).any():
             return np.full(w.shape[0], np.nan)
         weight[case] = 1.0 / g
-    if not t_train.size:
-        return np.full(w.shape[0], np.nan)
     return _weighted_auc(case, control, risk, w * weight, w)
 
 

@@ -27,7 +27,7 @@ from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
-from flows.lib.modeling.train_eval import bounds_text, difference_text, intervals, metric_rows  # noqa: E402
+from flows.lib.modeling.train_eval import bounds_text, difference_table, intervals, metric_rows  # noqa: E402
 
 
 def auc_figure(version: Path, title: str, path: Path) -> Path:
@@ -153,21 +153,13 @@ def differences_table(version: Path) -> str:
     """CET minus each other model, test AUC and Harrell's C, with the paired bootstrap interval;
     "" for a version trained before the intervals were recorded."""
     record = intervals(version)
-    metrics = [(k, h) for k, h in (("auc", "AUC"), ("ci", "Harrell's C")) if (record.get("differences") or {}).get(k)]
-    if not metrics:
+    table = difference_table(record, {"auc": "AUC", "ci": "Harrell's C"})
+    if not table:
         return ""
-    models = [m for m in record["metrics"].get(metrics[0][0], {}) if m != "CET"]
-    models += [m for k, _ in metrics[1:] for m in record["differences"][k] if m not in models]
-    lines = [f"CET minus each model, test split; [ ]: {record['level']:.0%} paired bootstrap interval "
-             f"({record['resamples']} resamples of the {record['rows']} test rows, the same for every model).", "",
-             "| CET minus | " + " | ".join(h for _, h in metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
-    for model in models:
-        cells = []
-        for k, _ in metrics:
-            v = record["differences"][k].get(model)
-            cells.append("" if v is None else difference_text(v))
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join([f"CET minus each model, test split; [ ]: {record['level']:.0%} paired bootstrap interval "
+                      f"({record['resamples']} resamples of the {record['rows']} test rows, the same for every model).",
+                      "", "| " + " | ".join(table[0]) + " |", "|---" * len(table[0]) + "|",
+                      *("| " + " | ".join(row) + " |" for row in table[1:])])
 
 
 def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:

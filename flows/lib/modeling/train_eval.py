@@ -415,17 +415,25 @@ def summary_lines(version: Path) -> list[str]:
     note = (f" ({h}; risk vs KM: predicted risk by h against Kaplan-Meier, mean abs. difference; AUC at h: "
             "cumulative/dynamic AUC of that risk)" if by_horizon else "")
     lines = [f"test split, averages over events{note}:", *text_table(table)]
-    if record and any(record["differences"].values()):
-        titles = {**SUMMARY_COLUMNS, "auc_h": "AUC at h"}
-        metrics = [k for k in titles if record["differences"].get(k)]
-        others = [r["model"] for r in rows if any(r["model"] in record["differences"][k] for k in metrics)]
-        diff = [["CET minus", *(titles[k] for k in metrics)]]
-        for model in others:
-            diff.append([model, *(difference_text(record["differences"][k][model]) if model in record["differences"][k]
-                                  else "-" for k in metrics)])
+    diff = difference_table(record, {**SUMMARY_COLUMNS, "auc_h": "AUC at h"}, empty="-")
+    if diff:
         lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({record['resamples']} resamples of the "
                   f"{record['rows']} test rows, the same for every model); CET minus each model:", *text_table(diff)]
     return lines
+
+
+def difference_table(record: dict, titles: dict[str, str], empty: str = "") -> list[list[str]]:
+    """CET minus each other model from an ``intervals`` record, as a header and rows of cells: the
+    metrics of ``titles`` ({metric: column title}, in that order) that have differences, the models
+    in the order the record lists them, ``empty`` where a model lacks a metric; [] when none."""
+    differences = (record or {}).get("differences") or {}
+    metrics = [k for k in titles if differences.get(k)]
+    models = list(dict.fromkeys(m for k in metrics for m in differences[k]))
+    if not metrics:
+        return []
+    return [["CET minus", *(titles[k] for k in metrics)],
+            *([m, *(difference_text(differences[k][m]) if m in differences[k] else empty for k in metrics)]
+              for m in models)]
 
 
 def intervals(version: Path) -> dict:
