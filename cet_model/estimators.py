@@ -39,7 +39,14 @@ class Estimate:
 
 
 def _uniform(shape, like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    u = torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
+    """Uniforms in (0, 1) of ``like``'s dtype and device. A CPU generator for a tensor on a GPU
+    draws on the CPU and the draws are moved, so that an evaluation seeded the same way uses the
+    same numbers on every device. (Device types are compared: a CUDA generator says ``cuda``
+    where its tensors say ``cuda:0``.)"""
+    if generator is not None and generator.device.type == "cpu" and like.device.type != "cpu":
+        u = torch.rand(shape, generator=generator, dtype=like.dtype).to(like.device)
+    else:
+        u = torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
     tiny = torch.finfo(like.dtype).tiny
     return u.clamp(tiny, 1.0 - torch.finfo(like.dtype).eps)
 

@@ -568,8 +568,10 @@ class CETModel(_Base):
         return self._objective_value(x, log_t, s, mask)
 
     def _objective_value(self, x, log_t, s, mask) -> float:
-        """Mean negative objective per row and event, with common random numbers across calls."""
-        gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 3)
+        """Mean negative objective per row and event, with common random numbers across calls.
+        The draws come from a CPU generator on every device: the same model gives the same value
+        on a GPU and on a CPU."""
+        gen = torch.Generator().manual_seed(int(self.seed) + 3)
         if self.sums_patterns_:
             k = max(int(self.importance_samples) + 1, int(self.max_patterns)) if self._conditioned else 1
         else:
@@ -625,9 +627,10 @@ class CETModel(_Base):
         with torch.no_grad():
             for j in range(m):
                 u = None
-                if sampled:  # one draw per event for every row: rows are scored independently of each other
-                    gen = torch.Generator(device=self.device_).manual_seed(int(self.seed) + 4 + j)
-                    u = torch.rand((int(self.n_samples), m), generator=gen, device=x.device, dtype=x.dtype)
+                if sampled:  # one draw per event for every row: rows are scored independently of each
+                    # other, and drawn on the CPU: a model trained on a GPU predicts the same on a CPU
+                    gen = torch.Generator().manual_seed(int(self.seed) + 4 + j)
+                    u = torch.rand((int(self.n_samples), m), generator=gen, dtype=x.dtype).to(x.device)
                 parts = [fn(*self._conditional_components(x[sl], j, u), x[sl], j)
                          for sl in self._chunks(len(x), k * self._hidden())]
                 out.append(np.concatenate(parts))
