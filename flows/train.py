@@ -66,9 +66,22 @@ def choose_metric(dataset_dir: str, metric: str, explicit: bool, search: int) ->
     return chosen, why
 
 
+@task(name="rescore-promoted-version")
+def rescore_promoted(models_root: str, name: str, version: str, dataset_dir: str, metric: str,
+                     device: str) -> dict | None:
+    """The promoted version on the candidate's validation rows, when it was trained on other data."""
+    rescored = train_eval.promoted_on_candidate_rows(Path(models_root), name, Path(version), dataset_dir, metric,
+                                                     device=device)
+    if rescored is not None:
+        get_run_logger().info("%s %s: %s", name, Path(version).name, rescored["note"])
+    return rescored
+
+
 @task(name="apply-promotion-rule")
-def judge(models_root: str, name: str, version: str, metric: str, tolerance: float, note: str | None = None) -> dict:
-    decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance), note=note)
+def judge(models_root: str, name: str, version: str, metric: str, tolerance: float, note: str | None = None,
+          rescored: dict | None = None) -> dict:
+    decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance), note=note,
+                               rescored=rescored)
     get_run_logger().info("%s %s: %s", name, Path(version).name, decision["reason"])
     return decision
 
@@ -140,8 +153,10 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     with output_lock(s.models_dir / name, s.lock_wait, "train-evaluate"):  # a second run then reuses this version
         version, reused = train_models(str(path), str(s.models_dir), name, training)
         publish_metrics(name, version)
+        rescored = rescore_promoted(str(s.models_dir), name, version, str(path), metric, training.device)
         decision = judge(str(s.models_dir), name, version, metric,
-                         s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance, note)
+                         s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance, note,
+                         rescored)
     by_group = subgroup_metrics(name, version, str(path), params.subgroups) if params.subgroups else None
     report = None
     if params.runs:

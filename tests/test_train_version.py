@@ -102,3 +102,60 @@ def _same(a, b):
     if isinstance(a, float):
         return a == pytest.approx(b, abs=1e-9, nan_ok=True)
     return a == b
+
+
+def _drifted(out, noise: float, seed: int, swap: bool = False, rename: dict | None = None):
+    """A synthetic dataset; ``swap``: x1, x2 hold what x3, x4 hold in the generator and the other
+    way round (the same names, another relation to the events); ``rename``: other feature names."""
+    from cet_model.dataset import write_dataset
+
+    features, events, manifest = synthetic.generate("independent", n=900, noise=noise, seed=seed,
+                                                    split_sizes=(540, 180, 180))
+    if swap:
+        features = features.rename({"x1": "x3", "x2": "x4", "x3": "x1", "x4": "x2"}).select(features.columns)
+    if rename:
+        features = features.rename(rename)
+        manifest = {**manifest, "feature_names": [rename.get(f, f) for f in manifest["feature_names"]]}
+    return write_dataset(out, features, events, manifest)
+
+
+def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_path):
+    """Retrained on shifted data that are harder to predict, the new version's recorded validation
+    AUC is below the old one's, which was recorded on the old data; on the new rows the old model
+    is near chance. Compared by the recorded values the old model would be kept; the rule rescores
+    it on the candidate's validation rows and promotes the new one. Data with other feature names
+    cannot be rescored, and the recorded values are compared, saying so."""
+    from flows.lib.infra import registry
+    from flows.lib.modeling.train_eval import promoted_on_candidate_rows
+
+    root = tmp_path / "models"
+    params = TrainParams(models=("CET",), hidden=16, max_epochs=150, patience=10, overrides={"CET": {"lr": 0.02}})
+    easy = _drifted(tmp_path / "easy", noise=0.05, seed=0)
+    v1, _ = train_version(easy, root, "d", params)
+    assert registry.decide(root, "d", v1, registry.Rule())["promoted"]
+    assert promoted_on_candidate_rows(root, "d", v1, easy, "val_auc") is None  # the promoted version itself
+    shifted = _drifted(tmp_path / "shifted", noise=0.3, seed=1, swap=True)
+    v2, _ = train_version(shifted, root, "d", params)
+    recorded = {v: registry.metric_value(v, "val_auc") for v in (v1, v2)}
+    assert recorded[v2] < recorded[v1]  # by the recorded values v1 would stay
+    rescored = promoted_on_candidate_rows(root, "d", v2, shifted, "val_auc")
+    assert rescored["version"] == "v0001" and rescored["recorded"] == recorded[v1]
+    assert rescored["value"] < 0.6 < recorded[v2], (rescored, recorded)
+    assert rescored["value"] == pytest.approx(_val_auc(v1, shifted))  # the saved model on those rows
+    d = registry.decide(root, "d", v2, registry.Rule(), rescored=rescored)
+    assert d["promoted"] and "on v0002's validation rows" in d["reason"] and d["previous_recorded_value"] == recorded[v1]
+    # the same data again (another seed): the recorded values are already on the same rows
+    v3, _ = train_version(shifted, root, "d", TrainParams(**{**params.__dict__, "seed": 1}))
+    assert promoted_on_candidate_rows(root, "d", v3, shifted, "val_auc") is None
+    renamed = _drifted(tmp_path / "renamed", noise=0.3, seed=2, rename={"x5": "age"})
+    v4, _ = train_version(renamed, root, "d", params)
+    other = promoted_on_candidate_rows(root, "d", v4, renamed, "val_auc")
+    assert other["value"] is None and "other feature names" in other["note"]
+
+
+def _val_auc(version, dataset_dir):
+    from cet_model.metrics import occurrence_auc
+
+    va = load_dataset(dataset_dir).val
+    p = load_model(version / "CET").predict_occurrence(model_inputs(va))
+    return float(np.mean([occurrence_auc(va.C[:, j], p[:, j]) for j in range(p.shape[1])]))

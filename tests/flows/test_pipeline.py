@@ -59,7 +59,7 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     assert all(0.0 <= r["test_abs_diff"] <= 1.0 and r["horizon"] > 0 for r in rows)
 
 
-def test_retrain_promotes_or_keeps_by_the_rule(cet_env):
+def test_retrain_promotes_or_keeps_by_the_rule(cet_env, monkeypatch):
     build_synthetic()
     train_evaluate(TrainEvaluateParams(dataset="synthetic"))
     promoted = retrain(RetrainParams(dataset="synthetic", seed=1, promote_tolerance=1.0))  # any val AUC within 1.0
@@ -76,6 +76,14 @@ def test_retrain_promotes_or_keeps_by_the_rule(cet_env):
     assert registry.promoted(cet_env / "models", "synthetic").name == "v0002"
     history = (cet_env / "models" / "synthetic" / "history.jsonl").read_text().splitlines()
     assert [json.loads(h)["promoted"] for h in history] == [True, True, False]
+    # new data: the promoted v0002 is rescored on the new version's validation rows, where it
+    # cannot keep its recorded 1.0, and the rule compares the two there
+    monkeypatch.setenv("CET_SYNTHETIC_N", "1200")
+    moved = retrain(RetrainParams(dataset="synthetic", seed=2, promote_tolerance=0.0))
+    d = moved["decision"]
+    assert moved["version"].endswith("v0004") and d["previous_recorded_value"] == 1.0
+    assert d["previous_value"] < 1.0 and "for v0002 on v0004's validation rows" in d["reason"]
+    assert d["comparison"].startswith("v0002 was trained on other data: rescored on v0004's validation rows")
 
 
 def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):

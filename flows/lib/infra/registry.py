@@ -105,12 +105,17 @@ def metric_value(version_dir: Path, metric: str, model: str = "CET") -> float:
     return float("nan") if value is None else float(value)
 
 
-def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "CET", note: str | None = None) -> dict:
+def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "CET", note: str | None = None,
+           rescored: dict | None = None) -> dict:
     """Apply the rule to ``candidate``; promote it or keep the current version; record why
-    (``note``: how the rule was chosen, when that needs saying)."""
+    (``note``: how the rule was chosen, when that needs saying). ``rescored``: the promoted
+    version's value on the candidate's validation rows, when the two were trained on different
+    data (``train_eval.promoted_on_candidate_rows``): its ``value``, when not None, replaces the
+    promoted version's recorded value, and its ``note`` is kept as ``comparison``."""
     current = promoted(root, dataset)
     decision = {"candidate": candidate.name, "metric": rule.metric, "tolerance": rule.tolerance,
                 **({"note": note} if note else {}),
+                **({"comparison": rescored["note"]} if rescored else {}),
                 "model": model, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if current is not None and current.resolve() == Path(candidate).resolve():
         return decision | {"promoted": True, "previous": current.name, "reason": "already the promoted version"}
@@ -120,12 +125,16 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
         decision |= {"promoted": True, "previous": current.name, "reason": "rule 'always' promotes every version"}
     else:
         new, old = metric_value(candidate, rule.metric, model), metric_value(current, rule.metric, model)
+        same_rows = rescored is not None and rescored.get("value") is not None
+        if same_rows:
+            decision["previous_recorded_value"], old = old, float(rescored["value"])
         sign = METRIC_DIRECTION[rule.metric]
         # an undefined candidate value never wins; an undefined incumbent always loses
         ok = (not math.isnan(new)) and (math.isnan(old) or sign * (new - old) >= -rule.tolerance)
         word = "higher" if sign > 0 else "lower"
         decision |= {"promoted": bool(ok), "previous": current.name, "candidate_value": new, "previous_value": old,
-                     "reason": (f"{rule.metric} {new:.4f} vs {old:.4f} for {current.name} ({word} is better, "
+                     "reason": (f"{rule.metric} {new:.4f} vs {old:.4f} for {current.name}"
+                                + (f" on {candidate.name}'s validation rows" if same_rows else "") + f" ({word} is better, "
                                 f"tolerance {rule.tolerance}): " + ("not worse, promoted" if ok else "worse, kept "
                                                                      f"{current.name}"))}
     _write_json(candidate / "decision.json", decision)

@@ -145,6 +145,46 @@ def promotion_metric(dataset_dir, metric: str, explicit: bool, search: int = 0) 
     return "val_ci", f"{why}: promoted by val_ci (Harrell's C) instead"
 
 
+def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_dir, metric: str,
+                               model: str = "CET", device: str = "cpu") -> dict | None:
+    """The promoted version's ``metric`` (e.g. ``val_auc``) rescored on the candidate's validation
+    split, so that the promotion rule compares the two on the same rows.
+
+    A version records its metrics on the validation split of the data it was trained on. When a
+    retrain brings new data (a new dataset fingerprint), the two recorded values come from
+    different rows, and a shift in the data moves both: new data that are harder to predict would
+    keep an old model that is worse on them. Returns None when there is nothing to rescore (no
+    promoted version, the candidate itself, rule ``always``, or the same data: the recorded values
+    are already paired); otherwise {"value": the promoted model's metric on the candidate's rows
+    (None when it cannot score them), "version", "recorded": its own recorded value, "note"}.
+    The promoted model cannot score the rows when its feature or event names or its comment
+    inputs differ from the candidate's; the note then says that the recorded values are compared.
+    """
+    current = registry.promoted(models_root, name)
+    if current is None or metric == "always" or current.resolve() == Path(candidate).resolve():
+        return None
+    old, new = (json.loads((Path(v) / "data.json").read_text()) for v in (current, candidate))
+    if old.get("fingerprint") == new.get("fingerprint"):
+        return None
+    recorded = registry.metric_value(current, metric, model)
+    differ = [k.replace("_", " ") for k in ("feature_names", "event_names", "sequences") if old.get(k) != new.get(k)]
+    if differ:
+        return {"value": None, "version": current.name, "recorded": recorded,
+                "note": f"{current.name} was trained on other data with other {' and '.join(differ)}, so it cannot "
+                        f"score {Path(candidate).name}'s validation rows: the values each recorded on its own "
+                        "validation split are compared"}
+    from cet_model.models import load_model
+
+    ds = load_dataset(dataset_dir)
+    va = ds.val
+    tasks = evaluate(model, load_model(current / model, device=device), va, ds.event_names, model_inputs(va),
+                     label=f"{name} {current.name} on {Path(candidate).name}'s validation split", warn_no_truth=False)
+    value = task_means(tasks)[metric.removeprefix("val_")]
+    return {"value": value, "version": current.name, "recorded": recorded,
+            "note": f"{current.name} was trained on other data: rescored on {Path(candidate).name}'s validation "
+                    f"rows ({metric} {value:.4f} there, {recorded:.4f} on its own validation split)"}
+
+
 def task_means(tasks: dict) -> dict:
     """{metric: mean over tasks} of one fit's per-task metrics {task: {metric: value}}."""
     out = {}
