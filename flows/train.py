@@ -52,7 +52,7 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
             update_progress_artifact(artifact, due)
 
     version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress,
-                                               on_models=percent.fitting)
+                                               on_models=percent.fitting, id_key=train_eval.row_key(Settings()))
     update_progress_artifact(artifact, percent.finish())
     logger.info("%s: %s %s", name, "reused" if reused else "registered", version)
     return str(version), reused
@@ -71,7 +71,7 @@ def rescore_promoted(models_root: str, name: str, version: str, dataset_dir: str
                      device: str) -> dict | None:
     """The promoted version on the candidate's validation rows, when it was trained on other data."""
     rescored = train_eval.promoted_on_candidate_rows(Path(models_root), name, Path(version), dataset_dir, metric,
-                                                     device=device)
+                                                     train_eval.row_key(Settings()), device=device)
     if rescored is not None:
         get_run_logger().info("%s %s: %s", name, Path(version).name, rescored["note"])
     return rescored

@@ -75,10 +75,13 @@ def test_a_rescored_value_replaces_the_recorded_one(tmp_path):
     v1 = _version(tmp_path, "d", 0.90)
     registry.decide(tmp_path, "d", v1, registry.Rule())
     v2 = _version(tmp_path, "d", 0.80)
-    rescored = {"value": 0.55, "version": "v0001", "recorded": 0.90, "note": "v0001 was trained on other data"}
+    rescored = {"value": 0.55, "candidate_value": 0.78, "rows": 70, "of": 100, "version": "v0001", "recorded": 0.90,
+                "note": "v0001 was trained on other data"}
     d = registry.decide(tmp_path, "d", v2, registry.Rule(), rescored=rescored)
-    assert d["promoted"] and d["previous_value"] == 0.55 and d["previous_recorded_value"] == 0.90
-    assert "vs 0.5500 for v0001 on v0002's validation rows" in d["reason"] and d["comparison"] == rescored["note"]
+    assert d["promoted"] and (d["candidate_value"], d["previous_value"]) == (0.78, 0.55)
+    assert (d["candidate_recorded_value"], d["previous_recorded_value"]) == (0.80, 0.90)
+    assert "0.7800 vs 0.5500 for v0001 on 70 of v0002's 100 validation rows" in d["reason"]
+    assert d["comparison"] == rescored["note"]
     v3 = _version(tmp_path, "d", 0.50)  # cannot be rescored (other features): the recorded values decide
     d = registry.decide(tmp_path, "d", v3, registry.Rule(), rescored={"value": None, "note": "other features"})
     assert not d["promoted"] and d["previous_value"] == 0.80 and "previous_recorded_value" not in d

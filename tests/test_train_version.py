@@ -104,13 +104,23 @@ def _same(a, b):
     return a == b
 
 
-def _drifted(out, noise: float, seed: int, swap: bool = False, rename: dict | None = None):
-    """A synthetic dataset; ``swap``: x1, x2 hold what x3, x4 hold in the generator and the other
-    way round (the same names, another relation to the events); ``rename``: other feature names."""
+KEY = b"test-row-key"
+
+
+def _drifted(out, noise: float, seed: int, swap: bool = False, rename: dict | None = None, roll: int = 0):
+    """A synthetic dataset (ids 0-899; rows 0-539 train, 540-719 validation); ``swap``: x1, x2 hold
+    what x3, x4 hold in the generator and the other way round (the same names, another relation to
+    the events); ``rename``: other feature names; ``roll``: the split column rolled by that many
+    rows (the same rows split afresh, as a rebuild of a grown cohort does)."""
+    import polars as pl
+
     from cet_model.dataset import write_dataset
 
     features, events, manifest = synthetic.generate("independent", n=900, noise=noise, seed=seed,
                                                     split_sizes=(540, 180, 180))
+    if roll:
+        split = pl.Series("split", np.roll(features["split"].to_numpy(), roll))
+        features, events = features.with_columns(split), events.with_columns(split)
     if swap:
         features = features.rename({"x1": "x3", "x2": "x4", "x3": "x1", "x4": "x2"}).select(features.columns)
     if rename:
@@ -131,31 +141,56 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     root = tmp_path / "models"
     params = TrainParams(models=("CET",), hidden=16, max_epochs=150, patience=10, overrides={"CET": {"lr": 0.02}})
     easy = _drifted(tmp_path / "easy", noise=0.05, seed=0)
-    v1, _ = train_version(easy, root, "d", params)
+    v1, _ = train_version(easy, root, "d", params, id_key=KEY)
     assert registry.decide(root, "d", v1, registry.Rule())["promoted"]
-    assert promoted_on_candidate_rows(root, "d", v1, easy, "val_auc") is None  # the promoted version itself
+    assert promoted_on_candidate_rows(root, "d", v1, easy, "val_auc", KEY) is None  # the promoted version itself
     shifted = _drifted(tmp_path / "shifted", noise=0.3, seed=1, swap=True)
-    v2, _ = train_version(shifted, root, "d", params)
+    v2, _ = train_version(shifted, root, "d", params, id_key=KEY)
     recorded = {v: registry.metric_value(v, "val_auc") for v in (v1, v2)}
     assert recorded[v2] < recorded[v1]  # by the recorded values v1 would stay
-    rescored = promoted_on_candidate_rows(root, "d", v2, shifted, "val_auc")
+    rescored = promoted_on_candidate_rows(root, "d", v2, shifted, "val_auc", KEY)
     assert rescored["version"] == "v0001" and rescored["recorded"] == recorded[v1]
+    assert (rescored["rows"], rescored["of"]) == (180, 180)  # v1 trained on ids 0-539, these are 540-719
     assert rescored["value"] < 0.6 < recorded[v2], (rescored, recorded)
     assert rescored["value"] == pytest.approx(_val_auc(v1, shifted))  # the saved model on those rows
+    assert rescored["candidate_value"] == pytest.approx(recorded[v2])
     d = registry.decide(root, "d", v2, registry.Rule(), rescored=rescored)
     assert d["promoted"] and "on v0002's validation rows" in d["reason"] and d["previous_recorded_value"] == recorded[v1]
     # the same data again (another seed): the recorded values are already on the same rows
-    v3, _ = train_version(shifted, root, "d", TrainParams(**{**params.__dict__, "seed": 1}))
-    assert promoted_on_candidate_rows(root, "d", v3, shifted, "val_auc") is None
+    v3, _ = train_version(shifted, root, "d", TrainParams(**{**params.__dict__, "seed": 1}), id_key=KEY)
+    assert promoted_on_candidate_rows(root, "d", v3, shifted, "val_auc", KEY) is None
     renamed = _drifted(tmp_path / "renamed", noise=0.3, seed=2, rename={"x5": "age"})
-    v4, _ = train_version(renamed, root, "d", params)
-    other = promoted_on_candidate_rows(root, "d", v4, renamed, "val_auc")
+    v4, _ = train_version(renamed, root, "d", params, id_key=KEY)
+    other = promoted_on_candidate_rows(root, "d", v4, renamed, "val_auc", KEY)
     assert other["value"] is None and "other feature names" in other["note"]
+    # the promoted v2's rows split afresh: the new validation rows are ids 450-629, and v2 was
+    # trained on 0-539, so both are scored on 540-629 alone
+    resplit = _drifted(tmp_path / "resplit", noise=0.3, seed=1, swap=True, roll=-90)
+    v5, _ = train_version(resplit, root, "d", params, id_key=KEY)
+    fresh = promoted_on_candidate_rows(root, "d", v5, resplit, "val_auc", KEY)
+    assert (fresh["version"], fresh["rows"], fresh["of"]) == ("v0002", 90, 180)
+    assert fresh["value"] == pytest.approx(_val_auc(v2, resplit, ids=range(540, 630)))
+    assert fresh["candidate_value"] == pytest.approx(_val_auc(v5, resplit, ids=range(540, 630)))
+    assert fresh["value"] != pytest.approx(_val_auc(v2, resplit))  # its training rows would count otherwise
+    assert "the 90 of v0005's 180 validation rows that v0002 was not trained on" in fresh["note"]
+    everything = _drifted(tmp_path / "everything", noise=0.3, seed=1, swap=True, roll=360)  # validation: 0-179
+    v6, _ = train_version(everything, root, "d", params, id_key=KEY)
+    none_left = promoted_on_candidate_rows(root, "d", v6, everything, "val_auc", KEY)
+    assert none_left["value"] is None and none_left["rows"] == 0 and "trained on every validation row" in none_left["note"]
+    other_key = promoted_on_candidate_rows(root, "d", v5, resplit, "val_auc", b"another key")
+    assert other_key["value"] is None and "hashed with another key" in other_key["note"]
+    unkeyed, _ = train_version(easy, root, "d", TrainParams(**{**params.__dict__, "seed": 2}))  # no key: no hashes
+    assert not (unkeyed / "train_ids.npy").exists()
+    assert registry.decide(root, "d", unkeyed, registry.Rule("always"))["promoted"]
+    after = promoted_on_candidate_rows(root, "d", v5, resplit, "val_auc", KEY)
+    assert after["value"] is None and "does not record which rows" in after["note"]
 
 
-def _val_auc(version, dataset_dir):
+def _val_auc(version, dataset_dir, ids=None):
     from cet_model.metrics import occurrence_auc
 
     va = load_dataset(dataset_dir).val
+    if ids is not None:
+        va = va.take(np.flatnonzero(np.isin(va.ids, list(ids))))
     p = load_model(version / "CET").predict_occurrence(model_inputs(va))
     return float(np.mean([occurrence_auc(va.C[:, j], p[:, j]) for j in range(p.shape[1])]))

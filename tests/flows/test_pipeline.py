@@ -83,7 +83,10 @@ def test_retrain_promotes_or_keeps_by_the_rule(cet_env, monkeypatch):
     d = moved["decision"]
     assert moved["version"].endswith("v0004") and d["previous_recorded_value"] == 1.0
     assert d["previous_value"] < 1.0 and "for v0002 on v0004's validation rows" in d["reason"]
-    assert d["comparison"].startswith("v0002 was trained on other data: rescored on v0004's validation rows")
+    assert d["comparison"].startswith("v0002 was trained on other data: both rescored on v0004's")
+    assert (v4 := cet_env / "models" / "synthetic" / "v0004" / "train_ids.npy").is_file() and len(np.load(v4)) == 720
+    # the hashes' key is kept with the data, never in the models folder
+    assert (cet_env / "data" / "row-ids.key").is_file() and not list((cet_env / "models").rglob("*.key"))
 
 
 def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):

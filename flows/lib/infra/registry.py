@@ -3,7 +3,9 @@
 Each version folder holds one sub-folder per trained model (safetensors + config.json),
 ``metrics.json`` (validation and test metrics per model), ``params.json`` (training
 parameters), ``data.json`` (the dataset's fingerprint, manifest name, feature and event
-names, featurization, the longest training follow-up per event) and, once judged, ``decision.json`` (promoted or kept, and why). The promoted
+names, featurization, the longest training follow-up per event), ``train_ids.npy`` (keyed hashes
+of the training rows' ids, when a key was given) and, once judged, ``decision.json`` (promoted or
+kept, and why). The promoted
 version is named in ``models/<dataset>/promoted.json``; every decision is appended to
 ``models/<dataset>/history.jsonl``. Versions are ``v0001``, ``v0002``, ... and are
 written under a temporary name, then renamed, so a crash leaves no half version.
@@ -110,8 +112,10 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     """Apply the rule to ``candidate``; promote it or keep the current version; record why
     (``note``: how the rule was chosen, when that needs saying). ``rescored``: the promoted
     version's value on the candidate's validation rows, when the two were trained on different
-    data (``train_eval.promoted_on_candidate_rows``): its ``value``, when not None, replaces the
-    promoted version's recorded value, and its ``note`` is kept as ``comparison``."""
+    data (``train_eval.promoted_on_candidate_rows``): its ``value`` and ``candidate_value`` (the
+    two models on the same rows), when not None, replace the recorded values (kept as
+    ``previous_recorded_value`` and ``candidate_recorded_value``), and its ``note`` is kept as
+    ``comparison``."""
     current = promoted(root, dataset)
     decision = {"candidate": candidate.name, "metric": rule.metric, "tolerance": rule.tolerance,
                 **({"note": note} if note else {}),
@@ -127,14 +131,15 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
         new, old = metric_value(candidate, rule.metric, model), metric_value(current, rule.metric, model)
         same_rows = rescored is not None and rescored.get("value") is not None
         if same_rows:
-            decision["previous_recorded_value"], old = old, float(rescored["value"])
+            decision |= {"previous_recorded_value": old, "candidate_recorded_value": new}
+            new, old = float(rescored["candidate_value"]), float(rescored["value"])
         sign = METRIC_DIRECTION[rule.metric]
         # an undefined candidate value never wins; an undefined incumbent always loses
         ok = (not math.isnan(new)) and (math.isnan(old) or sign * (new - old) >= -rule.tolerance)
         word = "higher" if sign > 0 else "lower"
         decision |= {"promoted": bool(ok), "previous": current.name, "candidate_value": new, "previous_value": old,
                      "reason": (f"{rule.metric} {new:.4f} vs {old:.4f} for {current.name}"
-                                + (f" on {candidate.name}'s validation rows" if same_rows else "") + f" ({word} is better, "
+                                + (_rows_text(candidate.name, rescored) if same_rows else "") + f" ({word} is better, "
                                 f"tolerance {rule.tolerance}): " + ("not worse, promoted" if ok else "worse, kept "
                                                                      f"{current.name}"))}
     _write_json(candidate / "decision.json", decision)
@@ -143,6 +148,13 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     with open(Path(root) / dataset / "history.jsonl", "a") as fh:
         fh.write(json.dumps(decision, sort_keys=True) + "\n")
     return decision
+
+
+def _rows_text(candidate: str, rescored: dict) -> str:
+    rows, of = rescored.get("rows"), rescored.get("of")
+    if rows is None or rows == of:
+        return f" on {candidate}'s validation rows"
+    return f" on {rows} of {candidate}'s {of} validation rows"
 
 
 def discard(tmp: Path) -> None:

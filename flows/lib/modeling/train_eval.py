@@ -6,6 +6,8 @@ fingerprint + training parameters + code version) already exists is reused, not 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import time
@@ -35,6 +37,7 @@ from cet_model.evaluation import (
 from cet_model.metrics import horizon_auc, horizon_calibration
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
+from flows.lib.infra.keys import kept_key
 
 log = logging.getLogger("flows.train")
 
@@ -145,44 +148,94 @@ def promotion_metric(dataset_dir, metric: str, explicit: bool, search: int = 0) 
     return "val_ci", f"{why}: promoted by val_ci (Harrell's C) instead"
 
 
-def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_dir, metric: str,
+TRAIN_IDS = "train_ids.npy"  # in a version: the sorted keyed 64-bit hashes of its training rows' ids
+
+
+def row_key(settings) -> bytes:
+    """The key of the training-row hashes: ``CET_PSEUDONYM_KEY``, else a random one kept in the
+    data folder (``row-ids.key``, mode 600), never in the models folder: a version's hashes do not
+    tell which subjects it was trained on to anyone who has the models but not the key."""
+    secret = settings.pseudonym_key
+    return kept_key(secret.get_secret_value() if secret else None, Path(settings.data_dir) / "row-ids.key",
+                    "key for the training-row hashes")
+
+
+def key_digest(key: bytes) -> str:
+    """A fingerprint of the key, recorded to check that hashes were made with the same one."""
+    return hashlib.sha256(b"cet-row-ids:" + key).hexdigest()[:12]
+
+
+def id_hashes(ids, key: bytes) -> np.ndarray:
+    """Keyed 64-bit hashes (HMAC-SHA256) of row ids as text, (n,) uint64: which rows a version was
+    trained on, to leave them out when it is scored on other data.
+
+    >>> a, b = id_hashes([7, 8], b"k"), id_hashes(["7"], b"k")
+    >>> bool(a[0] == b[0]), a.dtype.name, bool(id_hashes([7], b"other")[0] == a[0])
+    (True, 'uint64', False)
+    """
+    return np.array([int.from_bytes(hmac.new(key, str(i).encode(), "sha256").digest()[:8], "little") for i in ids],
+                    dtype=np.uint64)
+
+
+def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_dir, metric: str, key: bytes,
                                model: str = "CET", device: str = "cpu") -> dict | None:
-    """The promoted version's ``metric`` (e.g. ``val_auc``) rescored on the candidate's validation
-    split, so that the promotion rule compares the two on the same rows.
+    """The promoted version and the candidate scored on the same rows: the candidate's validation
+    rows that the promoted version was not trained on, so that the promotion rule compares like
+    with like.
 
     A version records its metrics on the validation split of the data it was trained on. When a
     retrain brings new data (a new dataset fingerprint), the two recorded values come from
     different rows, and a shift in the data moves both: new data that are harder to predict would
-    keep an old model that is worse on them. Returns None when there is nothing to rescore (no
-    promoted version, the candidate itself, rule ``always``, or the same data: the recorded values
-    are already paired); otherwise {"value": the promoted model's metric on the candidate's rows
-    (None when it cannot score them), "version", "recorded": its own recorded value, "note"}.
-    The promoted model cannot score the rows when its feature or event names or its comment
-    inputs differ from the candidate's; the note then says that the recorded values are compared.
+    keep an old model that is worse on them. And since a rebuild splits its subjects afresh, some of
+    the new validation rows may be rows the promoted model was trained on (``TRAIN_IDS``, hashed
+    with ``key``); they are left out. Returns None when there is nothing to rescore (no promoted version, the candidate
+    itself, rule ``always``, or the same data: the recorded values are already paired); otherwise
+    {"value": the promoted model's metric on those rows, "candidate_value": the candidate's,
+    "rows", "of": how many of the candidate's validation rows, "version", "recorded": the promoted
+    version's own recorded value, "note"}. When the promoted model cannot score the rows (other
+    feature or event names or comment inputs, no record of its training rows or one made with
+    another key, none left), the values are None and the note says that the recorded values are
+    compared.
     """
     current = registry.promoted(models_root, name)
-    if current is None or metric == "always" or current.resolve() == Path(candidate).resolve():
+    candidate = Path(candidate)
+    if current is None or metric == "always" or current.resolve() == candidate.resolve():
         return None
     old, new = (json.loads((Path(v) / "data.json").read_text()) for v in (current, candidate))
     if old.get("fingerprint") == new.get("fingerprint"):
         return None
     recorded = registry.metric_value(current, metric, model)
+    out = {"value": None, "candidate_value": None, "version": current.name, "recorded": recorded}
+    fallback = "the values each recorded on its own validation split are compared"
     differ = [k.replace("_", " ") for k in ("feature_names", "event_names", "sequences") if old.get(k) != new.get(k)]
     if differ:
-        return {"value": None, "version": current.name, "recorded": recorded,
-                "note": f"{current.name} was trained on other data with other {' and '.join(differ)}, so it cannot "
-                        f"score {Path(candidate).name}'s validation rows: the values each recorded on its own "
-                        "validation split are compared"}
+        return out | {"note": f"{current.name} was trained on other data with other {' and '.join(differ)}, so it "
+                              f"cannot score {candidate.name}'s validation rows: {fallback}"}
+    if not (current / TRAIN_IDS).is_file():
+        return out | {"note": f"{current.name} was trained on other data and does not record which rows (a version "
+                              f"from before {TRAIN_IDS}), so its training rows cannot be left out: {fallback}"}
+    if old.get("train_ids_key") != key_digest(key):
+        return out | {"note": f"{current.name} was trained on other data and its training rows were hashed with "
+                              f"another key than this one (CET_PSEUDONYM_KEY, or row-ids.key in the data folder), so "
+                              f"they cannot be left out: {fallback}"}
+    va = load_dataset(dataset_dir).val
+    unseen = np.flatnonzero(~np.isin(id_hashes(va.ids, key), np.load(current / TRAIN_IDS, allow_pickle=False)))
+    out |= {"rows": int(unseen.size), "of": len(va)}
+    if unseen.size == 0:
+        return out | {"note": f"{current.name} was trained on every validation row of {candidate.name}: {fallback}"}
     from cet_model.models import load_model
 
-    ds = load_dataset(dataset_dir)
-    va = ds.val
-    tasks = evaluate(model, load_model(current / model, device=device), va, ds.event_names, model_inputs(va),
-                     label=f"{name} {current.name} on {Path(candidate).name}'s validation split", warn_no_truth=False)
-    value = task_means(tasks)[metric.removeprefix("val_")]
-    return {"value": value, "version": current.name, "recorded": recorded,
-            "note": f"{current.name} was trained on other data: rescored on {Path(candidate).name}'s validation "
-                    f"rows ({metric} {value:.4f} there, {recorded:.4f} on its own validation split)"}
+    rows = va.take(unseen)
+    event_names = new["event_names"]
+    for field_name, version in (("value", current), ("candidate_value", candidate)):
+        tasks = evaluate(model, load_model(version / model, device=device), rows, event_names, model_inputs(rows),
+                         label=f"{name} {version.name} on {candidate.name}'s validation rows", warn_no_truth=False)
+        out[field_name] = task_means(tasks)[metric.removeprefix("val_")]
+    where = (f"{candidate.name}'s {len(va)} validation rows" if unseen.size == len(va) else
+             f"the {unseen.size} of {candidate.name}'s {len(va)} validation rows that {current.name} was not trained on")
+    return out | {"note": f"{current.name} was trained on other data: both rescored on {where} ({metric} "
+                          f"{out['candidate_value']:.4f} vs {out['value']:.4f}; {current.name} recorded "
+                          f"{recorded:.4f} on its own validation split)"}
 
 
 def task_means(tasks: dict) -> dict:
@@ -195,10 +248,12 @@ def task_means(tasks: dict) -> dict:
 
 
 def train_version(dataset_dir, models_root, name: str, params: TrainParams = TrainParams(),
-                  progress=None, on_models=None) -> tuple[Path, bool]:
+                  progress=None, on_models=None, id_key: bytes | None = None) -> tuple[Path, bool]:
     """Train (or reuse) a version of ``name``'s models; returns (version folder, reused).
     ``progress(model, epoch, history)`` after every epoch; ``on_models(models)`` once, with the
-    presets that will be fitted (those left out for want of the truth are not among them)."""
+    presets that will be fitted (those left out for want of the truth are not among them).
+    ``id_key`` (``row_key``): the version also keeps its training rows' ids as keyed hashes
+    (``TRAIN_IDS``), for ``promoted_on_candidate_rows``."""
     dataset_dir = Path(dataset_dir)
     key = stage_cache.stage_key({"dataset": dataset_dir}, params.key_params(), stage_cache.code_version(*CODE))
     found = registry.find_version(models_root, name, key)
@@ -285,11 +340,15 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 "featurization": ds.manifest.get("featurization"),
                 # how far the training data reach: predict warns of a horizon or feature values beyond them
                 "follow_up": training_follow_up(tr, ds.event_names),
-                "feature_ranges": feature_ranges(tr.X, ds.feature_names)},
+                "feature_ranges": feature_ranges(tr.X, ds.feature_names),
+                "train_ids_key": None if id_key is None else key_digest(id_key)},
         }
         for file_name, record in records.items():
             with writing(Path(models_root) / name / "<new version>" / file_name):
                 (tmp / file_name).write_text(json.dumps(record, indent=2, default=list))
+        if id_key is not None:  # which rows, for promoted_on_candidate_rows
+            with writing(Path(models_root) / name / "<new version>" / TRAIN_IDS):
+                np.save(tmp / TRAIN_IDS, np.sort(id_hashes(tr.ids, id_key)), allow_pickle=False)
         version = registry.commit(models_root, name, tmp)
     except BaseException:
         registry.discard(tmp)

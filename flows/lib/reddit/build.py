@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from cet_model.censoring import censor_by_median
 from cet_model.comments import RowView
 from cet_model.dataset import event_columns, write_dataset
 from flows.lib.infra.download import sha256_file
+from flows.lib.infra.keys import kept_key
 from flows.lib.reddit import cohort as reddit_cohort
 from flows.lib.reddit.embed import DEFAULT_MODEL, embed
 from flows.lib.reddit.months import month_bounds
@@ -66,20 +66,7 @@ class RedditParams:
 
 def pseudonym_key(value: str | None, work_dir: Path) -> bytes:
     """The key from settings, or a random one kept (mode 600) in the work folder and reused."""
-    if value:
-        return value.encode("utf-8")
-    path = Path(work_dir) / "pseudonym.key"
-    if path.is_file():
-        return path.read_bytes().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_hex(32).encode()
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key)
-    os.replace(tmp, path)
-    log.warning("no pseudonymisation key set (CET_PSEUDONYM_KEY); generated one in %s", path)
-    return key
+    return kept_key(value, Path(work_dir) / "pseudonym.key", "pseudonymisation key")
 
 
 def dump_roots(dumps) -> list[Path]:
