@@ -154,8 +154,13 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     assert rescored["value"] < 0.6 < recorded[v2], (rescored, recorded)
     assert rescored["value"] == pytest.approx(_val_auc(v1, shifted))  # the saved model on those rows
     assert rescored["candidate_value"] == pytest.approx(recorded[v2])
+    diff = rescored["difference"]  # candidate minus promoted on those rows, with its paired interval
+    assert diff["estimate"] == pytest.approx(rescored["candidate_value"] - rescored["value"])
+    assert 0 < diff["low"] < diff["estimate"] < diff["high"] and diff["level"] == 0.95
+    assert "candidate minus v0001 +0.256 [" in rescored["note"]
     d = registry.decide(root, "d", v2, registry.Rule(), rescored=rescored)
     assert d["promoted"] and "on v0002's validation rows" in d["reason"] and d["previous_recorded_value"] == recorded[v1]
+    assert d["difference"] == diff
     # the same data again (another seed): the recorded values are already on the same rows
     v3, _ = train_version(shifted, root, "d", TrainParams(**{**params.__dict__, "seed": 1}), id_key=KEY)
     assert promoted_on_candidate_rows(root, "d", v3, shifted, "val_auc", KEY) is None

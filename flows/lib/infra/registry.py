@@ -114,8 +114,8 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     version's value on the candidate's validation rows, when the two were trained on different
     data (``train_eval.promoted_on_candidate_rows``): its ``value`` and ``candidate_value`` (the
     two models on the same rows), when not None, replace the recorded values (kept as
-    ``previous_recorded_value`` and ``candidate_recorded_value``), and its ``note`` is kept as
-    ``comparison``."""
+    ``previous_recorded_value`` and ``candidate_recorded_value``), its ``difference`` (candidate
+    minus promoted, with a paired bootstrap interval) is kept, and its ``note`` as ``comparison``."""
     current = promoted(root, dataset)
     decision = {"candidate": candidate.name, "metric": rule.metric, "tolerance": rule.tolerance,
                 **({"note": note} if note else {}),
@@ -131,7 +131,8 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
         new, old = metric_value(candidate, rule.metric, model), metric_value(current, rule.metric, model)
         same_rows = rescored is not None and rescored.get("value") is not None
         if same_rows:
-            decision |= {"previous_recorded_value": old, "candidate_recorded_value": new}
+            decision |= {"previous_recorded_value": old, "candidate_recorded_value": new,
+                         **({"difference": rescored["difference"]} if rescored.get("difference") else {})}
             new, old = float(rescored["candidate_value"]), float(rescored["value"])
         sign = METRIC_DIRECTION[rule.metric]
         # an undefined candidate value never wins; an undefined incumbent always loses

@@ -226,15 +226,26 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     from cet_model.models import load_model
 
     rows = va.take(unseen)
-    event_names = new["event_names"]
+    x, short = model_inputs(rows), metric.removeprefix("val_")
+    ranking = {}
     for field_name, version in (("value", current), ("candidate_value", candidate)):
-        tasks = evaluate(model, load_model(version / model, device=device), rows, event_names, model_inputs(rows),
+        fitted = load_model(version / model, device=device)
+        tasks = evaluate(model, fitted, rows, new["event_names"], x,
                          label=f"{name} {version.name} on {candidate.name}'s validation rows", warn_no_truth=False)
-        out[field_name] = task_means(tasks)[metric.removeprefix("val_")]
+        out[field_name] = task_means(tasks)[short]
+        ranking[field_name] = ranking_inputs(model, fitted, x)
     where = (f"{candidate.name}'s {len(va)} validation rows" if unseen.size == len(va) else
              f"the {unseen.size} of {candidate.name}'s {len(va)} validation rows that {current.name} was not trained on")
+    spread = ""
+    if short in ("auc", "ci"):  # the paired bootstrap's metrics: how sure these rows let one be of the difference
+        record = bootstrap_intervals(rows, ranking, reference="candidate_value")
+        d = record["differences"].get(short, {}).get("value")
+        if d is not None and d.get("low") is not None and np.isfinite(d["low"]):
+            out["difference"] = d | {"level": record["level"], "resamples": record["resamples"]}
+            spread = (f"; candidate minus {current.name} {difference_text(d)}, {record['level']:.0%} paired bootstrap "
+                      "interval")
     return out | {"note": f"{current.name} was trained on other data: both rescored on {where} ({metric} "
-                          f"{out['candidate_value']:.4f} vs {out['value']:.4f}; {current.name} recorded "
+                          f"{out['candidate_value']:.4f} vs {out['value']:.4f}{spread}; {current.name} recorded "
                           f"{recorded:.4f} on its own validation split)"}
 
 
