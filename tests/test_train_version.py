@@ -133,8 +133,10 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     """Retrained on shifted data that are harder to predict, the new version's recorded validation
     AUC is below the old one's, which was recorded on the old data; on the new rows the old model
     is near chance. Compared by the recorded values the old model would be kept; the rule rescores
-    it on the candidate's validation rows and promotes the new one. Data with other feature names
-    cannot be rescored, and the recorded values are compared, saying so."""
+    it on the candidate's validation rows and promotes the new one. On the same data the recorded
+    values are compared, with the difference's interval; rows split afresh leave out the promoted
+    model's training rows; data with other feature names cannot be rescored, and the recorded
+    values are compared, saying so."""
     from flows.lib.infra import registry
     from flows.lib.modeling.train_eval import promoted_on_candidate_rows
 
@@ -163,21 +165,27 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     assert d["difference"] == diff
     # the same data again (another seed): the recorded values are already on the same rows
     v3, _ = train_version(shifted, root, "d", TrainParams(**{**params.__dict__, "seed": 1}), id_key=KEY)
-    assert promoted_on_candidate_rows(root, "d", v3, shifted, "val_auc", KEY) is None
+    same = promoted_on_candidate_rows(root, "d", v3, shifted, "val_auc", KEY)
+    assert same["value"] is None and same["note"].startswith("the same data as v0002: the recorded values are compared")
+    assert same["difference"]["estimate"] == pytest.approx(registry.metric_value(v3, "val_auc") - recorded[v2])
+    assert promoted_on_candidate_rows(root, "d", v3, shifted, "val_mrae", KEY) is None  # no interval for MRAE
+    d3 = registry.decide(root, "d", v3, registry.Rule(tolerance=1.0), rescored=same)  # promotes v3
+    assert d3["previous_value"] == recorded[v2] and d3["difference"] == same["difference"]
+    assert "validation rows" not in d3["reason"] and registry.promoted(root, "d") == v3
     renamed = _drifted(tmp_path / "renamed", noise=0.3, seed=2, rename={"x5": "age"})
     v4, _ = train_version(renamed, root, "d", params, id_key=KEY)
     other = promoted_on_candidate_rows(root, "d", v4, renamed, "val_auc", KEY)
     assert other["value"] is None and "other feature names" in other["note"]
-    # the promoted v2's rows split afresh: the new validation rows are ids 450-629, and v2 was
+    # the promoted v3's rows split afresh: the new validation rows are ids 450-629, and v3 was
     # trained on 0-539, so both are scored on 540-629 alone
     resplit = _drifted(tmp_path / "resplit", noise=0.3, seed=1, swap=True, roll=-90)
     v5, _ = train_version(resplit, root, "d", params, id_key=KEY)
     fresh = promoted_on_candidate_rows(root, "d", v5, resplit, "val_auc", KEY)
-    assert (fresh["version"], fresh["rows"], fresh["of"]) == ("v0002", 90, 180)
-    assert fresh["value"] == pytest.approx(_val_auc(v2, resplit, ids=range(540, 630)))
+    assert (fresh["version"], fresh["rows"], fresh["of"]) == ("v0003", 90, 180)
+    assert fresh["value"] == pytest.approx(_val_auc(v3, resplit, ids=range(540, 630)))
     assert fresh["candidate_value"] == pytest.approx(_val_auc(v5, resplit, ids=range(540, 630)))
-    assert fresh["value"] != pytest.approx(_val_auc(v2, resplit))  # its training rows would count otherwise
-    assert "the 90 of v0005's 180 validation rows that v0002 was not trained on" in fresh["note"]
+    assert fresh["value"] != pytest.approx(_val_auc(v3, resplit))  # its training rows would count otherwise
+    assert "the 90 of v0005's 180 validation rows that v0003 was not trained on" in fresh["note"]
     everything = _drifted(tmp_path / "everything", noise=0.3, seed=1, swap=True, roll=360)  # validation: 0-179
     v6, _ = train_version(everything, root, "d", params, id_key=KEY)
     none_left = promoted_on_candidate_rows(root, "d", v6, everything, "val_auc", KEY)

@@ -120,6 +120,7 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     decision = {"candidate": candidate.name, "metric": rule.metric, "tolerance": rule.tolerance,
                 **({"note": note} if note else {}),
                 **({"comparison": rescored["note"]} if rescored else {}),
+                **({"difference": rescored["difference"]} if rescored and rescored.get("difference") else {}),
                 "model": model, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if current is not None and current.resolve() == Path(candidate).resolve():
         return decision | {"promoted": True, "previous": current.name, "reason": "already the promoted version"}
@@ -131,8 +132,7 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
         new, old = metric_value(candidate, rule.metric, model), metric_value(current, rule.metric, model)
         same_rows = rescored is not None and rescored.get("value") is not None
         if same_rows:
-            decision |= {"previous_recorded_value": old, "candidate_recorded_value": new,
-                         **({"difference": rescored["difference"]} if rescored.get("difference") else {})}
+            decision |= {"previous_recorded_value": old, "candidate_recorded_value": new}
             new, old = float(rescored["candidate_value"]), float(rescored["value"])
         sign = METRIC_DIRECTION[rule.metric]
         # an undefined candidate value never wins; an undefined incumbent always loses

@@ -188,11 +188,14 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     different rows, and a shift in the data moves both: new data that are harder to predict would
     keep an old model that is worse on them. And since a rebuild splits its subjects afresh, some of
     the new validation rows may be rows the promoted model was trained on (``TRAIN_IDS``, hashed
-    with ``key``); they are left out. Returns None when there is nothing to rescore (no promoted version, the candidate
-    itself, rule ``always``, or the same data: the recorded values are already paired); otherwise
-    {"value": the promoted model's metric on those rows, "candidate_value": the candidate's,
-    "rows", "of": how many of the candidate's validation rows, "version", "recorded": the promoted
-    version's own recorded value, "note"}. When the promoted model cannot score the rows (other
+    with ``key``); they are left out. Returns None when there is nothing to compare (no promoted
+    version, the candidate itself, rule ``always``); otherwise {"value": the promoted model's
+    metric on those rows, "candidate_value": the candidate's, "rows", "of": how many of the
+    candidate's validation rows, "version", "recorded": the promoted version's own recorded value,
+    "difference": for AUC and C, candidate minus promoted with its paired bootstrap interval,
+    "note"}. On the same data the recorded values are already on the same rows: the values are
+    None (the rule compares the recorded ones) and only the difference is computed, or None is
+    returned for a metric without one. When the promoted model cannot score the rows (other
     feature or event names or comment inputs, no record of its training rows or one made with
     another key, none left), the values are None and the note says that the recorded values are
     compared.
@@ -202,10 +205,18 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     if current is None or metric == "always" or current.resolve() == candidate.resolve():
         return None
     old, new = (json.loads((Path(v) / "data.json").read_text()) for v in (current, candidate))
-    if old.get("fingerprint") == new.get("fingerprint"):
-        return None
     recorded = registry.metric_value(current, metric, model)
     out = {"value": None, "candidate_value": None, "version": current.name, "recorded": recorded}
+    if old.get("fingerprint") == new.get("fingerprint"):
+        if metric not in ("val_auc", "val_ci"):
+            return None
+        va = load_dataset(dataset_dir).val
+        _, difference = _score_pair(current, candidate, va, new["event_names"], metric, model, device, name)
+        if difference is None:
+            return None
+        return out | {"rows": len(va), "of": len(va), "difference": difference,
+                      "note": f"the same data as {current.name}: the recorded values are compared; candidate minus "
+                              f"{current.name} on the {len(va)} validation rows {_difference_note(difference)}"}
     fallback = "the values each recorded on its own validation split are compared"
     differ = [k.replace("_", " ") for k in ("feature_names", "event_names", "sequences") if old.get(k) != new.get(k)]
     if differ:
@@ -223,30 +234,44 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     out |= {"rows": int(unseen.size), "of": len(va)}
     if unseen.size == 0:
         return out | {"note": f"{current.name} was trained on every validation row of {candidate.name}: {fallback}"}
-    from cet_model.models import load_model
-
-    rows = va.take(unseen)
-    x, short = model_inputs(rows), metric.removeprefix("val_")
-    ranking = {}
-    for field_name, version in (("value", current), ("candidate_value", candidate)):
-        fitted = load_model(version / model, device=device)
-        tasks = evaluate(model, fitted, rows, new["event_names"], x,
-                         label=f"{name} {version.name} on {candidate.name}'s validation rows", warn_no_truth=False)
-        out[field_name] = task_means(tasks)[short]
-        ranking[field_name] = ranking_inputs(model, fitted, x)
+    (out["value"], out["candidate_value"]), difference = _score_pair(
+        current, candidate, va.take(unseen), new["event_names"], metric, model, device, name)
+    spread = ""
+    if difference is not None:
+        out["difference"] = difference
+        spread = f"; candidate minus {current.name} {_difference_note(difference)}"
     where = (f"{candidate.name}'s {len(va)} validation rows" if unseen.size == len(va) else
              f"the {unseen.size} of {candidate.name}'s {len(va)} validation rows that {current.name} was not trained on")
-    spread = ""
-    if short in ("auc", "ci"):  # the paired bootstrap's metrics: how sure these rows let one be of the difference
-        record = bootstrap_intervals(rows, ranking, reference="candidate_value")
-        d = record["differences"].get(short, {}).get("value")
-        if d is not None and d.get("low") is not None and np.isfinite(d["low"]):
-            out["difference"] = d | {"level": record["level"], "resamples": record["resamples"]}
-            spread = (f"; candidate minus {current.name} {difference_text(d)}, {record['level']:.0%} paired bootstrap "
-                      "interval")
     return out | {"note": f"{current.name} was trained on other data: both rescored on {where} ({metric} "
                           f"{out['candidate_value']:.4f} vs {out['value']:.4f}{spread}; {current.name} recorded "
                           f"{recorded:.4f} on its own validation split)"}
+
+
+def _score_pair(current: Path, candidate: Path, rows, event_names, metric: str, model: str, device: str,
+                name: str) -> tuple[tuple[float, float], dict | None]:
+    """((promoted's metric, candidate's metric), candidate minus promoted with its paired bootstrap
+    interval, or None for a metric the bootstrap does not cover) on ``rows``."""
+    from cet_model.models import load_model
+
+    x, short = model_inputs(rows), metric.removeprefix("val_")
+    values, ranking = [], {}
+    for field_name, version in (("promoted", current), ("candidate", candidate)):
+        fitted = load_model(version / model, device=device)
+        tasks = evaluate(model, fitted, rows, event_names, x, label=f"{name} {version.name} on {candidate.name}'s "
+                         "validation rows", warn_no_truth=False)
+        values.append(task_means(tasks)[short])
+        ranking[field_name] = ranking_inputs(model, fitted, x)
+    if short not in ("auc", "ci"):
+        return tuple(values), None
+    record = bootstrap_intervals(rows, ranking, reference="candidate")
+    d = record["differences"].get(short, {}).get("promoted")
+    if d is None or d.get("low") is None or not np.isfinite(d["low"]):
+        return tuple(values), None
+    return tuple(values), d | {"level": record["level"], "resamples": record["resamples"]}
+
+
+def _difference_note(d: dict) -> str:
+    return f"{difference_text(d)}, {d['level']:.0%} paired bootstrap interval"
 
 
 def task_means(tasks: dict) -> dict:
