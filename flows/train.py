@@ -264,6 +264,8 @@ def main(argv=None) -> int:
         ap.error(str(exc))
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
     print(f"{result['version']}: {result['decision']['reason']}")
+    if result["decision"].get("comparison"):  # how the promoted version was compared with it
+        print(f"  {result['decision']['comparison']}")
     print("\n".join(train_eval.summary_lines(Path(result["version"]))))
     if result.get("subgroups"):
         print("\n".join(subgroups.subgroup_lines(result["subgroups"])))

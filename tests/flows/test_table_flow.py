@@ -119,9 +119,11 @@ def test_bad_options_are_usage_errors(rossi_csv, argv, message, capsys):
     assert exc.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(rossi_csv, tmp_path, monkeypatch):
+def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(rossi_csv, tmp_path, monkeypatch,
+                                                                               capsys):
     """The scheduled retrain on a user's table: nothing changed -> the version is reused; the file
-    refreshed (here: the last 32 subjects' rows withdrawn) -> rebuilt from the same file, retrained."""
+    refreshed (here: the last 32 subjects' rows withdrawn) -> rebuilt from the same file, retrained,
+    and the promoted version compared with it on the new validation rows it did not train on."""
     from flows import train as train_flow
     from flows.lib.flow_params import RetrainParams
     from flows.lib.infra import registry
@@ -138,8 +140,14 @@ def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(ro
     again = train_flow.retrain(RetrainParams(dataset="rossi"))
     assert again["reused"] and registry.versions(tmp_path / "models", "rossi") == ["v0001"]
     pl.read_csv(rossi_csv).head(400).write_csv(rossi_csv)
-    refreshed = train_flow.retrain(RetrainParams(dataset="rossi", promote_tolerance=1.0))
-    assert refreshed["version"].endswith("v0002") and not refreshed["reused"]
+    capsys.readouterr()
+    assert train_flow.main(["retrain", "--dataset", "rossi", "--promote-tolerance", "1.0"]) == 0
+    out = capsys.readouterr().out
+    assert registry.versions(tmp_path / "models", "rossi") == ["v0001", "v0002"]
+    assert re.search(r"v0002: val_ci \S+ vs \S+ for v0001 on (\d+ of )?v0002's (\d+ )?validation rows", out), out
+    assert re.search(r"\n  v0001 was trained on other data: both rescored on .* \(val_ci .*; candidate minus v0001 "
+                     r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\], 95% paired bootstrap interval; v0001 "
+                     r"recorded", out), out
     ds = load_dataset(tmp_path / "data" / "rossi")
     assert sum(ds.manifest["split_sizes"].values()) == 400 and ds.feature_names == ["fin", "age", "prio"]
 
