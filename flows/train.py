@@ -69,7 +69,8 @@ def choose_metric(dataset_dir: str, metric: str, explicit: bool, search: int) ->
 @task(name="rescore-promoted-version")
 def rescore_promoted(models_root: str, name: str, version: str, dataset_dir: str, metric: str,
                      device: str) -> dict | None:
-    """The promoted version on the candidate's validation rows, when it was trained on other data."""
+    """The promoted version and the candidate on the same validation rows (those the promoted
+    version did not train on, when it was trained on other data), and their difference."""
     rescored = train_eval.promoted_on_candidate_rows(Path(models_root), name, Path(version), dataset_dir, metric,
                                                      train_eval.row_key(Settings()), device=device)
     if rescored is not None:

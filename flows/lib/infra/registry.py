@@ -111,9 +111,9 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
            rescored: dict | None = None) -> dict:
     """Apply the rule to ``candidate``; promote it or keep the current version; record why
     (``note``: how the rule was chosen, when that needs saying). ``rescored``: the promoted
-    version's value on the candidate's validation rows, when the two were trained on different
-    data (``train_eval.promoted_on_candidate_rows``): its ``value`` and ``candidate_value`` (the
-    two models on the same rows), when not None, replace the recorded values (kept as
+    version and the candidate on the same validation rows (``train_eval.promoted_on_candidate_rows``):
+    its ``value`` and ``candidate_value`` (set when the two were trained on different data), when
+    not None, replace the recorded values (kept as
     ``previous_recorded_value`` and ``candidate_recorded_value``), its ``difference`` (candidate
     minus promoted, with a paired bootstrap interval) is kept, and its ``note`` as ``comparison``."""
     current = promoted(root, dataset)
