@@ -1,7 +1,8 @@
-"""Secret keys kept on disk: made once (mode 600), then reused."""
+"""Secret keys kept on disk: made once (mode 600), then reused; and their fingerprints."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -27,3 +28,13 @@ def kept_key(value: str | None, path: Path, what: str) -> bytes:
     os.replace(tmp, path)
     log.warning("no %s set (CET_PSEUDONYM_KEY); generated one in %s", what, path)
     return key
+
+
+def key_digest(key: bytes, purpose: str) -> str:
+    """A fingerprint of ``key`` for records (never the key itself), by ``purpose``, so that one
+    key used for two purposes gives two unrelated fingerprints.
+
+    >>> key_digest(b"k", "cet-row-ids") != key_digest(b"k", "cet-pseudonym-key")
+    True
+    """
+    return hashlib.sha256(purpose.encode() + b":" + key).hexdigest()[:12]

@@ -6,7 +6,6 @@ fingerprint + training parameters + code version) already exists is reused, not 
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import logging
@@ -37,7 +36,7 @@ from cet_model.evaluation import (
 from cet_model.metrics import horizon_auc, horizon_calibration
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
-from flows.lib.infra.keys import kept_key
+from flows.lib.infra.keys import kept_key, key_digest
 
 log = logging.getLogger("flows.train")
 
@@ -149,6 +148,7 @@ def promotion_metric(dataset_dir, metric: str, explicit: bool, search: int = 0) 
 
 
 TRAIN_IDS = "train_ids.npy"  # in a version: the sorted keyed 64-bit hashes of its training rows' ids
+ROW_IDS = "cet-row-ids"  # the purpose its key's fingerprint (data.json train_ids_key) is taken for
 
 
 def row_key(settings) -> bytes:
@@ -158,11 +158,6 @@ def row_key(settings) -> bytes:
     secret = settings.pseudonym_key
     return kept_key(secret.get_secret_value() if secret else None, Path(settings.data_dir) / "row-ids.key",
                     "key for the training-row hashes")
-
-
-def key_digest(key: bytes) -> str:
-    """A fingerprint of the key, recorded to check that hashes were made with the same one."""
-    return hashlib.sha256(b"cet-row-ids:" + key).hexdigest()[:12]
 
 
 def id_hashes(ids, key: bytes) -> np.ndarray:
@@ -225,7 +220,7 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     if not (current / TRAIN_IDS).is_file():
         return out | {"note": f"{current.name} was trained on other data and does not record which rows (a version "
                               f"from before {TRAIN_IDS}), so its training rows cannot be left out: {fallback}"}
-    if old.get("train_ids_key") != key_digest(key):
+    if old.get("train_ids_key") != key_digest(key, ROW_IDS):
         return out | {"note": f"{current.name} was trained on other data and its training rows were hashed with "
                               f"another key than this one (CET_PSEUDONYM_KEY, or row-ids.key in the data folder), so "
                               f"they cannot be left out: {fallback}"}
@@ -377,7 +372,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 # how far the training data reach: predict warns of a horizon or feature values beyond them
                 "follow_up": training_follow_up(tr, ds.event_names),
                 "feature_ranges": feature_ranges(tr.X, ds.feature_names),
-                "train_ids_key": None if id_key is None else key_digest(id_key)},
+                "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS)},
         }
         for file_name, record in records.items():
             with writing(Path(models_root) / name / "<new version>" / file_name):

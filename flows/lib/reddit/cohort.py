@@ -23,7 +23,6 @@ never on disk or in logs.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 from collections import Counter
@@ -32,6 +31,7 @@ from pathlib import Path
 import polars as pl
 
 from cet_model.atomic import remove_dead_leftovers, writing
+from flows.lib.infra import keys
 from flows.lib.infra.crash import crash_point
 from flows.lib.reddit.pushshift import FieldFilter, ReadStats, created_utc, iter_records
 from flows.lib.reddit.subreddits import SUBREDDITS
@@ -248,5 +248,5 @@ def combine_comments(parts: list[Path]) -> pl.DataFrame:
 
 
 def key_digest(key: bytes) -> str:
-    """A fingerprint of the key for manifests (never the key itself)."""
-    return hashlib.sha256(b"cet-pseudonym-key:" + key).hexdigest()[:12]
+    """A fingerprint of the pseudonymisation key for manifests (never the key itself)."""
+    return keys.key_digest(key, "cet-pseudonym-key")
