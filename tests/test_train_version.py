@@ -197,6 +197,11 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     assert registry.decide(root, "d", unkeyed, registry.Rule("always"))["promoted"]
     after = promoted_on_candidate_rows(root, "d", v5, resplit, "val_auc", KEY)
     assert after["value"] is None and "does not record which rows" in after["note"]
+    # a damaged record is a clear error naming the file, not a silent comparison on the wrong rows
+    registry.decide(root, "d", v5, registry.Rule("always"))
+    (v5 / "train_ids.npy").write_bytes(b"not an array")
+    with pytest.raises(ValueError, match=r"v0005/train_ids.npy: not a readable record of training-row hashes"):
+        promoted_on_candidate_rows(root, "d", v6, everything, "val_auc", KEY)
 
 
 def _val_auc(version, dataset_dir, ids=None):

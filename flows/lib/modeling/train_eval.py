@@ -225,7 +225,14 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
                               f"another key than this one (CET_PSEUDONYM_KEY, or row-ids.key in the data folder), so "
                               f"they cannot be left out: {fallback}"}
     va = load_dataset(dataset_dir).val
-    unseen = np.flatnonzero(~np.isin(id_hashes(va.ids, key), np.load(current / TRAIN_IDS, allow_pickle=False)))
+    try:
+        seen = np.load(current / TRAIN_IDS, allow_pickle=False)
+        if seen.ndim != 1 or seen.dtype != np.uint64:
+            raise ValueError(f"a {seen.dtype} array of shape {seen.shape}, not uint64 hashes")
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{current / TRAIN_IDS}: not a readable record of training-row hashes ({exc}); remove it, "
+                         "and the promotion rule compares the recorded values") from None
+    unseen = np.flatnonzero(~np.isin(id_hashes(va.ids, key), seen))
     out |= {"rows": int(unseen.size), "of": len(va)}
     if unseen.size == 0:
         return out | {"note": f"{current.name} was trained on every validation row of {candidate.name}: {fallback}"}
