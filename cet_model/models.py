@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 
 from . import losses
 from .atomic import writing
@@ -203,7 +204,7 @@ class _Base(BaseEstimator):
 
     def _check_fitted(self) -> None:
         if getattr(self, "net_", None) is None:
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or load() first")
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit() or load() first")
 
     def _check_columns(self, X, name: str = "X") -> None:
         """A data frame must have the training columns, in the training order. An array after a
@@ -294,6 +295,11 @@ class _Base(BaseEstimator):
             return self._train_loss(*[a[idx] if a is not None else None for a in tr])
 
         val_loss = None
+        given = {"X_val": X_val is not None, "T_val": T_val is not None, "S_val": S_val is not None}
+        if any(given.values()) and not all(given.values()):
+            raise ValueError("validation data need X_val, T_val and S_val together; got "
+                             + ", ".join(k for k, v in given.items() if v) + " without "
+                             + ", ".join(k for k, v in given.items() if not v))
         if X_val is not None:
             self._check_columns(X_val, "X_val")
             va = self._tensors(*check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),

@@ -4,6 +4,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from sklearn.exceptions import NotFittedError
 
 from cet_model import BCModel, CETModel, ETModel, load_model
 from cet_model.models import FORMAT_VERSION
@@ -185,6 +186,10 @@ def test_bad_validation_and_prediction_inputs(small_survival):
     x, t, s, _ = small_survival
     with pytest.raises(ValueError, match="T_val: event times must be > 0"):
         CETModel(**FAST).fit(x, t, s, x, -t, s)
+    with pytest.raises(ValueError, match="need X_val, T_val and S_val together; got X_val, T_val without S_val"):
+        CETModel(**FAST).fit(x, t, s, x, t)  # validation was silently dropped or half-checked
+    with pytest.raises(ValueError, match="got T_val, S_val without X_val"):
+        CETModel(**FAST).fit(x, t, s, T_val=t, S_val=s)
     model = CETModel(**FAST).fit(x, t, s)
     with pytest.raises(ValueError, match="X: expected 3 columns, got 2"):
         model.predict_occurrence(x[:, :2])
@@ -193,7 +198,7 @@ def test_bad_validation_and_prediction_inputs(small_survival):
         model.predict_occurrence(x[0])
     with pytest.raises(ValueError, match="q must be in"):
         model.predict_time(x, q=1.5)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):  # scikit-learn's: a ValueError and an AttributeError
         CETModel().predict_occurrence(x)
 
 
