@@ -6,8 +6,10 @@ time > 0, ``s_e`` 1 if observed, ``c_e`` true occurrence or null where it is not
 censored by follow-up rather than by a build that kept the truth), ``t_true_e`` true time or null);
 and optionally ``sequences.npy`` (n x 20 x D, in row order) and, in ``events.parquet``,
 ``mask_e`` columns (0 = leave this task out for this row, e.g. an event inside the feature
-window; a missing column means every cell is used). Writes are atomic: the folder
-appears whole or not at all.
+window; a missing column means every cell is used) and, in ``features.parquet``, ``split_group``
+(text: the unit the split was drawn by when a subject has several rows, e.g. a patient's
+``subject_id`` for MIMIC admissions, named by the manifest's ``split_by``; no group is in two
+splits). Writes are atomic: the folder appears whole or not at all.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Split:
     T_true: np.ndarray
     sequences: np.ndarray | None = None
     mask: np.ndarray | None = None  # (n, M) 1 = use the cell; None = use every cell
+    groups: np.ndarray | None = None  # (n,) text: the unit the split was drawn by (``split_group``), or None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -67,7 +70,8 @@ class Split:
         elif seq is not None:
             seq = RowView(seq, rows)
         return Split(ids=self.ids[rows], X=self.X[rows], T=self.T[rows], S=self.S[rows], C=self.C[rows],
-                     T_true=self.T_true[rows], sequences=seq, mask=None if self.mask is None else self.mask[rows])
+                     T_true=self.T_true[rows], sequences=seq, mask=None if self.mask is None else self.mask[rows],
+                     groups=None if self.groups is None else self.groups[rows])
 
 
 @dataclass
@@ -92,6 +96,7 @@ class Dataset:
 
 
 EVENT_COLUMN = re.compile(r"(t_true|t|s|c|mask)_(.+)")
+GROUP_COLUMN = "split_group"  # optional, in features.parquet: the unit the split was drawn by
 
 
 def event_columns(event: str) -> tuple[str, str, str, str]:
@@ -280,12 +285,16 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             indicators.append(col)
             feature_columns.append(missing.cast(pl.Float64).alias(missing_indicator(col)))
     names = [c.name for c in feature_columns]
+    if GROUP_COLUMN in names:
+        raise ValueError(f"table: feature column {GROUP_COLUMN!r} has the name of the dataset's column of split groups; "
+                         "rename it")
     twice = sorted({c for c in names if names.count(c) > 1})
     if twice:
         raise ValueError(f"table: feature columns {twice} would be written twice (a column of the table has the "
                          "name of an indicator or a categorical level); rename it")
     cols = {"id": ids.alias("id"), "split": split.alias("split")}
-    features_frame = pl.DataFrame([*cols.values(), *feature_columns])  # bool -> 0/1
+    group = [] if group_column is None else [table[group_column].cast(pl.String).alias(GROUP_COLUMN)]
+    features_frame = pl.DataFrame([*cols.values(), *group, *feature_columns])  # bool -> 0/1
     if missing_times not in ("refuse", "mask"):
         raise ValueError(f"missing_times: 'refuse' or 'mask', got {missing_times!r}")
     event_cols, masked = [], {}
@@ -443,6 +452,11 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
         row = int(differ.arg_max())
         raise ValueError(f"{epath}: column 'split' row {row} is {events['split'][row]!r} but features.parquet "
                          f"has {features['split'][row]!r}")
+    if GROUP_COLUMN in feats:
+        raise ValueError(f"{where}/manifest.json: {GROUP_COLUMN!r} is the column of the split's groups, not a "
+                         "feature name; rename the feature")
+    if GROUP_COLUMN in features.columns:
+        _check_groups(features, fpath)
     counts = {k: int((features["split"] == k).sum()) for k in SPLITS}
     declared = manifest["split_sizes"]
     if (not isinstance(declared, dict) or set(declared) - set(SPLITS)
@@ -483,6 +497,21 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
     if sequences is not None and sequences.shape[0] != features.height:
         raise ValueError(f"{where}/sequences.npy: {sequences.shape[0]} rows but features.parquet "
                          f"has {features.height}")
+
+
+def _check_groups(features: pl.DataFrame, fpath: str) -> None:
+    """``split_group``: text, on every row, and no group in two splits."""
+    groups = features[GROUP_COLUMN]
+    if groups.dtype != pl.String:
+        raise ValueError(f"{fpath}: column {GROUP_COLUMN!r} has type {groups.dtype}, expected text")
+    if groups.is_null().any():
+        raise ValueError(f"{fpath}: column {GROUP_COLUMN!r} row {int(groups.is_null().arg_max())} is missing; every "
+                         "row needs the group its split was drawn by")
+    spread = features.group_by(GROUP_COLUMN).agg(pl.col("split").n_unique().alias("n")).filter(pl.col("n") > 1)
+    if spread.height:
+        first = int(features[GROUP_COLUMN].is_in(spread[GROUP_COLUMN].implode()).arg_max())
+        raise ValueError(f"{fpath}: column {GROUP_COLUMN!r} row {first} is {groups[first]!r}, whose rows are in more "
+                         f"than one split ({spread.height} such groups); a group's rows must share one split")
 
 
 def _require_columns(df: pl.DataFrame, cols, path: str) -> None:
@@ -528,6 +557,7 @@ def load_dataset(path) -> Dataset:
     cols = {k: events.select([event_columns(e)[i] for e in names]).cast(pl.Float64).to_numpy()
             for i, k in enumerate(("T", "S", "C", "T_true"))}
     ids = features["id"].to_numpy()
+    groups = features[GROUP_COLUMN].to_numpy() if GROUP_COLUMN in features.columns else None
     mask = None
     if any(f"mask_{e}" in events.columns for e in names):
         mask = np.column_stack([events[f"mask_{e}"].cast(pl.Float64).to_numpy() if f"mask_{e}" in events.columns
@@ -536,5 +566,6 @@ def load_dataset(path) -> Dataset:
         rows = np.flatnonzero(split == name)
         ds.splits[name] = Split(ids=ids[rows], X=X[rows], sequences=None if seq is None else RowView(seq, rows),
                                 mask=None if mask is None else mask[rows],
+                                groups=None if groups is None else groups[rows],
                                 **{k: v[rows] for k, v in cols.items()})
     return ds

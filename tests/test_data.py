@@ -125,6 +125,16 @@ def _frames():
     (lambda f, e, m: (f, e.with_columns(pl.when(pl.col("id") == 9).then(-2.0).otherwise(pl.col("t_true_T1"))
                                         .alias("t_true_T1")), m),
      r"events.parquet: column 't_true_T1' row 9 is -2.0; a true time must be finite and > 0, or null"),
+    # the optional split groups (a patient's rows): text on every row, one split per group, not a feature name
+    (lambda f, e, m: (f.with_columns(pl.lit("p0").alias("split_group")), e, m),
+     r"features.parquet: column 'split_group' row 0 is 'p0', whose rows are in more than one split \(1 such groups\)"),
+    (lambda f, e, m: (f.with_columns(pl.when(pl.col("id") == 6).then(None).otherwise(pl.col("id").cast(pl.String))
+                                     .alias("split_group")), e, m),
+     r"features.parquet: column 'split_group' row 6 is missing; every row needs the group its split was drawn by"),
+    (lambda f, e, m: (f.with_columns(pl.col("id").alias("split_group")), e, m),
+     r"column 'split_group' has type Int\d+, expected text"),
+    (lambda f, e, m: (f.rename({"x1": "split_group"}), e, dict(m, feature_names=["split_group", *m["feature_names"][1:]])),
+     r"manifest.json: 'split_group' is the column of the split's groups, not a feature name"),
 ])
 @pytest.mark.bad_input
 def test_bad_dataset_is_refused_and_nothing_is_written(tmp_path, break_it, match):

@@ -91,6 +91,13 @@ def test_real_demo_builds_end_to_end(tmp_path):
         assert ((split.S == 1) <= (split.C == 1)).all()
         occurred = split.C == 1
         assert (split.T[occurred] <= split.T_true[occurred] + 1e-12).all()
+    # each admission keeps its patient (the unit of the split; promotion leaves a patient's new admissions out)
+    admissions = pl.read_csv(DEMO / "ADMISSIONS.csv.gz", columns=["subject_id", "hadm_id"])
+    patient = dict(zip(admissions["hadm_id"].to_list(), admissions["subject_id"].to_list(), strict=True))
+    assert m["split_by"] == "subject_id"
+    for split in (ds.train, ds.val, ds.test):
+        assert [str(patient[int(i)]) for i in split.ids] == list(split.groups)
+    assert len(set(ds.train.groups)) < len(ds.train)  # some patients have several admissions
     text = json.dumps(m)
     assert "VALUENUM" not in text and len(text) < 200_000  # metadata only, no rows
 

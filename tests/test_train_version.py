@@ -107,11 +107,13 @@ def _same(a, b):
 KEY = b"test-row-key"
 
 
-def _drifted(out, noise: float, seed: int, swap: bool = False, rename: dict | None = None, roll: int = 0):
+def _drifted(out, noise: float, seed: int, swap: bool = False, rename: dict | None = None, roll: int = 0,
+             patients: dict | None = None):
     """A synthetic dataset (ids 0-899; rows 0-539 train, 540-719 validation); ``swap``: x1, x2 hold
     what x3, x4 hold in the generator and the other way round (the same names, another relation to
     the events); ``rename``: other feature names; ``roll``: the split column rolled by that many
-    rows (the same rows split afresh, as a rebuild of a grown cohort does)."""
+    rows (the same rows split afresh, as a rebuild of a grown cohort does); ``patients``: split by
+    patient, two rows each (ids 2k and 2k + 1 are patient k), except {row id: (new id, patient)}."""
     import polars as pl
 
     from cet_model.dataset import write_dataset
@@ -121,6 +123,12 @@ def _drifted(out, noise: float, seed: int, swap: bool = False, rename: dict | No
     if roll:
         split = pl.Series("split", np.roll(features["split"].to_numpy(), roll))
         features, events = features.with_columns(split), events.with_columns(split)
+    if patients is not None:
+        old = features["id"].to_list()
+        ids = pl.Series("id", [patients.get(i, (i, None))[0] for i in old])
+        group = pl.Series("split_group", [patients.get(i, (None, i // 2))[1] for i in old]).cast(pl.String)
+        features = features.with_columns(ids, group).select("id", "split", "split_group", *manifest["feature_names"])
+        events, manifest = events.with_columns(ids), {**manifest, "split_by": "patient"}
     if swap:
         features = features.rename({"x1": "x3", "x2": "x4", "x3": "x1", "x4": "x2"}).select(features.columns)
     if rename:
@@ -202,6 +210,44 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     (v5 / "train_ids.npy").write_bytes(b"not an array")
     with pytest.raises(ValueError, match=r"v0005/train_ids.npy: not a readable record of training-row hashes"):
         promoted_on_candidate_rows(root, "d", v6, everything, "val_auc", KEY)
+
+
+def test_promotion_leaves_out_the_patients_the_promoted_model_was_trained_on(tmp_path):
+    """Where the data are split by patient, a patient's new admission is not new to a model that
+    was trained on the patient's earlier ones: the rescoring leaves it out too, and says so. A
+    version from before the record of patients, or data split another way, fall back to rows."""
+    from flows.lib.infra import registry
+    from flows.lib.modeling.train_eval import TRAIN_GROUPS, promoted_on_candidate_rows
+
+    root = tmp_path / "models"
+    params = TrainParams(models=("CET",), hidden=16, max_epochs=30, patience=5)
+    v1, _ = train_version(_drifted(tmp_path / "a", noise=0.3, seed=1, patients={}), root, "d", params, id_key=KEY)
+    assert (v1 / TRAIN_GROUPS).is_file() and len(np.load(v1 / TRAIN_GROUPS)) == 270  # patients 0-269
+    assert json.loads((v1 / "data.json").read_text())["split_by"] == "patient"
+    registry.decide(root, "d", v1, registry.Rule())
+    # the cohort grows and is split afresh (validation: rows 450-629); v1 trained on rows 0-539. Of
+    # the 90 validation rows it did not train on, 30 (new ids 1000-1029) are new admissions of the
+    # patients of rows 450-479 (patients 225-239), whose earlier admissions it trained on
+    readmitted = {540 + k: (1000 + k, (450 + k) // 2) for k in range(30)}
+    grown = _drifted(tmp_path / "b", noise=0.3, seed=1, roll=-90, patients=readmitted)
+    v2, _ = train_version(grown, root, "d", params, id_key=KEY)
+    out = promoted_on_candidate_rows(root, "d", v2, grown, "val_auc", KEY)
+    assert (out["rows"], out["of"], out["by_group"]) == (60, 180, 30)
+    assert out["value"] == pytest.approx(_val_auc(v1, grown, ids=range(570, 630)))  # those 60 rows alone
+    assert ("the 60 of v0002's 180 validation rows that v0001 was not trained on (30 more left out: their patient "
+            "had other rows among its training rows)") in out["note"]
+    # a promoted version that does not record its patients: rows only, and the note says so
+    (v1 / TRAIN_GROUPS).unlink()
+    rows_only = promoted_on_candidate_rows(root, "d", v2, grown, "val_auc", KEY)
+    assert (rows_only["rows"], rows_only["by_group"]) == (90, None)
+    assert "v0001 does not record its training patients (a version from before train_groups.npy)" in rows_only["note"]
+    # the candidate's data split by row: the promoted version's patients cannot be matched
+    registry.decide(root, "d", v2, registry.Rule("always"))
+    by_row = _drifted(tmp_path / "c", noise=0.3, seed=2, roll=-90)
+    v3, _ = train_version(by_row, root, "d", params, id_key=KEY)
+    unmatched = promoted_on_candidate_rows(root, "d", v3, by_row, "val_auc", KEY)
+    assert unmatched["by_group"] is None and unmatched["value"] is not None
+    assert "v0002's data were split by patient and v0003's by row, so only its training rows" in unmatched["note"]
 
 
 def _val_auc(version, dataset_dir, ids=None):

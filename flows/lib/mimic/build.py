@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from cet_model.censoring import censor_by_median
-from cet_model.dataset import event_columns, write_dataset
+from cet_model.dataset import GROUP_COLUMN, event_columns, write_dataset
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.sql_runner import SQL_ROOT, run_sql_file, set_variables
 from flows.lib.mimic.schema import TABLES
@@ -192,9 +192,13 @@ def build_staged(staged: dict[str, StagedTable], out_dir, work_dir, params: Mimi
     out_dir, work_dir = Path(out_dir), Path(work_dir)
     con = run_sql(staged, work_dir, params)
     cohort = query(con, "SELECT hadm_id, split FROM int_admissions_split ORDER BY hadm_id")
+    patients = query(con, f"SELECT hadm_id, CAST(subject_id AS VARCHAR) AS {GROUP_COLUMN} FROM int_admissions_split")
     items = query(con, "SELECT * FROM int_items_selected ORDER BY source, item_rank")
     names = feature_columns(items)
     features, prep = features_frame(query(con, "SELECT * FROM mimic_features_long"), cohort, names)
+    # the patient each admission belongs to, the unit of the split (promotion leaves a patient's new admissions out)
+    features = features.join(patients, on="hadm_id", how="left", maintain_order="left").select(
+        "hadm_id", "split", GROUP_COLUMN, *names)
     ev = query(con, "SELECT * FROM mimic_events")
     event_names = list(EVENTS)
     ev_wide = cohort.select("hadm_id")
@@ -220,7 +224,7 @@ def build_staged(staged: dict[str, StagedTable], out_dir, work_dir, params: Mimi
     manifest = {
         "name": "mimic", "feature_names": names, "event_names": event_names, "time_unit": "hours",
         "censoring": cens, "seeds": {"split": params.split_seed, "censoring": params.censor_seed},
-        "split_sizes": {k: int((cohort["split"] == k).sum()) for k in ("train", "val", "test")},
+        "split_sizes": {k: int((cohort["split"] == k).sum()) for k in ("train", "val", "test")}, "split_by": "subject_id",
         "source_fingerprints": {t_: s_.fingerprint for t_, s_ in staged.items()},
         "params": {k: v for k, v in params.__dict__.items()},
         "event_itemids": EVENTS, "items": items.to_dicts(),

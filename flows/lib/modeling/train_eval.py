@@ -148,6 +148,7 @@ def promotion_metric(dataset_dir, metric: str, explicit: bool, search: int = 0) 
 
 
 TRAIN_IDS = "train_ids.npy"  # in a version: the sorted keyed 64-bit hashes of its training rows' ids
+TRAIN_GROUPS = "train_groups.npy"  # and of their split groups (a patient's subject_id), where the data have them
 ROW_IDS = "cet-row-ids"  # the purpose its key's fingerprint (data.json train_ids_key) is taken for
 
 
@@ -172,6 +173,17 @@ def id_hashes(ids, key: bytes) -> np.ndarray:
                     dtype=np.uint64)
 
 
+def _load_hashes(path: Path, what: str) -> np.ndarray:
+    try:
+        seen = np.load(path, allow_pickle=False)
+        if seen.ndim != 1 or seen.dtype != np.uint64:
+            raise ValueError(f"a {seen.dtype} array of shape {seen.shape}, not uint64 hashes")
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: not a readable record of {what} hashes ({exc}); remove it, and the promotion "
+                         "rule compares the recorded values") from None
+    return seen
+
+
 def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_dir, metric: str, key: bytes,
                                model: str = "CET", device: str = "cpu") -> dict | None:
     """The promoted version and the candidate scored on the same rows: the candidate's validation
@@ -183,12 +195,16 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     different rows, and a shift in the data moves both: new data that are harder to predict would
     keep an old model that is worse on them. And since a rebuild splits its subjects afresh, some of
     the new validation rows may be rows the promoted model was trained on (``TRAIN_IDS``, hashed
-    with ``key``); they are left out. Returns None when there is nothing to compare (no promoted
+    with ``key``); they are left out, and where both datasets split by a group (``split_by``, e.g. a
+    patient's ``subject_id``: ``TRAIN_GROUPS``) so are the rows of every group the promoted model
+    was trained on: a patient's new admission is not unseen if earlier ones were in its training
+    rows. Returns None when there is nothing to compare (no promoted
     version, the candidate itself, rule ``always``); otherwise {"value": the promoted model's
     metric on those rows, "candidate_value": the candidate's, "rows", "of": how many of the
     candidate's validation rows, "version", "recorded": the promoted version's own recorded value,
     "difference": for AUC and C, candidate minus promoted with its paired bootstrap interval,
-    "note"}. On the same data the recorded values are already on the same rows: the values are
+    "by_group": rows left out only because their group was in the promoted model's training rows
+    (None when groups are not matched), "note"}. On the same data the recorded values are already on the same rows: the values are
     None (the rule compares the recorded ones) and only the difference is computed, or None is
     returned for a metric without one. When the promoted model cannot score the rows (other
     feature or event names or comment inputs, no record of its training rows or one made with
@@ -225,17 +241,27 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
                               f"another key than this one (CET_PSEUDONYM_KEY, or row-ids.key in the data folder), so "
                               f"they cannot be left out: {fallback}"}
     va = load_dataset(dataset_dir).val
-    try:
-        seen = np.load(current / TRAIN_IDS, allow_pickle=False)
-        if seen.ndim != 1 or seen.dtype != np.uint64:
-            raise ValueError(f"a {seen.dtype} array of shape {seen.shape}, not uint64 hashes")
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{current / TRAIN_IDS}: not a readable record of training-row hashes ({exc}); remove it, "
-                         "and the promotion rule compares the recorded values") from None
-    unseen = np.flatnonzero(~np.isin(id_hashes(va.ids, key), seen))
-    out |= {"rows": int(unseen.size), "of": len(va)}
+    seen = _load_hashes(current / TRAIN_IDS, "training-row")
+    new_rows = ~np.isin(id_hashes(va.ids, key), seen)
+    unit, by_group, unmatched = old.get("split_by"), None, ""
+    if (current / TRAIN_GROUPS).is_file():
+        if va.groups is not None and unit is not None and new.get("split_by") == unit:
+            seen_groups = _load_hashes(current / TRAIN_GROUPS, f"training {unit}")
+            new_groups = ~np.isin(id_hashes(va.groups, key), seen_groups)
+            by_group = int((new_rows & ~new_groups).sum())
+            new_rows &= new_groups
+        else:
+            unmatched = (f"; {current.name}'s data were split by {unit} and {candidate.name}'s "
+                         + (f"by {new['split_by']}" if new.get("split_by") else "by row")
+                         + f", so only its training rows, not their {unit}s, are left out")
+    elif va.groups is not None:
+        unmatched = (f"; {current.name} does not record its training {new.get('split_by')}s (a version from before "
+                     f"{TRAIN_GROUPS}), so only its training rows are left out")
+    unseen = np.flatnonzero(new_rows)
+    out |= {"rows": int(unseen.size), "of": len(va), "by_group": by_group}
     if unseen.size == 0:
-        return out | {"note": f"{current.name} was trained on every validation row of {candidate.name}: {fallback}"}
+        return out | {"note": f"{current.name} was trained on every validation row of {candidate.name}"
+                              + (f" or on another row of its {unit}" if by_group else "") + f": {fallback}"}
     (out["value"], out["candidate_value"]), difference = _score_pair(
         current, candidate, va.take(unseen), new["event_names"], metric, model, device, name)
     spread = ""
@@ -243,10 +269,12 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
         out["difference"] = difference
         spread = f"; candidate minus {current.name} {_difference_note(difference)}"
     where = (f"{candidate.name}'s {len(va)} validation rows" if unseen.size == len(va) else
-             f"the {unseen.size} of {candidate.name}'s {len(va)} validation rows that {current.name} was not trained on")
+             f"the {unseen.size} of {candidate.name}'s {len(va)} validation rows that {current.name} was not trained on"
+             + (f" ({by_group} more left out: their {unit} had other rows among its training rows)" if by_group else
+                ""))
     return out | {"note": f"{current.name} was trained on other data: both rescored on {where} ({metric} "
                           f"{out['candidate_value']:.4f} vs {out['value']:.4f}{spread}; {current.name} recorded "
-                          f"{recorded:.4f} on its own validation split)"}
+                          f"{recorded:.4f} on its own validation split{unmatched})"}
 
 
 def _score_pair(current: Path, candidate: Path, rows, event_names, metric: str, model: str, device: str,
@@ -291,7 +319,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     ``progress(model, epoch, history)`` after every epoch; ``on_models(models)`` once, with the
     presets that will be fitted (those left out for want of the truth are not among them).
     ``id_key`` (``row_key``): the version also keeps its training rows' ids as keyed hashes
-    (``TRAIN_IDS``), for ``promoted_on_candidate_rows``."""
+    (``TRAIN_IDS``), and their split groups' where the data have them (``TRAIN_GROUPS``), for
+    ``promoted_on_candidate_rows``."""
     dataset_dir = Path(dataset_dir)
     key = stage_cache.stage_key({"dataset": dataset_dir}, params.key_params(), stage_cache.code_version(*CODE))
     found = registry.find_version(models_root, name, key)
@@ -379,7 +408,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 # how far the training data reach: predict warns of a horizon or feature values beyond them
                 "follow_up": training_follow_up(tr, ds.event_names),
                 "feature_ranges": feature_ranges(tr.X, ds.feature_names),
-                "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS)},
+                "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS),
+                "split_by": ds.manifest.get("split_by") if tr.groups is not None else None},
         }
         for file_name, record in records.items():
             with writing(Path(models_root) / name / "<new version>" / file_name):
@@ -387,6 +417,9 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         if id_key is not None:  # which rows, for promoted_on_candidate_rows
             with writing(Path(models_root) / name / "<new version>" / TRAIN_IDS):
                 np.save(tmp / TRAIN_IDS, np.sort(id_hashes(tr.ids, id_key)), allow_pickle=False)
+            if tr.groups is not None:  # and of which groups (patients), for the same
+                with writing(Path(models_root) / name / "<new version>" / TRAIN_GROUPS):
+                    np.save(tmp / TRAIN_GROUPS, np.unique(id_hashes(tr.groups, id_key)), allow_pickle=False)
         version = registry.commit(models_root, name, tmp)
     except BaseException:
         registry.discard(tmp)
