@@ -234,8 +234,8 @@ def test_promotion_leaves_out_the_patients_the_promoted_model_was_trained_on(tmp
     out = promoted_on_candidate_rows(root, "d", v2, grown, "val_auc", KEY)
     assert (out["rows"], out["of"], out["by_group"]) == (60, 180, 30)
     assert out["value"] == pytest.approx(_val_auc(v1, grown, ids=range(570, 630)))  # those 60 rows alone
-    assert ("the 60 of v0002's 180 validation rows that v0001 was not trained on (30 more left out: their patient "
-            "had other rows among its training rows)") in out["note"]
+    assert ("the 60 of v0002's 180 validation rows that v0001 was not trained on, 30 more left out as other rows of "
+            "its training patients (val_auc") in out["note"]
     # a promoted version that does not record its patients: rows only, and the note says so
     (v1 / TRAIN_GROUPS).unlink()
     rows_only = promoted_on_candidate_rows(root, "d", v2, grown, "val_auc", KEY)

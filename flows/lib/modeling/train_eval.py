@@ -270,8 +270,7 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
         spread = f"; candidate minus {current.name} {_difference_note(difference)}"
     where = (f"{candidate.name}'s {len(va)} validation rows" if unseen.size == len(va) else
              f"the {unseen.size} of {candidate.name}'s {len(va)} validation rows that {current.name} was not trained on"
-             + (f" ({by_group} more left out: their {unit} had other rows among its training rows)" if by_group else
-                ""))
+             + (f", {by_group} more left out as other rows of its training {unit}s" if by_group else ""))
     return out | {"note": f"{current.name} was trained on other data: both rescored on {where} ({metric} "
                           f"{out['candidate_value']:.4f} vs {out['value']:.4f}{spread}; {current.name} recorded "
                           f"{recorded:.4f} on its own validation split{unmatched})"}
