@@ -97,6 +97,7 @@ class Dataset:
 
 EVENT_COLUMN = re.compile(r"(t_true|t|s|c|mask)_(.+)")
 GROUP_COLUMN = "split_group"  # optional, in features.parquet: the unit the split was drawn by
+ROW_NUMBERS = "row numbers"  # manifest "ids" of a table built without an id column: its rows' positions
 
 
 def event_columns(event: str) -> tuple[str, str, str, str]:
@@ -334,6 +335,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                 "event_names": [str(e) for e in events],
                 "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
                 **({"split_by": group_column} if group_column is not None else {}),
+                **({"ids": ROW_NUMBERS} if id_column is None else {}),
                 "censoring": {"kind": "follow-up", "artificial": False,
                               "note": "times censored by the end of follow-up; the true occurrence is not known",
                               **({"masked": masked, "masked_note": "cells without a follow-up time, left out "

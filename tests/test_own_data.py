@@ -260,8 +260,12 @@ def test_a_group_column_keeps_each_group_in_one_split(rossi, tmp_path):
     assert len(where) == 144 and all(len(v) == 1 for v in where.values())
     for part in (ds.train, ds.val, ds.test):  # each row's group is kept (split_group), for promotion's comparison
         assert [f"p{int(i) // 3}" for i in part.ids] == list(part.groups)
-    assert load_dataset(write_follow_up_dataset(tmp_path / "n", rossi, None, {"arrest": ("week", "arrest")}, name="r",
-                                                time_unit="weeks")).train.groups is None
+    by_row = load_dataset(write_follow_up_dataset(tmp_path / "n", rossi, None, {"arrest": ("week", "arrest")},
+                                                  name="r", time_unit="weeks"))
+    assert by_row.train.groups is None and by_row.manifest["ids"] == "row numbers"  # no id column: said so
+    with_ids = write_follow_up_dataset(tmp_path / "k", rossi.assign(rid=range(432)), None,
+                                       {"arrest": ("week", "arrest")}, name="r", time_unit="weeks", id_column="rid")
+    assert "ids" not in load_dataset(with_ids).manifest  # ...and not where there is one
     assert ds.manifest["split_sizes"] == {k: 3 * n for k, n in zip(("train", "val", "test"), (86, 29, 29), strict=True)}
     with pytest.raises(ValueError, match="group_column draws the split by groups; split_column gives it"):
         write_follow_up_dataset(tmp_path / "h", table.assign(part="train"), FEATURES, {"arrest": ("week", "arrest")},

@@ -148,6 +148,8 @@ def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(ro
     assert re.search(r"\n  v0001 was trained on other data: both rescored on .* \(val_ci .*; candidate minus v0001 "
                      r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\], 95% paired bootstrap interval; v0001 "
                      r"recorded", out), out
+    # built without --id-column: the ids are row numbers, and the note says what that assumes
+    assert "the ids are the table's row numbers, so rows are matched by their place in the table" in out
     ds = load_dataset(tmp_path / "data" / "rossi")
     assert sum(ds.manifest["split_sizes"].values()) == 400 and ds.feature_names == ["fin", "age", "prio"]
 

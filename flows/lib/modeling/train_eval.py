@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from cet_model.atomic import writing
-from cet_model.dataset import load_dataset
+from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
     DEFAULT_PRESETS,
     METRICS,
@@ -257,11 +257,15 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     elif va.groups is not None:
         unmatched = (f"; {current.name} does not record its training {new.get('split_by')}s (a version from before "
                      f"{TRAIN_GROUPS}), so only its training rows are left out")
+    if old.get("ids_are_row_numbers") or new.get("ids_are_row_numbers"):
+        unmatched += ("; the ids are the table's row numbers, so rows are matched by their place in the table: "
+                      "right if rows were only added at its end, wrong if it was reordered (build it with "
+                      "--id-column)")
     unseen = np.flatnonzero(new_rows)
     out |= {"rows": int(unseen.size), "of": len(va), "by_group": by_group}
     if unseen.size == 0:
         return out | {"note": f"{current.name} was trained on every validation row of {candidate.name}"
-                              + (f" or on another row of its {unit}" if by_group else "") + f": {fallback}"}
+                              + (f" or on another row of its {unit}" if by_group else "") + f": {fallback}{unmatched}"}
     (out["value"], out["candidate_value"]), difference = _score_pair(
         current, candidate, va.take(unseen), new["event_names"], metric, model, device, name)
     spread = ""
@@ -408,7 +412,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 "follow_up": training_follow_up(tr, ds.event_names),
                 "feature_ranges": feature_ranges(tr.X, ds.feature_names),
                 "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS),
-                "split_by": ds.manifest.get("split_by") if tr.groups is not None else None},
+                "split_by": ds.manifest.get("split_by") if tr.groups is not None else None,
+                "ids_are_row_numbers": ds.manifest.get("ids") == ROW_NUMBERS},
         }
         for file_name, record in records.items():
             with writing(Path(models_root) / name / "<new version>" / file_name):
