@@ -8,7 +8,7 @@ models go to ``models/<name>/``, the folder is ``$CET_DATA_DIR/<name>`` unless `
 
 train-evaluate fits CET, ET and BC on a dataset folder, evaluates them on the validation
 and test splits, registers the models as ``models/<name>/<version>/`` and applies the
-promotion rule (CET_PROMOTE_METRIC, CET_PROMOTE_TOLERANCE). retrain first runs the
+promotion rule (CET_PROMOTE_METRIC, CET_PROMOTE_TOLERANCE, CET_PROMOTE_EVIDENCE). retrain first runs the
 dataset's build flow (skipped when its inputs are unchanged), then train-evaluate; it is
 the deployment served on the CET_RETRAIN_CRON schedule.
 """
@@ -80,9 +80,9 @@ def rescore_promoted(models_root: str, name: str, version: str, dataset_dir: str
 
 @task(name="apply-promotion-rule")
 def judge(models_root: str, name: str, version: str, metric: str, tolerance: float, note: str | None = None,
-          rescored: dict | None = None) -> dict:
-    decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance), note=note,
-                               rescored=rescored)
+          rescored: dict | None = None, evidence: str = "point") -> dict:
+    decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance, evidence),
+                               note=note, rescored=rescored)
     get_run_logger().info("%s %s: %s", name, Path(version).name, decision["reason"])
     return decision
 
@@ -157,7 +157,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
         rescored = rescore_promoted(str(s.models_dir), name, version, str(path), metric, training.device)
         decision = judge(str(s.models_dir), name, version, metric,
                          s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance, note,
-                         rescored)
+                         rescored, params.promote_evidence or s.promote_evidence)
     by_group = subgroup_metrics(name, version, str(path), params.subgroups) if params.subgroups else None
     report = None
     if params.runs:
@@ -198,7 +198,8 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
     path = build_flow(name)()
     return train_evaluate(TrainEvaluateParams(dataset=name, data=path, seed=params.seed,
                                               promote_metric=params.promote_metric,
-                                              promote_tolerance=params.promote_tolerance))
+                                              promote_tolerance=params.promote_tolerance,
+                                              promote_evidence=params.promote_evidence))
 
 
 def main(argv=None) -> int:
@@ -231,6 +232,10 @@ def main(argv=None) -> int:
         p.add_argument("--promote-tolerance", type=float,
                        help="how much worse a new version may be and still be promoted "
                             "(default: $CET_PROMOTE_TOLERANCE or 0)")
+        p.add_argument("--promote-evidence", choices=registry.EVIDENCE,
+                       help="point: compare the two values; not-worse: promote unless the paired 95%% interval of "
+                            "the difference shows the new version worse; better: only when it shows it better (AUC "
+                            "and C; default: $CET_PROMOTE_EVIDENCE or point)")
     args = ap.parse_args(argv)
     apply_log_level(args)
     try:
@@ -248,7 +253,8 @@ def main(argv=None) -> int:
                              + "give its folder with --data")
             params = TrainEvaluateParams(dataset=args.dataset, data=args.data, max_epochs=args.max_epochs,
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
-                                         promote_tolerance=args.promote_tolerance, runs=args.runs, search=args.search,
+                                         promote_tolerance=args.promote_tolerance,
+                                         promote_evidence=args.promote_evidence, runs=args.runs, search=args.search,
                                          horizon=args.horizon,
                                          models=[m.strip() for m in args.models.split(",") if m.strip()]
                                          if args.models else None,
@@ -260,7 +266,7 @@ def main(argv=None) -> int:
         else:
             build_flow(args.dataset or Settings().retrain_dataset)  # refuses a name with nothing to rebuild from
             params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
-                                   promote_tolerance=args.promote_tolerance)
+                                   promote_tolerance=args.promote_tolerance, promote_evidence=args.promote_evidence)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)

@@ -86,3 +86,39 @@ def test_a_rescored_value_replaces_the_recorded_one(tmp_path):
     d = registry.decide(tmp_path, "d", v3, registry.Rule(), rescored={"value": None, "note": "other features"})
     assert not d["promoted"] and d["previous_value"] == 0.80 and "previous_recorded_value" not in d
     assert d["comparison"] == "other features" and "validation rows" not in d["reason"]
+
+
+def test_evidence_rules_decide_by_the_interval_of_the_difference(tmp_path):
+    """``not-worse`` promotes unless the paired interval of candidate minus promoted lies below
+    -tolerance; ``better`` only when it lies above tolerance; ``point`` compares the values. Without
+    an interval (MRAE, or no rescoring) the point values decide, and the reason says so."""
+    v1 = _version(tmp_path, "d", 0.80)
+    registry.decide(tmp_path, "d", v1, registry.Rule())
+    unsure = {"value": None, "note": "the same data", "difference": {"estimate": -0.02, "low": -0.06, "high": 0.02}}
+    v2 = _version(tmp_path, "d", 0.78)  # 0.02 lower, within noise
+    assert not registry.decide(tmp_path, "d", v2, registry.Rule(), rescored=unsure)["promoted"]  # point: worse
+    assert not registry.decide(tmp_path, "d", v2, registry.Rule(evidence="better"), rescored=unsure)["promoted"]
+    d = registry.decide(tmp_path, "d", v2, registry.Rule(evidence="not-worse"), rescored=unsure)
+    assert d["promoted"] and d["evidence"] == "not-worse"
+    assert d["reason"] == ("val_auc 0.7800 vs 0.8000 for v0001 (higher is better, tolerance 0.0, evidence not-worse): "
+                           "not shown worse (candidate minus v0001 -0.020 [-0.060, +0.020]), promoted")
+    clearly = {"value": None, "note": "", "difference": {"estimate": -0.08, "low": -0.12, "high": -0.04}}
+    v3 = _version(tmp_path, "d", 0.70)
+    d = registry.decide(tmp_path, "d", v3, registry.Rule(evidence="not-worse"), rescored=clearly)
+    assert not d["promoted"] and d["reason"].endswith("shown worse (candidate minus v0002 -0.080 [-0.120, -0.040]), "
+                                                      "kept v0002")
+    assert registry.decide(tmp_path, "d", v3, registry.Rule(tolerance=0.05, evidence="not-worse"),
+                           rescored=clearly)["promoted"]  # within the tolerance of the interval's top
+    gain = {"value": None, "note": "", "difference": {"estimate": 0.03, "low": 0.01, "high": 0.05}}
+    v4 = _version(tmp_path, "d", 0.73)
+    assert not registry.decide(tmp_path, "d", v4, registry.Rule(tolerance=0.02, evidence="better"),
+                               rescored=gain)["promoted"]  # shown better, but not by more than 0.02
+    d = registry.decide(tmp_path, "d", v4, registry.Rule(evidence="better"), rescored=gain)
+    assert d["promoted"] and "shown better (candidate minus v0003 +0.030 [+0.010, +0.050]), promoted" in d["reason"]
+    v5 = _version(tmp_path, "d", 0.74, mrae=0.3)  # no interval for MRAE: the point values decide
+    d = registry.decide(tmp_path, "d", v5, registry.Rule("val_mrae", evidence="not-worse"))
+    assert not d["promoted"] and "evidence not-worse: no interval of the difference, so the point values decide" \
+        in d["reason"]
+    with pytest.raises(ValueError, match=r"promotion evidence 'interval' is not one of \['point', 'not-worse', "
+                                         r"'better'\]"):
+        registry.Rule(evidence="interval")

@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flows.lib.infra.registry import METRIC_DIRECTION
+from flows.lib.infra.registry import EVIDENCE, METRIC_DIRECTION
 from flows.lib.infra.settings import DATASET_NAME
 from flows.lib.mimic.build import MimicParams
 
@@ -154,6 +154,7 @@ class TrainEvaluateParams(FlowParams):
     seed: int | None = Field(None, ge=0, description="training seed (default: $CET_SEED)")
     promote_metric: Literal[PROMOTE_METRICS] | None = None  # type: ignore[valid-type]
     promote_tolerance: float | None = Field(None, ge=0)
+    promote_evidence: Literal[EVIDENCE] | None = None  # type: ignore[valid-type]
     runs: int = Field(0, ge=0, description="also write the paper-format report over this many seeds")
     search: int = Field(0, ge=0, description="random-search trials for CET-paper before those runs")
     subgroups: list[str] = Field([], description="categorical columns or features: CET's test metrics per "
@@ -182,6 +183,7 @@ class RetrainParams(FlowParams):
     seed: int | None = Field(None, ge=0)
     promote_metric: Literal[PROMOTE_METRICS] | None = None  # type: ignore[valid-type]
     promote_tolerance: float | None = Field(None, ge=0)
+    promote_evidence: Literal[EVIDENCE] | None = None  # type: ignore[valid-type]
 
 
 class PredictParams(FlowParams):

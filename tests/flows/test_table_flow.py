@@ -141,13 +141,15 @@ def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(ro
     assert again["reused"] and registry.versions(tmp_path / "models", "rossi") == ["v0001"]
     pl.read_csv(rossi_csv).head(400).write_csv(rossi_csv)
     capsys.readouterr()
-    assert train_flow.main(["retrain", "--dataset", "rossi", "--promote-tolerance", "1.0"]) == 0
+    assert train_flow.main(["retrain", "--dataset", "rossi", "--promote-tolerance", "1.0", "--promote-evidence",
+                            "not-worse"]) == 0
     out = capsys.readouterr().out
     assert registry.versions(tmp_path / "models", "rossi") == ["v0001", "v0002"]
     assert re.search(r"v0002: val_ci \S+ vs \S+ for v0001 on (\d+ of )?v0002's (\d+ )?validation rows", out), out
     assert re.search(r"\n  v0001 was trained on other data: both rescored on .* \(val_ci .*; candidate minus v0001 "
                      r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\], 95% paired bootstrap interval; v0001 "
                      r"recorded", out), out
+    assert "(higher is better, tolerance 1.0, evidence not-worse): not shown worse (candidate minus v0001 " in out
     # built without --id-column: the ids are row numbers, and the note says what that assumes
     assert "the ids are the table's row numbers, so rows are matched by their place in the table" in out
     ds = load_dataset(tmp_path / "data" / "rossi")
@@ -371,3 +373,23 @@ def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(ross
     ids, x = read_features(tmp_path / "new.csv", ["fin", "age", "prio"],
                            {"impute": "median", "medians": {"fin": 0.0, "age": 24.0, "prio": 2.0}})
     assert (x[:, 1] == 24.0).all() and ids.tolist() == [0, 1, 2]
+
+
+def test_the_grown_cohort_example_leaves_out_the_patients_version_1_trained_on():
+    """``scripts/grown-cohort-example.sh`` (the figures docs/pipeline.md quotes): a table of
+    patients' visits, grown and retrained through the CLI; the comparison leaves out the new visits
+    of version 1's training patients, and ``not-worse`` lets the interval decide."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(["bash", str(root / "scripts" / "grown-cohort-example.sh"), "not-worse"], cwd=root,
+                         env={**os.environ, "PY": sys.executable}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert re.search(r"v0002: val_ci \d\.\d{4} vs \d\.\d{4} for v0001 on (\d+) of v0002's \d+ validation rows "
+                     r"\(higher is better, tolerance 0\.0, evidence not-worse\): not shown worse", run.stdout), run.stdout
+    rows = re.search(r"both rescored on the (\d+) of v0002's \d+ validation rows that v0001 was not trained on, "
+                     r"(\d+) more left out as other rows of its training patients", run.stdout)
+    assert rows and (rows[1], rows[2]) == ("24", "16"), run.stdout  # the split's doing, not the fits': as quoted

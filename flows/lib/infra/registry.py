@@ -28,21 +28,31 @@ from cet_model.atomic import remove_dead_leftovers, write_text
 # metric -> +1 when higher is better, -1 when lower is better
 METRIC_DIRECTION = {"val_auc": 1, "val_ci": 1, "val_mrae": -1, "val_ece": -1, "always": 0}
 VERSION = re.compile(r"^v(\d{4,})$")
+# what decides between two point values: the values themselves, or the paired interval of their difference
+EVIDENCE = ("point", "not-worse", "better")
 
 
 @dataclass(frozen=True)
 class Rule:
     """Promote when the candidate's ``metric`` is not worse than the promoted version's by
-    more than ``tolerance`` (``always``: promote every new version)."""
+    more than ``tolerance`` (``always``: promote every new version). ``evidence``: ``point``
+    compares the two values; where the comparison has a paired bootstrap interval of candidate
+    minus promoted (AUC and C: ``train_eval.promoted_on_candidate_rows``), ``not-worse``
+    promotes unless the interval lies wholly below ``-tolerance`` (the data show the candidate
+    worse) and ``better`` only when it lies wholly above ``tolerance`` (they show it better);
+    without an interval those two fall back to the point values, saying so."""
 
     metric: str = "val_auc"
     tolerance: float = 0.0
+    evidence: str = "point"
 
     def __post_init__(self):
         if self.metric not in METRIC_DIRECTION:
             raise ValueError(f"promotion metric {self.metric!r} is not one of {sorted(METRIC_DIRECTION)}")
         if self.tolerance < 0:
             raise ValueError(f"promotion tolerance must be >= 0, got {self.tolerance}")
+        if self.evidence not in EVIDENCE:
+            raise ValueError(f"promotion evidence {self.evidence!r} is not one of {list(EVIDENCE)}")
 
 
 def _write_json(path: Path, obj) -> None:
@@ -118,6 +128,7 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     minus promoted, with a paired bootstrap interval) is kept, and its ``note`` as ``comparison``."""
     current = promoted(root, dataset)
     decision = {"candidate": candidate.name, "metric": rule.metric, "tolerance": rule.tolerance,
+                **({"evidence": rule.evidence} if rule.evidence != "point" else {}),
                 **({"note": note} if note else {}),
                 **({"comparison": rescored["note"]} if rescored else {}),
                 **({"difference": rescored["difference"]} if rescored and rescored.get("difference") else {}),
@@ -137,12 +148,25 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
         sign = METRIC_DIRECTION[rule.metric]
         # an undefined candidate value never wins; an undefined incumbent always loses
         ok = (not math.isnan(new)) and (math.isnan(old) or sign * (new - old) >= -rule.tolerance)
+        verdict = ("not worse, promoted" if ok else f"worse, kept {current.name}")
         word = "higher" if sign > 0 else "lower"
+        terms = f"{word} is better, tolerance {rule.tolerance}"
+        d = (rescored or {}).get("difference")
+        if rule.evidence != "point":
+            terms += f", evidence {rule.evidence}"
+            if d is None or math.isnan(new) or math.isnan(old):
+                terms += ": no interval of the difference, so the point values decide"
+            else:  # d: candidate minus promoted, higher is better (AUC, C)
+                ok = d["high"] >= -rule.tolerance if rule.evidence == "not-worse" else d["low"] > rule.tolerance
+                shown = {("not-worse", True): "not shown worse", ("not-worse", False): "shown worse",
+                         ("better", True): "shown better", ("better", False): "not shown better"}
+                verdict = (f"{shown[rule.evidence, bool(ok)]} (candidate minus {current.name} {d['estimate']:+.3f} "
+                           f"[{d['low']:+.3f}, {d['high']:+.3f}]), "
+                           + ("promoted" if ok else f"kept {current.name}"))
         decision |= {"promoted": bool(ok), "previous": current.name, "candidate_value": new, "previous_value": old,
                      "reason": (f"{rule.metric} {new:.4f} vs {old:.4f} for {current.name}"
-                                + (_rows_text(candidate.name, rescored) if same_rows else "") + f" ({word} is better, "
-                                f"tolerance {rule.tolerance}): " + ("not worse, promoted" if ok else "worse, kept "
-                                                                     f"{current.name}"))}
+                                + (_rows_text(candidate.name, rescored) if same_rows else "") + f" ({terms}): "
+                                + verdict)}
     _write_json(candidate / "decision.json", decision)
     if decision["promoted"]:
         _write_json(Path(root) / dataset / "promoted.json", {"version": candidate.name, "since": decision["time"]})

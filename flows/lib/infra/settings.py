@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from flows.lib.infra.registry import EVIDENCE
 from flows.lib.reddit.embed import DEFAULT_MODEL
 
 DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a dataset's name: models/<name>/, $CET_DATA_DIR/<name>
@@ -50,6 +51,7 @@ class Settings(BaseSettings):
     seed: int = Field(default=0, ge=0)
     promote_metric: str = "val_auc"
     promote_tolerance: float = Field(default=0.0, ge=0)
+    promote_evidence: Literal[EVIDENCE] = "point"  # type: ignore[valid-type]  # registry.Rule
     retrain_dataset: str = Field("mimic", pattern=DATASET_NAME)  # synthetic, mimic, reddit or a table's name
     retrain_cron: str = "0 3 * * 1"
     retrain_timezone: str = "UTC"
