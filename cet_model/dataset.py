@@ -335,7 +335,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                 "event_names": [str(e) for e in events],
                 "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
                 **({"split_by": group_column} if group_column is not None else {}),
-                **({"ids": ROW_NUMBERS} if id_column is None else {}),
+                **({"ids": ROW_NUMBERS} if id_column is None else {"id_column": str(id_column)}),
                 "censoring": {"kind": "follow-up", "artificial": False,
                               "note": "times censored by the end of follow-up; the true occurrence is not known",
                               **({"masked": masked, "masked_note": "cells without a follow-up time, left out "

@@ -133,6 +133,14 @@ def main(argv=None) -> int:
         version = predict_lib.resolve_version(s.models_dir, args.dataset or s.retrain_dataset, args.model_version)
     except FileNotFoundError as exc:
         ap.error(str(exc))
+    if args.features:  # a file that cannot be scored: a usage error now, not a failed flow's traceback
+        try:
+            missing = predict_lib.missing_for_version(args.features, version)
+        except ValueError as exc:
+            ap.error(f"--features {exc}")
+        if missing:
+            ap.error(f"--features {args.features}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''}"
+                     f" ({args.dataset or s.retrain_dataset} {version.name} needs an id and its features)")
     try:
         params = PredictParams(features=args.features, mimic_dir=args.mimic_dir, dumps=args.dumps, out=args.out,
                                work_dir=args.work_dir, dataset=args.dataset, version=version.name, quantiles=qs,

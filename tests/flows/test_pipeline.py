@@ -110,8 +110,11 @@ def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
                            "--quantiles", "0.12,0.124"])
     assert pl.read_parquet(out)["t_q25_T1"].len() == len(features)  # the earlier output is untouched
     features.drop(["split", "x3"]).write_parquet(src)
-    with pytest.raises(ValueError, match=r"new.parquet: missing columns \['x3'\]"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # a usage error from the file's header, before any flow (and its traceback)
         predict_flow.main(["--dataset", "synthetic", "--features", str(src), "--out", str(out)])
+    assert re.search(r"error: --features \S+new.parquet: missing columns \['x3'\] \(synthetic v0001 needs an id and "
+                     r"its features\)", capsys.readouterr().err)
     with pytest.raises(SystemExit):
         predict_flow.main(["--dataset", "nothing-trained", "--features", str(src), "--out", str(out)])
     assert "no promoted model" in capsys.readouterr().err

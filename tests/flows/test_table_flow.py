@@ -393,3 +393,31 @@ def test_the_grown_cohort_example_leaves_out_the_patients_version_1_trained_on()
     rows = re.search(r"both rescored on the (\d+) of v0002's \d+ validation rows that v0001 was not trained on, "
                      r"(\d+) more left out as other rows of its training patients", run.stdout)
     assert rows and (rows[1], rows[2]) == ("24", "16"), run.stdout  # the split's doing, not the fits': as quoted
+
+
+def test_new_rows_may_carry_the_tables_own_id_column(rossi_csv, tmp_path, monkeypatch, capsys):
+    """A table built with ``--id-column visit`` is scored from new rows that carry ``visit`` (not
+    ``id``); a file with neither is a usage error naming both, before any flow starts."""
+    from flows import predict as predict_flow
+    from flows import train as train_flow
+
+    for name, value in {"MODELS_DIR": tmp_path / "models", "MAX_EPOCHS": 3, "PATIENCE": 3, "HIDDEN": 16}.items():
+        monkeypatch.setenv(f"CET_{name}", str(value))
+    table = pl.read_csv(rossi_csv).with_row_index("visit", offset=1000)
+    table.write_csv(tmp_path / "visits.csv")
+    assert table_flow.main(["--table", str(tmp_path / "visits.csv"), "--name", "visits", "--event",
+                            "arrest=week,arrest", "--time-unit", "weeks", "--features", "fin,age,prio",
+                            "--id-column", "visit"]) == 0
+    assert load_dataset(tmp_path / "data" / "visits").manifest["id_column"] == "visit"
+    assert train_flow.main(["evaluate", "--dataset", "visits", "--models", "CET"]) == 0
+    new = table.head(7).select("visit", "fin", "age", "prio")
+    new.write_csv(tmp_path / "new.csv")
+    out = tmp_path / "scores.parquet"
+    assert predict_flow.main(["--dataset", "visits", "--features", str(tmp_path / "new.csv"), "--out", str(out)]) == 0
+    assert pl.read_parquet(out)["id"].to_list() == list(range(1000, 1007))
+    new.drop("visit").write_csv(tmp_path / "no-id.csv")
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        predict_flow.main(["--dataset", "visits", "--features", str(tmp_path / "no-id.csv"), "--out", str(out)])
+    assert ("no-id.csv: missing columns [\"id (or 'visit', the training table's id column)\"] (visits v0001 needs an "
+            "id and its features)") in capsys.readouterr().err

@@ -39,9 +39,47 @@ def resolve_version(models_root, dataset: str, version: str | None = None) -> Pa
     return path
 
 
-def read_features(path: Path, names: list[str], record: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+def columns_needed(columns, names: list[str], record: dict | None = None, id_column: str | None = None) -> list[str]:
+    """What a file with ``columns`` lacks to be scored by a model with features ``names`` (the
+    checks ``read_features`` makes after encoding, from the header alone: a categorical feature
+    may come raw or encoded, an indicator is computed from its raw column). ``id`` may go by the
+    training table's id column name, ``id_column``.
+
+    >>> columns_needed(["visit", "age", "site"], ["age", "site=a", "site=b"], {"categorical": {"site": ["a", "b"]}},
+    ...                id_column="visit")
+    []
+    >>> columns_needed(["age"], ["age", "prio"], id_column="visit")
+    ["id (or 'visit', the training table's id column)", 'prio']
+    """
+    have, record = set(columns), record or {}
+    raw = {f"{c}={level}": c for c, levels in (record.get("categorical") or {}).items() for level in levels}
+    raw |= {missing_indicator(c): c for c in record.get("indicators") or ()}
+    missing = [] if "id" in have or (id_column is not None and id_column in have) else [
+        "id" + (f" (or {id_column!r}, the training table's id column)" if id_column not in (None, "id") else "")]
+    return missing + [c for c in names if c not in have and raw.get(c) not in have]
+
+
+def missing_for_version(path, version_dir) -> list[str]:
+    """``columns_needed`` for the features file ``path`` and the model in ``version_dir``, from the
+    file's header alone (a CLI checks this before any flow starts); errors name the file."""
+    path = Path(path)
+    try:
+        columns = (pl.read_csv(path, n_rows=0).columns if path.suffix.lower() == ".csv"
+                   else list(pl.read_parquet_schema(path)))
+    except Exception as exc:  # polars raises several types for an unreadable file
+        raise ValueError(f"{path}: not a readable {'CSV' if path.suffix.lower() == '.csv' else 'parquet'} file "
+                         f"({exc})") from None
+    data = json.loads((Path(version_dir) / "data.json").read_text())
+    record = data.get("featurization") or {}
+    return columns_needed(columns, data["feature_names"], record if record.get("source") == "table" else None,
+                          data.get("id_column"))
+
+
+def read_features(path: Path, names: list[str], record: dict | None = None,
+                  id_column: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
-    errors name file, column, row. ``record``: the ``featurization`` of a dataset built from a
+    errors name file, column, row. The ids are the column ``id``, or ``id_column`` (the training
+    table's own name for it) when there is no ``id``. ``record``: the ``featurization`` of a dataset built from a
     table (``cet_model.dataset.write_follow_up_dataset``): its categorical columns, given raw, are
     encoded with the training levels (a missing or unseen level is all zeros, counted in the log),
     with ``impute="median"`` its medians fill missing values (null or NaN), counted, and with
@@ -68,10 +106,12 @@ def read_features(path: Path, names: list[str], record: dict | None = None) -> t
                 gap = gap | df[c].is_nan().fill_null(True)
             df = df.with_columns(gap.cast(pl.Float64).alias(missing_indicator(c)))
     medians = record.get("medians") if record.get("impute") else None
-    missing = [c for c in ["id", *names] if c not in df.columns]
+    missing = columns_needed(df.columns, names, id_column=id_column)
     if missing:
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
                          f"(the model needs id and {len(names)} features)")
+    if "id" not in df.columns:
+        df = df.rename({id_column: "id"})
     x, filled = np.empty((df.height, len(names)), dtype=np.float64), {}
     for j, c in enumerate(names):
         col = df[c].cast(pl.Int8) if df[c].dtype == pl.Boolean else df[c]
@@ -117,7 +157,8 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
     features = Path(features)
     version_dir, data, qs = _version(version_dir, quantiles)
     record = data.get("featurization") or {}
-    ids, x = read_features(features, data["feature_names"], record if record.get("source") == "table" else None)
+    ids, x = read_features(features, data["feature_names"], record if record.get("source") == "table" else None,
+                           data.get("id_column"))
     if data.get("sequences"):
         if sequences is None:
             raise ValueError(f"{version_dir}: this model reads comment sequences; pass the sequences .npy "

@@ -413,7 +413,9 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 "feature_ranges": feature_ranges(tr.X, ds.feature_names),
                 "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS),
                 "split_by": ds.manifest.get("split_by") if tr.groups is not None else None,
-                "ids_are_row_numbers": ds.manifest.get("ids") == ROW_NUMBERS},
+                "ids_are_row_numbers": ds.manifest.get("ids") == ROW_NUMBERS,
+                # the table's own name for the id column: new rows to score may carry it instead of "id"
+                "id_column": ds.manifest.get("id_column")},
         }
         for file_name, record in records.items():
             with writing(Path(models_root) / name / "<new version>" / file_name):
