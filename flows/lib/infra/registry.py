@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cet_model.atomic import remove_dead_leftovers, write_text
+from cet_model.evaluation import difference_text
 
 # metric -> +1 when higher is better, -1 when lower is better
 METRIC_DIRECTION = {"val_auc": 1, "val_ci": 1, "val_mrae": -1, "val_ece": -1, "always": 0}
@@ -160,8 +161,7 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
                 ok = d["high"] >= -rule.tolerance if rule.evidence == "not-worse" else d["low"] > rule.tolerance
                 shown = {("not-worse", True): "not shown worse", ("not-worse", False): "shown worse",
                          ("better", True): "shown better", ("better", False): "not shown better"}
-                verdict = (f"{shown[rule.evidence, bool(ok)]} (candidate minus {current.name} {d['estimate']:+.3f} "
-                           f"[{d['low']:+.3f}, {d['high']:+.3f}]), "
+                verdict = (f"{shown[rule.evidence, bool(ok)]} (candidate minus {current.name} {difference_text(d)}), "
                            + ("promoted" if ok else f"kept {current.name}"))
         decision |= {"promoted": bool(ok), "previous": current.name, "candidate_value": new, "previous_value": old,
                      "reason": (f"{rule.metric} {new:.4f} vs {old:.4f} for {current.name}"

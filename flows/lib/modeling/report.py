@@ -23,11 +23,11 @@ import numpy as np  # noqa: E402
 from cet_model.atomic import save_figure as _save  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
-from cet_model.evaluation import model_inputs  # noqa: E402
+from cet_model.evaluation import bounds_text, model_inputs  # noqa: E402
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
-from flows.lib.modeling.train_eval import bounds_text, difference_table, intervals, metric_rows  # noqa: E402
+from flows.lib.modeling.train_eval import difference_table, intervals, metric_rows  # noqa: E402
 
 
 def auc_figure(version: Path, title: str, path: Path) -> Path:

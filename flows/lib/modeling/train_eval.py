@@ -22,8 +22,10 @@ from cet_model.evaluation import (
     METRICS,
     average_over_tasks,
     bootstrap_intervals,
+    bounds_text,
     check_presets,
     comment_encoder_for,
+    difference_text,
     evaluate,
     fit_preset,
     machine,
@@ -628,33 +630,6 @@ def interval_rows(version: Path) -> list[dict]:
                 rows.append({"what": prefix + model, "metric": metric,
                              **{k: _round(v.get(k)) for k in ("estimate", "low", "high")}})
     return rows
-
-
-def bounds_text(v: dict | None, signed: bool = False) -> str:
-    """An interval record's bounds as text, "" without them.
-
-    >>> bounds_text({"estimate": 0.71, "low": 0.68, "high": 0.74}), bounds_text(None)
-    (' [0.680, 0.740]', '')
-    """
-    if not v or v.get("low") is None:
-        return ""
-    form = "+.3f" if signed else ".3f"
-    return f" [{_no_minus_zero(v['low']):{form}}, {_no_minus_zero(v['high']):{form}}]"
-
-
-def difference_text(v: dict) -> str:
-    """A difference with its interval; a difference that rounds to zero is shown as +0.000.
-
-    >>> difference_text({"estimate": 0.0301, "low": 0.0119, "high": 0.048})
-    '+0.030 [+0.012, +0.048]'
-    >>> difference_text({"estimate": -1e-6, "low": -2e-6, "high": 1e-6})
-    '+0.000 [+0.000, +0.000]'
-    """
-    return f"{_no_minus_zero(v['estimate']):+.3f}" + bounds_text(v, signed=True)
-
-
-def _no_minus_zero(x: float) -> float:
-    return round(float(x), 3) + 0.0
 
 
 def text_table(table: list[list[str]]) -> list[str]:
