@@ -33,6 +33,7 @@ from .comments import NpyRows, RowView
 
 SPLITS = ("train", "val", "test")
 DATASET_FILES = ("manifest.json", "features.parquet", "events.parquet")  # every dataset folder has these
+SPLIT_METHODS = ("random", "hash")  # how a build draws train/val/test: see assign_splits
 REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
                      "split_sizes", "source_fingerprints")
 
@@ -135,11 +136,61 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
     return out_dir
 
 
+def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = "random") -> np.ndarray:
+    """train/val/test for each of the unique ``keys`` (n,), e.g. patients or rows; returns the
+    labels (n,) as text, aligned with ``keys``.
+
+    ``"random"``: a seeded permutation of the sorted keys, cut at the ``fractions`` (rounded
+    counts). The result does not depend on the keys' order, but adding or removing one key moves
+    others between splits. ``"hash"``: each key's split comes from a hash of ``seed`` and the key
+    alone (its text), so a key keeps its split when keys are added or removed (a cohort that grows
+    and is rebuilt and retrained on a schedule); the shares are ``fractions`` in expectation, not
+    exactly. An empty split (too few keys) is refused.
+
+    >>> assign_splits(np.array([3, 1, 2, 4, 5]), seed=0, fractions=(0.6, 0.2, 0.2)).tolist()
+    ['train', 'val', 'test', 'train', 'train']
+    >>> ids = np.arange(1000)
+    >>> first = assign_splits(ids, method="hash")
+    >>> grown = assign_splits(np.arange(1200), method="hash")
+    >>> bool((grown[:1000] == first).all()), {k: int((first == k).sum()) for k in SPLITS}
+    (True, {'train': 629, 'val': 185, 'test': 186})
+    """
+    keys = np.asarray(keys)
+    if keys.ndim != 1:
+        raise ValueError(f"keys: expected a 1-D array, got shape {keys.shape}")
+    if len(fractions) != 3 or min(fractions) < 0 or not math.isclose(sum(fractions), 1.0):
+        raise ValueError(f"fractions: three shares (train, val, test) that sum to 1, got {tuple(fractions)}")
+    if method not in SPLIT_METHODS:
+        raise ValueError(f"split method: one of {SPLIT_METHODS}, got {method!r}")
+    order = np.argsort(keys, kind="stable")
+    if keys.size > 1 and (keys[order][1:] == keys[order][:-1]).any():
+        at = int(np.flatnonzero(keys[order][1:] == keys[order][:-1])[0])
+        raise ValueError(f"keys: {keys[order][at].item()!r} comes twice; a split is drawn over unique keys")
+    n = keys.size
+    if method == "random":
+        perm = np.random.default_rng(seed).permutation(n)
+        n_train, n_val = int(round(fractions[0] * n)), int(round(fractions[1] * n))
+        by_rank = np.empty(n, dtype=object)
+        by_rank[perm[:n_train]], by_rank[perm[n_train:n_train + n_val]] = "train", "val"
+        by_rank[perm[n_train + n_val:]] = "test"
+        labels = np.empty(n, dtype=object)
+        labels[order] = by_rank
+        return labels.astype(str)
+    salt = f"{int(seed)}\x1f".encode()
+    u = np.array([int.from_bytes(hashlib.blake2b(salt + str(k).encode(), digest_size=8).digest(), "big")
+                  for k in keys.tolist()], dtype=np.float64) / 2.0 ** 64
+    labels = np.where(u < fractions[0], "train", np.where(u < fractions[0] + fractions[1], "val", "test"))
+    empty = [name for name, share in zip(SPLITS, fractions, strict=True) if share > 0 and not (labels == name).any()]
+    if empty:
+        raise ValueError(f"hash split of {n} keys left {empty} empty; with so few, use the random split")
+    return labels.astype(str)
+
+
 def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
                             id_column: str | None = None, split_column: str | None = None, seed: int = 0,
                             fractions=(0.6, 0.2, 0.2), impute: str | None = None,
                             categorical=None, missing_times: str = "refuse",
-                            group_column: str | None = None) -> Path:
+                            group_column: str | None = None, split_method: str = "random") -> Path:
     """A dataset folder from one table of your own data: a row per subject, numeric feature
     columns, and per event a follow-up time and an indicator (1 = the event was seen at that
     time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
@@ -153,6 +204,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     row number). ``split_column``: train/val/test per row (default: a seeded random split in
     ``fractions``; with ``group_column``, e.g. a patient id when a patient has several rows, whole
     groups are drawn, so no group is in two splits, and ``fractions`` are shares of the groups).
+    ``split_method``: ``"random"`` (exact shares) or ``"hash"`` (each id, or group, keeps its
+    split when the table grows; :func:`assign_splits`).
     ``impute``: None (default) refuses a missing feature value (null or NaN); ``"median"`` fills it with the column's median over the training rows, and records the
     medians and the count of filled cells per column and split in the manifest's
     ``featurization`` (what ``flows.predict`` applies to new rows); ``"median+indicator"`` does the
@@ -212,6 +265,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                              f"({int(repeated.sum())} rows share an id). Several rows per patient? Leave id_column "
                              "out (or give a row id) and name the patient with group_column (--group-column), "
                              "which keeps each patient in one split")
+    if split_method not in SPLIT_METHODS:
+        raise ValueError(f"split_method: one of {SPLIT_METHODS}, got {split_method!r}")
     if split_column is not None:
         split = table[split_column].cast(pl.String, strict=False)
         bad = ~split.is_in(list(SPLITS)).fill_null(False)
@@ -220,8 +275,6 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             raise ValueError(f"table: column {split_column!r} row {row} is {table[split_column][row]!r}; "
                              f"expected one of {SPLITS}")
     else:
-        if len(fractions) != 3 or min(fractions) < 0 or not math.isclose(sum(fractions), 1.0):
-            raise ValueError(f"fractions: three shares (train, val, test) that sum to 1, got {fractions}")
         if group_column is not None:
             groups = table[group_column]
             if groups.is_null().any():
@@ -229,14 +282,11 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                                  "missing; every row needs its group")
             unit = groups.cast(pl.String).to_numpy()
             names, unit = np.unique(unit, return_inverse=True)  # rows -> group index (groups sorted: seed-stable)
+        elif split_method == "hash" and id_column is not None:
+            names, unit = ids.cast(pl.String).to_numpy(), np.arange(n)  # by id: a reordered table keeps its split
         else:
             names, unit = np.arange(n), np.arange(n)
-        g = len(names)
-        order = np.random.default_rng(seed).permutation(g)
-        n_train, n_val = int(round(fractions[0] * g)), int(round(fractions[1] * g))
-        labels = np.empty(g, dtype=object)
-        labels[order[:n_train]], labels[order[n_train:n_train + n_val]] = "train", "val"
-        labels[order[n_train + n_val:]] = "test"
+        labels = assign_splits(names, seed, fractions, split_method)
         split = pl.Series(labels[unit].tolist(), dtype=pl.String)
     if impute not in IMPUTE:
         raise ValueError(f"impute: None (refuse missing feature values), 'median' or 'median+indicator', got "
@@ -334,6 +384,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     manifest = {"name": name, "feature_names": [c.name for c in feature_columns],
                 "event_names": [str(e) for e in events],
                 "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
+                **({} if split_column else {"split_method": split_method}),
                 **({"split_by": group_column} if group_column is not None else {}),
                 **({"ids": ROW_NUMBERS} if id_column is None else {"id_column": str(id_column)}),
                 "censoring": {"kind": "follow-up", "artificial": False,

@@ -114,6 +114,9 @@ def main(argv=None) -> int:
     b.add_argument("--work-dir", help="staged tables and scratch (default: a hidden folder beside --out)")
     b.add_argument("--window-hours", type=int, default=24, help="feature window after the origin (default %(default)s)")
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
+    b.add_argument("--split-method", choices=["random", "hash"], default="random",
+                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each patient keeps its split "
+                        "when the cohort grows and is rebuilt (shares in expectation)")
     b.add_argument("--memory-limit", default="2500MB", help="DuckDB memory limit (default %(default)s)")
     b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
                    help="events inside the feature window: keep them (the reference) or mask that task")
@@ -143,7 +146,8 @@ def main(argv=None) -> int:
         params = MimicBuildParams(out=args.out, mimic_dir=args.mimic_dir, work_dir=args.work_dir,
                                   download_demo_url=args.download_demo, window_hours=args.window_hours,
                                   split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit,
-                                  window_events=args.window_events, standin_scale=args.standin_scale)
+                                  window_events=args.window_events, standin_scale=args.standin_scale,
+                                  split_method=args.split_method)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     path = build_mimic_features(params)

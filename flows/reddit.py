@@ -120,6 +120,7 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
         key_id = source_key(str(work))  # creates the key file once, before tasks run in parallel
         params = reddit_build.RedditParams(start=start, comment_end=comment_end, submission_end=submission_end,
                                            split_seed=request.split_seed, censor_seed=request.censor_seed,
+                                           split_method=request.split_method,
                                            max_error_rate=max_error_rate, model=request.model or s.embedding_model,
                                            device=request.device or s.device, embedding_cache=embedding_cache,
                                            embed_block=s.embed_block)
@@ -180,6 +181,9 @@ def main(argv=None) -> int:
                                    f"or {DEFAULT_MODEL})")
     b.add_argument("--device", help="auto, cpu or cuda (default: $CET_DEVICE or auto)")
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
+    b.add_argument("--split-method", choices=["random", "hash"], default="random",
+                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each user keeps its split "
+                        "when the set of users grows and is rebuilt (shares in expectation)")
     b.add_argument("--max-error-rate", type=float, default=0.01, help="malformed-line share that fails a file")
     g = sub.add_parser("generate", help="write stand-in Pushshift dumps with planted truth")
     g.add_argument("--users", type=int, required=True, help="simulated users (1k to 1M)")
@@ -213,7 +217,8 @@ def main(argv=None) -> int:
                                    comment_end=args.comment_end, submission_end=args.submission_end,
                                    standin_users=args.standin_users, standin_text=args.standin_text,
                                    model=args.model, device=args.device,
-                                   split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate)
+                                   split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate,
+                                   split_method=args.split_method)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     path = build_reddit_features(params)

@@ -44,7 +44,7 @@ def write_table_dataset(table: str, out: str, params: dict) -> str:
     path = write_follow_up_dataset(out, table, params["features"], events, name=params["name"],
                                    time_unit=params["time_unit"], id_column=params["id_column"],
                                    split_column=params["split_column"], group_column=params["group_column"],
-                                   seed=params["seed"],
+                                   seed=params["seed"], split_method=params["split_method"],
                                    impute=params["impute"], categorical=params["categorical"],
                                    missing_times=params["missing_times"])
     for line in tables.build_summary(path):
@@ -90,6 +90,9 @@ def main(argv=None) -> int:
     ap.add_argument("--group-column", help="draw the seeded split by groups, e.g. a patient id when a patient has "
                                            "several rows: no group in two splits")
     ap.add_argument("--seed", type=int, default=0, help="seed of the split (default %(default)s)")
+    ap.add_argument("--split-method", choices=["random", "hash"], default="random",
+                     help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each id (or --group-column group) keeps its split "
+                         "when the table grows and is rebuilt (shares in expectation)")
     ap.add_argument("--categorical", help="comma-separated feature columns (text or codes) to encode as one 0/1 "
                                           "column per level seen in training (predict encodes new rows the same "
                                           "way); default: none, and a text column is an error")
@@ -112,6 +115,7 @@ def main(argv=None) -> int:
         params = TableBuildParams(table=args.table, name=args.name, events=events, time_unit=args.time_unit,
                                   features=features, out=args.out, id_column=args.id_column,
                                   split_column=args.split_column, group_column=args.group_column, seed=args.seed,
+                                  split_method=args.split_method,
                                   impute=args.impute,
                                   categorical=[c.strip() for c in (args.categorical or "").split(",") if c.strip()],
                                   missing_times=args.missing_times)

@@ -73,6 +73,26 @@ def test_split_statistics_come_from_training_rows_only(tmp_path):
     assert set(np.concatenate([ds.train.ids, ds.val.ids, ds.test.ids])) == set(range(101, 111))
 
 
+def test_a_hash_split_keeps_each_patient_in_its_split_when_the_cohort_grows(tmp_path):
+    """``split_method="hash"``: rebuilt with 20 more patients, the first 40 keep their splits
+    (the random split, the default, reshuffles them); the manifest says which split was drawn."""
+    from dataclasses import replace
+
+    def splits(n, method, name):
+        params = replace(TINY, split_method=method)
+        ds = load_dataset(build(write_fixture(tmp_path / f"m{n}", n_admissions=n), tmp_path / name,
+                                tmp_path / f"w{name}", params))
+        assert ds.manifest["split_method"] == method
+        return {int(i): k for k in ("train", "val", "test") for i in getattr(ds, k).ids}
+
+    before, after = splits(40, "hash", "a"), splits(60, "hash", "b")
+    assert len(after) == 60 and {i: after[i] for i in before} == before
+    random_before, random_after = splits(40, "random", "c"), splits(60, "random", "d")
+    assert sum(random_after[i] != random_before[i] for i in random_before) >= 5  # 7 of 40 moved
+    with pytest.raises(ValueError, match=r"split_method must be one of \('random', 'hash'\), got 'fixed'"):
+        MimicParams(split_method="fixed")
+
+
 @requires_demo
 def test_real_demo_builds_end_to_end(tmp_path):
     path = build(DEMO, tmp_path / "mimic", tmp_path / "work")

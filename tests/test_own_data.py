@@ -336,6 +336,60 @@ def test_the_experiment_harness_reports_what_it_left_out(rossi_dir, tmp_path):
 
 
 @pytest.mark.bad_input
+def test_a_hash_split_keeps_each_id_and_patient_where_it_was_when_the_table_grows(rossi, tmp_path):
+    """``split_method="hash"``: a table that grows and is reordered keeps every id's split (by
+    ``id_column``), and every patient's (by ``group_column``); the random split reshuffles them."""
+    events = {"arrest": ("week", "arrest")}
+    table = rossi.assign(visit=[f"v{i}" for i in range(432)], patient=[f"p{i // 3}" for i in range(432)])
+    first, grown = table.iloc[:300], table.iloc[::-1]  # 132 more rows (44 new patients), all rows reordered
+
+    def splits(frame, name, **kw):
+        ds = load_dataset(write_follow_up_dataset(tmp_path / name, frame, FEATURES, events, name=name,
+                                                  time_unit="weeks", **kw))
+        parts = {k: getattr(ds, k) for k in ("train", "val", "test")}  # key: the id, or the patient
+        return ds, {key: k for k, part in parts.items()
+                    for key in (part.ids if kw.get("id_column") else part.groups)}
+
+    for kw in (dict(id_column="visit"), dict(group_column="patient")):
+        ds, before = splits(first, "a", split_method="hash", **kw)
+        assert ds.manifest["split_method"] == "hash"
+        _, after = splits(grown, "b", split_method="hash", **kw)
+        assert {v: after[v] for v in before} == before, kw
+        sizes = {k: list(after.values()).count(k) / len(after) for k in ("train", "val", "test")}
+        assert len(after) == (432 if "id_column" in kw else 144) and abs(sizes["train"] - 0.6) < 0.1, sizes
+        _, random_before = splits(first, "c", **kw)
+        _, random_after = splits(grown, "d", **kw)
+        assert sum(random_after[v] != random_before[v] for v in random_before) > len(before) // 4  # reshuffled
+    with pytest.raises(ValueError, match=r"split_method: one of \('random', 'hash'\), got 'stable'"):
+        write_follow_up_dataset(tmp_path / "e", table, FEATURES, events, name="e", time_unit="weeks",
+                                split_method="stable")
+
+
+def test_assign_splits_by_hash_and_at_random():
+    """The one split rule of every build: the random split is a seeded permutation of the sorted
+    keys with exact shares; the hash split depends on the seed and each key alone."""
+    from cet_model.dataset import assign_splits
+
+    keys = np.arange(20_000)
+    labels = assign_splits(keys, seed=3, method="hash")
+    shares = {k: float((labels == k).mean()) for k in ("train", "val", "test")}
+    assert abs(shares["train"] - 0.6) < 0.015 and abs(shares["val"] - 0.2) < 0.015, shares
+    assert (assign_splits(keys[::-1], seed=3, method="hash") == labels[::-1]).all()  # order does not matter
+    assert (assign_splits(keys[:5000], seed=3, method="hash") == labels[:5000]).all()  # nor other keys
+    assert (assign_splits(keys, seed=4, method="hash") != labels).mean() > 0.4  # the seed does
+    assert (assign_splits(keys.astype(str), seed=3, method="hash") == labels).all()  # keys hash by their text
+    random = assign_splits(keys, seed=3, fractions=(0.5, 0.25, 0.25))
+    assert [int((random == k).sum()) for k in ("train", "val", "test")] == [10_000, 5_000, 5_000]
+    assert (assign_splits(keys[::-1], seed=3, fractions=(0.5, 0.25, 0.25)) == random[::-1]).all()
+    assert (assign_splits(keys[:-1], seed=3, fractions=(0.5, 0.25, 0.25)) != random[:-1]).sum() > 100
+    with pytest.raises(ValueError, match=r"keys: 7 comes twice"):
+        assign_splits(np.array([7, 1, 7]))
+    with pytest.raises(ValueError, match=r"hash split of 3 keys left \['test'\] empty"):
+        assign_splits(np.array(["a", "b", "c"]), method="hash")
+    with pytest.raises(ValueError, match=r"fractions: three shares"):
+        assign_splits(keys, fractions=(0.6, 0.6, 0.2))
+
+
 def test_repeated_ids_and_a_bad_split_column_are_refused(rossi, tmp_path):
     with pytest.raises(ValueError, match=r"table: column 'prio' row 4 repeats row 0's id: ids must be unique"):
         write_follow_up_dataset(tmp_path / "p", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",

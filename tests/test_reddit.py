@@ -290,3 +290,16 @@ def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_
     with pytest.raises(ValueError, match="no Reddit featurisation record.*rebuild the dataset and retrain"):
         score_reddit_raw(reddit_dumps, version, tmp_path / "c.parquet", tmp_path / "w", KEY.encode())
     assert not (tmp_path / "c.parquet").exists()
+
+
+def test_users_split_by_hash_keep_their_split_when_users_are_added():
+    """``split_method="hash"`` (``--split-method hash``): a user's split depends on the seed and
+    the user's key alone; an unknown method is refused by the parameters."""
+    from flows.lib.reddit.build import split_users
+
+    keys = np.array([f"t1_{i:06x}" for i in range(3000)])
+    first = split_users(keys[:2000], seed=0, method="hash")
+    assert (split_users(keys, seed=0, method="hash")[:2000] == first).all()
+    assert (split_users(keys, seed=0)[:2000] != split_users(keys[:2000], seed=0)).any()  # random: reshuffled
+    with pytest.raises(ValueError, match=r"split_method must be one of \('random', 'hash'\), got 'by-user'"):
+        RedditParams(split_method="by-user")

@@ -62,6 +62,9 @@ class MimicBuildParams(FlowParams):
     n_lab: int = Field(30, ge=0, description="lab items kept")
     n_output: int = Field(10, ge=0, description="output items kept")
     split_seed: int = Field(0, ge=0)
+    split_method: Literal["random", "hash"] = Field("random", description=(
+        "random: a seeded permutation, exact shares; hash: each patient keeps its split when the cohort grows "
+        "(shares in expectation)"))
     censor_seed: int = Field(0, ge=0)
     memory_limit: str = Field("2500MB", pattern=r"^\d+(\.\d+)?\s*[KMGT]i?B$", description="DuckDB memory limit")
     window_events: Literal["keep", "mask"] = Field("keep", description="events inside the feature window: keep "
@@ -80,7 +83,8 @@ class MimicBuildParams(FlowParams):
         """The build's own parameters (what enters the dataset and its stage key)."""
         return MimicParams(window_hours=self.window_hours, n_chart=self.n_chart, n_lab=self.n_lab,
                            n_output=self.n_output, split_seed=self.split_seed, censor_seed=self.censor_seed,
-                           memory_limit=self.memory_limit, window_events=self.window_events)
+                           memory_limit=self.memory_limit, window_events=self.window_events,
+                           split_method=self.split_method)
 
 
 class RedditBuildParams(FlowParams):
@@ -109,6 +113,9 @@ class RedditBuildParams(FlowParams):
                                                 "(default: $CET_EMBEDDING_MODEL)")
     device: str | None = Field(None, description="auto, cpu or cuda (default: $CET_DEVICE)")
     split_seed: int = Field(0, ge=0)
+    split_method: Literal["random", "hash"] = Field("random", description=(
+        "random: a seeded permutation, exact shares; hash: each user keeps its split when the set of users grows "
+        "(shares in expectation)"))
     censor_seed: int = Field(0, ge=0)
     max_error_rate: float = Field(0.01, ge=0, le=1, description="malformed-line share that fails a file")
     embedding_cache: str | None = Field(None, description="reusable embedding cache (default: $CET_EMBEDDING_CACHE)")
@@ -132,6 +139,9 @@ class TableBuildParams(FlowParams):
     group_column: str | None = Field(None, description="draw the seeded split by groups (e.g. a patient id): no "
                                                        "group in two splits")
     seed: int = Field(0, ge=0, description="seed of the 60/20/20 split")
+    split_method: Literal["random", "hash"] = Field("random", description=(
+        "random: a seeded permutation, exact shares; hash: each id (or group) keeps its split when the table grows "
+        "(shares in expectation)"))
     impute: Literal["median", "median+indicator"] | None = Field(
         None, description="missing feature values: refused (default), or filled with the training median (new rows "
                           "at predict too); median+indicator also adds a 0/1 <column>_missing column")

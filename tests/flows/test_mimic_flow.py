@@ -17,8 +17,9 @@ def test_flow_builds_the_fixture_and_reports_completed(tmp_path):
 
 
 def test_flow_defaults_to_a_generated_standin(tmp_path, capsys):
-    assert main(["build", "--out", str(tmp_path / "ds"), "--standin-scale", "0.001"]) == 0
+    assert main(["build", "--out", str(tmp_path / "ds"), "--standin-scale", "0.001", "--split-method", "hash"]) == 0
     ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ds.manifest["split_method"] == "hash"  # the option reaches the build
     standin = tmp_path / ".ds-work" / "standin-0.001-seed0"
     assert (standin / "standin_truth.parquet").is_file()
     assert ds.manifest["source_fingerprints"]["CHARTEVENTS"] in (standin / "SHA256SUMS.txt").read_text()

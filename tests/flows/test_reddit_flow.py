@@ -31,8 +31,9 @@ def test_flow_over_loopback_with_a_dropped_connection(dumps, tmp_path, monkeypat
         srv.ranges = ranges
         srv.drop_after = {victim: (dumps / victim).stat().st_size // 2}
         assert main(["build", "--dumps", srv.url, "--out", str(tmp_path / "ds"), "--work-dir", str(tmp_path / "w"),
-                     *ARGS]) == 0
+                     *ARGS, *([] if ranges else ["--split-method", "hash"])]) == 0
     ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ds.manifest["split_method"] == ("random" if ranges else "hash")  # the option reaches the build
     local = tmp_path / "w" / "dumps" / victim
     sums = dict(line.split()[::-1] for line in (dumps / "sha256sums.txt").read_text().splitlines())
     assert sha256_file(local) == sums[victim]  # resumed (or restarted) to the right bytes

@@ -397,7 +397,8 @@ def test_the_grown_cohort_example_leaves_out_the_patients_version_1_trained_on()
 
 def test_new_rows_may_carry_the_tables_own_id_column(rossi_csv, tmp_path, monkeypatch, capsys):
     """A table built with ``--id-column visit`` is scored from new rows that carry ``visit`` (not
-    ``id``); a file with neither is a usage error naming both, before any flow starts."""
+    ``id``; ``visit`` wins over an unrelated ``id``) and its scores name their ids ``visit``; a file
+    with neither is a usage error naming both, before any flow starts."""
     from flows import predict as predict_flow
     from flows import train as train_flow
 
@@ -414,7 +415,12 @@ def test_new_rows_may_carry_the_tables_own_id_column(rossi_csv, tmp_path, monkey
     new.write_csv(tmp_path / "new.csv")
     out = tmp_path / "scores.parquet"
     assert predict_flow.main(["--dataset", "visits", "--features", str(tmp_path / "new.csv"), "--out", str(out)]) == 0
-    assert pl.read_parquet(out)["id"].to_list() == list(range(1000, 1007))
+    scores = pl.read_parquet(out)
+    assert scores.columns[0] == "visit" and "id" not in scores.columns
+    assert scores["visit"].to_list() == list(range(1000, 1007))
+    new.with_columns(id=pl.Series(range(7))).write_csv(tmp_path / "both.csv")  # e.g. a row number of the export
+    assert predict_flow.main(["--dataset", "visits", "--features", str(tmp_path / "both.csv"), "--out", str(out)]) == 0
+    assert pl.read_parquet(out)["visit"].to_list() == list(range(1000, 1007))
     new.drop("visit").write_csv(tmp_path / "no-id.csv")
     capsys.readouterr()
     with pytest.raises(SystemExit):

@@ -23,7 +23,13 @@ import numpy as np
 import polars as pl
 
 from cet_model.censoring import censor_by_median
-from cet_model.dataset import GROUP_COLUMN, event_columns, write_dataset
+from cet_model.dataset import (
+    GROUP_COLUMN,
+    SPLIT_METHODS,
+    assign_splits,
+    event_columns,
+    write_dataset,
+)
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.sql_runner import SQL_ROOT, run_sql_file, set_variables
 from flows.lib.mimic.schema import TABLES
@@ -62,21 +68,22 @@ class MimicParams:
     split_fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
     memory_limit: str = "2500MB"  # DuckDB's limit for the SQL; the process peaks ~0.5 GB above it
     window_events: str = "keep"  # or "mask": leave out a task whose event falls in the feature window
+    split_method: str = "random"  # or "hash": a patient keeps its split when the cohort grows
 
     def __post_init__(self):
         if self.window_events not in ("keep", "mask"):
             raise ValueError(f"window_events must be 'keep' or 'mask', got {self.window_events!r}")
+        if self.split_method not in SPLIT_METHODS:
+            raise ValueError(f"split_method must be one of {SPLIT_METHODS}, got {self.split_method!r}")
 
 
-def split_subjects(subject_ids: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2)) -> pl.DataFrame:
-    """Seeded 60/20/20 split of patients (sorted first, so the result does not depend on order)."""
+def split_subjects(subject_ids: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2),
+                   method: str = "random") -> pl.DataFrame:
+    """Seeded 60/20/20 split of patients (``cet_model.dataset.assign_splits``: ``"random"`` does
+    not depend on their order; ``"hash"`` keeps each patient's split when patients are added)."""
     ids = np.sort(np.unique(subject_ids))
-    perm = np.random.default_rng(seed).permutation(ids.size)
-    n_train = int(round(fractions[0] * ids.size))
-    n_val = int(round(fractions[1] * ids.size))
-    split = np.empty(ids.size, dtype=object)
-    split[perm[:n_train]], split[perm[n_train:n_train + n_val]], split[perm[n_train + n_val:]] = "train", "val", "test"
-    return pl.DataFrame({"subject_id": ids.astype(np.int64), "split": split.astype(str)})
+    split = assign_splits(ids, seed, fractions, method)
+    return pl.DataFrame({"subject_id": ids.astype(np.int64), "split": split})
 
 
 def run_sql(staged: dict[str, StagedTable], work_dir: Path, params: MimicParams):
@@ -99,7 +106,8 @@ def run_sql(staged: dict[str, StagedTable], work_dir: Path, params: MimicParams)
             if subjects.size == 0:
                 raise ValueError(f"{staged['ADMISSIONS'].parquet.parent}: empty cohort (no admission has both "
                                  "chart and lab rows)")
-            con.register("subject_splits", split_subjects(subjects, params.split_seed, params.split_fractions))
+            con.register("subject_splits", split_subjects(subjects, params.split_seed, params.split_fractions,
+                                                                       params.split_method))
             continue
         run_sql_file(con, SQL_ROOT / "mimic" / step, bound)
         log.info("sql: %s", step)
@@ -224,6 +232,7 @@ def build_staged(staged: dict[str, StagedTable], out_dir, work_dir, params: Mimi
     manifest = {
         "name": "mimic", "feature_names": names, "event_names": event_names, "time_unit": "hours",
         "censoring": cens, "seeds": {"split": params.split_seed, "censoring": params.censor_seed},
+        "split_method": params.split_method,
         "split_sizes": {k: int((cohort["split"] == k).sum()) for k in ("train", "val", "test")}, "split_by": "subject_id",
         "source_fingerprints": {t_: s_.fingerprint for t_, s_ in staged.items()},
         "params": {k: v for k, v in params.__dict__.items()},

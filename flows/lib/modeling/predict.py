@@ -78,8 +78,8 @@ def missing_for_version(path, version_dir) -> list[str]:
 def read_features(path: Path, names: list[str], record: dict | None = None,
                   id_column: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
-    errors name file, column, row. The ids are the column ``id``, or ``id_column`` (the training
-    table's own name for it) when there is no ``id``. ``record``: the ``featurization`` of a dataset built from a
+    errors name file, column, row. The ids are the column ``id_column`` (the training table's own
+    name for its ids) when the file has it, otherwise the column ``id``. ``record``: the ``featurization`` of a dataset built from a
     table (``cet_model.dataset.write_follow_up_dataset``): its categorical columns, given raw, are
     encoded with the training levels (a missing or unseen level is all zeros, counted in the log),
     with ``impute="median"`` its medians fill missing values (null or NaN), counted, and with
@@ -110,8 +110,7 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
     if missing:
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
                          f"(the model needs id and {len(names)} features)")
-    if "id" not in df.columns:
-        df = df.rename({id_column: "id"})
+    id_name = id_column if id_column is not None and id_column in df.columns else "id"
     x, filled = np.empty((df.height, len(names)), dtype=np.float64), {}
     for j, c in enumerate(names):
         col = df[c].cast(pl.Int8) if df[c].dtype == pl.Boolean else df[c]
@@ -133,7 +132,7 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
     if filled:
         log.info("%s: filled %d missing values with the training medians (%s)", path, sum(filled.values()),
                  ", ".join(f"{c} {n}" for c, n in filled.items()))
-    return df["id"].to_numpy(), x
+    return df[id_name].to_numpy(), x
 
 
 def check_quantiles(quantiles) -> list[float]:
@@ -290,7 +289,8 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
     horizon h, ``risk_<h>_<e>`` = P(the event happens by h) = p_e (1 - S_e(h | it happens)). A
     horizon beyond an event's longest training follow-up is warned of in the log
-    (:func:`beyond_follow_up`); its columns are written all the same."""
+    (:func:`beyond_follow_up`); its columns are written all the same. The ids go in a column
+    named as the training table's ids (``data["id_column"]``, e.g. ``visit``), else ``id``."""
     out = Path(out)
     hs = check_horizons(horizons)
     for line in beyond_follow_up(hs, data):
@@ -302,7 +302,7 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
                     source, ", ".join(f"{c} {n}" for c, n in far.items()))
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
-    cols = {"id": ids}
+    cols = {data.get("id_column") or "id": ids}
     times = {q: model.predict_time(x, q) for q in qs}
     risk = 1.0 - model.predict_survival(x, hs) if hs else None  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
     for j, e in enumerate(data["event_names"]):

@@ -26,7 +26,7 @@ import polars as pl
 
 from cet_model.censoring import censor_by_median
 from cet_model.comments import RowView
-from cet_model.dataset import event_columns, write_dataset
+from cet_model.dataset import SPLIT_METHODS, assign_splits, event_columns, write_dataset
 from flows.lib.infra.download import sha256_file
 from flows.lib.infra.keys import kept_key
 from flows.lib.reddit import cohort as reddit_cohort
@@ -47,12 +47,17 @@ class RedditParams:
     censor_seed: int = 0
     censor_factor: float = 2.0
     split_fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    split_method: str = "random"  # or "hash": a user keeps its split when users are added
     max_error_rate: float = 0.01
     model: str = DEFAULT_MODEL
     device: str = "auto"
     batch_size: int | None = None
     embed_block: int = 50_000  # texts embedded and saved per block: a crash loses at most one block
     embedding_cache: str | None = None  # default: <work dir>/embeddings; share it across runs to reuse vectors
+
+    def __post_init__(self):
+        if self.split_method not in SPLIT_METHODS:
+            raise ValueError(f"split_method must be one of {SPLIT_METHODS}, got {self.split_method!r}")
 
     def key_params(self) -> dict:
         """What changes the dataset, for the stage key: not the device, the batch size or where
@@ -91,17 +96,11 @@ def local_dumps(dumps, params: RedditParams) -> tuple[list[DumpFile], list[DumpF
     return rs, rc
 
 
-def split_users(users: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2)) -> np.ndarray:
-    """Seeded 60/20/20 split of users given by unique keys (sorted first, so the result does not
-    depend on their order)."""
-    order = np.argsort(users, kind="stable")
-    perm = np.random.default_rng(seed).permutation(users.size)
-    n_train, n_val = int(round(fractions[0] * users.size)), int(round(fractions[1] * users.size))
-    labels = np.empty(users.size, dtype=object)
-    labels[perm[:n_train]], labels[perm[n_train:n_train + n_val]], labels[perm[n_train + n_val:]] = "train", "val", "test"
-    out = np.empty(users.size, dtype=object)
-    out[order] = labels
-    return out.astype(str)
+def split_users(users: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2), method: str = "random") -> np.ndarray:
+    """Seeded 60/20/20 split of users given by unique keys (``cet_model.dataset.assign_splits``:
+    ``"random"`` does not depend on their order; ``"hash"`` keeps each user's split when users
+    are added)."""
+    return assign_splits(users, seed, fractions, method)
 
 
 def user_summary(comments: pl.DataFrame) -> pl.DataFrame:
@@ -135,7 +134,8 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
     # the reordered rows are a view, written to sequences.npy by blocks: vectors are held once
     per_user, seqs = per_user[order], RowView(seqs, order)
     users = per_user["user"].to_numpy().astype(str)
-    split = split_users(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions)
+    split = split_users(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions,
+                        params.split_method)
     train = split == "train"
     raw = aux_features(per_user)
     scaling, feats = {}, {}
@@ -165,6 +165,7 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
         "name": "reddit", "feature_names": list(feats), "event_names": SUBREDDITS, "time_unit": "days",
         "time_origin": "the 20th comment", "censoring": cens,
         "seeds": {"split": params.split_seed, "censoring": params.censor_seed},
+        "split_method": params.split_method,
         "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(params).items()},
         "feature_scaling": scaling, "sequences": {"shape": list(seqs.shape), "model": params.model},
         "featurization": {"source": "reddit", "feature_scaling": scaling, "embedding_model": params.model,
