@@ -246,6 +246,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     features += [c for c in categorical if c not in features]  # a categorical column is a feature
     if group_column is not None and split_column is not None:
         raise ValueError("group_column draws the split by groups; split_column gives it: name one of them")
+    if split_method == "hash" and split_column is not None:
+        raise ValueError("split_method 'hash' draws the split; split_column gives it: name one of them")
     wanted = [*features, *(c for pair in events.values() for c in pair),
               *(c for c in (id_column, split_column, group_column) if c is not None)]
     _require_columns(table, list(dict.fromkeys(wanted)), "table")

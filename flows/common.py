@@ -21,10 +21,24 @@ def check_cache(stage: str, out: str, inputs: dict, params: dict, code: list[str
 
 
 @task(name="record-stage")
-def record_stage(stage: str, out: str, key: str, recipe: dict | None = None) -> str:
-    """Stamp ``out`` as the complete result of ``stage`` (and, given, the ``recipe`` that rebuilds it)."""
-    stage_cache.record(out, key, stage=stage, **({"recipe": recipe} if recipe is not None else {}))
+def record_stage(stage: str, out: str, key: str, recipe: dict | None = None, source: dict | None = None) -> str:
+    """Stamp ``out`` as the complete result of ``stage`` (and, given, the ``recipe`` that rebuilds it
+    and the ``source`` it was built from: ``{"kind": ...}``, what ``refuse_standin_over_real`` reads)."""
+    stage_cache.record(out, key, stage=stage, **({"recipe": recipe} if recipe is not None else {}),
+                       **({"source": source} if source is not None else {}))
     return out
+
+
+def refuse_standin_over_real(stage: str, out: str, what: str, how: str) -> None:
+    """Refuse a build that would replace a dataset built from real data (the stamp's source kind
+    is not ``standin``) with a generated stand-in: the build had no source (``how`` says how to
+    give one), and a silent swap would retrain the registry's models on generated rows."""
+    info = stage_cache.recorded(out, stage)
+    kind = ((info or {}).get("source") or {}).get("kind")
+    if kind not in (None, "standin"):
+        raise ValueError(f"{out} holds a dataset built from {what} ({info['source'].get('from', kind)}); this build "
+                         f"has no source ({how}) and would replace it with a generated stand-in: give the source, "
+                         "or build the stand-in into another folder")
 
 
 def work_dir_for(out: str, work_dir: str | None) -> str:

@@ -45,8 +45,9 @@ def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
     s = Settings()
     entries = []
     for name in params.datasets:
-        build = with_runner(build_flow(name), s.task_runner, s.dask_workers)
-        path = build()
+        build, recorded = build_flow(name)  # a folder built before is rebuilt as it was built
+        build = with_runner(build, s.task_runner, s.dask_workers)
+        path = build(recorded) if recorded is not None else build()
         entries.append(train_evaluate(TrainEvaluateParams(dataset=name, data=path, max_epochs=params.max_epochs,
                                                           hidden=params.hidden, seed=params.seed)))
     return write_report(entries, str(s.reports_dir))

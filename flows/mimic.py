@@ -18,8 +18,8 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from flows.common import check_cache, record_stage, work_dir_for
-from flows.lib.flow_params import MimicBuildParams
+from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
+from flows.lib.flow_params import MimicBuildParams, recipe
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -91,6 +91,11 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
                                    asdict(build_params) | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
         if current:
             return out
+        built_from = ({"kind": "tables", "from": str(Path(mimic_dir).resolve())} if mimic_dir
+                      else {"kind": "demo", "from": download_demo_url} if download_demo_url else {"kind": "standin"})
+        if not mimic_dir and not download_demo_url:
+            refuse_standin_over_real("build-mimic-features", out, "MIMIC-III tables",
+                                     "no --mimic-dir or mimic_dir, CET_MIMIC_DIR unset")
         if download_demo_url:
             mimic_dir = download_demo(download_demo_url, str(Path(work) / "download"))
         if not mimic_dir:
@@ -98,7 +103,8 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
                                          standin_scale, standin_seed)
         staged = stage.map(mimic_dir, list(TABLES), work)
         path = build_dataset(staged, out, work, build_params)
-        return record_stage("build-mimic-features", path, key)
+        return record_stage("build-mimic-features", path, key, recipe(params, out, ("mimic_dir", "work_dir")),
+                            built_from)
 
 
 def main(argv=None) -> int:
@@ -148,7 +154,10 @@ def main(argv=None) -> int:
                                   split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit,
                                   window_events=args.window_events, standin_scale=args.standin_scale,
                                   split_method=args.split_method)
-    except ValueError as exc:  # pydantic's ValidationError names the field
+        if not params.mimic_dir and not params.download_demo_url and not Settings().mimic_dir:
+            refuse_standin_over_real("build-mimic-features", params.out or str(Settings().dataset_dir("mimic")),
+                                     "MIMIC-III tables", "no --mimic-dir, CET_MIMIC_DIR unset")
+    except ValueError as exc:  # pydantic's ValidationError names the field; the guard names the folder
         ap.error(str(exc))
     path = build_mimic_features(params)
     print(path)

@@ -17,8 +17,8 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from flows.common import check_cache, record_stage, work_dir_for
-from flows.lib.flow_params import RedditBuildParams
+from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
+from flows.lib.flow_params import RedditBuildParams, recipe
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -136,7 +136,12 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
                                    CODE + ([] if dumps else STANDIN_CODE))
         if current:
             return out
+        built_from = ({"kind": "url", "from": dumps} if remote else {"kind": "dumps", "from": [
+            str(Path(d).resolve()) for d in ([dumps] if isinstance(dumps, str) else dumps)]} if dumps
+            else {"kind": "standin"})
         if dumps is None:
+            refuse_standin_over_real("build-reddit-features", out, "Pushshift dumps",
+                                     "no --dumps or dumps, CET_REDDIT_DUMPS unset")
             months = reddit_standin.Months()
             dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}{text_suffix}"),
                                      standin_users, standin_seed, start or months.start, comment_end, submission_end,
@@ -158,7 +163,8 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
                                params.end_utc("RC"), max_error_rate)
         stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
         path = finish([f.path for f in rs + rc], first_path, rc_parts, out, str(work), params, stats)
-        return record_stage("build-reddit-features", path, key)
+        return record_stage("build-reddit-features", path, key,
+                            recipe(request, out, ("dumps", "work_dir", "embedding_cache")), built_from)
 
 
 def main(argv=None) -> int:
@@ -219,7 +225,10 @@ def main(argv=None) -> int:
                                    model=args.model, device=args.device,
                                    split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate,
                                    split_method=args.split_method)
-    except ValueError as exc:  # pydantic's ValidationError names the field
+        if not params.dumps and not Settings().reddit_dumps:
+            refuse_standin_over_real("build-reddit-features", params.out or str(Settings().dataset_dir("reddit")),
+                                     "Pushshift dumps", "no --dumps, CET_REDDIT_DUMPS unset")
+    except ValueError as exc:  # pydantic's ValidationError names the field; the guard names the folder
         ap.error(str(exc))
     path = build_reddit_features(params)
     print(path)

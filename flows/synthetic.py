@@ -12,7 +12,7 @@ from prefect.logging import get_run_logger
 
 from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
-from flows.lib.flow_params import SyntheticParams
+from flows.lib.flow_params import SyntheticParams, recipe
 from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -34,6 +34,7 @@ def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
     """The paper's synthetic dataset (Section 5.1): 60/20/20 split, uniform censoring on (0, 3)."""
     s = Settings()
     out = params.out or str(s.dataset_dir("synthetic"))
+    request = params
     mode, n, seed = params.mode or s.synthetic_mode, params.n or s.synthetic_n, params.seed
     params = {"mode": mode, "n": n, "seed": seed}
     with output_lock(out, s.lock_wait, "build-synthetic"):
@@ -41,7 +42,7 @@ def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
         if current:
             return out
         path = generate(out, mode, n, seed)
-        return record_stage("build-synthetic", path, key)
+        return record_stage("build-synthetic", path, key, recipe(request, out), {"kind": "standin"})
 
 
 def main(argv=None) -> int:

@@ -27,7 +27,14 @@ from prefect.artifacts import (
 from prefect.logging import get_run_logger
 
 from cet_model.dataset import DATASET_FILES
-from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
+from flows.lib.flow_params import (
+    MimicBuildParams,
+    RedditBuildParams,
+    RetrainParams,
+    SyntheticParams,
+    TrainEvaluateParams,
+    recorded_params,
+)
 from flows.lib.infra import registry
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
@@ -168,25 +175,29 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
 
 
 def build_flow(name: str):
+    """The build flow of dataset ``name`` and the parameters to call it with: those recorded by the
+    build that made its folder (the stamp's recipe: the same source, options and seeds), or None
+    where there is none yet (the flow's defaults, i.e. its configured source). A name other than
+    synthetic, mimic or reddit must be a table built by build-table-dataset."""
+    folder = Settings().dataset_dir(name)
     if name == "synthetic":
         from flows.synthetic import build_synthetic
-        return build_synthetic
+        return build_synthetic, recorded_params(folder, "build-synthetic", SyntheticParams)
     if name == "mimic":
         from flows.mimic import build_mimic_features
-        return build_mimic_features
+        return build_mimic_features, recorded_params(folder, "build-mimic-features", MimicBuildParams)
     if name == "reddit":
         from flows.reddit import build_reddit_features
-        return build_reddit_features
+        return build_reddit_features, recorded_params(folder, "build-reddit-features", RedditBuildParams)
     from flows.lib.tables import recorded_build
     from flows.table import build_table_dataset
 
-    folder = Settings().dataset_dir(name)
     recipe = recorded_build(folder)
     if recipe is None:
         raise ValueError(f"dataset {name}: not one of {', '.join(BUILDS)}, and {folder} holds no dataset built by "
                          "build-table-dataset (python -m flows.table --table FILE --name NAME ...), so there is "
                          "nothing to rebuild it from")
-    return lambda: build_table_dataset(recipe)
+    return build_table_dataset, recipe
 
 
 @flow(name="retrain", task_runner=thread_runner())
@@ -195,7 +206,8 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
     same file; default CET_RETRAIN_DATASET) from its configured source when its inputs changed,
     train a new version and apply the promotion rule."""
     name = params.dataset or Settings().retrain_dataset
-    path = build_flow(name)()
+    build, recorded = build_flow(name)
+    path = build(recorded) if recorded is not None else build()
     return train_evaluate(TrainEvaluateParams(dataset=name, data=path, seed=params.seed,
                                               promote_metric=params.promote_metric,
                                               promote_tolerance=params.promote_tolerance,

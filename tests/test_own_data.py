@@ -360,6 +360,9 @@ def test_a_hash_split_keeps_each_id_and_patient_where_it_was_when_the_table_grow
         _, random_before = splits(first, "c", **kw)
         _, random_after = splits(grown, "d", **kw)
         assert sum(random_after[v] != random_before[v] for v in random_before) > len(before) // 4  # reshuffled
+    with pytest.raises(ValueError, match=r"split_method 'hash' draws the split; split_column gives it"):
+        write_follow_up_dataset(tmp_path / "f", table.assign(part="train"), FEATURES, events, name="f",
+                                time_unit="weeks", split_column="part", split_method="hash")
     with pytest.raises(ValueError, match=r"split_method: one of \('random', 'hash'\), got 'stable'"):
         write_follow_up_dataset(tmp_path / "e", table, FEATURES, events, name="e", time_unit="weeks",
                                 split_method="stable")

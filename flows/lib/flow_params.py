@@ -21,10 +21,12 @@ From a deployment: ``prefect deployment run build-mimic-features/build-mimic-fea
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from flows.lib.infra import stage_cache
 from flows.lib.infra.registry import EVIDENCE, METRIC_DIRECTION
 from flows.lib.infra.settings import DATASET_NAME
 from flows.lib.mimic.build import MimicParams
@@ -37,6 +39,31 @@ PROMOTE_METRICS = tuple(METRIC_DIRECTION)
 
 class FlowParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def recipe(params: FlowParams, out, paths: tuple[str, ...] = ()) -> dict:
+    """What retrain (and the full pipeline) need to rebuild ``out`` the way it was built:
+    ``params`` as given (a field left to its setting stays unset, so the setting applies again),
+    with ``out`` and the local paths in the fields ``paths`` made absolute (a rebuild may run from
+    another folder); URLs are kept.
+
+    >>> recipe(SyntheticParams(n=500), "/data/synthetic")
+    {'out': '/data/synthetic', 'mode': None, 'n': 500, 'seed': 0}
+    """
+    def absolute(value):
+        if value is None or (isinstance(value, str) and value.startswith(("http://", "https://"))):
+            return value
+        return [absolute(v) for v in value] if isinstance(value, list) else str(Path(value).resolve())
+
+    given = params.model_dump()
+    return given | {k: absolute(given[k]) for k in paths} | {"out": str(Path(out).resolve())}
+
+
+def recorded_params(folder, stage: str, cls: type[FlowParams]) -> FlowParams | None:
+    """The parameters that built ``folder`` in ``stage`` (its stamp's recipe), or None: no
+    complete build of that stage there, or one from before recipes were recorded."""
+    info = stage_cache.recorded(folder, stage)
+    return cls(**info["recipe"]) if info and "recipe" in info else None
 
 
 class SyntheticParams(FlowParams):

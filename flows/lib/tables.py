@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from cet_model.dataset import missing_indicator
+from flows.lib import flow_params
 from flows.lib.flow_params import TableBuildParams
-from flows.lib.infra import stage_cache
 
 STAGE = "build-table-dataset"
 
@@ -50,10 +50,9 @@ def build_summary(dataset_dir) -> list[str]:
 def recipe(params: TableBuildParams, out) -> dict:
     """What retrain needs to rebuild ``out`` when the table changes: the parameters, with absolute
     paths (retrain may run from any folder)."""
-    return params.model_dump() | {"table": str(Path(params.table).resolve()), "out": str(Path(out).resolve())}
+    return flow_params.recipe(params, out, ("table",))
 
 
 def recorded_build(folder) -> TableBuildParams | None:
     """The parameters that built ``folder`` with build-table-dataset, or None (not such a folder)."""
-    info = stage_cache.recorded(folder, STAGE)
-    return TableBuildParams(**info["recipe"]) if info and "recipe" in info else None
+    return flow_params.recorded_params(folder, STAGE, TableBuildParams)

@@ -45,3 +45,36 @@ def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys):
         assert main(["build", "--download-demo", srv.url, "--out", str(tmp_path / "ds")]) == 0
     ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])
     assert ds.manifest["cohort"]["cohort_admissions"] == 126
+
+
+def test_retrain_rebuilds_as_built_and_never_swaps_real_tables_for_a_standin(tmp_path, monkeypatch, capsys):
+    """A dataset built from MIMIC tables with non-default options is rebuilt by ``retrain`` from
+    the same tables with the same options (the stamp's recipe); before, retrain called the build
+    with its defaults and, without CET_MIMIC_DIR, replaced the real dataset with a generated
+    stand-in. A build with no source over such a folder is refused, and the folder is kept."""
+    import pytest
+
+    from flows import train as train_flow
+    from flows.train import build_flow
+
+    for name, value in {"DATA_DIR": tmp_path / "data", "MODELS_DIR": tmp_path / "models", "MAX_EPOCHS": 2,
+                        "PATIENCE": 2, "HIDDEN": 8}.items():
+        monkeypatch.setenv(f"CET_{name}", str(value))
+    monkeypatch.delenv("CET_MIMIC_DIR", raising=False)
+    src = write_fixture(tmp_path / "mimic", n_admissions=12)
+    assert main(["build", "--mimic-dir", str(src), "--window-hours", "12", "--seed", "3"]) == 0
+    out = tmp_path / "data" / "mimic"
+    manifest = (out / "manifest.json").read_bytes()
+    build, recorded = build_flow("mimic")
+    assert recorded is not None and (recorded.mimic_dir, recorded.window_hours, recorded.split_seed) == (
+        str(src.resolve()), 12, 3)
+    assert train_flow.main(["retrain", "--dataset", "mimic"]) == 0
+    assert (out / "manifest.json").read_bytes() == manifest  # the same build: skipped, not redone with defaults
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["build"])
+    assert (f"{out} holds a dataset built from MIMIC-III tables ({src.resolve()}); this build has no source (no "
+            "--mimic-dir, CET_MIMIC_DIR unset) and would replace it with a generated stand-in") in capsys.readouterr().err
+    with pytest.raises(ValueError, match="would replace it with a generated stand-in"):  # a deployment run too
+        build_mimic_features(MimicBuildParams(out=str(out)))
+    assert (out / "manifest.json").read_bytes() == manifest

@@ -6,6 +6,8 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset
+from flows.common import refuse_standin_over_real
+from flows.lib.infra import stage_cache
 from flows.lib.infra.download import sha256_file
 from flows.lib.reddit import download as reddit_download
 from flows.lib.standin import reddit as reddit_standin
@@ -34,6 +36,11 @@ def test_flow_over_loopback_with_a_dropped_connection(dumps, tmp_path, monkeypat
                      *ARGS, *([] if ranges else ["--split-method", "hash"])]) == 0
     ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])
     assert ds.manifest["split_method"] == ("random" if ranges else "hash")  # the option reaches the build
+    stamp = stage_cache.recorded(ds.path, "build-reddit-features")  # how retrain rebuilds it: the same URL
+    assert stamp["recipe"]["dumps"] == srv.url and stamp["source"] == {"kind": "url", "from": srv.url}
+    assert stamp["recipe"]["split_method"] == ("random" if ranges else "hash")
+    with pytest.raises(ValueError, match=r"holds a dataset built from Pushshift dumps \(http://127\.0\.0\.1"):
+        refuse_standin_over_real("build-reddit-features", str(ds.path), "Pushshift dumps", "no dumps")
     local = tmp_path / "w" / "dumps" / victim
     sums = dict(line.split()[::-1] for line in (dumps / "sha256sums.txt").read_text().splitlines())
     assert sha256_file(local) == sums[victim]  # resumed (or restarted) to the right bytes
