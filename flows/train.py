@@ -185,10 +185,17 @@ def build_flow(name: str):
         return build_synthetic, recorded_params(folder, "build-synthetic", SyntheticParams)
     if name == "mimic":
         from flows.mimic import build_mimic_features
-        return build_mimic_features, recorded_params(folder, "build-mimic-features", MimicBuildParams)
+        recorded = recorded_params(folder, "build-mimic-features", MimicBuildParams)
+        _check_recorded_source(name, recorded and recorded.mimic_dir, "--mimic-dir")
+        return build_mimic_features, recorded
     if name == "reddit":
         from flows.reddit import build_reddit_features
-        return build_reddit_features, recorded_params(folder, "build-reddit-features", RedditBuildParams)
+        recorded = recorded_params(folder, "build-reddit-features", RedditBuildParams)
+        dumps = recorded.dumps if recorded else None
+        for d in [dumps] if isinstance(dumps, str) else dumps or []:
+            if not d.startswith(("http://", "https://")):
+                _check_recorded_source(name, d, "--dumps")
+        return build_reddit_features, recorded
     from flows.lib.tables import recorded_build
     from flows.table import build_table_dataset
 
@@ -197,7 +204,18 @@ def build_flow(name: str):
         raise ValueError(f"dataset {name}: not one of {', '.join(BUILDS)}, and {folder} holds no dataset built by "
                          "build-table-dataset (python -m flows.table --table FILE --name NAME ...), so there is "
                          "nothing to rebuild it from")
+    _check_recorded_source(name, recipe.table, "--table")
     return build_table_dataset, recipe
+
+
+def _check_recorded_source(name: str, path: str | None, option: str) -> None:
+    """A recorded source that is gone is refused with what to do (build once by hand from its new
+    place, which records that place), instead of the build's fingerprint error."""
+    if path is not None and not Path(path).exists():
+        command = f"python -m flows.table {option} NEW ..." if option == "--table" else (
+            f"python -m flows.{name} build {option} NEW ...")
+        raise ValueError(f"dataset {name} was built from {path} ({option}), which no longer exists: build it once "
+                         f"from its new place ({command}, with the same options), and retrain follows that")
 
 
 @flow(name="retrain", task_runner=thread_runner())

@@ -78,3 +78,9 @@ def test_retrain_rebuilds_as_built_and_never_swaps_real_tables_for_a_standin(tmp
     with pytest.raises(ValueError, match="would replace it with a generated stand-in"):  # a deployment run too
         build_mimic_features(MimicBuildParams(out=str(out)))
     assert (out / "manifest.json").read_bytes() == manifest
+    src.rename(tmp_path / "moved")  # the extract moved: a usage error that says what to do, before any flow
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        train_flow.main(["retrain", "--dataset", "mimic"])
+    assert (f"dataset mimic was built from {src.resolve()} (--mimic-dir), which no longer exists: build it once "
+            "from its new place (python -m flows.mimic build --mimic-dir NEW ...") in capsys.readouterr().err

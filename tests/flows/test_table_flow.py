@@ -154,6 +154,11 @@ def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(ro
     assert "the ids are the table's row numbers, so rows are matched by their place in the table" in out
     ds = load_dataset(tmp_path / "data" / "rossi")
     assert sum(ds.manifest["split_sizes"].values()) == 400 and ds.feature_names == ["fin", "age", "prio"]
+    rossi_csv.rename(tmp_path / "moved.csv")  # the file moved: a usage error that says what to do
+    with pytest.raises(SystemExit):
+        train_flow.main(["retrain", "--dataset", "rossi"])
+    assert (f"dataset rossi was built from {rossi_csv.resolve()} (--table), which no longer exists: build it once "
+            "from its new place (python -m flows.table --table NEW ...") in capsys.readouterr().err
 
 
 @pytest.mark.bad_input
