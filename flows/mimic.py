@@ -94,7 +94,7 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
         built_from = ({"kind": "tables", "from": str(Path(mimic_dir).resolve())} if mimic_dir
                       else {"kind": "demo", "from": download_demo_url} if download_demo_url else {"kind": "standin"})
         if not mimic_dir and not download_demo_url:
-            refuse_standin_over_real("build-mimic-features", out, "MIMIC-III tables",
+            refuse_standin_over_real("build-mimic-features", out, work, "MIMIC-III tables",
                                      "no --mimic-dir or mimic_dir, CET_MIMIC_DIR unset")
         if download_demo_url:
             mimic_dir = download_demo(download_demo_url, str(Path(work) / "download"))
@@ -155,7 +155,8 @@ def main(argv=None) -> int:
                                   window_events=args.window_events, standin_scale=args.standin_scale,
                                   split_method=args.split_method)
         if not params.mimic_dir and not params.download_demo_url and not Settings().mimic_dir:
-            refuse_standin_over_real("build-mimic-features", params.out or str(Settings().dataset_dir("mimic")),
+            out = params.out or str(Settings().dataset_dir("mimic"))
+            refuse_standin_over_real("build-mimic-features", out, work_dir_for(out, params.work_dir),
                                      "MIMIC-III tables", "no --mimic-dir, CET_MIMIC_DIR unset")
     except ValueError as exc:  # pydantic's ValidationError names the field; the guard names the folder
         ap.error(str(exc))

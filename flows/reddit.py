@@ -140,7 +140,7 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
             str(Path(d).resolve()) for d in ([dumps] if isinstance(dumps, str) else dumps)]} if dumps
             else {"kind": "standin"})
         if dumps is None:
-            refuse_standin_over_real("build-reddit-features", out, "Pushshift dumps",
+            refuse_standin_over_real("build-reddit-features", out, str(work), "Pushshift dumps",
                                      "no --dumps or dumps, CET_REDDIT_DUMPS unset")
             months = reddit_standin.Months()
             dumps = generate_standin(str(work / f"standin-{standin_users}-seed{standin_seed}{text_suffix}"),
@@ -226,7 +226,8 @@ def main(argv=None) -> int:
                                    split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate,
                                    split_method=args.split_method)
         if not params.dumps and not Settings().reddit_dumps:
-            refuse_standin_over_real("build-reddit-features", params.out or str(Settings().dataset_dir("reddit")),
+            out = params.out or str(Settings().dataset_dir("reddit"))
+            refuse_standin_over_real("build-reddit-features", out, work_dir_for(out, params.work_dir),
                                      "Pushshift dumps", "no --dumps, CET_REDDIT_DUMPS unset")
     except ValueError as exc:  # pydantic's ValidationError names the field; the guard names the folder
         ap.error(str(exc))

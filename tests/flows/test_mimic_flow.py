@@ -1,7 +1,12 @@
+"""build-mimic-features end to end: the fixture, a generated stand-in, the demo over loopback, and
+how retrain rebuilds a dataset (as it was built, never a stand-in over real tables)."""
 
+import json
 
 from cet_model.dataset import load_dataset
+from flows.common import refuse_standin_over_real
 from flows.lib.flow_params import MimicBuildParams
+from flows.lib.infra import stage_cache
 from flows.mimic import build_mimic_features, main
 from tests.demo import DEMO, requires_demo
 from tests.mimic_fixture import write_fixture
@@ -20,6 +25,10 @@ def test_flow_defaults_to_a_generated_standin(tmp_path, capsys):
     assert main(["build", "--out", str(tmp_path / "ds"), "--standin-scale", "0.001", "--split-method", "hash"]) == 0
     ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])
     assert ds.manifest["split_method"] == "hash"  # the option reaches the build
+    legacy = tmp_path / "ds" / stage_cache.STAMP  # a stamp from before builds recorded their source ...
+    legacy.write_text(json.dumps({k: v for k, v in json.loads(legacy.read_text()).items() if k != "source"}))
+    refuse_standin_over_real("build-mimic-features", str(tmp_path / "ds"), str(tmp_path / ".ds-work"), "t", "h")
+    # ... is recognised as a stand-in by its fingerprints: nothing refused
     standin = tmp_path / ".ds-work" / "standin-0.001-seed0"
     assert (standin / "standin_truth.parquet").is_file()
     assert ds.manifest["source_fingerprints"]["CHARTEVENTS"] in (standin / "SHA256SUMS.txt").read_text()
@@ -78,6 +87,11 @@ def test_retrain_rebuilds_as_built_and_never_swaps_real_tables_for_a_standin(tmp
     with pytest.raises(ValueError, match="would replace it with a generated stand-in"):  # a deployment run too
         build_mimic_features(MimicBuildParams(out=str(out)))
     assert (out / "manifest.json").read_bytes() == manifest
+    stamp = out / stage_cache.STAMP  # a real build stamped before sources were recorded: refused too
+    stamp.write_text(json.dumps({k: v for k, v in json.loads(stamp.read_text()).items() if k != "source"}))
+    with pytest.raises(ValueError, match=r"built before builds recorded their source, from files that are not a "
+                                         r"stand-in generated in .*\.mimic-work; this build has no source"):
+        build_mimic_features(MimicBuildParams(out=str(out)))
     src.rename(tmp_path / "moved")  # the extract moved: a usage error that says what to do, before any flow
     capsys.readouterr()
     with pytest.raises(SystemExit):

@@ -40,7 +40,8 @@ def test_flow_over_loopback_with_a_dropped_connection(dumps, tmp_path, monkeypat
     assert stamp["recipe"]["dumps"] == srv.url and stamp["source"] == {"kind": "url", "from": srv.url}
     assert stamp["recipe"]["split_method"] == ("random" if ranges else "hash")
     with pytest.raises(ValueError, match=r"holds a dataset built from Pushshift dumps \(http://127\.0\.0\.1"):
-        refuse_standin_over_real("build-reddit-features", str(ds.path), "Pushshift dumps", "no dumps")
+        refuse_standin_over_real("build-reddit-features", str(ds.path), str(tmp_path / "w"), "Pushshift dumps",
+                                 "no dumps")
     local = tmp_path / "w" / "dumps" / victim
     sums = dict(line.split()[::-1] for line in (dumps / "sha256sums.txt").read_text().splitlines())
     assert sha256_file(local) == sums[victim]  # resumed (or restarted) to the right bytes
