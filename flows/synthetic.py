@@ -34,15 +34,13 @@ def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
     """The paper's synthetic dataset (Section 5.1): 60/20/20 split, uniform censoring on (0, 3)."""
     s = Settings()
     out = params.out or str(s.dataset_dir("synthetic"))
-    request = params
     mode, n, seed = params.mode or s.synthetic_mode, params.n or s.synthetic_n, params.seed
-    params = {"mode": mode, "n": n, "seed": seed}
     with output_lock(out, s.lock_wait, "build-synthetic"):
-        key, current = check_cache("build-synthetic", out, {}, params, CODE)
+        key, current = check_cache("build-synthetic", out, {}, {"mode": mode, "n": n, "seed": seed}, CODE)
         if current:
             return out
         path = generate(out, mode, n, seed)
-        return record_stage("build-synthetic", path, key, recipe(request, out), {"kind": "standin"})
+        return record_stage("build-synthetic", path, key, recipe(params, out), {"kind": "standin"})
 
 
 def main(argv=None) -> int:

@@ -15,7 +15,7 @@ from prefect.client.orchestration import get_client
 
 from flows import predict as predict_flow
 from flows.full_pipeline import full_pipeline
-from flows.lib.flow_params import RetrainParams, TrainEvaluateParams
+from flows.lib.flow_params import RetrainParams, SyntheticParams, TrainEvaluateParams
 from flows.lib.infra import registry
 from flows.lib.modeling import train_eval
 from flows.synthetic import build_synthetic
@@ -87,6 +87,10 @@ def test_retrain_promotes_or_keeps_by_the_rule(cet_env, monkeypatch):
     assert (v4 := cet_env / "models" / "synthetic" / "v0004" / "train_ids.npy").is_file() and len(np.load(v4)) == 720
     # the hashes' key is kept with the data, never in the models folder
     assert (cet_env / "data" / "row-ids.key").is_file() and not list((cet_env / "models").rglob("*.key"))
+    # a dataset built with a parameter given (not left to its setting) is rebuilt with it by retrain
+    build_synthetic(SyntheticParams(n=800))
+    again = retrain(RetrainParams(dataset="synthetic", seed=2, promote_tolerance=0.0))
+    assert len(np.load(cet_env / "models" / "synthetic" / again["version"].rsplit("/", 1)[-1] / "train_ids.npy")) == 480
 
 
 def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
