@@ -103,7 +103,7 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
                                          standin_scale, standin_seed)
         staged = stage.map(mimic_dir, list(TABLES), work)
         path = build_dataset(staged, out, work, build_params)
-        return record_stage("build-mimic-features", path, key, recipe(params, out, ("mimic_dir", "work_dir")),
+        return record_stage("build-mimic-features", path, key, recipe(params, ("mimic_dir", "work_dir")),
                             built_from)
 
 

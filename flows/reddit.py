@@ -164,7 +164,7 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
         stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]
         path = finish([f.path for f in rs + rc], first_path, rc_parts, out, str(work), params, stats)
         return record_stage("build-reddit-features", path, key,
-                            recipe(request, out, ("dumps", "work_dir", "embedding_cache")), built_from)
+                            recipe(request, ("dumps", "work_dir", "embedding_cache")), built_from)
 
 
 def main(argv=None) -> int:

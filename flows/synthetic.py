@@ -40,7 +40,7 @@ def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
         if current:
             return out
         path = generate(out, mode, n, seed)
-        return record_stage("build-synthetic", path, key, recipe(params, out), {"kind": "standin"})
+        return record_stage("build-synthetic", path, key, recipe(params), {"kind": "standin"})
 
 
 def main(argv=None) -> int:

@@ -41,22 +41,25 @@ class FlowParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def recipe(params: FlowParams, out, paths: tuple[str, ...] = ()) -> dict:
-    """What retrain (and the full pipeline) need to rebuild ``out`` the way it was built:
-    ``params`` as given (a field left to its setting stays unset, so the setting applies again),
-    with ``out`` and the local paths in the fields ``paths`` made absolute (a rebuild may run from
-    another folder); URLs are kept.
+def recipe(params: FlowParams, paths: tuple[str, ...] = (), out=None) -> dict:
+    """What retrain (and the full pipeline) need to rebuild a folder the way it was built:
+    ``params`` as given (a field left to its setting stays unset, so the setting applies again:
+    an ``out`` left unset stays the default folder of ``CET_DATA_DIR``), with the local paths in
+    ``out`` and the fields ``paths`` made absolute (a rebuild may run from another folder); URLs
+    are kept. ``out``, given, is recorded in place of ``params.out``.
 
-    >>> recipe(SyntheticParams(n=500), "/data/synthetic")
-    {'out': '/data/synthetic', 'mode': None, 'n': 500, 'seed': 0}
+    >>> recipe(SyntheticParams(n=500))
+    {'out': None, 'mode': None, 'n': 500, 'seed': 0}
+    >>> recipe(SyntheticParams(out="/data/synthetic"))["out"]
+    '/data/synthetic'
     """
     def absolute(value):
         if value is None or (isinstance(value, str) and value.startswith(("http://", "https://"))):
             return value
         return [absolute(v) for v in value] if isinstance(value, list) else str(Path(value).resolve())
 
-    given = params.model_dump()
-    return given | {k: absolute(given[k]) for k in paths} | {"out": str(Path(out).resolve())}
+    given = params.model_dump() | ({"out": str(out)} if out is not None else {})
+    return given | {k: absolute(given[k]) for k in (*paths, "out")}
 
 
 def recorded_params(folder, stage: str, cls: type[FlowParams]) -> FlowParams | None:

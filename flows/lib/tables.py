@@ -50,7 +50,7 @@ def build_summary(dataset_dir) -> list[str]:
 def recipe(params: TableBuildParams, out) -> dict:
     """What retrain needs to rebuild ``out`` when the table changes: the parameters, with absolute
     paths (retrain may run from any folder)."""
-    return flow_params.recipe(params, out, ("table",))
+    return flow_params.recipe(params, ("table",), out)
 
 
 def recorded_build(folder) -> TableBuildParams | None:

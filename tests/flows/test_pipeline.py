@@ -147,6 +147,8 @@ def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env):
 @pytest.mark.slow
 def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(cet_env, monkeypatch, capfd):
     monkeypatch.setenv("CET_PSEUDONYM_KEY", KEY_MARKER)
+    monkeypatch.chdir(cet_env)
+    monkeypatch.setenv("CET_DATA_DIR", "data")  # relative, as the main job's default
     t0 = time.perf_counter()
     report = full_pipeline()
     first = time.perf_counter() - t0
@@ -181,6 +183,7 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     full_pipeline()
     second = time.perf_counter() - t0
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no stage re-ran
+    assert (reports / "report.md").read_text() == text  # the same report (a rebuild's recipe records out as given)
     for name in ("synthetic", "mimic", "reddit"):
         assert registry.versions(cet_env / "models", name) == ["v0001"]
     assert second < first / 2, (first, second)
