@@ -161,7 +161,7 @@ def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = 
     if len(fractions) != 3 or min(fractions) < 0 or not math.isclose(sum(fractions), 1.0):
         raise ValueError(f"fractions: three shares (train, val, test) that sum to 1, got {tuple(fractions)}")
     if method not in SPLIT_METHODS:
-        raise ValueError(f"split method: one of {SPLIT_METHODS}, got {method!r}")
+        raise ValueError(f"split_method: one of {SPLIT_METHODS}, got {method!r}")
     order = np.argsort(keys, kind="stable")
     if keys.size > 1 and (keys[order][1:] == keys[order][:-1]).any():
         at = int(np.flatnonzero(keys[order][1:] == keys[order][:-1])[0])

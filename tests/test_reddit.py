@@ -295,7 +295,7 @@ def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_
 def test_users_split_by_hash_keep_their_split_when_users_are_added():
     """``split_method="hash"`` (``--split-method hash``): a user's split depends on the seed and
     the user's key alone; an unknown method is refused by the parameters."""
-    from flows.lib.reddit.build import split_users
+    from cet_model.dataset import assign_splits as split_users  # what the build splits users with
 
     keys = np.array([f"t1_{i:06x}" for i in range(3000)])
     first = split_users(keys[:2000], seed=0, method="hash")

@@ -96,13 +96,6 @@ def local_dumps(dumps, params: RedditParams) -> tuple[list[DumpFile], list[DumpF
     return rs, rc
 
 
-def split_users(users: np.ndarray, seed: int, fractions=(0.6, 0.2, 0.2), method: str = "random") -> np.ndarray:
-    """Seeded 60/20/20 split of users given by unique keys (``cet_model.dataset.assign_splits``:
-    ``"random"`` does not depend on their order; ``"hash"`` keeps each user's split when users
-    are added)."""
-    return assign_splits(users, seed, fractions, method)
-
-
 def user_summary(comments: pl.DataFrame) -> pl.DataFrame:
     """One row per user of ``comments`` (20 per user, sorted by user and rank), in order:
     first and 20th comment times, mean body length, first comment id."""
@@ -134,7 +127,7 @@ def assemble(comments: pl.DataFrame, first: pl.DataFrame, vectors: np.ndarray, o
     # the reordered rows are a view, written to sequences.npy by blocks: vectors are held once
     per_user, seqs = per_user[order], RowView(seqs, order)
     users = per_user["user"].to_numpy().astype(str)
-    split = split_users(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions,
+    split = assign_splits(per_user["first_id"].to_numpy().astype(str), params.split_seed, params.split_fractions,
                         params.split_method)
     train = split == "train"
     raw = aux_features(per_user)
