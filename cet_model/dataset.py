@@ -190,7 +190,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                             id_column: str | None = None, split_column: str | None = None, seed: int = 0,
                             fractions=(0.6, 0.2, 0.2), impute: str | None = None,
                             categorical=None, missing_times: str = "refuse",
-                            group_column: str | None = None, split_method: str = "random") -> Path:
+                            group_column: str | None = None, split_method: str = "random") -> Path | None:
     """A dataset folder from one table of your own data: a row per subject, numeric feature
     columns, and per event a follow-up time and an indicator (1 = the event was seen at that
     time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
@@ -219,7 +219,9 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     time; ``"mask"`` leaves that event out for that row (``mask_e`` = 0: no term in the likelihood,
     no place in a metric; e.g. an outcome not followed at one site), where its indicator is
     missing or 0, counted per event and split in the manifest's ``censoring``. Bad values are
-    refused naming the column and row of ``table``.
+    refused naming the file (or ``table`` for a frame), the column and the row (counted from 0,
+    the header not counted; in a CSV file also its line). ``out_dir=None`` checks the table the
+    same way and writes nothing (returns None): what ``flows.table`` does before its flow starts.
 
     >>> import polars as pl, tempfile
     >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
@@ -229,9 +231,14 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     >>> len(ds.train) + len(ds.val) + len(ds.test), ds.event_names, bool(np.isnan(ds.train.C).all())
     (5, ['death'], True)
     """
+    where, first_line = "table", None  # errors name the file and, in a CSV, the line too
     if isinstance(table, str | Path):
+        where, first_line = str(table), (2 if Path(table).suffix.lower() == ".csv" else None)
         table = read_table(table)
     table = table if isinstance(table, pl.DataFrame) else pl.from_pandas(table)
+
+    def at(row: int) -> str:  # rows count from 0, the header not counted
+        return f"row {row}" + (f" (line {row + first_line})" if first_line else "")
     if not events:
         raise ValueError("events: name at least one event as {name: (time column, indicator column)}")
     chosen = features is None
@@ -239,7 +246,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         named = {c for pair in events.values() for c in pair} | {id_column, split_column, group_column}
         features = [c for c in table.columns if c not in named]
         if not features:
-            raise ValueError(f"table: no feature columns left; its columns {table.columns} are all named as event, "
+            raise ValueError(f"{where}: no feature columns left; its columns {table.columns} are all named as event, "
                              "id, split or group columns")
     features = [str(f) for f in features]
     categorical = [str(c) for c in (categorical or ())]
@@ -250,20 +257,20 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         raise ValueError("split_method 'hash' draws the split; split_column gives it: name one of them")
     wanted = [*features, *(c for pair in events.values() for c in pair),
               *(c for c in (id_column, split_column, group_column) if c is not None)]
-    _require_columns(table, list(dict.fromkeys(wanted)), "table")
+    _require_columns(table, list(dict.fromkeys(wanted)), where)
     n = table.height
     if n == 0:
-        raise ValueError("table: no rows")
+        raise ValueError(f"{where}: no rows")
     ids = table[id_column] if id_column is not None else pl.Series("id", np.arange(n))
     if id_column is not None:
         if ids.is_null().any():
-            raise ValueError(f"table: column {id_column!r} row {int(ids.is_null().arg_max())} is missing; every row "
+            raise ValueError(f"{where}: column {id_column!r} {at(int(ids.is_null().arg_max()))} is missing; every row "
                              "needs an id")
         repeated = ids.is_duplicated()
         if repeated.any():
             first = int(repeated.arg_max())  # the first row whose id comes again
             again = int(np.flatnonzero((ids == ids[first]).to_numpy())[1])
-            raise ValueError(f"table: column {id_column!r} row {again} repeats row {first}'s id: ids must be unique "
+            raise ValueError(f"{where}: column {id_column!r} {at(again)} repeats row {first}'s id: ids must be unique "
                              f"({int(repeated.sum())} rows share an id). Several rows per patient? Leave id_column "
                              "out (or give a row id) and name the patient with group_column (--group-column), "
                              "which keeps each patient in one split")
@@ -274,13 +281,13 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         bad = ~split.is_in(list(SPLITS)).fill_null(False)
         if bad.any():
             row = int(bad.arg_max())
-            raise ValueError(f"table: column {split_column!r} row {row} is {table[split_column][row]!r}; "
+            raise ValueError(f"{where}: column {split_column!r} {at(row)} is {table[split_column][row]!r}; "
                              f"expected one of {SPLITS}")
     else:
         if group_column is not None:
             groups = table[group_column]
             if groups.is_null().any():
-                raise ValueError(f"table: column {group_column!r} row {int(groups.is_null().arg_max())} is "
+                raise ValueError(f"{where}: column {group_column!r} {at(int(groups.is_null().arg_max()))} is "
                                  "missing; every row needs its group")
             unit = groups.cast(pl.String).to_numpy()
             names, unit = np.unique(unit, return_inverse=True)  # rows -> group index (groups sorted: seed-stable)
@@ -299,9 +306,9 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             text = table[col].cast(pl.String)
             levels[col] = sorted(text.filter((split == "train") & text.is_not_null()).unique().to_list())
             if not levels[col]:
-                raise ValueError(f"table: categorical column {col!r} has no value on any training row")
+                raise ValueError(f"{where}: categorical column {col!r} has no value on any training row")
             if len(levels[col]) > MAX_LEVELS:
-                raise ValueError(f"table: categorical column {col!r} has {len(levels[col])} levels on the training "
+                raise ValueError(f"{where}: categorical column {col!r} has {len(levels[col])} levels on the training "
                                  f"rows (at most {MAX_LEVELS}): an identifier or free text? leave it out or group it")
             columns, missing, unseen = encode_levels(text, col, levels[col])
             feature_columns += columns
@@ -312,21 +319,21 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         if not values.dtype.is_numeric():
             hint = (" or leave it out of the features (none were named, so every column but the event, id, split "
                     "and group columns is one)") if chosen else ""
-            raise ValueError(f"table: column {col!r} has type {values.dtype}, expected numbers; name it as "
+            raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers; name it as "
                              f"categorical (one 0/1 column per level) or encode it first{hint}")
         values = values.cast(pl.Float64)
         missing = values.is_null() | values.is_nan().fill_null(True)
         if impute is None or not missing.any():
             try:
-                _check_numeric(values, "table", col, finite=True)
+                _check_numeric(values, where, col, finite=True, first_line=first_line)
             except ValueError as exc:
                 raise ValueError(f"{exc} (the models take no missing values: impute them, e.g. impute='median' "
                                  "(--impute median), or leave the rows out first, and say how in your report)") from None
         else:
-            _check_numeric(values.fill_null(0.0).fill_nan(0.0), "table", col, finite=True)  # +-inf: an error, not a gap
+            _check_numeric(values.fill_null(0.0).fill_nan(0.0), where, col, finite=True, first_line=first_line)  # +-inf: an error, not a gap
             train_values = values.filter(~missing & (split == "train"))
             if train_values.len() == 0:
-                raise ValueError(f"table: column {col!r} has no value on any training row: nothing to impute "
+                raise ValueError(f"{where}: column {col!r} has no value on any training row: nothing to impute "
                                  "from; leave the column out")
             medians[col] = float(train_values.median())
             imputed[col] = {k: int((missing & (split == k)).sum()) for k in SPLITS}
@@ -339,11 +346,11 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             feature_columns.append(missing.cast(pl.Float64).alias(missing_indicator(col)))
     names = [c.name for c in feature_columns]
     if GROUP_COLUMN in names:
-        raise ValueError(f"table: feature column {GROUP_COLUMN!r} has the name of the dataset's column of split groups; "
+        raise ValueError(f"{where}: feature column {GROUP_COLUMN!r} has the name of the dataset's column of split groups; "
                          "rename it")
     twice = sorted({c for c in names if names.count(c) > 1})
     if twice:
-        raise ValueError(f"table: feature columns {twice} would be written twice (a column of the table has the "
+        raise ValueError(f"{where}: feature columns {twice} would be written twice (a column of the table has the "
                          "name of an indicator or a categorical level); rename it")
     cols = {"id": ids.alias("id"), "split": split.alias("split")}
     group = [] if group_column is None else [table[group_column].cast(pl.String).alias(GROUP_COLUMN)]
@@ -359,7 +366,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             seen_there = gap & (seen == 1.0).fill_null(False)
             if seen_there.any():
                 row = int(seen_there.arg_max())
-                raise ValueError(f"table: row {row} has {seen_col!r} = 1 but no {time_col!r}: an event seen "
+                raise ValueError(f"{where}: {at(row)} has {seen_col!r} = 1 but no {time_col!r}: an event seen "
                                  "without its time cannot be left out; give its time or drop the row")
             masked[e] = {k: int((gap & (split == k)).sum()) for k in SPLITS}
             # a placeholder the masked cell never uses (checked like any time, then ignored by the mask)
@@ -367,7 +374,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             seen = seen.zip_with(~gap, pl.Series([0.0] * n))  # only there: elsewhere a missing indicator is an error
             event_cols.append(pl.Series(f"mask_{e}", (~gap).cast(pl.Int8)))
         try:
-            _check_numeric(times, "table", time_col, finite=True, positive=True)
+            _check_numeric(times, where, time_col, finite=True, positive=True, first_line=first_line)
         except ValueError as exc:
             raise ValueError(f"{exc} (a log-normal time must be > 0: an event on the day of entry needs a time "
                              "such as half a day, and a missing time a decision, e.g. missing_times='mask' "
@@ -376,12 +383,14 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
         if bad.any():
             row = int(bad.arg_max())
-            raise ValueError(f"table: column {seen_col!r} row {row} is {table[seen_col][row]!r}; expected 0 or 1 "
+            raise ValueError(f"{where}: column {seen_col!r} {at(row)} is {table[seen_col][row]!r}; expected 0 or 1 "
                              f"(1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
         t, s, c, tt = event_columns(e)
         event_cols += [times.cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
                        pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]
     events_frame = pl.DataFrame([*cols.values(), *event_cols])
+    if out_dir is None:  # checked only, nothing written
+        return None
     digest = hashlib.sha256(features_frame.write_csv().encode() + events_frame.write_csv().encode()).hexdigest()
     manifest = {"name": name, "feature_names": [c.name for c in feature_columns],
                 "event_names": [str(e) for e in events],
@@ -440,6 +449,11 @@ def read_table(path) -> pl.DataFrame:
         table = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for an unreadable file
         raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
+    if kind == "CSV" and table.width == 1 and any(sep in table.columns[0] for sep in ";\t|"):
+        sep = next(sep for sep in ";\t|" if sep in table.columns[0])
+        raise ValueError(f"{path}: one column named {table.columns[0][:60]!r}: the file seems separated by "
+                         f"{sep!r}; a CSV file here is separated by commas (with '.' as the decimal mark): "
+                         "convert it, or save it as parquet")
     if kind == "CSV" and table.height:
         empty = [c for c in table.columns if table[c].null_count() == table.height]
         table = table.with_columns(pl.col(c).cast(pl.Float64) for c in empty)
@@ -575,7 +589,8 @@ def _require_columns(df: pl.DataFrame, cols, path: str) -> None:
         raise ValueError(f"{path}: missing columns {missing}")
 
 
-def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: bool = False) -> None:
+def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: bool = False,
+                   first_line: int | None = None) -> None:
     if not col.dtype.is_numeric():
         raise ValueError(f"{path}: column {name!r} has type {col.dtype}, expected a number")
     vals = col.cast(pl.Float64).to_numpy()
@@ -586,7 +601,8 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
         row = int(np.flatnonzero(bad)[0])
         need = "finite and > 0" if positive else "finite"
         value = "missing (null)" if col[row] is None else repr(float(vals[row]))
-        raise ValueError(f"{path}: column {name!r} row {row} is {value}; values must be {need}")
+        line = f" (line {row + first_line})" if first_line else ""
+        raise ValueError(f"{path}: column {name!r} row {row}{line} is {value}; values must be {need}")
 
 
 def load_dataset(path) -> Dataset:

@@ -38,8 +38,11 @@ Presets (``PRESETS``):
 
 Metrics per task (``evaluate``): AUC against the true occurrence c, ECE of P(ever); for time
 models MRAE (t_max = the largest observed time of that event in the split, as the reference
-code did) and Harrell's C of predicted medians, and with the training split Uno's C and the
-integrated Brier score of the population survival curves.
+code did) and Harrell's C of predicted medians (for CET: the median time *given* the event
+happens, the paper's CI), and with the training split Uno's C of the same, the integrated Brier
+score of the population survival curves and ``ci_rmst``, Harrell's C of the population's
+restricted mean event-free time (``rmst_horizons``): how well the model ranks who has the event
+later or never, which is what survival analyses compare on data without the truth.
 """
 
 from __future__ import annotations
@@ -89,7 +92,11 @@ PRESETS: dict[str, tuple[type, dict]] = {
 }
 PRESET_OF_ESTIMATOR = {"gumbel": "CET-Gumbel", "arm": "CET-ARM", "exact": "CET-exact"}
 DEFAULT_PRESETS = ("CET", "CET-paper", "ET", "BC", "Oracle")
-METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")
+METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")  # the paper's tables' columns (and Uno's C, IBS)
+# Harrell's C of the population's restricted mean event-free time (``rmst_horizons``), scored by
+# ``evaluate`` with a training split beside METRICS: the survival ranking of data without the truth
+CI_RMST = "ci_rmst"
+RMST_QUANTILE = 0.9  # the horizon of the restricted mean: this quantile of the training follow-up
 COMMENT_WIDTH = 100  # per-comment layer width when the dataset has sequences (Reddit)
 
 
@@ -170,11 +177,14 @@ def fit_preset(name: str, train: Split, val: Split, *, seed: int = 0, hidden_siz
 
 
 def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None = None,
-             train: Split | None = None, label: str = "", warn_no_truth: bool = True) -> dict[str, dict[str, float]]:
+             train: Split | None = None, label: str = "", warn_no_truth: bool = True,
+             rmst_at=None) -> dict[str, dict[str, float]]:
     """Per-task metrics {event: {metric: value}} of a fitted model on a split.
 
     ``x``: the split's model input, if already computed. With ``train`` (the training split)
-    time models also get Uno's C and the integrated Brier score. Masked cells are not scored.
+    time models also get Uno's C, the integrated Brier score and ``ci_rmst`` (Harrell's C of
+    ``predict_rmst`` at ``rmst_horizons(train)``, or at ``rmst_at``, (M,) horizons, without a
+    training split). Masked cells are not scored.
     A metric undefined on some tasks is NaN there, reported in one warning naming the model,
     ``label`` (e.g. the dataset and split) and the tasks. AUC and ECE are scored on the rows whose
     true occurrence is known (C not NaN): on data censored by follow-up alone, none, and they are NaN
@@ -184,11 +194,15 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
     p = model.predict_occurrence(x)
     timed = hasattr(model, "predict_time")
     t_hat = model.predict_time(x) if timed else None
+    if rmst_at is None and train is not None:
+        rmst_at = rmst_horizons(train)
+    rmst = model.predict_rmst(x, rmst_at) if timed and rmst_at is not None else None
     tasks, no_truth = {}, {}
     for j, e in enumerate(event_names):
         keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
         if not keep.any():
-            tasks[e] = {k: float("nan") for k in (METRICS if timed else ("auc", "ece"))}
+            tasks[e] = {k: float("nan") for k in ((*METRICS, *((CI_RMST,) if rmst is not None else ()))
+                                                  if timed else ("auc", "ece"))}
             continue
         t, s = split.T[keep, j], split.S[keep, j]
         known = keep & ~np.isnan(split.C[:, j])  # AUC and ECE need the true occurrence
@@ -201,6 +215,8 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
         if timed:
             row["mrae"] = mrae(t, t_hat[keep, j], s, t.max())
             row["ci"] = _harrell_c_or_nan(t, t_hat[keep, j], s)
+            if rmst is not None:
+                row[CI_RMST] = _harrell_c_or_nan(t, rmst[keep, j], s)
             if train is not None:
                 keep_tr = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
                 t_tr, s_tr = train.T[keep_tr, j], train.S[keep_tr, j]
@@ -220,19 +236,40 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
     return tasks
 
 
+def rmst_horizons(train: Split) -> np.ndarray:
+    """(M,) the horizon of each event's restricted mean event-free time (``predict_rmst``): the
+    ``RMST_QUANTILE`` quantile of its training follow-up times (the cells the mask keeps), so that
+    the restricted mean is read where the training rows still have follow-up.
+
+    >>> tr = Split(ids=np.arange(10), X=np.zeros((10, 1)), T=np.arange(1.0, 11.0)[:, None], S=np.ones((10, 1)),
+    ...            C=np.ones((10, 1)), T_true=np.ones((10, 1)))
+    >>> rmst_horizons(tr)
+    array([9.1])
+    """
+    out = np.empty(train.T.shape[1])
+    for j in range(train.T.shape[1]):
+        keep = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
+        out[j] = np.quantile(train.T[keep, j], RMST_QUANTILE) if keep.any() else 1.0
+    return out
+
+
 def occurrence_score(name: str, p: np.ndarray, t_hat: np.ndarray | None) -> np.ndarray:
     """What a preset's AUC ranks, (n, M): P(ever), or for ET (no occurrence head) the negated
     predicted median time, as the paper scored it (an earlier time = a higher score)."""
     return -t_hat if name == "ET" else p
 
 
-def ranking_inputs(name: str, model, x, horizons=None) -> dict[str, np.ndarray]:
+def ranking_inputs(name: str, model, x, horizons=None, rmst_at=None) -> dict[str, np.ndarray]:
     """A fitted preset's test-time inputs to ``bootstrap_intervals``: {"auc": the occurrence
-    score (n, M), and for time models "ci": the predicted times (n, M) and, with ``horizons``
-    ((M,) times, NaN for none), "auc_h": the risk of each event by its horizon, 1 - S(h) (n, M)}."""
+    score (n, M), and for time models "ci": the predicted times (n, M), with ``rmst_at`` ((M,),
+    ``rmst_horizons``) "ci_rmst": the restricted mean event-free times (n, M), and, with
+    ``horizons`` ((M,) times, NaN for none), "auc_h": the risk of each event by its horizon,
+    1 - S(h) (n, M)}."""
     p = model.predict_occurrence(x)
     t_hat = model.predict_time(x) if hasattr(model, "predict_time") else None
     out = {"auc": occurrence_score(name, p, t_hat), **({"ci": t_hat} if t_hat is not None else {})}
+    if rmst_at is not None and hasattr(model, "predict_rmst"):
+        out[CI_RMST] = model.predict_rmst(x, rmst_at)
     if horizons is not None and hasattr(model, "predict_survival"):
         horizons = np.asarray(horizons, dtype=np.float64)
         grid = np.unique(horizons[np.isfinite(horizons)])
@@ -252,7 +289,8 @@ BOOTSTRAP_RESAMPLES = 200
 def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], *, resamples: int = BOOTSTRAP_RESAMPLES,
                         level: float = 0.95, seed: int = 0, reference: str = "CET", train: Split | None = None,
                         horizons=None) -> dict:
-    """Paired bootstrap intervals for the average over events of AUC and Harrell's C, per model,
+    """Paired bootstrap intervals for the average over events of AUC and Harrell's C (of the
+    predicted times, and of the restricted means where ``inputs`` have them), per model,
     and for ``reference`` minus each other model; with ``train`` and ``horizons`` ((M,), NaN for
     none) also of the AUC at each event's horizon of the risk by it (``auc_h``, the
     cumulative/dynamic AUC, ``cet_model.metrics.horizon_auc``; censoring weights from ``train``,
@@ -268,7 +306,7 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
 
     Returns {"resamples", "level", "seed", "rows", "metrics": {metric: {model: {"estimate",
     "low", "high", "undefined_resamples"}}}, "differences": {metric: {model: {...}}}}, metric in
-    "auc", "ci", "auc_h"; a metric no model has, or that is undefined on every event (AUC without
+    "auc", "ci", "ci_rmst", "auc_h"; a metric no model has, or that is undefined on every event (AUC without
     the truth), is left out; "undefined_resamples" counts the resamples where no event defines it
     (a rare event drawn without a case), left out of the interval.
 
@@ -295,7 +333,7 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
     counts = np.bincount((draws + n * np.arange(resamples)[:, None]).reshape(-1), minlength=resamples * n)
     counts = counts.reshape(resamples, n).astype(np.float64)
     horizons = None if horizons is None else np.asarray(horizons, dtype=np.float64)
-    for metric in ("auc", "ci", "auc_h"):
+    for metric in ("auc", "ci", CI_RMST, "auc_h"):
         if metric == "auc_h" and (train is None or horizons is None):
             continue
         estimates, per_resample = {}, {}
@@ -333,7 +371,7 @@ def _metric_per_resample(split: Split, metric: str, j: int, values: np.ndarray, 
     weights = np.vstack([np.ones((1, rows.size)), counts[:, rows]])  # the rows themselves, then each resample
     if metric == "auc":
         got = resampled_auc(split.C[rows, j], values[rows], weights)
-    elif metric == "ci":
+    elif metric in ("ci", CI_RMST):  # both rank times: a larger value, a later event
         got = resampled_concordance_index(split.T[rows, j], values[rows], split.S[rows, j], weights)
     else:
         followed = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1

@@ -13,7 +13,7 @@ level seen in training); a missing value is refused, or with ``--impute median``
 training rows' median (counted, and recorded for predict, which prepares new rows the same way;
 ``median+indicator`` also adds a 0/1 ``<column>_missing`` column). Such data carry no true occurrence, so the
 dataset has ``c_e`` null: AUC against the truth is left empty, the Oracle is left out and
-promotion goes by Harrell's C (docs/datasets.md, "Your own data"). Then ``python -m flows.train
+promotion goes by Harrell's C of the restricted mean event-free time (docs/datasets.md, "Your own data"). Then ``python -m flows.train
 evaluate --dataset mycohort``. Skipped when the output holds a build of the same table and options;
 ``python -m flows.train retrain --dataset mycohort`` (and the scheduled ``retrain`` deployment with
 CET_RETRAIN_DATASET=mycohort) rebuilds it from the same file when the file has changed, then trains.
@@ -26,7 +26,7 @@ import sys
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from cet_model.dataset import IMPUTE, write_follow_up_dataset
+from cet_model.dataset import IMPUTE
 from flows.common import check_cache, record_stage
 from flows.lib import tables
 from flows.lib.flow_params import TableBuildParams
@@ -40,13 +40,7 @@ CODE = ["cet_model.dataset", "flows.lib.tables"]
 
 @task(name="write-table-dataset")
 def write_table_dataset(table: str, out: str, params: dict) -> str:
-    events = {e: tuple(cols) for e, cols in params["events"].items()}
-    path = write_follow_up_dataset(out, table, params["features"], events, name=params["name"],
-                                   time_unit=params["time_unit"], id_column=params["id_column"],
-                                   split_column=params["split_column"], group_column=params["group_column"],
-                                   seed=params["seed"], split_method=params["split_method"],
-                                   impute=params["impute"], categorical=params["categorical"],
-                                   missing_times=params["missing_times"])
+    path = tables.write(table, out, params)
     for line in tables.build_summary(path):
         get_run_logger().info("%s", line)
     return str(path)
@@ -120,6 +114,10 @@ def main(argv=None) -> int:
                                   categorical=[c.strip() for c in (args.categorical or "").split(",") if c.strip()],
                                   missing_times=args.missing_times)
     except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    try:  # a bad value is a usage error naming file, column and row now, not a failed flow's tracebacks
+        tables.write(params.table, None, params.model_dump(exclude={"table", "out"}))
+    except ValueError as exc:
         ap.error(str(exc))
     print(build_table_dataset(params))
     return 0

@@ -46,6 +46,33 @@ def test_predict_time_is_the_conditional_quantile(small_survival):
             np.testing.assert_allclose(surv, 1 - p[:, j] + p[:, j] * (1 - q), atol=1e-4)
 
 
+@pytest.mark.parametrize("model, events", [
+    (CETModel(estimator="exact", **FAST), 2),
+    (CETModel(condition_on_occurrence=False, **FAST), 2),
+    (CETModel(n_samples=8, **FAST), 5),  # 2^4 patterns of the other events > 8: the Monte Carlo draws
+    (ETModel(**FAST), 2),
+])
+def test_predict_rmst_is_the_area_under_the_population_survival_curve(small_survival, model, events):
+    """The closed form (1 - p) h + p E[min(T, h) | c = 1] against the trapezoid rule on
+    predict_survival, per event, with one horizon per event; bad horizons are named."""
+    x, t, s, _ = small_survival
+    t, s = np.tile(t, 3)[:, :events], np.tile(s, 3)[:, :events]
+    model.fit(x, t, s)
+    horizon = np.linspace(1.0, 3.0, t.shape[1])
+    got = model.predict_rmst(x[:6], horizon)
+    assert got.shape == (6, t.shape[1])
+    for j, h in enumerate(horizon):
+        grid = np.linspace(0.0, h, 4001)
+        area = np.trapezoid(model.predict_survival(x[:6], grid)[:, :, j], grid, axis=1)
+        np.testing.assert_allclose(got[:, j], area, rtol=1e-5)
+    np.testing.assert_allclose(model.predict_rmst(x[:6], 2.0), model.predict_rmst(x[:6], [2.0] * t.shape[1]))
+    assert (model.predict_rmst(x[:6], 2.0) <= 2.0 + 1e-9).all()
+    for bad, match in ((0.0, "finite and > 0"), ([1.0], r"one per event \(\d\), got shape \(1,\)"),
+                       (np.inf, "finite and > 0")):
+        with pytest.raises(ValueError, match=match):
+            model.predict_rmst(x[:6], bad)
+
+
 def test_saturated_occurrence_gives_finite_predictions(small_survival):
     """p(c|x) = 1.0 in float32 (the paper's objective drives p there) must not make NaN weights
     over the other events' patterns: it did once, through logit(sigmoid(logits)) = inf."""

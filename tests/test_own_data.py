@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset, write_dataset, write_follow_up_dataset
-from cet_model.evaluation import evaluate, fit_preset, presets_for_truth
+from cet_model.evaluation import evaluate, fit_preset, presets_for_truth, rmst_horizons
 from cet_model.metrics import concordance_index, occurrence_auc
 
 FEATURES = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
@@ -304,6 +304,14 @@ def test_scores_without_truth_leave_auc_undefined_and_say_so(rossi_dir, caplog):
     te = ds.test  # the scores that need only the observed times are all there
     assert row["ci"] == pytest.approx(concordance_index(te.T[:, 0], model.predict_time(te.X)[:, 0], te.S[:, 0]))
     assert np.isfinite(row["uno_c"]) and np.isfinite(row["ibs"]) and np.isfinite(row["mrae"])
+    # the survival ranking: C of the restricted mean event-free time up to the training follow-up's
+    # 0.9 quantile (later or never ranks as lower risk), not of the time given that the event happens
+    h = np.quantile(ds.train.T[:, 0], 0.9)
+    assert rmst_horizons(ds.train) == pytest.approx([h])
+    rmst = model.predict_rmst(te.X, h)[:, 0]
+    assert row["ci_rmst"] == pytest.approx(concordance_index(te.T[:, 0], rmst, te.S[:, 0]))
+    assert row["ci_rmst"] != pytest.approx(row["ci"], abs=1e-6)  # another ranking than the conditional time's
+    assert "ci_rmst" not in evaluate("CET", model, ds.test, ds.event_names)["arrest"]  # needs the horizons
     assert "CET on rossi test: the true occurrence is not known for arrest (87 rows)" in caplog.text
     # where the truth is known for some rows (here: made up for the first 60), AUC and ECE are over those rows
     part = ds.test.take(np.arange(len(ds.test)))
@@ -448,3 +456,28 @@ def test_the_table_can_be_a_csv_or_parquet_file(rossi, tmp_path):
         write_follow_up_dataset(tmp_path / "bad", tmp_path / "rossi.txt", **kw)
     with pytest.raises(FileNotFoundError, match=r"nothing.csv: no such file"):
         write_follow_up_dataset(tmp_path / "bad", tmp_path / "nothing.csv", **kw)
+
+
+@pytest.mark.bad_input
+def test_a_bad_csv_file_is_named_with_the_line_and_checked_without_writing(rossi, tmp_path):
+    """From a file, errors name the file and, for a CSV, the line (header = line 1); out_dir=None
+    checks without writing (what flows.table does before its flow starts); a file separated by
+    ';' is named as such, not as a table missing every column."""
+    path = tmp_path / "cohort.csv"
+    rossi.assign(arrest=rossi["arrest"].where(rossi.index != 5, 2)).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"cohort\.csv: column 'arrest' row 5 \(line 7\) is 2; expected 0 or 1"):
+        write_follow_up_dataset(None, path, FEATURES, {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
+    assert path.read_text().splitlines()[6].split(",")[1] == "2"  # line 7 of the file holds it
+    rossi.assign(week=rossi["week"].where(rossi.index != 7, 0)).to_parquet(tmp_path / "cohort.parquet")
+    with pytest.raises(ValueError, match=r"cohort\.parquet: column 'week' row 7 is 0\.0; values must be"):
+        write_follow_up_dataset(None, tmp_path / "cohort.parquet", FEATURES, {"arrest": ("week", "arrest")},
+                                name="rossi", time_unit="weeks")
+    rossi.to_csv(path, index=False)
+    assert write_follow_up_dataset(None, path, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
+                                   time_unit="weeks") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cohort.csv", "cohort.parquet"]  # nothing written
+    rossi.to_csv(tmp_path / "semi.csv", index=False, sep=";")
+    with pytest.raises(ValueError, match=r"semi\.csv: one column named 'week;arrest;fin.*': the file seems separated "
+                                         r"by ';'; a CSV file here is separated by commas"):
+        write_follow_up_dataset(None, tmp_path / "semi.csv", FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
+                                time_unit="weeks")

@@ -7,7 +7,7 @@ import pytest
 
 from cet_experiments import synthetic
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import bootstrap_intervals, model_inputs, ranking_inputs
+from cet_model.evaluation import bootstrap_intervals, model_inputs, ranking_inputs, rmst_horizons
 from cet_model.models import load_model
 from flows.lib.mimic.build import MimicParams, build
 from flows.lib.modeling.train_eval import FitProgress, TrainParams, train_version
@@ -80,8 +80,8 @@ def test_a_version_records_paired_test_intervals_that_its_saved_models_reproduce
     metrics = json.loads((version / "metrics.json").read_text())
     got = metrics["intervals"]["test"]
     assert set(got["metrics"]["auc"]) == {"CET", "ET", "BC"}
-    assert set(got["metrics"]["ci"]) == set(got["metrics"]["auc_h"]) == {"CET", "ET"}
-    for metric in ("auc", "ci"):
+    assert set(got["metrics"]["ci"]) == set(got["metrics"]["ci_rmst"]) == set(got["metrics"]["auc_h"]) == {"CET", "ET"}
+    for metric in ("auc", "ci", "ci_rmst"):
         for model, row in got["metrics"][metric].items():
             assert row["estimate"] == pytest.approx(metrics["summary"][model][f"test_{metric}"], abs=1e-9)
             assert row["low"] <= row["estimate"] <= row["high"]
@@ -91,7 +91,8 @@ def test_a_version_records_paired_test_intervals_that_its_saved_models_reproduce
     assert set(got["differences"]["auc"]) == {"ET", "BC"} and got["seed"] == 3
     ds = load_dataset(ds_dir)
     x, horizons = model_inputs(ds.test), np.median(ds.train.T, axis=0)  # the calibration horizons
-    again = bootstrap_intervals(ds.test, {m: ranking_inputs(m, load_model(version / m), x, horizons)
+    again = bootstrap_intervals(ds.test, {m: ranking_inputs(m, load_model(version / m), x, horizons,
+                                                            rmst_horizons(ds.train))
                                           for m in ("CET", "ET", "BC")}, seed=3, train=ds.train, horizons=horizons)
     assert _same(again, got)
 
@@ -177,6 +178,18 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     assert same["value"] is None and same["note"].startswith("the same data as v0002: the recorded values are compared")
     assert same["difference"]["estimate"] == pytest.approx(registry.metric_value(v3, "val_auc") - recorded[v2])
     assert promoted_on_candidate_rows(root, "d", v3, shifted, "val_mrae", KEY) is None  # no interval for MRAE
+    # a promoted version from before val_ci_rmst was recorded: both are scored on the same rows
+    record = json.loads((v2 / "metrics.json").read_text())
+    kept = dict(record["summary"]["CET"])
+    record["summary"]["CET"].pop("val_ci_rmst")
+    (v2 / "metrics.json").write_text(json.dumps(record))
+    old = promoted_on_candidate_rows(root, "d", v3, shifted, "val_ci_rmst", KEY)
+    assert old["value"] == pytest.approx(kept["val_ci_rmst"]) and old["rows"] == 180
+    assert old["candidate_value"] == pytest.approx(registry.metric_value(v3, "val_ci_rmst"))
+    assert old["note"].startswith("the same data as v0002, which did not record val_ci_rmst: both scored on the 180 ")
+    assert old["difference"]["estimate"] == pytest.approx(old["candidate_value"] - old["value"])
+    record["summary"]["CET"] = kept
+    (v2 / "metrics.json").write_text(json.dumps(record))
     d3 = registry.decide(root, "d", v3, registry.Rule(tolerance=1.0), rescored=same)  # promotes v3
     assert d3["previous_value"] == recorded[v2] and d3["difference"] == same["difference"]
     assert "validation rows" not in d3["reason"] and registry.promoted(root, "d") == v3

@@ -164,9 +164,9 @@ class TableBuildParams(FlowParams):
     features: list[str] | None = Field(None, min_length=1, description="numeric feature columns (default: every "
                                        "column not named in events, id_column, split_column or group_column)")
     out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/<name>)")
-    id_column: str | None = Field(None, description="unique subject ids (default: the row number)")
-    split_column: str | None = Field(None, description="train/val/test per row (default: a seeded 60/20/20 split)")
-    group_column: str | None = Field(None, description="draw the seeded split by groups (e.g. a patient id): no "
+    id_column: str | None = Field(None, min_length=1, description="unique subject ids (default: the row number)")
+    split_column: str | None = Field(None, min_length=1, description="train/val/test per row (default: a seeded 60/20/20 split)")
+    group_column: str | None = Field(None, min_length=1, description="draw the seeded split by groups (e.g. a patient id): no "
                                                        "group in two splits")
     seed: int = Field(0, ge=0, description="seed of the 60/20/20 split")
     split_method: Literal["random", "hash"] = Field("random", description=(

@@ -6,11 +6,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cet_model.dataset import missing_indicator
+from cet_model.dataset import missing_indicator, write_follow_up_dataset
 from flows.lib import flow_params
 from flows.lib.flow_params import TableBuildParams
 
 STAGE = "build-table-dataset"
+
+
+def write(table: str, out: str | None, options: dict) -> Path | None:
+    """``write_follow_up_dataset`` with a build's options (``TableBuildParams`` less table and out);
+    ``out=None`` checks the table and writes nothing (the command line does so before its flow)."""
+    events = {e: tuple(cols) for e, cols in options["events"].items()}
+    return write_follow_up_dataset(out, table, options["features"], events, name=options["name"],
+                                   time_unit=options["time_unit"], id_column=options["id_column"],
+                                   split_column=options["split_column"], group_column=options["group_column"],
+                                   seed=options["seed"], split_method=options["split_method"],
+                                   impute=options["impute"], categorical=options["categorical"],
+                                   missing_times=options["missing_times"])
 
 
 def build_summary(dataset_dir) -> list[str]:

@@ -308,7 +308,8 @@ def test_two_builds_started_together_build_once(tmp_path):
 
 def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
     """Real follow-up data (lifelines' rossi) carry no true occurrence: the flow leaves the Oracle
-    out and says so, promotes by val_ci instead of the default val_auc (which no version could
+    out and says so, promotes by val_ci_rmst (Harrell's C of the restricted mean event-free time)
+    instead of the default val_auc (which no version could
     win), and refuses val_auc chosen explicitly, or a search for the report, before training."""
     from lifelines.datasets import load_rossi
 
@@ -327,11 +328,13 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
     first = train_evaluate(TrainEvaluateParams(dataset="rossi"))
     second = train_evaluate(TrainEvaluateParams(dataset="rossi", seed=1, promote_tolerance=1.0))
     for result in (first, second):
-        assert result["decision"]["metric"] == "val_ci" and "promoted by val_ci" in result["decision"]["note"]
+        assert (result["decision"]["metric"] == "val_ci_rmst"
+                and "promoted by val_ci_rmst (Harrell's C of the restricted mean" in result["decision"]["note"])
     assert second["decision"]["promoted"] and np.isfinite(second["decision"]["candidate_value"])
     metrics = json.loads((cet_env / "models" / "rossi" / "v0002" / "metrics.json").read_text())
     assert sorted(metrics["test"]) == ["BC", "CET", "CET-paper", "ET"] and "Oracle" in metrics["skipped"]
     assert metrics["summary"]["CET"]["test_auc"] is None and 0 < metrics["summary"]["CET"]["test_ci"] < 1
+    assert 0 < metrics["summary"]["CET"]["test_ci_rmst"] < 1 and 0 < metrics["summary"]["ET"]["val_ci_rmst"] < 1
     # new subjects, features in the same raw units (age in years): scored by the promoted model,
     # which scales them as in training
     new = pl.from_pandas(load_rossi()).head(5).with_row_index("id").select("id", "fin", "age", "prio")

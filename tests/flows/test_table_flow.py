@@ -90,14 +90,27 @@ def test_missing_times_mask_from_the_command_line(rossi_csv, tmp_path, caplog):
 
 
 @pytest.mark.bad_input
-def test_a_text_column_among_the_default_features_is_named_and_nothing_is_written(rossi_csv, tmp_path):
+def test_a_text_column_among_the_default_features_is_named_and_nothing_is_written(rossi_csv, tmp_path, capsys):
+    """A bad value in the table is a usage error before any flow starts (no Prefect server, no
+    traceback), naming the file, the column and the row with its line in the file."""
     frame = pl.read_csv(rossi_csv).with_columns(site=pl.lit("north"))
     frame.write_csv(tmp_path / "with_site.csv")
-    with pytest.raises(ValueError, match=r"table: column 'site' has type String, expected numbers; name it as "
-                                         r"categorical .* or encode it first or leave it out of the features"):
+    with pytest.raises(SystemExit) as exit_:
         table_flow.main(["--table", str(tmp_path / "with_site.csv"), "--name", "site", "--event", "arrest=week,arrest",
                          "--time-unit", "weeks"])
-    assert not (tmp_path / "data" / "site").exists()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and re.search(
+        r"error: \S+with_site\.csv: column 'site' has type String, expected numbers; name it as categorical .* or "
+        r"encode it first or leave it out of the features", err), err
+    assert not (tmp_path / "data" / "site").exists() and "Traceback" not in err
+    frame.with_columns(pl.when(pl.int_range(pl.len()) == 5).then(0).otherwise(pl.col("week")).alias("week")).drop(
+        "site").write_csv(tmp_path / "zero.csv")
+    with pytest.raises(SystemExit):
+        table_flow.main(["--table", str(tmp_path / "zero.csv"), "--name", "zero", "--event", "arrest=week,arrest",
+                         "--time-unit", "weeks"])
+    assert re.search(r"error: \S+zero\.csv: column 'week' row 5 \(line 7\) is 0\.0; values must be finite and > 0",
+                     capsys.readouterr().err)
+    assert not (tmp_path / "data" / "zero").exists()
 
 
 @pytest.mark.bad_input
@@ -107,6 +120,7 @@ def test_a_text_column_among_the_default_features_is_named_and_nothing_is_writte
     (["--event", "a=week,arrest", "--event", "a=week,arrest"], "--event: an event name is given twice"),
     (["--event", "arrest=week,arrest", "--name", "my data"], "name\n  String should match pattern"),
     (["--event", "arrest=week,arrest", "--table", "/no/such.csv"], "--table /no/such.csv: no such file"),
+    (["--event", "arrest=week,arrest", "--id-column", ""], "id_column\n  String should have at least 1 character"),
 ])
 def test_bad_options_are_usage_errors(rossi_csv, argv, message, capsys):
     base = {"--table": str(rossi_csv), "--name": "rossi", "--time-unit": "weeks"}
@@ -136,7 +150,7 @@ def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(ro
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")  # ... and retrain run from another folder
     first = train_flow.retrain(RetrainParams(dataset="rossi"))
-    assert first["version"].endswith("v0001") and first["decision"]["metric"] == "val_ci"
+    assert first["version"].endswith("v0001") and first["decision"]["metric"] == "val_ci_rmst"
     again = train_flow.retrain(RetrainParams(dataset="rossi"))
     assert again["reused"] and registry.versions(tmp_path / "models", "rossi") == ["v0001"]
     pl.read_csv(rossi_csv).head(400).write_csv(rossi_csv)
@@ -145,8 +159,8 @@ def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(ro
                             "not-worse"]) == 0
     out = capsys.readouterr().out
     assert registry.versions(tmp_path / "models", "rossi") == ["v0001", "v0002"]
-    assert re.search(r"v0002: val_ci \S+ vs \S+ for v0001 on (\d+ of )?v0002's (\d+ )?validation rows", out), out
-    assert re.search(r"\n  v0001 was trained on other data: both rescored on .* \(val_ci .*; candidate minus v0001 "
+    assert re.search(r"v0002: val_ci_rmst \S+ vs \S+ for v0001 on (\d+ of )?v0002's (\d+ )?validation rows", out), out
+    assert re.search(r"\n  v0001 was trained on other data: both rescored on .* \(val_ci_rmst .*; candidate minus v0001 "
                      r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\], 95% paired bootstrap interval; v0001 "
                      r"recorded", out), out
     assert "(higher is better, tolerance 1.0, evidence not-worse): not shown worse (candidate minus v0001 " in out
@@ -190,8 +204,9 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     frame.write_csv(tmp_path / "gaps.csv")  # 48 subjects without age: empty cells; a site as text
     build = ["--table", str(tmp_path / "gaps.csv"), "--event", "arrest=week,arrest", "--time-unit", "weeks",
              "--features", "fin,age,prio", "--categorical", "site"]
-    with pytest.raises(ValueError, match=r"column 'age' row 0 is missing \(null\)"):
+    with pytest.raises(SystemExit):  # a usage error before the flow, naming the file and its line
         table_flow.main([*build, "--name", "plain"])
+    assert re.search(r"gaps\.csv: column 'age' row 0 \(line 2\) is missing \(null\)", capsys.readouterr().err)
     assert table_flow.main([*build, "--name", "gaps", "--impute", "median"]) == 0
     median = json.loads((tmp_path / "data" / "gaps" / "manifest.json").read_text())["featurization"]["medians"]["age"]
     capsys.readouterr()  # the builds' output
@@ -206,8 +221,8 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     version_dir = tmp_path / "models" / "gaps" / "v0001"
     summary = json.loads((version_dir / "metrics.json").read_text())["summary"]
     assert printed[0].startswith(f"{version_dir}: the first version") and printed[1].startswith("test split, averages")
-    assert printed[2].split() == ["model", "Harrell's", "C", "Uno's", "C", "IBS", "MRAE", "risk", "vs", "KM",
-                                  "AUC", "at", "h"]  # no AUC/ECE against the truth: the AUC of the risk by h
+    assert printed[2].split() == ["model", "Harrell's", "C", "C", "(RMST)", "Uno's", "C", "IBS", "MRAE", "risk", "vs",
+                                  "KM", "AUC", "at", "h"]  # no AUC/ECE against the truth: the AUC of the risk by h
     cells = printed[3].split()
     assert cells[0] == "CET" and cells[1] == f"{summary['CET']['test_ci']:.3f}" and printed[4].split()[0] == "ET"
     # with the paired bootstrap interval of C, and CET minus ET with its own interval
@@ -215,20 +230,24 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     low, high = (bounds["metrics"]["ci"]["CET"][k] for k in ("low", "high"))
     assert cells[2:4] == [f"[{low:.3f},", f"{high:.3f}]"] and low < summary["CET"]["test_ci"] < high
     assert printed[5].startswith("[ ]: 95% paired bootstrap interval (200 resamples of the 87 test rows")
-    assert printed[6].split() == ["CET", "minus", "Harrell's", "C", "AUC", "at", "h"]
+    assert printed[6].split() == ["CET", "minus", "Harrell's", "C", "C", "(RMST)", "AUC", "at", "h"]
     diff, diff_h = bounds["differences"]["ci"]["ET"], bounds["differences"]["auc_h"]["ET"]
+    diff_r = bounds["differences"]["ci_rmst"]["ET"]
+    assert cells[4] == f"{summary['CET']['test_ci_rmst']:.3f}"
     assert printed[7].split() == ["ET", f"{summary['CET']['test_ci'] - summary['ET']['test_ci']:+.3f}",
-                                  f"[{diff['low']:+.3f},", f"{diff['high']:+.3f}]", f"{diff_h['estimate']:+.3f}",
+                                  f"[{diff['low']:+.3f},", f"{diff['high']:+.3f}]",
+                                  f"{summary['CET']['test_ci_rmst'] - summary['ET']['test_ci_rmst']:+.3f}",
+                                  f"[{diff_r['low']:+.3f},", f"{diff_r['high']:+.3f}]", f"{diff_h['estimate']:+.3f}",
                                   f"[{diff_h['low']:+.3f},", f"{diff_h['high']:+.3f}]"]
     # no truth anywhere: said once, not once per model and split; the log line shows the validation C
     assert caplog.text.count("the true occurrence is known for no validation or test row") == 1
     assert "the true occurrence is not known for" not in caplog.text
-    assert re.search(r"gaps CET: \d+ epochs \(\+\d+ encoder-only\), [\d.]+s, val C 0\.\d{3}, validation risk by "
+    assert re.search(r"gaps CET: \d+ epochs \(\+\d+ encoder-only\), [\d.]+s, val C \(RMST\) 0\.\d{3}, validation risk by "
                      r"the median follow-up vs Kaplan-Meier by risk group: mean abs. difference 0\.\d{3}", caplog.text)
     caplog.clear()
     # calibration without truth: risk by the median training follow-up against Kaplan-Meier per risk group
     from cet_model.dataset import load_dataset as load
-    from cet_model.evaluation import bootstrap_intervals, ranking_inputs
+    from cet_model.evaluation import bootstrap_intervals, ranking_inputs, rmst_horizons
     from cet_model.metrics import concordance_index, horizon_auc, horizon_calibration
 
     ds = load(tmp_path / "data" / "gaps")
@@ -248,12 +267,16 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
         sub = ds.test.take(np.flatnonzero(rows))
         again = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, sub.X)}, seed=0)["metrics"]["ci"]["CET"]
         assert g["ci_interval"] == pytest.approx([again["low"], again["high"]]) and again["low"] < g["ci"] < again["high"]
+        rmst = model.predict_rmst(sub.X, rmst_horizons(ds.train))[:, 0]  # C (RMST), as train-evaluate scored it
+        assert g["ci_rmst"] == pytest.approx(concordance_index(sub.T[:, 0], rmst, sub.S[:, 0]), rel=1e-6)
+        assert g["ci_rmst_interval"][0] < g["ci_rmst"] < g["ci_rmst_interval"][1]
     assert groups[3]["rows"] == 0 and groups[3]["ci"] is None and groups[3]["events"] is None
     assert groups[4]["rows"] + groups[5]["rows"] == len(ds.test)
     head = ("CET by subgroup, test split (no metric under 20 rows; [ ]: 95% bootstrap interval over the group's "
             "rows):")
     sub_lines = printed[printed.index(head):]
-    assert sub_lines[1].split()[:3] == ["group", "rows", "events"] and sub_lines[2].split()[0] == "site=east"
+    assert sub_lines[1].split() == ["group", "rows", "events", "Harrell's", "C", "C", "(RMST)", "risk", "vs", "KM", "AUC",
+                                    "at", "h"] and sub_lines[2].split()[0] == "site=east"
     low, high = groups[0]["ci_interval"]
     assert f"{groups[0]['ci']:.3f} [{low:.3f}, {high:.3f}]" in sub_lines[2]
     expected = horizon_calibration(ds.test.T[:, 0], ds.test.S[:, 0], 1 - model.predict_survival(ds.test.X, [h])[:, 0, 0], h)
@@ -393,7 +416,7 @@ def test_the_grown_cohort_example_leaves_out_the_patients_version_1_trained_on()
     run = subprocess.run(["bash", str(root / "scripts" / "grown-cohort-example.sh"), "not-worse"], cwd=root,
                          env={**os.environ, "PY": sys.executable}, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert re.search(r"v0002: val_ci \d\.\d{4} vs \d\.\d{4} for v0001 on (\d+) of v0002's \d+ validation rows "
+    assert re.search(r"v0002: val_ci_rmst \d\.\d{4} vs \d\.\d{4} for v0001 on (\d+) of v0002's \d+ validation rows "
                      r"\(higher is better, tolerance 0\.0, evidence not-worse\): not shown worse", run.stdout), run.stdout
     rows = re.search(r"both rescored on the (\d+) of v0002's \d+ validation rows that v0001 was not trained on, "
                      r"(\d+) more left out as other rows of its training patients", run.stdout)

@@ -25,7 +25,13 @@ import numpy as np
 
 from cet_model.atomic import write_text
 from cet_model.dataset import Dataset, load_dataset
-from cet_model.evaluation import bootstrap_intervals, evaluate, model_inputs, ranking_inputs
+from cet_model.evaluation import (
+    bootstrap_intervals,
+    evaluate,
+    model_inputs,
+    ranking_inputs,
+    rmst_horizons,
+)
 from cet_model.models import load_model
 from flows.lib.modeling.train_eval import (
     bounds_text,
@@ -110,8 +116,8 @@ def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, n
 
 def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -> list[dict]:
     """Per subgroup of ``columns``: column, group, rows, events (observed, summed over events) and
-    CET's metrics averaged over events (``ci``, ``auc``, ``ece``, ``risk_vs_km``, ``auc_at_h``), with
-    ``ci_interval``, ``auc_interval`` and ``auc_at_h_interval``: [low, high], the 95 % bootstrap interval over the group's
+    CET's metrics averaged over events (``ci``, ``ci_rmst``, ``auc``, ``ece``, ``risk_vs_km``,
+    ``auc_at_h``), with ``ci_interval``, ``ci_rmst_interval``, ``auc_interval`` and ``auc_at_h_interval``: [low, high], the 95 % bootstrap interval over the group's
     rows (``bootstrap_intervals``, the version's training seed); events, metrics and intervals
     None where undefined or the group has fewer than ``MIN_ROWS`` rows."""
     ds = load_dataset(dataset_dir)
@@ -121,13 +127,14 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
     split = getattr(ds, split_name)
     horizons = version_horizons(version_dir, ds.train, ds.event_names)  # those the version's calibration used
     by_event_horizon = [horizons.get(e, np.nan) for e in ds.event_names]
+    rmst_at = rmst_horizons(ds.train)  # as train-evaluate scored C (RMST)
     rows = []
     for column in columns:
         for label, member in groups_of(ds, column, split_name).items():
             index = np.flatnonzero(member)
             row = {"column": column, "group": label, "rows": int(index.size), "events": None,
-                   "ci": None, "auc": None, "ece": None, "risk_vs_km": None, "auc_at_h": None, "ci_interval": None,
-                   "auc_interval": None, "auc_at_h_interval": None}
+                   "ci": None, "ci_rmst": None, "auc": None, "ece": None, "risk_vs_km": None, "auc_at_h": None,
+                   "ci_interval": None, "ci_rmst_interval": None, "auc_interval": None, "auc_at_h_interval": None}
             if index.size >= MIN_ROWS:  # a smaller group: its size only (no small counts of events either)
                 seen = split.S[index] if split.mask is None else split.S[index] * split.mask[index]
                 row["events"] = int(np.nansum(seen))
@@ -135,17 +142,18 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
                 x = model_inputs(sub)
                 with warnings.catch_warnings():  # a metric undefined in a small group is None in the row
                     warnings.simplefilter("ignore")
-                    scores = evaluate("CET", model, sub, ds.event_names, x, warn_no_truth=False)
+                    scores = evaluate("CET", model, sub, ds.event_names, x, warn_no_truth=False, rmst_at=rmst_at)
                     calibrated = calibration_by_horizon(model, sub, x, ds.event_names, horizons, train=ds.train)
-                for key in ("ci", "auc", "ece"):
+                for key in ("ci", "ci_rmst", "auc", "ece"):
                     row[key] = _mean([r.get(key) for r in scores.values()])
                 row["risk_vs_km"] = _mean([r["ece"] for r in calibrated.values()])
                 row["auc_at_h"] = _mean([r["auc"] for r in calibrated.values()])
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    bounds = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, x, by_event_horizon)},
+                    bounds = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, x, by_event_horizon,
+                                                                             rmst_at)},
                                                  seed=seed, train=ds.train, horizons=by_event_horizon)["metrics"]
-                for key, name in (("ci", "ci"), ("auc", "auc"), ("auc_h", "auc_at_h")):
+                for key, name in (("ci", "ci"), ("ci_rmst", "ci_rmst"), ("auc", "auc"), ("auc_h", "auc_at_h")):
                     v = (bounds.get(key) or {}).get("CET")
                     if v is not None and v["low"] is not None and np.isfinite(v["low"]):
                         row[f"{name}_interval"] = [v["low"], v["high"]]
@@ -168,8 +176,9 @@ def write_subgroups(version_dir, dataset_dir, columns) -> Path:
 def subgroup_lines(path) -> list[str]:
     """The subgroup table as ``flows.train evaluate`` prints it."""
     rows = read_rows(path)
-    keys = [k for k in ("auc", "ece", "ci", "risk_vs_km", "auc_at_h") if any(r.get(k) is not None for r in rows)]
-    names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "risk_vs_km": "risk vs KM", "auc_at_h": "AUC at h"}
+    keys = [k for k in ("auc", "ece", "ci", "ci_rmst", "risk_vs_km", "auc_at_h") if any(r.get(k) is not None for r in rows)]
+    names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "ci_rmst": "C (RMST)", "risk_vs_km": "risk vs KM",
+             "auc_at_h": "AUC at h"}
     table = [["group", "rows", "events", *(names[k] for k in keys)]]
     for r in rows:
         table.append([r["group"], str(r["rows"]), "-" if r["events"] is None else str(r["events"]),

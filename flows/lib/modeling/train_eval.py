@@ -18,6 +18,7 @@ import numpy as np
 from cet_model.atomic import writing
 from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
+    CI_RMST,
     DEFAULT_PRESETS,
     METRICS,
     average_over_tasks,
@@ -33,6 +34,7 @@ from cet_model.evaluation import (
     model_inputs,
     presets_for_truth,
     ranking_inputs,
+    rmst_horizons,
     unknown_occurrence,
 )
 from cet_model.metrics import horizon_auc, horizon_calibration
@@ -128,7 +130,8 @@ def promotion_metric(dataset_dir, metric: str, explicit: bool, search: int = 0) 
 
     AUC and ECE are scored against the true occurrence; on data where the validation split does
     not have it (censored by follow-up alone) they are undefined, and no version would ever win.
-    The default metric then gives way to ``val_ci`` (Harrell's C, from the observed times), and
+    The default metric then gives way to ``val_ci_rmst`` (Harrell's C of the restricted mean
+    event-free time, from the observed times: who has the event later or never), and
     one chosen ``explicit``-ly is refused before anything is trained, as is a random ``search``
     for the experiment report (it tunes on validation AUC).
     """
@@ -145,8 +148,8 @@ def promotion_metric(dataset_dir, metric: str, explicit: bool, search: int = 0) 
     why = (f"{metric} is scored against the true occurrence, which {unknown} validation cells of {dataset_dir} "
            "do not have")
     if explicit:
-        raise ValueError(f"promotion metric: {why}; promote by val_ci or val_mrae instead")
-    return "val_ci", f"{why}: promoted by val_ci (Harrell's C) instead"
+        raise ValueError(f"promotion metric: {why}; promote by val_ci_rmst, val_ci or val_mrae instead")
+    return "val_ci_rmst", f"{why}: promoted by val_ci_rmst (Harrell's C of the restricted mean event-free time) instead"
 
 
 TRAIN_IDS = "train_ids.npy"  # in a version: the sorted keyed 64-bit hashes of its training rows' ids
@@ -221,10 +224,18 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     recorded = registry.metric_value(current, metric, model)
     out = {"value": None, "candidate_value": None, "version": current.name, "recorded": recorded}
     if old.get("fingerprint") == new.get("fingerprint"):
-        if metric not in ("val_auc", "val_ci"):
+        if metric not in ("val_auc", "val_ci", "val_ci_rmst"):
             return None
-        va = load_dataset(dataset_dir).val
-        _, difference = _score_pair(current, candidate, va, new["event_names"], metric, model, device, name)
+        cand = load_dataset(dataset_dir)
+        va = cand.val
+        values, difference = _score_pair(current, candidate, va, new["event_names"], metric, model, device, name,
+                                         rmst_horizons(cand.train))
+        if np.isnan(recorded):  # a version from before this metric was recorded: both scored here
+            out |= {"value": values[0], "candidate_value": values[1], "rows": len(va), "of": len(va),
+                    "note": f"the same data as {current.name}, which did not record {metric}: both scored on the "
+                            f"{len(va)} validation rows"
+                            + (f"; candidate minus {current.name} {_difference_note(difference)}" if difference else "")}
+            return out | ({"difference": difference} if difference else {})
         if difference is None:
             return None
         return out | {"rows": len(va), "of": len(va), "difference": difference,
@@ -242,7 +253,8 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
         return out | {"note": f"{current.name} was trained on other data and its training rows were hashed with "
                               f"another key than this one (CET_PSEUDONYM_KEY, or row-ids.key in the data folder), so "
                               f"they cannot be left out: {fallback}"}
-    va = load_dataset(dataset_dir).val
+    cand = load_dataset(dataset_dir)
+    va = cand.val
     seen = _load_hashes(current / TRAIN_IDS, "training-row")
     new_rows = ~np.isin(id_hashes(va.ids, key), seen)
     unit, by_group, unmatched = old.get("split_by"), None, ""
@@ -269,7 +281,8 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
         return out | {"note": f"{current.name} was trained on every validation row of {candidate.name}"
                               + (f" or on another row of its {unit}" if by_group else "") + f": {fallback}{unmatched}"}
     (out["value"], out["candidate_value"]), difference = _score_pair(
-        current, candidate, va.take(unseen), new["event_names"], metric, model, device, name)
+        current, candidate, va.take(unseen), new["event_names"], metric, model, device, name,
+        rmst_horizons(cand.train))
     spread = ""
     if difference is not None:
         out["difference"] = difference
@@ -283,9 +296,10 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
 
 
 def _score_pair(current: Path, candidate: Path, rows, event_names, metric: str, model: str, device: str,
-                name: str) -> tuple[tuple[float, float], dict | None]:
+                name: str, rmst_at) -> tuple[tuple[float, float], dict | None]:
     """((promoted's metric, candidate's metric), candidate minus promoted with its paired bootstrap
-    interval, or None for a metric the bootstrap does not cover) on ``rows``."""
+    interval, or None for a metric the bootstrap does not cover) on ``rows``; restricted means
+    (``val_ci_rmst``) up to ``rmst_at`` ((M,), the candidate's training horizons) for both."""
     from cet_model.models import load_model
 
     x, short = model_inputs(rows), metric.removeprefix("val_")
@@ -293,10 +307,10 @@ def _score_pair(current: Path, candidate: Path, rows, event_names, metric: str, 
     for field_name, version in (("promoted", current), ("candidate", candidate)):
         fitted = load_model(version / model, device=device)
         tasks = evaluate(model, fitted, rows, event_names, x, label=f"{name} {version.name} on {candidate.name}'s "
-                         "validation rows", warn_no_truth=False)
+                         "validation rows", warn_no_truth=False, rmst_at=rmst_at)
         values.append(task_means(tasks)[short])
-        ranking[field_name] = ranking_inputs(model, fitted, x)
-    if short not in ("auc", "ci"):
+        ranking[field_name] = ranking_inputs(model, fitted, x, rmst_at=rmst_at)
+    if short not in ("auc", "ci", CI_RMST):
         return tuple(values), None
     record = bootstrap_intervals(rows, ranking, reference="candidate")
     d = record["differences"].get(short, {}).get("promoted")
@@ -309,10 +323,13 @@ def _difference_note(d: dict) -> str:
     return f"{difference_text(d)}, {d['level']:.0%} paired bootstrap interval"
 
 
+VERSION_METRICS = (*METRICS, CI_RMST)  # what a version records per model, split and task
+
+
 def task_means(tasks: dict) -> dict:
     """{metric: mean over tasks} of one fit's per-task metrics {task: {metric: value}}."""
     out = {}
-    for m in METRICS:
+    for m in VERSION_METRICS:
         vals = average_over_tasks({e: {k: [v] for k, v in row.items()} for e, row in tasks.items()}, m)
         out[m] = float(vals[0]) if vals else float("nan")
     return out
@@ -341,7 +358,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     no_truth = bool(np.isnan(va.C).all() and np.isnan(te.C).all())  # censored by follow-up alone: said once
     if no_truth:
         log.info("%s: the true occurrence is known for no validation or test row (censoring by follow-up): AUC "
-                 "and ECE are left empty; the models are compared by Harrell's C", name)
+                 "and ECE are left empty; the models are compared by Harrell's C of the restricted mean event-free time "
+                 "(C (RMST))", name)
     if on_models is not None:
         on_models(models)
     tmp = registry.staging_dir(models_root, name)
@@ -378,7 +396,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
                 metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
                                                            label=f"{name} {split_name}", warn_no_truth=not no_truth)
-            ranking[model_name] = ranking_inputs(model_name, model, x_te, by_event_horizon)
+            ranking[model_name] = ranking_inputs(model_name, model, x_te, by_event_horizon, rmst_horizons(tr))
             metrics["summary"][model_name] = {
                 f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
             if hasattr(model, "predict_survival"):  # time models: calibration by a horizon, no truth needed
@@ -386,7 +404,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                     metrics["calibration"][split_name][model_name] = calibration_by_horizon(
                         model, split, x, ds.event_names, horizons, train=tr)
             summary = metrics["summary"][model_name]
-            shown = next((f"{label} {summary[key]:.3f}" for key, label in (("val_auc", "val AUC"), ("val_ci", "val C"))
+            shown = next((f"{label} {summary[key]:.3f}" for key, label in (
+                ("val_auc", "val AUC"), ("val_ci_rmst", "val C (RMST)"), ("val_ci", "val C"))
                           if np.isfinite(summary.get(key, np.nan))), "no validation score")
             calibrated = metrics["calibration"]["val"].get(model_name)
             if calibrated:
@@ -542,19 +561,19 @@ def _clean(o):
 
 
 def metric_rows(version: Path) -> list[dict]:
-    """The test metrics of a version as table rows (model, task, then METRICS)."""
+    """The test metrics of a version as table rows (model, task, then VERSION_METRICS)."""
     metrics = json.loads((Path(version) / "metrics.json").read_text())
     rows = []
     for model, tasks in metrics["test"].items():
         for task, row in tasks.items():
-            rows.append({"model": model, "task": task, **{m: _round(row.get(m)) for m in METRICS}})
+            rows.append({"model": model, "task": task, **{m: _round(row.get(m)) for m in VERSION_METRICS}})
         summ = metrics["summary"][model]
-        rows.append({"model": model, "task": "Avg", **{m: _round(summ.get(f"test_{m}")) for m in METRICS}})
+        rows.append({"model": model, "task": "Avg", **{m: _round(summ.get(f"test_{m}")) for m in VERSION_METRICS}})
     return rows
 
 
-SUMMARY_COLUMNS = {"auc": "AUC", "ci": "Harrell's C", "uno_c": "Uno's C", "ibs": "IBS", "mrae": "MRAE",
-                   "ece": "ECE"}
+SUMMARY_COLUMNS = {"auc": "AUC", "ci": "Harrell's C", CI_RMST: "C (RMST)", "uno_c": "Uno's C", "ibs": "IBS",
+                   "mrae": "MRAE", "ece": "ECE"}
 
 
 def summary_lines(version: Path) -> list[str]:
