@@ -18,7 +18,11 @@ restricted mean survival time) on the data set's validation split:
   units are scaled inside the model, 0/1 and unit-scale columns kept as given);
 - ``raw, every column``: the raw features, ``standardize=True`` (every column scaled, the
   one-hot ones too);
-- ``raw, as given``: the raw features, ``standardize=False`` (the models before the default).
+- ``raw, as given``: the raw features, ``standardize=False`` (the models before the default);
+- ``raw, non-binary`` (``--variants``, added 2026-11-26): every column that is neither 0/1 nor
+  already standardised (|mean| <= 0.1 and |sd - 1| <= 0.1 on the fitting rows) z-scored by
+  hand before a fit with ``standardize=False``: a count such as prior convictions (0-18, sd 2.9)
+  is scaled, which the ``auto`` threshold of 3 leaves as given.
 
 A fit whose training loss turns non-finite is counted as failed. The test split is not read.
 """
@@ -40,7 +44,19 @@ from survset_size_probe import draw_parts  # noqa: E402
 
 from cet_model.models import feature_scaling  # noqa: E402
 
-VARIANTS = ("z-scored", "raw, auto", "raw, every column", "raw, as given")
+VARIANTS = ("z-scored", "raw, auto", "raw, every column", "raw, as given", "raw, non-binary")
+
+
+def non_binary_scaled(part: dict) -> dict:
+    """``part`` with every column that is not 0/1 and not already standardised on the fitting
+    rows (``train``) z-scored by their mean and standard deviation (the other splits too)."""
+    x = part["train"][0]
+    shift, scale = x.mean(0), x.std(0)
+    binary = np.isin(x, (0.0, 1.0)).all(0)
+    standard = (np.abs(shift) <= 0.1) & (np.abs(scale - 1.0) <= 0.1)
+    keep = binary | standard | (scale == 0)
+    shift, scale = np.where(keep, 0.0, shift), np.where(keep, 1.0, scale)
+    return {k: ((X - shift) / scale, *rest) for k, (X, *rest) in part.items()}
 
 
 def fit_and_score(part, seed: int, standardize) -> float | None:
@@ -59,7 +75,13 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", default=",".join(DATASETS), help="SurvSet names (default %(default)s)")
     ap.add_argument("--seeds", type=int, default=3, help="draws and CET seeds per data set (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    ap.add_argument("--variants", default=";".join(VARIANTS[:4]), help="which fits, separated by ';' (default "
+                                                                      "%(default)s; also 'raw, non-binary')")
     args = ap.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(";") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"--variants: unknown {unknown}; one of {VARIANTS}")
     rows, summary = [], []
     for name in args.datasets.split(","):
         scaled, names, _ = load(name)
@@ -67,21 +89,25 @@ def main(argv=None) -> int:
         x_raw = raw["train"][0]
         auto = feature_scaling(x_raw) is not None
         widest = float(np.abs(x_raw).max()) if x_raw.size else 0.0
-        per = {v: [] for v in VARIANTS}
+        per = {v: [] for v in variants}
         for r in range(args.seeds):
             for variant, parts, standardize in (("z-scored", scaled, False), ("raw, auto", raw, "auto"),
-                                                ("raw, every column", raw, True), ("raw, as given", raw, False)):
-                c = fit_and_score(draw_parts(parts, "full", r, 0, 0), r, standardize)
+                                                ("raw, every column", raw, True), ("raw, as given", raw, False),
+                                                ("raw, non-binary", raw, False)):
+                if variant not in variants:
+                    continue
+                part = draw_parts(parts, "full", r, 0, 0)
+                c = fit_and_score(non_binary_scaled(part) if variant == "raw, non-binary" else part, r, standardize)
                 per[variant].append(c)
                 rows.append({"dataset": name, "seed": r, "variant": variant, "harrell_c": c})
         entry = {"dataset": name, "features": len(names), "auto_scales": auto, "largest_abs_raw_value": widest}
-        for v in VARIANTS:
+        for v in variants:
             ok = [c for c in per[v] if c is not None]
             entry[v] = {"mean_c": round(float(np.mean(ok)), 4) if ok else None, "failed": len(per[v]) - len(ok)}
         summary.append(entry)
         print(f"{name:<9} auto scales: {auto!s:<5} | " + " | ".join(
             f"{v}: {entry[v]['mean_c'] if entry[v]['mean_c'] is not None else 'n/a'}"
-            + (f" ({entry[v]['failed']} failed)" if entry[v]["failed"] else "") for v in VARIANTS), flush=True)
+            + (f" ({entry[v]['failed']} failed)" if entry[v]["failed"] else "") for v in variants), flush=True)
     if args.out:
         write_record(args.out, "raw_units_probe.py", argv, "SurvSet", seeds=args.seeds, rows=rows, mean=summary)
     return 0
