@@ -319,7 +319,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         if not values.dtype.is_numeric():
             hint = (" or leave it out of the features (none were named, so every column but the event, id, split "
                     "and group columns is one)") if chosen else ""
-            raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers; name it as "
+            raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers"
+                             f"{first_non_number(values, at)}; name it as "
                              f"categorical (one 0/1 column per level) or encode it first{hint}")
         values = values.cast(pl.Float64)
         missing = values.is_null() | values.is_nan().fill_null(True)
@@ -449,15 +450,44 @@ def read_table(path) -> pl.DataFrame:
         table = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for an unreadable file
         raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
-    if kind == "CSV" and table.width == 1 and any(sep in table.columns[0] for sep in ";\t|"):
-        sep = next(sep for sep in ";\t|" if sep in table.columns[0])
-        raise ValueError(f"{path}: one column named {table.columns[0][:60]!r}: the file seems separated by "
-                         f"{sep!r}; a CSV file here is separated by commas (with '.' as the decimal mark): "
-                         "convert it, or save it as parquet")
+    if kind == "CSV":
+        check_csv_header(path, table.columns)
     if kind == "CSV" and table.height:
         empty = [c for c in table.columns if table[c].null_count() == table.height]
         table = table.with_columns(pl.col(c).cast(pl.Float64) for c in empty)
     return table
+
+
+def first_non_number(column: pl.Series, at=lambda row: f"row {row}") -> str:
+    """Where a text column first holds a value that is not a number, as text for an error
+    (``at`` names a row), or "" when every value is a number or missing.
+
+    >>> first_non_number(pl.Series(["61", None, "n/a", "70"]))
+    " (row 2 is 'n/a')"
+    """
+    text = column.cast(pl.String)
+    bad = text.is_not_null() & text.str.strip_chars().cast(pl.Float64, strict=False).is_null()
+    if not bad.any():
+        return ""
+    row = int(bad.arg_max())
+    return f" ({at(row)} is {text[row]!r})"
+
+
+def check_csv_header(path, columns) -> None:
+    """A CSV file read as one column whose name holds ';', a tab or '|' was written with another
+    separator: an error that says so (rather than every column missing).
+
+    >>> check_csv_header("cohort.csv", ["week;arrest;age"])
+    Traceback (most recent call last):
+    ...
+    ValueError: cohort.csv: one column named 'week;arrest;age': the file seems separated by ';'; a CSV file here is separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
+    """
+    if len(columns) == 1:
+        sep = next((sep for sep in ";\t|" if sep in columns[0]), None)
+        if sep is not None:
+            raise ValueError(f"{path}: one column named {columns[0][:60]!r}: the file seems separated by {sep!r}; a "
+                             "CSV file here is separated by commas (with '.' as the decimal mark): convert it, or "
+                             "save it as parquet")
 
 
 def save_rows(path, array, rows_per_write: int = 4096) -> None:

@@ -141,6 +141,10 @@ def main(argv=None) -> int:
         if missing:
             ap.error(f"--features {args.features}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''}"
                      f" ({args.dataset or s.retrain_dataset} {version.name} needs an id and its features)")
+        try:  # its values and ids too
+            predict_lib.check_for_version(args.features, version)
+        except ValueError as exc:
+            ap.error(f"--features {exc}")
     try:
         params = PredictParams(features=args.features, mimic_dir=args.mimic_dir, dumps=args.dumps, out=args.out,
                                work_dir=args.work_dir, dataset=args.dataset, version=version.name, quantiles=qs,

@@ -138,7 +138,7 @@ def test_text_feature_column_for_prediction(tmp_path):
         read_features(path, ["x1", "x2"])
     csv = tmp_path / "new.csv"  # the same from a CSV file, where an empty cell is a missing value
     csv.write_text("id,x1,x2\na,0.1,1.0\nb,,2.0\n")
-    with pytest.raises(ValueError, match=r"new.csv: column 'x1' row 1: missing or non-finite value \(1 such rows\)"):
+    with pytest.raises(ValueError, match=r"new.csv: column 'x1' row 1 \(line 3\): missing or non-finite value \(1 such rows\)"):
         read_features(csv, ["x1", "x2"])
     csv.write_text("id,x1\na,0.1\n")
     with pytest.raises(ValueError, match=r"new.csv: missing columns \['x2'\]"):

@@ -64,8 +64,8 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
      r"table: column 'age' row 9 is inf; values must be finite"),
     (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"})),
-     r"table: column 'race' has type String, expected numbers; name it as categorical \(one 0/1 column per "
-     r"level\) or encode it first"),
+     r"table: column 'race' has type String, expected numbers \(row 0 is 'black'\); name it as categorical \(one 0/1 "
+     r"column per level\) or encode it first"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"}).astype("category")),
      r"table: column 'race' has type Categorical"),
 ])

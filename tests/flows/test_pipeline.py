@@ -306,7 +306,7 @@ def test_two_builds_started_together_build_once(tmp_path):
     assert load_dataset(out).train.X.shape[0] > 0
 
 
-def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
+def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env, capsys):
     """Real follow-up data (lifelines' rossi) carry no true occurrence: the flow leaves the Oracle
     out and says so, promotes by val_ci_rmst (Harrell's C of the restricted mean event-free time)
     instead of the default val_auc (which no version could
@@ -351,3 +351,23 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env):
     assert predict_flow.main(["--dataset", "rossi", "--features", str(cet_env / "new.csv"),
                               "--out", str(cet_env / "scores-csv.parquet")]) == 0
     assert pl.read_parquet(cet_env / "scores-csv.parquet").equals(pl.read_parquet(cet_env / "scores.parquet"))
+    # files that cannot be scored: usage errors before any flow starts, naming file, column, row and line
+    bad = {"text.csv": new.with_columns(pl.when(pl.col("id") == 2).then(pl.lit("n/a")).otherwise(
+               pl.col("age").cast(pl.String)).alias("age")),
+           "gap.csv": new.with_columns(pl.when(pl.col("id") == 3).then(None).otherwise(pl.col("age")).alias("age")),
+           "twice.csv": new.with_columns(pl.when(pl.col("id") == 4).then(1).otherwise(pl.col("id")).alias("id"))}
+    for name, frame in bad.items():
+        frame.write_csv(cet_env / name)
+    (cet_env / "semi.csv").write_text(new.write_csv(separator=";"))
+    expected = {"text.csv": r"column 'age' has type String, expected numbers \(row 2 \(line 4\) is 'n/a'\)",
+                "gap.csv": r"column 'age' row 3 \(line 5\): missing or non-finite value \(1 such rows\) \(this model's "
+                           r"dataset was built without imputation",
+                "twice.csv": r"column 'id' row 4 \(line 6\) repeats row 1's id \(2 rows share an id\)",
+                "semi.csv": r"one column named 'id;fin;age;prio': the file seems separated by ';'"}
+    for name, message in expected.items():
+        with pytest.raises(SystemExit) as exit_:
+            predict_flow.main(["--dataset", "rossi", "--features", str(cet_env / name), "--out",
+                               str(cet_env / f"{name}.parquet")])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and re.search(rf"error: --features \S+{name}: {message}", err), (name, err)
+        assert not (cet_env / f"{name}.parquet").exists()

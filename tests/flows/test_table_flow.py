@@ -100,7 +100,7 @@ def test_a_text_column_among_the_default_features_is_named_and_nothing_is_writte
                          "--time-unit", "weeks"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and re.search(
-        r"error: \S+with_site\.csv: column 'site' has type String, expected numbers; name it as categorical .* or "
+        r"error: \S+with_site\.csv: column 'site' has type String, expected numbers \(row 0 \(line 2\) is 'north'\); name it as categorical .* or "
         r"encode it first or leave it out of the features", err), err
     assert not (tmp_path / "data" / "site").exists() and "Traceback" not in err
     frame.with_columns(pl.when(pl.int_range(pl.len()) == 5).then(0).otherwise(pl.col("week")).alias("week")).drop(
@@ -395,7 +395,7 @@ def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(ross
 
     pl.read_csv(rossi_csv).with_row_index("id").with_columns(age=pl.lit(None, pl.Float64)).head(3).write_csv(
         tmp_path / "new.csv")
-    with pytest.raises(ValueError, match=r"new.csv: column 'age' row 0: missing or non-finite value \(3 such rows\) "
+    with pytest.raises(ValueError, match=r"new.csv: column 'age' row 0 \(line 2\): missing or non-finite value \(3 such rows\) "
                                          r"\(this model's dataset was built without imputation"):
         read_features(tmp_path / "new.csv", ["fin", "age", "prio"])
     ids, x = read_features(tmp_path / "new.csv", ["fin", "age", "prio"],

@@ -17,7 +17,13 @@ import polars as pl
 
 from cet_model.atomic import temporary_name, writing
 from cet_model.comments import CommentInputs, NpyRows
-from cet_model.dataset import encode_levels, missing_indicator, read_table
+from cet_model.dataset import (
+    check_csv_header,
+    encode_levels,
+    first_non_number,
+    missing_indicator,
+    read_table,
+)
 from cet_model.models import load_model
 from flows.lib.infra import registry
 from flows.lib.reddit.cohort import key_digest
@@ -69,10 +75,22 @@ def missing_for_version(path, version_dir) -> list[str]:
     except Exception as exc:  # polars raises several types for an unreadable file
         raise ValueError(f"{path}: not a readable {'CSV' if path.suffix.lower() == '.csv' else 'parquet'} file "
                          f"({exc})") from None
+    if path.suffix.lower() == ".csv":
+        check_csv_header(path, columns)
     data = json.loads((Path(version_dir) / "data.json").read_text())
     record = data.get("featurization") or {}
     return columns_needed(columns, data["feature_names"], record if record.get("source") == "table" else None,
                           data.get("id_column"))
+
+
+def check_for_version(path, version_dir) -> None:
+    """Read and check the features file ``path`` as scoring with the model in ``version_dir``
+    would (values, ids), writing nothing: the command line does so before any flow starts, so a
+    bad value is a usage error naming the file, column and row (and a CSV's line)."""
+    data = json.loads((Path(version_dir) / "data.json").read_text())
+    record = data.get("featurization") or {}
+    read_features(Path(path), data["feature_names"], record if record.get("source") == "table" else None,
+                  data.get("id_column"))
 
 
 def read_features(path: Path, names: list[str], record: dict | None = None,
@@ -111,11 +129,26 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
                          f"(the model needs id and {len(names)} features)")
     id_name = id_column if id_column is not None and id_column in df.columns else "id"
+    line = 2 if Path(path).suffix.lower() == ".csv" else None  # a CSV's errors also name the line (header: 1)
+
+    def at(row: int) -> str:
+        return f"row {row}" + (f" (line {row + line})" if line else "")
+    ids = df[id_name]
+    if ids.is_null().any():
+        raise ValueError(f"{path}: column {id_name!r} {at(int(ids.is_null().arg_max()))} is missing; every row needs "
+                         "an id (the scores are written by id)")
+    repeated = ids.is_duplicated()
+    if repeated.any():
+        first = int(repeated.arg_max())
+        again = int(np.flatnonzero((ids == ids[first]).to_numpy())[1])
+        raise ValueError(f"{path}: column {id_name!r} {at(again)} repeats row {first}'s id ({int(repeated.sum())} "
+                         "rows share an id): the scores are written by id, so each row needs its own (e.g. a visit "
+                         "or row number)")
     x, filled = np.empty((df.height, len(names)), dtype=np.float64), {}
     for j, c in enumerate(names):
         col = df[c].cast(pl.Int8) if df[c].dtype == pl.Boolean else df[c]
         if not col.dtype.is_numeric():
-            raise ValueError(f"{path}: column {c!r} has type {col.dtype}, expected numbers")
+            raise ValueError(f"{path}: column {c!r} has type {col.dtype}, expected numbers{first_non_number(col, at)}")
         v = col.cast(pl.Float64).to_numpy()
         if medians is not None:
             gap = np.isnan(v)  # null or NaN (polars gives NaN for a null here)
@@ -126,7 +159,7 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
         if bad.any():
             hint = "" if medians is not None else (" (this model's dataset was built without imputation: fill "
                                                    "missing values before scoring)")
-            raise ValueError(f"{path}: column {c!r} row {int(np.argmax(bad))}: missing or non-finite value "
+            raise ValueError(f"{path}: column {c!r} {at(int(np.argmax(bad)))}: missing or non-finite value "
                              f"({int(bad.sum())} such rows){hint}")
         x[:, j] = v
     if filled:
