@@ -52,10 +52,10 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
     percent = train_eval.FitProgress(p.models)  # at most one API call every 2 s, not one per epoch
 
     def progress(model, epoch, hist):
-        logger.info("%s %s epoch %d: train loss %.4f, val loss %.4f", name, model, epoch + 1,
-                    hist.train_loss[-1], hist.val_loss[-1])
         due = percent.epoch(model, epoch)
-        if due is not None:
+        if due is not None:  # the log too: a small table's fits run thousands of epochs of milliseconds
+            logger.info("%s %s epoch %d: train loss %.4f, val loss %.4f", name, model, epoch + 1,
+                        hist.train_loss[-1], hist.val_loss[-1])
             update_progress_artifact(artifact, due)
 
     version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress,
