@@ -133,6 +133,15 @@ def main(argv=None) -> int:
         version = predict_lib.resolve_version(s.models_dir, args.dataset or s.retrain_dataset, args.model_version)
     except FileNotFoundError as exc:
         ap.error(str(exc))
+    if args.mimic_dir:  # a table missing or unreadable: a usage error now, not a failed flow's traceback
+        from flows.lib.mimic.featurize import SCORING_TABLES
+        from flows.lib.mimic.staging import check_header, find_table_file
+
+        try:
+            for table in SCORING_TABLES:
+                check_header(table, find_table_file(Path(args.mimic_dir), table))
+        except (FileNotFoundError, ValueError) as exc:
+            ap.error(f"--mimic-dir {exc}")
     if args.features:  # a file that cannot be scored: a usage error now, not a failed flow's traceback
         try:
             missing = predict_lib.missing_for_version(args.features, version)

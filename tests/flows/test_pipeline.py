@@ -124,7 +124,7 @@ def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
     assert "no promoted model" in capsys.readouterr().err
 
 
-def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env):
+def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, capsys):
     """predict --mimic-dir on the raw tables the training build read: the same admissions and the
     same scores as predict --features on the build's own rows."""
     from flows.lib.flow_params import MimicBuildParams
@@ -142,6 +142,20 @@ def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env):
     for c in a.columns[1:]:
         np.testing.assert_allclose(b[c].to_numpy(), a[c].to_numpy(), atol=1e-5, rtol=1e-5)
     assert (cet_env / ".raw.parquet-work" / "staged" / "CHARTEVENTS.parquet").is_file()
+    # a folder without one of the four tables, or with a table whose header is not MIMIC's: a usage
+    # error before any flow starts (it was a failed flow's tracebacks)
+    partial = cet_env / "partial"
+    partial.mkdir()
+    for table in ("ADMISSIONS", "CHARTEVENTS", "OUTPUTEVENTS"):
+        (partial / f"{table}.csv.gz").symlink_to(next(raw.glob(f"{table}.csv*")))
+    for content, message in ((None, r"MIMIC table LABEVENTS not found in \S+partial"),
+                             (b"x\n1\n", r"\S+partial/LABEVENTS\.csv: table LABEVENTS is missing column\(s\) \['ROW_ID'")):
+        if content is not None:
+            (partial / "LABEVENTS.csv").write_bytes(content)
+        with pytest.raises(SystemExit) as exit_:
+            predict_flow.main(["--dataset", "mimic", "--mimic-dir", str(partial), "--out", str(cet_env / "p.parquet")])
+        assert exit_.value.code == 2 and re.search(rf"error: --mimic-dir {message}", capsys.readouterr().err)
+    assert not (cet_env / "p.parquet").exists() and not (cet_env / ".p.parquet-work").exists()
 
 
 @pytest.mark.slow
