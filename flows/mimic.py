@@ -102,7 +102,8 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
             mimic_dir = generate_standin(str(Path(work) / f"standin-{standin_scale:g}-seed{standin_seed}"),
                                          standin_scale, standin_seed)
         staged = stage.map(mimic_dir, list(TABLES), work)
-        path = build_dataset(staged, out, work, build_params)
+        staged.wait()  # a table that failed raises its own error here, not a None at the stamp
+        path = build_dataset([f.result() for f in staged], out, work, build_params)
         return record_stage("build-mimic-features", path, key, recipe(params, ("mimic_dir", "work_dir")),
                             built_from)
 
@@ -148,6 +149,11 @@ def main(argv=None) -> int:
         print(path)
         return 0
     require_path(ap, "--mimic-dir", args.mimic_dir, "dir")
+    if args.mimic_dir:  # the tables checked before any flow starts: a usage error naming what is wrong
+        try:
+            mimic_staging.check_tables(Path(args.mimic_dir), list(TABLES))
+        except (FileNotFoundError, ValueError) as exc:
+            ap.error(f"--mimic-dir {exc}")
     try:
         params = MimicBuildParams(out=args.out, mimic_dir=args.mimic_dir, work_dir=args.work_dir,
                                   download_demo_url=args.download_demo, window_hours=args.window_hours,

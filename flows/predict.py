@@ -135,11 +135,10 @@ def main(argv=None) -> int:
         ap.error(str(exc))
     if args.mimic_dir:  # a table missing or unreadable: a usage error now, not a failed flow's traceback
         from flows.lib.mimic.featurize import SCORING_TABLES
-        from flows.lib.mimic.staging import check_header, find_table_file
+        from flows.lib.mimic.staging import check_tables
 
         try:
-            for table in SCORING_TABLES:
-                check_header(table, find_table_file(Path(args.mimic_dir), table))
+            check_tables(Path(args.mimic_dir), SCORING_TABLES)
         except (FileNotFoundError, ValueError) as exc:
             ap.error(f"--mimic-dir {exc}")
     if args.features:  # a file that cannot be scored: a usage error now, not a failed flow's traceback

@@ -21,6 +21,36 @@ def test_flow_builds_the_fixture_and_reports_completed(tmp_path):
     assert len(ds.train) + len(ds.val) + len(ds.test) == 6
 
 
+def test_missing_or_foreign_tables_are_named_before_the_flow_and_by_the_flow(tmp_path, capsys):
+    """Tables missing from --mimic-dir: a usage error listing them all before any flow starts; a
+    header that is not the release's, naming file and columns. The flow itself, called with such a
+    folder, fails with the missing table's own error (it used to fail at the stamp with a
+    TypeError about None, the cause buried above it), and writes no dataset."""
+    import re
+
+    import pytest
+
+    src = write_fixture(tmp_path / "mimic", n_admissions=6)
+    for name in ("PATIENTS", "LABEVENTS"):
+        next(src.glob(f"{name}.csv*")).unlink()
+    with pytest.raises(SystemExit) as exit_:
+        main(["build", "--mimic-dir", str(src), "--out", str(tmp_path / "ds")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and re.search(r"error: --mimic-dir MIMIC tables PATIENTS, LABEVENTS not found in "
+                                               r"\S+mimic \(looked for NAME\.csv\.gz and NAME\.csv\)", err), err
+    with pytest.raises(FileNotFoundError, match="MIMIC table (PATIENTS|LABEVENTS) not found in"):
+        build_mimic_features(MimicBuildParams(out=str(tmp_path / "ds"), mimic_dir=str(src), n_chart=2, n_lab=1,
+                                              n_output=1))
+    assert not (tmp_path / "ds").exists()
+    full = write_fixture(tmp_path / "other", n_admissions=6)
+    next(full.glob("ICUSTAYS.csv*")).unlink()
+    (full / "ICUSTAYS.csv").write_text("ICUSTAY_ID,WHATEVER\n1,2\n")
+    with pytest.raises(SystemExit):
+        main(["build", "--mimic-dir", str(full), "--out", str(tmp_path / "ds")])
+    assert re.search(r"error: --mimic-dir \S+ICUSTAYS\.csv: table ICUSTAYS is missing column\(s\) \['ROW_ID'",
+                     capsys.readouterr().err)
+
+
 def test_flow_defaults_to_a_generated_standin(tmp_path, capsys):
     assert main(["build", "--out", str(tmp_path / "ds"), "--standin-scale", "0.001", "--split-method", "hash"]) == 0
     ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])

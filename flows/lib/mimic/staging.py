@@ -55,6 +55,23 @@ def find_table_file(src_dir: Path, table: str) -> Path:
     return hits[0]
 
 
+def check_tables(src_dir: Path, tables) -> None:
+    """Every one of ``tables`` in ``src_dir`` with the release's header, else an error naming
+    all the missing tables at once, or the first file whose header is not the release's (what a
+    command line checks before its flow starts)."""
+    missing = []
+    for table in tables:
+        try:
+            find_table_file(src_dir, table)
+        except FileNotFoundError:
+            missing.append(table)
+    if missing:
+        raise FileNotFoundError(f"MIMIC table{'s' if len(missing) > 1 else ''} {', '.join(missing)} not found in "
+                                f"{src_dir} (looked for NAME.csv.gz and NAME.csv)")
+    for table in tables:
+        check_header(table, find_table_file(src_dir, table))
+
+
 def _open_text(path: Path):
     raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
     return io.TextIOWrapper(raw, encoding="utf-8", newline="")
