@@ -229,8 +229,10 @@ def main(argv=None) -> int:
             out = params.out or str(Settings().dataset_dir("reddit"))
             refuse_standin_over_real("build-reddit-features", out, work_dir_for(out, params.work_dir),
                                      "Pushshift dumps", "no --dumps, CET_REDDIT_DUMPS unset")
-    except ValueError as exc:  # pydantic's ValidationError names the field; the guard names the folder
-        ap.error(str(exc))
+        if args.dumps and not any("://" in d for d in args.dumps):  # local folders: the months' dumps are there
+            reddit_build.local_dumps(params.dumps, params)
+    except (ValueError, FileNotFoundError) as exc:  # pydantic's ValidationError names the field; the guard
+        ap.error(str(exc))  # names the folder
     path = build_reddit_features(params)
     print(path)
     return 0

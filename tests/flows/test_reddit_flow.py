@@ -86,3 +86,24 @@ def test_a_url_in_the_archive_layout_lists_its_comments_and_submissions(dumps, t
         assert got == tmp_path / "local" / "RC_2015-11.zst" and got.read_bytes() == (dumps / got.name).read_bytes()
         with pytest.raises(ValueError, match="unsafe file name"):
             reddit_download.fetch(srv.url, "elsewhere/RC_2015-11.zst", tmp_path / "x", None)
+
+
+def test_local_dumps_outside_the_months_are_a_usage_error_before_the_flow(dumps, tmp_path, monkeypatch, capsys):
+    """A folder whose dumps lie outside the months asked for (or hold none) is refused before any
+    flow starts, saying what was found and which options choose the months (it was a failed
+    flow's tracebacks); nothing is written."""
+    import re
+
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key")
+    late = ["--start", "2017-01", "--comment-end", "2017-03", "--submission-end", "2017-06"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["build", "--dumps", str(dumps), "--out", str(tmp_path / "ds"), *late])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and re.search(
+        r"error: \S+d: need RS_YYYY-MM and RC_YYYY-MM dumps .* from 2017-01 up to 2017-06 \(RS\) / 2017-03 \(RC\), "
+        r"searched recursively; found 0 RS and 0 RC in those months, and \d+ other file\(s\) of months 2015-10 to "
+        r"2016-06 \(--start, --comment-end, --submission-end choose the months\)", err), err
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit):
+        main(["build", "--dumps", str(tmp_path / "empty"), "--out", str(tmp_path / "ds"), *ARGS])
+    assert "found 0 RS and 0 RC" in capsys.readouterr().err and not (tmp_path / "ds").exists()

@@ -83,16 +83,22 @@ def dump_roots(dumps) -> list[Path]:
 
 def local_dumps(dumps, params: RedditParams) -> tuple[list[DumpFile], list[DumpFile]]:
     """The RS and RC files under one or more folders (searched recursively) within the
-    configured months, one per month (``pushshift.select``)."""
+    configured months (``params``: ``start``, ``submission_end``, ``comment_end``), one per month
+    (``pushshift.select``)."""
     roots = dump_roots(dumps)
     found = find_dumps(roots)
     rs = select(found, "RS", params.start, params.submission_end)
     rc = select(found, "RC", params.start, params.comment_end)
     if not rs or not rc:
         where = ", ".join(map(str, roots))
-        raise FileNotFoundError(f"{where}: need RS_YYYY-MM and RC_YYYY-MM dumps (.zst, .bz2 or .xz) up to "
-                                f"{params.submission_end} / {params.comment_end}, searched recursively; found "
-                                f"{len(rs)} RS and {len(rc)} RC")
+        outside = len(found) - len(rs) - len(rc)
+        months = sorted({f.month for f in found})
+        raise FileNotFoundError(f"{where}: need RS_YYYY-MM and RC_YYYY-MM dumps (.zst, .bz2 or .xz) from "
+                                f"{params.start or 'the first month'} up to {params.submission_end} (RS) / "
+                                f"{params.comment_end} (RC), searched recursively; found {len(rs)} RS and {len(rc)} RC"
+                                + (f" in those months, and {outside} other file(s) of months {months[0]} to "
+                                   f"{months[-1]} (--start, --comment-end, --submission-end choose the months)"
+                                   if outside else ""))
     return rs, rc
 
 
