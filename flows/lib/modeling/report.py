@@ -169,9 +169,10 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     parts = ["# CET pipeline report", "",
              "Test-split metrics of one training run per dataset: AUC of P(ever) against the true "
-             "occurrence c (ET: by the rank of its predicted median time), MRAE and Harrell's C of "
-             "predicted median times, ECE of P(ever), Uno's C and the integrated Brier score (IBS) of "
-             "the population survival curves. Figures are PNGs next to this file.", "",
+             "occurrence c (ET: by the rank of its predicted median time), MRAE, Harrell's C and Uno's C "
+             "of predicted median times (CET's: the median time given that the event happens, the "
+             "paper's CI), ECE of P(ever), and the integrated Brier score (IBS) of the population "
+             "survival curves. Figures are PNGs next to this file.", "",
              "## Headline", "", "Average over tasks, test split. **CET** is the product default (exact "
              "marginal likelihood); CET-paper is the paper's model as its original code trained it. "
              "[ ]: 95% paired bootstrap interval (test rows resampled; each dataset's section has CET minus each "
