@@ -68,7 +68,9 @@ def test_report_command_writes_every_table_and_figure(tmp_path, tiny_dataset, ca
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["search"]["trials"]) == 2 and set(metrics["search"]["best"]) >= {"estimator", "hidden"}
     assert metrics["config"]["hidden_sizes"] == [metrics["search"]["best"]["hidden"]]
-    assert set(metrics["models"]["CET"]["tasks"]["T1"]) == {"auc", "mrae", "ci", "ece", "uno_c", "ibs"}
+    # the tables' columns, and C (RMST), recorded beside them (the tables show METRICS only)
+    assert set(metrics["models"]["CET"]["tasks"]["T1"]) == {"auc", "mrae", "ci", "ece", "uno_c", "ibs", "ci_rmst"}
+    assert "C (RMST)" not in (out / "table.md").read_text()
     assert set(metrics["models"]["Oracle"]["tasks"]["T1"]) == {"auc", "ece"}
     table = (out / "table.md").read_text()
     assert {k: metrics["search"]["trials"][0][k] for k in PAPER_POINT} == PAPER_POINT  # trial 0: the paper's
