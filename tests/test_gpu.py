@@ -95,7 +95,35 @@ def test_model_trained_on_gpu_predicts_the_same_on_cpu(tmp_path):
     np.testing.assert_allclose(cpu.predict_time(x), gpu.predict_time(x), rtol=1e-4)
     np.testing.assert_allclose(cpu.predict_survival(x[:200], [0.5, 1.0, 2.0]),
                                gpu.predict_survival(x[:200], [0.5, 1.0, 2.0]), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(cpu.predict_rmst(x[:200], 2.0), gpu.predict_rmst(x[:200], 2.0), rtol=1e-4)
     assert cpu.score(x[val], t[val], s[val]) == pytest.approx(gpu.score(x[val], t[val], s[val]), rel=1e-4)
+
+
+def test_comment_inputs_on_the_gpu_train_as_the_streamed_ones(tmp_path, monkeypatch):
+    """Comment inputs that fit are copied onto the GPU once (float16 kept) instead of streamed by
+    batch from the memory map; the fit is the same."""
+    import cet_model.models as models
+    from cet_model.comments import CommentInputs
+
+    rng = np.random.default_rng(0)
+    n, length, dim = 600, 5, 12
+    seq = rng.standard_normal((n, length, dim)).astype(np.float16)
+    aux = 40 + 10 * rng.standard_normal((n, 2))
+    signal = seq[:, :, 0].astype(float).mean(1)
+    x, t, s, _ = _data(n, 2)
+    s = s * (signal[:, None] > -0.2)
+    np.save(tmp_path / "seq.npy", seq)
+    lazy = CommentInputs(aux, np.load(tmp_path / "seq.npy", mmap_mode="r"))
+    kw = dict(hidden_sizes=(16,), comment_encoder={"n_aux": 2, "length": length, "dim": dim, "width": 6},
+              max_epochs=3, batch_size=100, device=GPU, seed=5)
+    fit, val = np.arange(450), np.arange(450, n)
+    assert models._DeviceRows.fits(lazy, torch.device(GPU))
+    resident = CETModel(**kw).fit(lazy[fit], t[fit], s[fit], lazy[val], t[val], s[val])
+    monkeypatch.setattr(models._DeviceRows, "fits", classmethod(lambda cls, source, device: False))
+    streamed = CETModel(**kw).fit(lazy[fit], t[fit], s[fit], lazy[val], t[val], s[val])
+    for (k, a), b in zip(streamed.net_.state_dict().items(), resident.net_.state_dict().values(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=k)
+    np.testing.assert_allclose(resident.history_.val_loss, streamed.history_.val_loss, rtol=1e-5)
 
 
 def test_default_fit_on_gpu_learns_what_it_learns_on_cpu():

@@ -150,3 +150,38 @@ def test_only_the_aux_features_are_standardised_next_to_comment_embeddings():
     assert len(a.feature_scaling_[0]) == A
     np.testing.assert_array_equal(a.feature_scaling_[0], b.feature_scaling_[0])
     np.testing.assert_array_equal(a.predict_occurrence(CommentInputs(aux, seq)), b.predict_occurrence(flatten_inputs(aux, seq)))
+
+
+@pytest.mark.parametrize("stored", [np.float32, np.float16])
+def test_inputs_copied_to_the_device_train_as_the_streamed_ones(tmp_path, monkeypatch, stored):
+    """On CUDA, comment inputs that fit are copied onto the device once (``_DeviceRows``) instead of
+    streamed batch by batch. Forced here on the CPU (the class is device-agnostic): scaled raw aux
+    features, a float16 memory map read through a row view, the same weights and validation losses
+    as the streamed fit; a CPU model never copies them (its memory stays bounded by a batch)."""
+    import cet_model.models as models
+
+    aux, seq, T, S = _data(4)
+    aux = 50 + 10 * aux  # scaled by the model
+    np.save(tmp_path / "seq.npy", seq.astype(stored))
+    lazy = CommentInputs(aux, np.load(tmp_path / "seq.npy", mmap_mode="r"))
+    kw = dict(hidden_sizes=(8,), comment_encoder=SPEC, max_epochs=3, batch_size=50, device="cpu", seed=2)
+    fit, va = np.arange(180), np.arange(180, N)
+
+    def fitted():
+        return CETModel(**kw).fit(lazy[fit], T[fit], S[fit], lazy[va], T[va], S[va])
+
+    built = []
+    real_init = models._DeviceRows.__init__
+    monkeypatch.setattr(models._DeviceRows, "__init__", lambda self, *a: built.append(1) or real_init(self, *a))
+    streamed = fitted()
+    assert not built, "a CPU model copied its comment inputs"
+    monkeypatch.setattr(models._DeviceRows, "fits", classmethod(lambda cls, source, device: True))
+    resident = fitted()
+    assert len(built) == 2  # training and validation rows
+    rows = models._DeviceRows(lazy[va], resident._scaled, resident.torch_dtype_, torch.device("cpu"))
+    assert rows.sequences.dtype == (torch.float16 if stored == np.float16 else torch.float32)
+    torch.testing.assert_close(rows[torch.tensor([3, 0])], models._Rows(lazy[va], resident._x_tensor)[torch.tensor([3, 0])],
+                               rtol=0, atol=0)
+    for (k, a), b in zip(streamed.net_.state_dict().items(), resident.net_.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k
+    assert streamed.history_.val_loss == resident.history_.val_loss
