@@ -76,12 +76,26 @@ def feature_scaling(x: np.ndarray, standardize="auto") -> tuple[np.ndarray, np.n
 
 
 def resolve_device(device: str) -> torch.device:
-    """'auto' -> CUDA when present, else CPU. Asking for CUDA without one is an error."""
+    """'auto' -> CUDA when present, else CPU. Asking for CUDA without one, or for a device index
+    the machine does not have, is a ValueError.
+
+        >>> resolve_device("cpu")
+        device(type='cpu')
+    """
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r} is not 'auto', 'cpu' or 'cuda[:N]'") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r} is not 'auto', 'cpu' or 'cuda[:N]'")
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} but no CUDA device is available; use 'auto' or 'cpu'")
+        raise ValueError(f"device={device!r} but no CUDA device is available (torch {torch.__version__}); "
+                         "use 'auto' or 'cpu'")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r} but this machine has {torch.cuda.device_count()} CUDA device(s), "
+                         f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
     return dev
 
 

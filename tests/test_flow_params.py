@@ -25,6 +25,7 @@ def test_every_flow_takes_one_typed_parameter_model(flow):
     (flow_params.MimicBuildParams, {"window_events": "drop"}, "window_events"),
     (flow_params.RedditBuildParams, {"start": "2017-1"}, "start"),
     (flow_params.RedditBuildParams, {"max_error_rate": 2}, "max_error_rate"),
+    (flow_params.RedditBuildParams, {"device": "cuda:99"}, "device: 'cuda:99' but"),  # embedding on a GPU it lacks
     (flow_params.TrainEvaluateParams, {"runs": -1}, "runs"),
     (flow_params.TrainEvaluateParams, {"promote_metric": "val_f1"}, "promote_metric"),
     (flow_params.TrainEvaluateParams, {"horizon": 0}, "horizon"),

@@ -256,6 +256,17 @@ def test_a_non_finite_training_loss_is_an_error_naming_the_epoch_and_rows(cls):
         cls(lr=1e30, max_epochs=5, batch_size=8, standardize=False).fit(x, t, s)
 
 
+@pytest.mark.parametrize("device,message", [
+    ("cuda:99", r"device='cuda:99' but (no CUDA device|this machine has \d+ CUDA device)"),
+    ("tpu", "is not 'auto', 'cpu' or 'cuda"), ("cuda:x", "is not 'auto', 'cpu' or 'cuda"),
+    ("meta", "is not 'auto', 'cpu' or 'cuda")])
+def test_devices_the_machine_lacks_are_refused(device, message):
+    from cet_model.models import resolve_device
+
+    with pytest.raises(ValueError, match=message):
+        resolve_device(device)
+
+
 def test_cuda_request_without_gpu_is_a_clear_error():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")

@@ -24,11 +24,11 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.lib.infra import stage_cache
 from flows.lib.infra.registry import EVIDENCE, METRIC_DIRECTION
-from flows.lib.infra.settings import DATASET_NAME
+from flows.lib.infra.settings import DATASET_NAME, check_device
 from flows.lib.mimic.build import MimicParams
 
 MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
@@ -142,6 +142,11 @@ class RedditBuildParams(FlowParams):
     model: str | None = Field(None, description="sentence-transformers model name or folder "
                                                 "(default: $CET_EMBEDDING_MODEL)")
     device: str | None = Field(None, description="auto, cpu or cuda (default: $CET_DEVICE)")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str | None) -> str | None:
+        return None if v is None else check_device(v, "device")
     split_seed: int = Field(0, ge=0)
     split_method: Literal["random", "hash"] = Field("random", description=(
         "random: a seeded permutation, exact shares; hash: each user keeps its split when the set of users grows "

@@ -20,6 +20,23 @@ from flows.lib.reddit.embed import DEFAULT_MODEL
 DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a dataset's name: models/<name>/, $CET_DATA_DIR/<name>
 
 
+def check_device(value: str, name: str) -> str:
+    """``value`` if it is auto, cpu, or a CUDA device this machine has; else a ValueError that
+    starts with ``name``. Checked where the flows run: a worker without the GPU asked for stops
+    before any task, not in the training task."""
+    if value in ("auto", "cpu"):
+        return value
+    if not value.startswith("cuda"):
+        raise ValueError(f"{name}: {value!r} is not auto, cpu or cuda[:N]")
+    from cet_model.models import resolve_device
+
+    try:
+        resolve_device(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {value!r} " + str(exc).removeprefix(f"device={value!r} ")) from None
+    return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CET_", env_file=".env", extra="ignore")
 
@@ -113,9 +130,7 @@ class Settings(BaseSettings):
     @field_validator("device")
     @classmethod
     def _device(cls, v: str) -> str:
-        if v == "auto" or v == "cpu" or v.startswith("cuda"):
-            return v
-        raise ValueError(f"CET_DEVICE: {v!r} is not auto, cpu or cuda[:N]")
+        return check_device(v, "CET_DEVICE")
 
     @field_validator("promote_metric")
     @classmethod
