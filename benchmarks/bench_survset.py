@@ -1,6 +1,7 @@
 """Single-event CET against classical fits on real survival data sets (SurvSet).
 
     python benchmarks/bench_survset.py [--datasets veteran,pbc,...] [--seeds 10] [--out benchmarks/results/survset.json]
+    python benchmarks/bench_survset.py --datasets lifelines:rossi --out benchmarks/results/survset_lifelines_rossi.json
 
 For each data set (published studies, bundled by the ``SurvSet`` package; a benchmark/dev
 dependency only): one fixed split, 60 % train / 20 % validation / 20 % test (seed 0, stratified
@@ -53,12 +54,35 @@ from cet_model.metrics import brier_times, concordance_index, integrated_brier_s
 DATASETS = ("veteran", "pbc", "whas500", "GBSG2", "actg", "rott2", "flchain", "support2")
 
 
+LIFELINES = {"rossi": ("load_rossi", "week", "arrest")}  # name: (loader, time column, event column)
+
+
+def lifelines_frame(name: str):
+    """A data set bundled with lifelines in SurvSet's layout (``time``, ``event``, every other
+    column numeric as ``num_<column>``), so that ``--datasets lifelines:rossi`` runs the same
+    protocol: lifelines' rossi (Rossi et al. 1980, 432 released prisoners, one row each) is not
+    SurvSet's ``Rossi`` (1,405 rows with the weekly employment columns)."""
+    import lifelines.datasets
+
+    if name not in LIFELINES:
+        raise SystemExit(f"lifelines:{name}: not one of {', '.join('lifelines:' + k for k in LIFELINES)}")
+    loader, time_col, event_col = LIFELINES[name]
+    raw = getattr(lifelines.datasets, loader)()
+    df = raw.drop(columns=[time_col, event_col]).add_prefix("num_").astype(float)
+    df.insert(0, "time", raw[time_col].astype(float))
+    df.insert(1, "event", raw[event_col].astype(float))
+    return df
+
+
 def load(name: str, scale: bool = True):
     """(X, t, s, feature names, facts) with the preprocessing above, split into train/val/test.
     ``scale=False`` leaves the numeric columns in their own units (gaps still filled)."""
-    from SurvSet.data import SurvLoader
+    if name.startswith("lifelines:"):
+        df = lifelines_frame(name.removeprefix("lifelines:"))
+    else:
+        from SurvSet.data import SurvLoader
 
-    df = SurvLoader().load_dataset(ds_name=name)["df"]
+        df = SurvLoader().load_dataset(ds_name=name)["df"]
     t = df["time"].to_numpy(float)
     s = df["event"].to_numpy(float)
     rng = np.random.default_rng(0)
@@ -129,6 +153,8 @@ def fit_lifelines(parts, kind: str, names):
     import pandas as pd
     from lifelines import CoxPHFitter, LogNormalAFTFitter
 
+    if kind not in ("aft", "cox"):
+        raise ValueError(f"kind {kind!r}: 'aft' (LogNormalAFT) or 'cox' (CoxPH)")
     X, t, s = parts["train"]
     df = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])]).assign(T=t, E=s)
     fitter = LogNormalAFTFitter(penalizer=0.01) if kind == "aft" else CoxPHFitter(penalizer=0.01)
