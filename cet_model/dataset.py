@@ -233,12 +233,12 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     """
     where, first_line = "table", None  # errors name the file and, in a CSV, the line too
     if isinstance(table, str | Path):
-        where, first_line = str(table), (2 if Path(table).suffix.lower() == ".csv" else None)
+        where, first_line = str(table), first_data_line(table)
         table = read_table(table)
     table = table if isinstance(table, pl.DataFrame) else pl.from_pandas(table)
 
-    def at(row: int) -> str:  # rows count from 0, the header not counted
-        return f"row {row}" + (f" (line {row + first_line})" if first_line else "")
+    def at(row: int) -> str:
+        return row_at(row, first_line)
     if not events:
         raise ValueError("events: name at least one event as {name: (time column, indicator column)}")
     chosen = features is None
@@ -458,6 +458,26 @@ def read_table(path) -> pl.DataFrame:
     return table
 
 
+def first_data_line(path) -> int | None:
+    """The line of a table file's first data row (a CSV's header is line 1), or None where lines
+    mean nothing (parquet). With ``row_at`` it names a row as the user finds it in an editor.
+
+    >>> first_data_line("visits.csv"), first_data_line("visits.parquet")
+    (2, None)
+    """
+    return 2 if Path(path).suffix.lower() == ".csv" else None
+
+
+def row_at(row: int, first_line: int | None = None) -> str:
+    """A row (counted from 0, the header not counted) for an error, with its line in the file
+    when the file has lines.
+
+    >>> row_at(5, 2), row_at(5)
+    ('row 5 (line 7)', 'row 5')
+    """
+    return f"row {row}" + (f" (line {row + first_line})" if first_line else "")
+
+
 def first_non_number(column: pl.Series, at=lambda row: f"row {row}") -> str:
     """Where a text column first holds a value that is not a number, as text for an error
     (``at`` names a row), or "" when every value is a number or missing.
@@ -631,8 +651,7 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
         row = int(np.flatnonzero(bad)[0])
         need = "finite and > 0" if positive else "finite"
         value = "missing (null)" if col[row] is None else repr(float(vals[row]))
-        line = f" (line {row + first_line})" if first_line else ""
-        raise ValueError(f"{path}: column {name!r} row {row}{line} is {value}; values must be {need}")
+        raise ValueError(f"{path}: column {name!r} {row_at(row, first_line)} is {value}; values must be {need}")
 
 
 def load_dataset(path) -> Dataset:

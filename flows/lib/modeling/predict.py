@@ -20,9 +20,11 @@ from cet_model.comments import CommentInputs, NpyRows
 from cet_model.dataset import (
     check_csv_header,
     encode_levels,
+    first_data_line,
     first_non_number,
     missing_indicator,
     read_table,
+    row_at,
 )
 from cet_model.models import load_model
 from flows.lib.infra import registry
@@ -129,10 +131,10 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
                          f"(the model needs id and {len(names)} features)")
     id_name = id_column if id_column is not None and id_column in df.columns else "id"
-    line = 2 if Path(path).suffix.lower() == ".csv" else None  # a CSV's errors also name the line (header: 1)
+    line = first_data_line(path)  # a CSV's errors also name the line
 
     def at(row: int) -> str:
-        return f"row {row}" + (f" (line {row + line})" if line else "")
+        return row_at(row, line)
     ids = df[id_name]
     if ids.is_null().any():
         raise ValueError(f"{path}: column {id_name!r} {at(int(ids.is_null().arg_max()))} is missing; every row needs "
