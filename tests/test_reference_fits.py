@@ -71,3 +71,40 @@ def test_intercept_only_marginal_is_the_mixture_cure_mle():
     assert float(log_sigma) == pytest.approx(ref.x[2], abs=1e-3)
     assert model.score(np.zeros((n, 0)), t[:, None], s[:, None]) * n == pytest.approx(-ref.fun, abs=1e-3)
     assert abs(p_hat - 0.6) < 0.05  # and the truth is recovered
+
+
+def test_cox_reference_ranks_as_lifelines_cox_on_rossi():
+    """``cox_reference`` without a ridge is the Cox partial likelihood fit: its linear predictor is
+    lifelines' CoxPHFitter's (in the features' own units) up to a constant, so both C's agree; its
+    restricted means follow lifelines' survival curves."""
+    from lifelines import CoxPHFitter
+    from lifelines.datasets import load_rossi
+
+    from cet_model.dataset import Split
+    from cet_model.evaluation import CI_RMST, concordance_index, cox_reference
+
+    df = load_rossi()
+    cols = list(ROSSI)
+    n = len(df)
+    split = Split(ids=np.arange(n), X=df[cols].to_numpy(float), T=df[["week"]].to_numpy(float),
+                  S=df[["arrest"]].to_numpy(float), C=np.full((n, 1), np.nan), T_true=np.full((n, 1), np.nan))
+    scores, ranking = cox_reference(split, {"all": split}, ["arrest"], rmst_at=40.0, penalizer=0.0)
+    cph = CoxPHFitter().fit(df[[*cols, "week", "arrest"]], "week", "arrest")
+    log_hazard = np.log(cph.predict_partial_hazard(df[cols]).to_numpy())
+    ours = -ranking["all"]["ci"][:, 0]
+    np.testing.assert_allclose(ours - ours.mean(), log_hazard - log_hazard.mean(), atol=1e-4)
+    assert scores["all"]["arrest"]["ci"] == pytest.approx(concordance_index(df["week"], -log_hazard, df["arrest"]))
+    # the restricted means: the area under lifelines' curves up to week 40 (its baseline hazard under
+    # Efron's ties is not scikit-survival's Breslow-type estimate: within 1 %), and under the curves
+    # of scikit-survival's own step functions (the same fit: to the grid's error)
+    from sksurv.linear_model import CoxPHSurvivalAnalysis
+
+    grid = np.linspace(0, 40.0, 40001)
+    curves = cph.predict_survival_function(df[cols].iloc[:25], times=grid).to_numpy().T  # (25, grid)
+    area = ((curves[:, 1:] + curves[:, :-1]) / 2 * np.diff(grid)).sum(1)
+    np.testing.assert_allclose(ranking["all"][CI_RMST][:25, 0], area, rtol=1e-2)
+    y = np.array(list(zip(df["arrest"] == 1, df["week"].astype(float), strict=True)), dtype=[("e", bool), ("t", float)])
+    z = (split.X - split.X.mean(0)) / split.X.std(0)
+    steps = CoxPHSurvivalAnalysis(ties="efron").fit(z, y).predict_survival_function(z[:25])
+    area = [np.trapezoid(np.where(grid < f.x[0], 1.0, f(np.clip(grid, f.x[0], None))), grid) for f in steps]
+    np.testing.assert_allclose(ranking["all"][CI_RMST][:25, 0], area, rtol=1e-4)

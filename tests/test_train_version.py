@@ -271,3 +271,35 @@ def _val_auc(version, dataset_dir, ids=None):
         va = va.take(np.flatnonzero(np.isin(va.ids, list(ids))))
     p = load_model(version / "CET").predict_occurrence(model_inputs(va))
     return float(np.mean([occurrence_auc(va.C[:, j], p[:, j]) for j in range(p.shape[1])]))
+
+
+def test_real_data_get_a_cox_reference_and_stand_ins_do_not(tmp_path):
+    """Data without the true occurrence (lifelines' rossi, as a user's table): the version records a
+    classical Cox fit's test and validation metrics beside the models', and CET minus it in the
+    paired intervals; the summary prints its row. Stand-in data (the truth known) get the Oracle,
+    not the reference."""
+    from lifelines.datasets import load_rossi
+
+    from cet_model.dataset import write_follow_up_dataset
+    from cet_model.evaluation import REFERENCE
+    from flows.lib.modeling.train_eval import summary_lines
+
+    ds_dir = write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
+                                     {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
+    params = TrainParams(models=("CET",), hidden=8, max_epochs=3, patience=2)
+    version, _ = train_version(ds_dir, tmp_path / "models", "rossi", params)
+    metrics = json.loads((version / "metrics.json").read_text())
+    for split in ("val", "test"):
+        row = metrics[split][REFERENCE]["arrest"]
+        assert set(row) == {"ci", "ci_rmst", "uno_c", "ibs"} and 0.5 < row["ci"] < 0.8, row
+        assert row["ci_rmst"] == pytest.approx(row["ci"])  # proportional hazards: the RMST ranks as the risk
+        assert metrics["summary"][REFERENCE][f"{split}_ci"] == pytest.approx(row["ci"])
+    diff = metrics["intervals"]["test"]["differences"]["ci_rmst"][REFERENCE]
+    assert diff["estimate"] == pytest.approx(metrics["summary"]["CET"]["test_ci_rmst"]
+                                             - metrics["summary"][REFERENCE]["test_ci_rmst"])
+    lines = summary_lines(version)
+    assert any(line.strip().startswith(REFERENCE + "  ") for line in lines), lines
+    assert sum(line.strip().startswith(REFERENCE) for line in lines) == 2  # its row and CET minus it
+    synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
+    version, _ = train_version(synth, tmp_path / "models", "synthetic", params)
+    assert REFERENCE not in json.loads((version / "metrics.json").read_text())["test"]

@@ -21,11 +21,13 @@ from cet_model.evaluation import (
     CI_RMST,
     DEFAULT_PRESETS,
     METRICS,
+    REFERENCE,
     average_over_tasks,
     bootstrap_intervals,
     bounds_text,
     check_presets,
     comment_encoder_for,
+    cox_reference,
     difference_text,
     evaluate,
     fit_preset,
@@ -414,6 +416,19 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", name, model_name,
                      metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
                      metrics["seconds"][model_name], shown)
+        if no_truth and spec is None:  # real data: no Oracle can be trained; the classical model is the yardstick
+            t0 = time.perf_counter()
+            scores, inputs = cox_reference(tr, {"val": va, "test": te}, ds.event_names)
+            for split_name in ("val", "test"):
+                metrics[split_name][REFERENCE] = scores[split_name]
+            metrics["summary"][REFERENCE] = {
+                f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(scores[s]).items()}
+            metrics["seconds"][REFERENCE] = time.perf_counter() - t0
+            ranking[REFERENCE] = inputs["test"]
+            summary = metrics["summary"][REFERENCE]
+            log.info("%s %s: Cox proportional hazards per event on the standardised features, %.1fs, val C (RMST) %s",
+                     name, REFERENCE, metrics["seconds"][REFERENCE],
+                     "undefined" if not np.isfinite(summary.get("val_ci_rmst", np.nan)) else f"{summary['val_ci_rmst']:.3f}")
         t0 = time.perf_counter()
         metrics["intervals"] = {"test": bootstrap_intervals(te, ranking, seed=params.seed, train=tr,
                                                             horizons=by_event_horizon)}
