@@ -152,7 +152,8 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     training = train_eval.TrainParams(
         models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
-        seed=s.seed if params.seed is None else params.seed, device=s.device, horizon=params.horizon)
+        seed=s.seed if params.seed is None else params.seed, device=s.device, horizon=params.horizon,
+        reference=params.reference)
     if params.subgroups:  # refused before anything trains
         subgroups.check_dataset_columns(path, params.subgroups)
     explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
@@ -250,6 +251,10 @@ def main(argv=None) -> int:
                                                   "at which calibration against Kaplan-Meier and the AUC at h are "
                                                   "judged for every event (default: each event's median training "
                                                   "follow-up)")
+    ev.add_argument("--reference", choices=["auto", "cox", "none"], default="auto",
+                    help="a classical Cox fit per event on the same split, shown beside the models: auto (on data "
+                         "without the true occurrence, where no Oracle is trained; default), cox (any data without "
+                         "comment embeddings), none")
     ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
     ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
     rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
@@ -285,7 +290,7 @@ def main(argv=None) -> int:
                                          hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
                                          promote_tolerance=args.promote_tolerance,
                                          promote_evidence=args.promote_evidence, runs=args.runs, search=args.search,
-                                         horizon=args.horizon,
+                                         horizon=args.horizon, reference=args.reference,
                                          models=[m.strip() for m in args.models.split(",") if m.strip()]
                                          if args.models else None,
                                          subgroups=[c.strip() for c in (args.subgroups or "").split(",") if c.strip()])

@@ -29,6 +29,7 @@ def test_every_flow_takes_one_typed_parameter_model(flow):
     (flow_params.TrainEvaluateParams, {"runs": -1}, "runs"),
     (flow_params.TrainEvaluateParams, {"promote_metric": "val_f1"}, "promote_metric"),
     (flow_params.TrainEvaluateParams, {"horizon": 0}, "horizon"),
+    (flow_params.TrainEvaluateParams, {"reference": "lifelines"}, "reference"),
     (flow_params.RetrainParams, {"dataset": "census/2020"}, "dataset"),  # a name (a table's too), not a path
     (flow_params.FullPipelineParams, {"datasets": ["mimic", "census"]}, "datasets"),
     (flow_params.PredictParams, {"features": "f.parquet", "out": "o.parquet", "quantiles": [0.5, 1.5]}, "quantiles"),

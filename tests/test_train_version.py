@@ -303,3 +303,10 @@ def test_real_data_get_a_cox_reference_and_stand_ins_do_not(tmp_path):
     synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
     version, _ = train_version(synth, tmp_path / "models", "synthetic", params)
     assert REFERENCE not in json.loads((version / "metrics.json").read_text())["test"]
+    # asked for (--reference cox): on the stand-in too; --reference none: not even on real data
+    version, _ = train_version(synth, tmp_path / "models", "synthetic", TrainParams(**{**vars(params), "reference": "cox"}))
+    assert set(json.loads((version / "metrics.json").read_text())["test"][REFERENCE]) == {"T1", "T2"}
+    version, _ = train_version(ds_dir, tmp_path / "models", "rossi", TrainParams(**{**vars(params), "reference": "none"}))
+    assert REFERENCE not in json.loads((version / "metrics.json").read_text())["test"]
+    with pytest.raises(ValueError, match="reference must be one of"):
+        TrainParams(reference="lifelines")

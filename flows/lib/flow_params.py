@@ -207,6 +207,10 @@ class TrainEvaluateParams(FlowParams):
     horizon: float | None = Field(None, gt=0, description="the time, in the dataset's unit, at which calibration "
                                   "against Kaplan-Meier and the AUC at h are judged for every event (default: each "
                                   "event's median training follow-up)")
+    reference: Literal["auto", "cox", "none"] = Field(
+        "auto", description="a classical Cox fit per event on the same split, printed and recorded beside the "
+                            "models: auto (on data without the true occurrence, where no Oracle is trained), cox "
+                            "(on any data without comment embeddings), none")
 
     @model_validator(mode="after")
     def _known_models_with_cet(self):

@@ -340,13 +340,15 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env, ca
         train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), runs=1, search=2))
     assert registry.versions(cet_env / "models", "rossi") == []
     first = train_evaluate(TrainEvaluateParams(dataset="rossi"))
-    second = train_evaluate(TrainEvaluateParams(dataset="rossi", seed=1, promote_tolerance=1.0))
+    second = train_evaluate(TrainEvaluateParams(dataset="rossi", seed=1, promote_tolerance=1.0, reference="none"))
     for result in (first, second):
         assert (result["decision"]["metric"] == "val_ci_rmst"
                 and "promoted by val_ci_rmst (Harrell's C of the restricted mean" in result["decision"]["note"])
     assert second["decision"]["promoted"] and np.isfinite(second["decision"]["candidate_value"])
     metrics = json.loads((cet_env / "models" / "rossi" / "v0002" / "metrics.json").read_text())
-    assert sorted(metrics["test"]) == ["BC", "CET", "CET-paper", "Cox (reference)", "ET"] and "Oracle" in metrics["skipped"]
+    assert sorted(metrics["test"]) == ["BC", "CET", "CET-paper", "ET"] and "Oracle" in metrics["skipped"]
+    first_metrics = json.loads((cet_env / "models" / "rossi" / "v0001" / "metrics.json").read_text())
+    assert "Cox (reference)" in first_metrics["test"]  # no truth: the classical reference by default (v0002: none)
     assert metrics["summary"]["CET"]["test_auc"] is None and 0 < metrics["summary"]["CET"]["test_ci"] < 1
     assert 0 < metrics["summary"]["CET"]["test_ci_rmst"] < 1 and 0 < metrics["summary"]["ET"]["val_ci_rmst"] < 1
     # new subjects, features in the same raw units (age in years): scored by the promoted model,

@@ -47,6 +47,7 @@ from flows.lib.infra.keys import kept_key, key_digest
 log = logging.getLogger("flows.train")
 
 CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.infra.registry")
+REFERENCE_CHOICES = ("auto", "cox", "none")
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,12 @@ class TrainParams:
     device: str = "auto"
     overrides: dict = field(default_factory=dict)  # per-model keyword overrides, e.g. {"CET": {"n_samples": 20}}
     horizon: float | None = None  # calibration and AUC at h for every event at this time (None: median follow-up)
+    reference: str = "auto"  # the classical Cox reference: auto (data without the truth), cox (any features), none
 
     def __post_init__(self):
         check_presets(self.models)
+        if self.reference not in REFERENCE_CHOICES:
+            raise ValueError(f"reference must be one of {REFERENCE_CHOICES}, got {self.reference!r}")
         if "CET" not in self.models:
             raise ValueError("models must include CET: the registry promotes and predicts with it")
         if self.horizon is not None and not self.horizon > 0:
@@ -416,7 +420,11 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", name, model_name,
                      metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
                      metrics["seconds"][model_name], shown)
-        if no_truth and spec is None:  # real data: no Oracle can be trained; the classical model is the yardstick
+        wanted = params.reference == "cox" or (params.reference == "auto" and no_truth)  # auto: no Oracle there
+        if wanted and spec is not None:
+            log.log(logging.WARNING if params.reference == "cox" else logging.INFO,
+                    "%s: %s left out: the model input has comment embeddings", name, REFERENCE)
+        if wanted and spec is None:  # the classical model as the yardstick
             t0 = time.perf_counter()
             scores, inputs = cox_reference(tr, {"val": va, "test": te}, ds.event_names)
             for split_name in ("val", "test"):
