@@ -367,6 +367,8 @@ def _metric_per_resample(split: Split, metric: str, j: int, values: np.ndarray, 
         keep &= ~np.isnan(split.C[:, j])
     if metric == "auc_h" and not (horizon is not None and np.isfinite(horizon) and np.isfinite(values[keep]).all()):
         return float("nan"), np.full(counts.shape[0], np.nan)
+    if np.isnan(values[keep]).any():  # a model without a prediction for this event: undefined for it
+        return float("nan"), np.full(counts.shape[0], np.nan)
     rows = np.flatnonzero(keep)
     weights = np.vstack([np.ones((1, rows.size)), counts[:, rows]])  # the rows themselves, then each resample
     if metric == "auc":
@@ -485,9 +487,10 @@ def cox_reference(train: Split, splits: dict[str, Split], event_names, rmst_at=N
 
     Returns ({split: {event: {metric: value}}}, {split: ``bootstrap_intervals`` inputs: "ci"
     (minus the linear predictor, as a time) and "ci_rmst", (n, M) each}). Masked cells are
-    neither fitted nor scored; an event with no observed training event, or whose fit fails, has
-    NaN metrics and columns (logged). Features only: a model input with comment embeddings is a
-    ValueError.
+    neither fitted nor scored (NaN). An event with no observed training event, or whose fit
+    fails, gets the null model (every row the same risk, survival 1: C 0.5 where defined; logged),
+    so that its averages over events are over the same events as the models'. Features only: a
+    model input with comment embeddings is a ValueError.
 
         >>> rng = np.random.default_rng(0)
         >>> def split(n):
@@ -511,7 +514,7 @@ def cox_reference(train: Split, splits: dict[str, Split], event_names, rmst_at=N
     scores = {name: {} for name in splits}
     ranking = {name: {"ci": np.full((len(sp), m), np.nan), CI_RMST: np.full((len(sp), m), np.nan)}
                for name, sp in splits.items()}
-    nan = dict.fromkeys(("ci", CI_RMST, "uno_c", "ibs"), float("nan"))
+    nan = dict.fromkeys(("ci", CI_RMST, "uno_c", "ibs"), float("nan"))  # an event no row of a split keeps
     for j, e in enumerate(event_names):
         keep_tr = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
         t_tr, s_tr = train.T[keep_tr, j], train.S[keep_tr, j]
@@ -521,19 +524,25 @@ def cox_reference(train: Split, splits: dict[str, Split], event_names, rmst_at=N
             try:
                 cox = CoxPHSurvivalAnalysis(alpha=penalizer * len(t_tr), ties="efron").fit(((x_tr - mean) / sd)[keep_tr], y)
             except (ValueError, np.linalg.LinAlgError, ArithmeticError) as exc:
-                log.warning("%s: %s could not be fitted (%s): left out", REFERENCE, e, exc)
+                log.warning("%s: %s could not be fitted (%s): the null model in its place (one risk for every "
+                            "row, C 0.5)", REFERENCE, e, exc)
         else:
-            log.warning("%s: %s has no observed training event: left out", REFERENCE, e)
+            log.warning("%s: %s has no observed training event: the null model in its place (no risk, C 0.5)",
+                        REFERENCE, e)
         for name, sp in splits.items():
             keep = np.ones(len(sp), bool) if sp.mask is None else sp.mask[:, j] == 1
-            if cox is None or not keep.any():
+            if not keep.any():
                 scores[name][e] = dict(nan)
                 continue
             z = (np.asarray(sp.X, np.float64)[keep] - mean) / sd
             t, s = sp.T[keep, j], sp.S[keep, j]
-            risk = cox.predict(z)
-            surv = cox.predict_survival_function(z, return_array=True)  # (n, steps) at cox.unique_times_
-            steps = np.asarray(cox.unique_times_, float)
+            if cox is None:  # the null model (beta = 0), what the partial likelihood gives without events:
+                # every row ranks alike, as a model that learned nothing about the event does
+                risk, steps, surv = np.zeros(len(z)), np.array([np.inf]), np.ones((len(z), 1))
+            else:
+                risk = cox.predict(z)
+                surv = cox.predict_survival_function(z, return_array=True)  # (n, steps) at cox.unique_times_
+                steps = np.asarray(cox.unique_times_, float)
             rmst = step_rmst(steps, surv, horizons[j])
             times = brier_times(t)
             at = np.searchsorted(steps, times, side="right")  # S(t) = surv[:, at - 1]; 1 before the first step

@@ -108,3 +108,34 @@ def test_cox_reference_ranks_as_lifelines_cox_on_rossi():
     steps = CoxPHSurvivalAnalysis(ties="efron").fit(z, y).predict_survival_function(z[:25])
     area = [np.trapezoid(np.where(grid < f.x[0], 1.0, f(np.clip(grid, f.x[0], None))), grid) for f in steps]
     np.testing.assert_allclose(ranking["all"][CI_RMST][:25, 0], area, rtol=1e-4)
+
+
+def test_cox_reference_gives_an_event_without_training_events_the_null_model():
+    """An event no training row has (a rare lab in a small cohort) gets the null model, every row
+    the same risk: C 0.5 where the test rows have events, columns without NaN, so the paired
+    bootstrap of CET minus the reference averages over the same events for both."""
+    from cet_model.dataset import Split
+    from cet_model.evaluation import CI_RMST, REFERENCE, bootstrap_intervals, cox_reference
+
+    rng = np.random.default_rng(1)
+
+    def split(n, seen):
+        x = rng.standard_normal((n, 3))
+        t = rng.exponential(np.exp(-x[:, :1]), size=(n, 2)) + 0.01
+        s = (rng.random((n, 2)) < 0.6).astype(float)
+        if not seen:
+            s[:, 1] = 0.0
+        return Split(ids=np.arange(n), X=x, T=t, S=s, C=np.full((n, 2), np.nan), T_true=np.full((n, 2), np.nan))
+
+    train, test = split(200, seen=False), split(150, seen=True)
+    scores, ranking = cox_reference(train, {"test": test}, ["a", "b"])
+    assert scores["test"]["b"]["ci"] == 0.5 and scores["test"]["b"][CI_RMST] == 0.5
+    assert scores["test"]["a"]["ci"] > 0.6 and not np.isnan(ranking["test"]["ci"]).any()
+    assert np.ptp(ranking["test"][CI_RMST][:, 1]) == 0  # every row the same restricted mean
+    got = bootstrap_intervals(test, {"CET": ranking["test"], REFERENCE: ranking["test"]}, resamples=20)
+    assert got["differences"]["ci"][REFERENCE]["estimate"] == 0.0
+    blank = {k: v.copy() for k, v in ranking["test"].items()}
+    for v in blank.values():
+        v[:, 1] = np.nan  # a model with no prediction for event b: b is undefined for it, not an error
+    got = bootstrap_intervals(test, {"CET": ranking["test"], REFERENCE: blank}, resamples=20)
+    assert got["metrics"]["ci"][REFERENCE]["estimate"] == pytest.approx(scores["test"]["a"]["ci"])
