@@ -251,7 +251,7 @@ def main(argv=None) -> int:
                                                   "at which calibration against Kaplan-Meier and the AUC at h are "
                                                   "judged for every event (default: each event's median training "
                                                   "follow-up)")
-    ev.add_argument("--reference", choices=["auto", "cox", "none"], default="auto",
+    ev.add_argument("--reference", choices=train_eval.REFERENCE_CHOICES, default="auto",
                     help="a classical Cox fit per event on the same split, shown beside the models: auto (on data "
                          "without the true occurrence, where no Oracle is trained; default), cox (any data without "
                          "comment embeddings), none")

@@ -30,6 +30,7 @@ from flows.lib.infra import stage_cache
 from flows.lib.infra.registry import EVIDENCE, METRIC_DIRECTION
 from flows.lib.infra.settings import DATASET_NAME, check_device
 from flows.lib.mimic.build import MimicParams
+from flows.lib.modeling.train_eval import REFERENCE_CHOICES
 
 MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
 NAME = DATASET_NAME  # --dataset everywhere: a name (models/<name>/, $CET_DATA_DIR/<name>)
@@ -207,7 +208,7 @@ class TrainEvaluateParams(FlowParams):
     horizon: float | None = Field(None, gt=0, description="the time, in the dataset's unit, at which calibration "
                                   "against Kaplan-Meier and the AUC at h are judged for every event (default: each "
                                   "event's median training follow-up)")
-    reference: Literal["auto", "cox", "none"] = Field(
+    reference: Literal[REFERENCE_CHOICES] = Field(  # type: ignore[valid-type]
         "auto", description="a classical Cox fit per event on the same split, printed and recorded beside the "
                             "models: auto (on data without the true occurrence, where no Oracle is trained), cox "
                             "(on any data without comment embeddings), none")
