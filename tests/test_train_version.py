@@ -310,3 +310,41 @@ def test_real_data_get_a_cox_reference_and_stand_ins_do_not(tmp_path):
     assert REFERENCE not in json.loads((version / "metrics.json").read_text())["test"]
     with pytest.raises(ValueError, match="reference must be one of"):
         TrainParams(reference="lifelines")
+
+
+def test_the_summary_shows_each_event_beside_its_observed_test_rows(tmp_path):
+    """With more than one event the summary ends with a table per event: each model's headline
+    figure for that event (AUC where the truth is known, else C (RMST)) and how many test rows
+    observed it, as recorded in the version; one event gets no such table."""
+    from lifelines.datasets import load_rossi
+
+    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.modeling.train_eval import summary_lines
+
+    params = TrainParams(models=("CET", "BC"), hidden=8, max_epochs=3, patience=2)
+    synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
+    version, _ = train_version(synth, tmp_path / "models", "synthetic", params)
+    metrics, te = json.loads((version / "metrics.json").read_text()), load_dataset(synth).test
+    assert metrics["observed"]["test"] == {"T1": int(te.S[:, 0].sum()), "T2": int(te.S[:, 1].sum())}
+    lines = summary_lines(version)
+    at = lines.index("test split, per event: AUC against the true occurrence (observed: test rows with the event "
+                     "observed):")
+    assert lines[at + 1].split() == ["event", "observed", "CET", "BC"]
+    for j, event in enumerate(("T1", "T2")):
+        assert lines[at + 2 + j].split() == [event, str(int(te.S[:, j].sum())),
+                                             f"{metrics['test']['CET'][event]['auc']:.3f}",
+                                             f"{metrics['test']['BC'][event]['auc']:.3f}"]
+    assert len(lines) == at + 4  # the last table
+    # without the truth: C (RMST), and BC (no time) has no column; two events from one real table
+    rossi = load_rossi().assign(week2=lambda d: d["week"], arrest2=lambda d: 1 - d["arrest"])
+    ds_dir = write_follow_up_dataset(tmp_path / "rossi2", rossi, ["fin", "age", "prio"],
+                                     {"arrest": ("week", "arrest"), "other": ("week2", "arrest2")},
+                                     name="rossi2", time_unit="weeks")
+    version, _ = train_version(ds_dir, tmp_path / "models", "rossi2", params)
+    lines = summary_lines(version)
+    at = [i for i, line in enumerate(lines) if line.startswith("test split, per event: C (RMST)")]
+    assert len(at) == 1 and lines[at[0] + 1].split() == ["event", "observed", "CET", "Cox", "(reference)"]
+    one = write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
+                                  {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
+    version, _ = train_version(one, tmp_path / "models", "rossi", params)
+    assert not any("per event" in line for line in summary_lines(version))
