@@ -348,3 +348,24 @@ def test_the_summary_shows_each_event_beside_its_observed_test_rows(tmp_path):
                                   {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
     version, _ = train_version(one, tmp_path / "models", "rossi", params)
     assert not any("per event" in line for line in summary_lines(version))
+
+
+def test_the_summary_says_why_a_model_has_no_figure(tmp_path):
+    """BC (a classifier of the observed indicator) is scored only against the true occurrence: on a
+    user's table its row is empty, and a line under the table says why; with the truth it is not."""
+    from lifelines.datasets import load_rossi
+
+    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.modeling.train_eval import summary_lines
+
+    params = TrainParams(models=("CET", "BC"), hidden=8, max_epochs=3, patience=2, reference="none")
+    ds_dir = write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
+                                     {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
+    lines = summary_lines(train_version(ds_dir, tmp_path / "models", "rossi", params)[0])
+    row = next(i for i, line in enumerate(lines) if line.strip().startswith("BC "))
+    assert set(lines[row].split()[1:]) == {"-"}
+    assert lines[row + 1] == ("  BC: no figure on these data: scored only against the true occurrence, which they "
+                              "do not have")
+    synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
+    lines = summary_lines(train_version(synth, tmp_path / "models", "synthetic", params)[0])
+    assert not any("no figure" in line for line in lines)

@@ -648,6 +648,10 @@ def summary_lines(version: Path) -> list[str]:
     note = (f" ({h}; risk vs KM: predicted risk by h against Kaplan-Meier, mean abs. difference; AUC at h: "
             "cumulative/dynamic AUC of that risk)" if by_horizon else "")
     lines = [f"test split, averages over events{note}:", *text_table(table)]
+    blank = [cells[0] for cells in table[1:] if all(c == "-" for c in cells[1:])]
+    if blank:  # BC on data without the truth: say why its row is empty
+        lines.append(f"  {', '.join(blank)}: no figure on these data: scored only against the true occurrence, "
+                     "which they do not have")
     diff = difference_table(record, {**SUMMARY_COLUMNS, "auc_h": "AUC at h"}, empty="-")
     if diff:
         lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({record['resamples']} resamples of the "
