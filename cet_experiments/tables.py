@@ -8,9 +8,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from cet_model.evaluation import METRICS, average_over_tasks, mean_std
+from cet_model.evaluation import CI_RMST, METRICS, average_over_tasks, mean_std
 
-HEADERS = {"auc": "AUC", "mrae": "MRAE", "ci": "CI", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS"}
+HEADERS = {"auc": "AUC", "mrae": "MRAE", "ci": "CI", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS",
+           CI_RMST: "C (RMST)"}
+
+
+def columns(result: dict) -> tuple[str, ...]:
+    """The paper's columns (METRICS), then C (RMST) where some model has it: on data without the
+    true occurrence (AUC and ECE empty) it is how the models' survival ranking compares. Results
+    recorded before the harness scored it keep the paper's columns.
+
+    >>> columns({"models": {"CET": {"tasks": {"T1": {"auc": [0.8]}}}}})
+    ('auc', 'mrae', 'ci', 'ece', 'uno_c', 'ibs')
+    >>> columns({"models": {"CET": {"tasks": {"T1": {"ci_rmst": [0.7]}}}}})[-1]
+    'ci_rmst'
+    """
+    has_rmst = any(np.isfinite(v).any() for entry in result["models"].values()
+                   for task in entry["tasks"].values() for v in [np.asarray(task.get(CI_RMST, []), float)])
+    return (*METRICS, CI_RMST) if has_rmst else METRICS
 
 
 def fmt(values) -> str:
@@ -30,17 +46,20 @@ def table_markdown(result: dict, title: str) -> str:
     fewer = {m: n for m, n in config.get("model_runs", {}).items() if n != runs}
     note = ("" if not fewer else " Fewer runs for " + ", ".join(f"{m} ({n})" for m, n in fewer.items()) + ".")
     note += "".join(f" {m} left out: {why}." for m, why in result.get("skipped", {}).items())
+    shown = columns(result)
+    rmst = (" C (RMST): Harrell's C of the restricted mean event-free time up to the 0.9 quantile of the "
+            "training follow-up (the population's, who never has the event included)." if CI_RMST in shown else "")
     lines = [f"# {title}", "", f"Mean ± std over {runs} runs on the test split.{note} "
              "AUC against the true occurrence c; ET's AUC from the rank of its predicted median time. "
              "MRAE, Harrell's CI and Uno's C of predicted median times; ECE of P(ever); IBS: integrated "
-             "Brier score of the population survival curves (lower is better).",
-             "", "| Model | Task | " + " | ".join(HEADERS[m] for m in METRICS) + " |",
-             "|---" * (len(METRICS) + 2) + "|"]
+             f"Brier score of the population survival curves (lower is better).{rmst}",
+             "", "| Model | Task | " + " | ".join(HEADERS[m] for m in shown) + " |",
+             "|---" * (len(shown) + 2) + "|"]
     for name, entry in result["models"].items():
         tasks = dict(entry["tasks"])
-        rows = list(tasks.items()) + [("Avg", {m: average_over_tasks(tasks, m) for m in METRICS})]
+        rows = list(tasks.items()) + [("Avg", {m: average_over_tasks(tasks, m) for m in shown})]
         for task, vals in rows:
-            cells = [fmt(vals.get(m, [])) for m in METRICS]
+            cells = [fmt(vals.get(m, [])) for m in shown]
             lines.append(f"| {name} | {task} | " + " | ".join(cells) + " |")
     m = result.get("machine", {})
     lines += ["", f"Machine: {m.get('processor')}, {m.get('cpu_count')} cores, torch {m.get('torch')}, "
@@ -50,10 +69,11 @@ def table_markdown(result: dict, title: str) -> str:
 
 def average_table(result: dict) -> str:
     """One row per model: the per-run average over tasks, then mean ± std over runs."""
-    lines = ["| Model | " + " | ".join(HEADERS[m] for m in METRICS) + " | runs | s / fit |",
-             "|---" * (len(METRICS) + 3) + "|"]
+    shown = columns(result)
+    lines = ["| Model | " + " | ".join(HEADERS[m] for m in shown) + " | runs | s / fit |",
+             "|---" * (len(shown) + 3) + "|"]
     for name, entry in result["models"].items():
-        cells = [fmt(average_over_tasks(entry["tasks"], m)) for m in METRICS]
+        cells = [fmt(average_over_tasks(entry["tasks"], m)) for m in shown]
         secs = entry.get("seconds", [])
         per_fit = f"{sum(secs) / len(secs):.1f}" if secs else ""
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(secs)} | {per_fit} |")

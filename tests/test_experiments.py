@@ -6,6 +6,7 @@ import pytest
 
 from cet_experiments import experiments, summary, synthetic
 from cet_experiments.search import PAPER_POINT
+from cet_experiments.tables import average_table
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import PRESET_OF_ESTIMATOR, evaluate, fit_preset
 
@@ -45,6 +46,33 @@ def test_fixed_seed_reproduces_the_table(tiny_dataset):
     assert experiments.table_markdown(a, "t") == experiments.table_markdown(b, "t")
 
 
+def test_data_without_the_truth_get_c_rmst_in_the_table_and_one_warning(tmp_path, caplog):
+    """A user's table (lifelines' rossi, censored by follow-up alone): AUC and ECE are empty, so the
+    tables show C (RMST), the survival ranking the product compares such data by, and the missing
+    truth is said once, not per model and run."""
+    import logging
+
+    from lifelines.datasets import load_rossi
+
+    from cet_model.dataset import write_follow_up_dataset
+
+    ds = load_dataset(write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
+                                              {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks"))
+    with caplog.at_level(logging.INFO):
+        result = experiments.run(ds, runs=2, models=("CET", "ET", "BC"), hidden_sizes=(4,), max_epochs=2,
+                                 patience=2, progress=False)
+    assert "the true occurrence is known for no test row" in caplog.text
+    assert "the true occurrence is not known for arrest" not in caplog.text  # evaluate's per-run warning
+    table = experiments.table_markdown(result, "rossi").splitlines()
+    head = next(line for line in table if line.startswith("| Model |"))
+    assert head.split("|")[-2].strip() == "C (RMST)"
+    values = result["models"]["CET"]["tasks"]["arrest"]["ci_rmst"]
+    row = next(line for line in table if line.startswith("| CET | Avg |"))
+    assert row.split("|")[-2].strip() == f"{np.mean(values):.2f} ± {np.std(values):.2f}"
+    assert next(line for line in table if line.startswith("| BC | Avg |")).split("|")[-2].strip() == ""
+    assert "C (RMST)" in average_table(result).splitlines()[0]
+
+
 def test_cli_on_an_existing_dataset(tmp_path, tiny_dataset, capsys):
     rc = experiments.main(["dataset", "--data", str(tiny_dataset.path), "--runs", "1", "--models", "ET,BC",
                            "--hidden", "4", "--max-epochs", "1", "--out", str(tmp_path / "r")])
@@ -68,9 +96,9 @@ def test_report_command_writes_every_table_and_figure(tmp_path, tiny_dataset, ca
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["search"]["trials"]) == 2 and set(metrics["search"]["best"]) >= {"estimator", "hidden"}
     assert metrics["config"]["hidden_sizes"] == [metrics["search"]["best"]["hidden"]]
-    # the tables' columns, and C (RMST), recorded beside them (the tables show METRICS only)
+    # the paper's columns, then C (RMST), which this report records (older ones do not: tables.columns)
     assert set(metrics["models"]["CET"]["tasks"]["T1"]) == {"auc", "mrae", "ci", "ece", "uno_c", "ibs", "ci_rmst"}
-    assert "C (RMST)" not in (out / "table.md").read_text()
+    assert "| IBS | C (RMST) |" in (out / "table.md").read_text()
     assert set(metrics["models"]["Oracle"]["tasks"]["T1"]) == {"auc", "ece"}
     table = (out / "table.md").read_text()
     assert {k: metrics["search"]["trials"][0][k] for k in PAPER_POINT} == PAPER_POINT  # trial 0: the paper's

@@ -775,9 +775,9 @@ def experiment_rows(out) -> list[dict]:
     rows = []
     for model, entry in result["models"].items():
         tasks = dict(entry["tasks"])
-        for task, vals in [*tasks.items(), ("Avg", {m: average_over_tasks(tasks, m) for m in METRICS})]:
+        for task, vals in [*tasks.items(), ("Avg", {m: average_over_tasks(tasks, m) for m in VERSION_METRICS})]:
             row = {"model": model, "task": task}
-            for m in METRICS:
+            for m in VERSION_METRICS:  # the paper's columns and C (RMST)
                 mean, std = mean_std(vals.get(m, []))
                 row[m] = None if np.isnan(mean) else f"{mean:.3f} ± {std:.3f}"
             rows.append(row)
