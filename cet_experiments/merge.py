@@ -20,11 +20,13 @@ those models out of the first part, so that the later parts' reruns replace them
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from .report import write_report
 
 _SHARED_CONFIG = ("hidden_sizes", "max_epochs", "patience")
+log = logging.getLogger("cet_experiments")
 
 
 def seeds_of(result: dict, model: str) -> list[int]:
@@ -105,6 +107,12 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
                 dst = out["tasks"].setdefault(task, {})
                 for metric, values in metrics.items():
                     dst.setdefault(metric, []).append(values[row])
+        partial = sorted({m for task in out["tasks"].values() for m, v in task.items() if len(v) != len(entries)})
+        for metric in partial:  # recorded by some parts only (e.g. ci_rmst, scored since 2026-11-26)
+            recorded = max(len(task.pop(metric, [])) for task in out["tasks"].values())
+            log.warning("merge: %s's %s left out: recorded in %d of its %d runs (a part run before it was "
+                        "scored); a mean over those alone would pass for all of them", model, metric, recorded,
+                        len(entries))
         models[model] = out
         lowest = parts[entries[0][1]]
         for task, curves in ((lowest.get("figures") or {}).get("calibration") or {}).items():

@@ -215,6 +215,23 @@ def test_merge_of_disjoint_seeds_equals_one_run(tmp_path, tiny_dataset, capsys):
     assert not (tmp_path / "bad").exists()
 
 
+def test_merge_leaves_out_a_metric_that_a_part_did_not_record(tmp_path, tiny_dataset, caplog):
+    """A part run before the harness scored C (RMST) and one run after: the merged report does not
+    show a mean over the later runs alone as if it were over all of them."""
+    from cet_experiments.merge import merge_results
+
+    kw = dict(models=("CET",), hidden_sizes=(4,), max_epochs=2, patience=2, progress=False)
+    old, new = experiments.run(tiny_dataset, runs=1, **kw), experiments.run(tiny_dataset, runs=1, first_seed=1, **kw)
+    for task in old["models"]["CET"]["tasks"].values():
+        del task["ci_rmst"]
+    merged = merge_results([old, new])
+    assert "merge: CET's ci_rmst left out: recorded in 1 of its 2 runs" in caplog.text
+    assert all("ci_rmst" not in task and len(task["auc"]) == 2 for task in merged["models"]["CET"]["tasks"].values())
+    assert "C (RMST)" not in experiments.table_markdown(merged, "t")
+    both = merge_results([new, experiments.run(tiny_dataset, runs=1, **kw)])
+    assert all(len(task["ci_rmst"]) == 2 for task in both["models"]["CET"]["tasks"].values())
+
+
 def test_merge_refuses_rows_of_a_changed_default_and_drop_first_replaces_them(tmp_path, tiny_dataset, capsys):
     common = ["dataset", "--data", str(tiny_dataset.path), "--models", "CET,BC", "--hidden", "4",
               "--max-epochs", "2", "--patience", "2", "--threads", "1"]
