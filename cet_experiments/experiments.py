@@ -23,16 +23,21 @@ import torch
 
 from cet_model.dataset import Dataset, load_dataset
 from cet_model.evaluation import (
+    COX_PENALIZER,
     DEFAULT_PRESETS,
     PAPER_CET,
     PRESET_OF_ESTIMATOR,
     PRESETS,
+    REFERENCE,
+    REFERENCE_CHOICES,
     check_presets,
+    cox_reference,
     evaluate,
     fit_preset,
     machine,
     model_inputs,
     presets_for_truth,
+    wants_reference,
 )
 from cet_model.metrics import calibration_curve, expected_calibration_error
 
@@ -46,9 +51,12 @@ log = logging.getLogger("cet_experiments")
 
 def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max_epochs=None,
         patience=None, first_seed=0, overrides: dict | None = None, progress: bool = True,
-        model_runs: dict | None = None) -> dict:
+        model_runs: dict | None = None, reference: str = "auto") -> dict:
     """Fit each model ``runs`` times (seeds first_seed, first_seed + 1, ...) and evaluate;
-    ``model_runs`` gives some models fewer (or more) runs, e.g. {"CET-exact": 3}."""
+    ``model_runs`` gives some models fewer (or more) runs, e.g. {"CET-exact": 3}. ``reference``
+    (``REFERENCE_CHOICES``; "auto": on data without the true occurrence, where the Oracle is left
+    out) adds the row ``Cox (reference)``, ``cox_reference`` fitted once (it has no seed), features
+    only: what the models' survival ranking is judged against on real data."""
     tr, va, te = ds.train, ds.val, ds.test
     models, skipped = presets_for_truth(check_presets(models), tr, va)
     for name, why in skipped.items():
@@ -86,9 +94,18 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
                 key, title = ("ci_rmst", "C (RMST)") if no_truth else ("auc", "AUC")
                 shown = " ".join(f"{e}={row.get(key, float('nan')):.3f}" for e, row in scores.items())
                 print(f"run {r + 1}/{model_runs[name]} {name:<13} {secs:6.1f}s  {title} {shown}", flush=True)
+    if wants_reference(reference, no_truth) and te.sequences is None:
+        t0 = time.perf_counter()
+        scores, _ = cox_reference(tr, {"test": te}, ds.event_names)
+        result["models"][REFERENCE] = {"tasks": {e: {k: [v] for k, v in row.items()} for e, row in scores["test"].items()},
+                                       "seconds": [time.perf_counter() - t0]}
+        model_runs[REFERENCE] = 1
+    elif wants_reference(reference, no_truth):
+        log.warning("%s left out: the model input has comment embeddings", REFERENCE)
     result["config"] = {"runs": runs, "model_runs": model_runs, "first_seed": first_seed, "hidden_sizes": list(hidden_sizes),
                         "max_epochs": max_epochs, "patience": patience,
-                        "models": {m: PRESETS[m][1] | (overrides or {}).get(m, {}) for m in models},
+                        "models": {**{m: PRESETS[m][1] | (overrides or {}).get(m, {}) for m in models},
+                                   **({REFERENCE: {"penalizer": COX_PENALIZER}} if REFERENCE in model_runs else {})},
                         "resolved": result.pop("resolved", {})}
     result["skipped"] = skipped
     result["dataset"] = {"path": str(ds.path), "name": ds.manifest.get("name"),
@@ -177,6 +194,9 @@ def main(argv=None) -> int:
         p.add_argument("--search", type=int, default=0, metavar="BUDGET",
                        help="random-search trials for CET-paper before the runs (0: the paper's settings)")
         p.add_argument("--search-epochs", type=int, default=None, help="epoch cap per trial (default: --max-epochs)")
+        p.add_argument("--reference", choices=REFERENCE_CHOICES, default="auto",
+                       help="the row Cox (reference), a Cox fit per event on the same split: auto (on data "
+                            "without the true occurrence), cox (also with it) or none (default %(default)s)")
         p.add_argument("--model-runs", default="", metavar="MODEL=N,...",
                        help="fewer runs for costly rows, e.g. CET-exact=3,CET-marginal=3 (default: --runs each)")
     summ = sub.add_parser("summary", help="rewrite the generated results block of docs/results.md")
@@ -232,7 +252,7 @@ def main(argv=None) -> int:
         print(f"CET-paper uses the {chosen} estimator: {PRESET_OF_ESTIMATOR[chosen]} is the CET-paper row", flush=True)
     result = run(ds, args.runs, models, hidden_sizes=hidden, max_epochs=args.max_epochs,
                  patience=args.patience, first_seed=args.first_seed, overrides=overrides,
-                 model_runs=parse_model_runs(args.model_runs, models))
+                 model_runs=parse_model_runs(args.model_runs, models), reference=args.reference)
     if search is not None:
         result["search"] = search
     result["command"] = "python -m cet_experiments " + " ".join(argv if argv is not None else sys.argv[1:])

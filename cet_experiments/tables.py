@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cet_model.evaluation import CI_RMST, METRICS, average_over_tasks, mean_std
+from cet_model.evaluation import CI_RMST, METRICS, REFERENCE, average_over_tasks, mean_std
 
 HEADERS = {"auc": "AUC", "mrae": "MRAE", "ci": "CI", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS",
            CI_RMST: "C (RMST)"}
@@ -43,9 +43,12 @@ def table_markdown(result: dict, title: str) -> str:
     """The paper's table layout: model, task, then every metric (mean ± std over runs)."""
     config = result.get("config", {})
     runs = config.get("runs", "?")
-    fewer = {m: n for m, n in config.get("model_runs", {}).items() if n != runs}
+    fewer = {m: n for m, n in config.get("model_runs", {}).items() if n != runs and m != REFERENCE}
     note = ("" if not fewer else " Fewer runs for " + ", ".join(f"{m} ({n})" for m, n in fewer.items()) + ".")
     note += "".join(f" {m} left out: {why}." for m, why in result.get("skipped", {}).items())
+    if REFERENCE in result["models"]:
+        note += (f" {REFERENCE}: a Cox proportional hazards model per event on the standardised training "
+                 "features, fitted once (it has no seed); its CI and Uno's C rank its linear predictor.")
     shown = columns(result)
     rmst = (" C (RMST): Harrell's C of the restricted mean event-free time up to the 0.9 quantile of the "
             "training follow-up (the population's, who never has the event included)." if CI_RMST in shown else "")

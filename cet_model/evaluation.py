@@ -472,6 +472,21 @@ def _no_minus_zero(x: float) -> float:
 
 COX_PENALIZER = 0.01  # the ridge of the classical reference, per row (lifelines' ``penalizer`` scale)
 REFERENCE = "Cox (reference)"
+# when a table shows the reference: "auto" on data without the true occurrence (where no Oracle
+# can be trained), "cox" always (features only), "none" never
+REFERENCE_CHOICES = ("auto", "cox", "none")
+
+
+def wants_reference(choice: str, no_truth: bool) -> bool:
+    """Whether ``choice`` (one of REFERENCE_CHOICES) asks for the reference on data with
+    (``no_truth=False``) or without the true occurrence.
+
+    >>> wants_reference("auto", no_truth=True), wants_reference("auto", no_truth=False), wants_reference("cox", False)
+    (True, False, True)
+    """
+    if choice not in REFERENCE_CHOICES:
+        raise ValueError(f"reference must be one of {REFERENCE_CHOICES}, got {choice!r}")
+    return choice == "cox" or (choice == "auto" and no_truth)
 
 
 def cox_reference(train: Split, splits: dict[str, Split], event_names, rmst_at=None,

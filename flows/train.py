@@ -122,9 +122,9 @@ def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[st
 
 @task(name="experiment-report")
 def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden: int, max_epochs: int,
-                      patience: int, seed: int, name: str) -> str:
+                      patience: int, seed: int, name: str, reference: str = "auto") -> str:
     path = train_eval.experiment(dataset_dir, out, runs, search, hidden=hidden, max_epochs=max_epochs,
-                                 patience=patience, seed=seed, title=f"{name}: {runs} runs")
+                                 patience=patience, seed=seed, title=f"{name}: {runs} runs", reference=reference)
     create_table_artifact(train_eval.experiment_rows(path), key=f"experiment-{artifact_key(name)}",
                           description=f"{name}: mean ± std over {runs} runs (test split)")
     get_run_logger().info("%s: experiment report in %s", name, path)
@@ -144,7 +144,8 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     CET_DATA_DIR/<dataset>).
     Unset training parameters come from the settings (CET_HIDDEN, CET_MAX_EPOCHS, ...).
     ``runs`` > 0 also writes the paper-format report (``search`` random-search trials for CET,
-    then ``runs`` seeds of CET, CET-paper, ET, BC and the oracle) to CET_REPORTS_DIR/<name>/.
+    then ``runs`` seeds of CET, CET-paper, ET, BC and the oracle, and the Cox reference where
+    ``reference`` asks for it) to CET_REPORTS_DIR/<name>/.
     """
     s = Settings()
     name = params.dataset or s.retrain_dataset
@@ -170,7 +171,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     report = None
     if params.runs:
         report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,
-                                   training.max_epochs, training.patience, training.seed, name)
+                                   training.max_epochs, training.patience, training.seed, name, training.reference)
     return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision,
             "experiment": report, "subgroups": by_group}
 

@@ -28,3 +28,4 @@ PYEOF
 "$PY" -m flows.table --table "$WORK/actg.csv" --name actg --id-column patient --event aids=time,aids \
   --event death=time_d,death --time-unit days --categorical raceth,txgrp,strat2,ivdrug > "$WORK/build.log" 2>&1
 "$PY" -m flows.train evaluate --dataset actg 2> "$WORK/train.log"
+[ -z "${KEEP:-}" ] || echo "kept: $WORK (dataset folder $WORK/data/actg)" >&2

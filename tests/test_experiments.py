@@ -8,7 +8,7 @@ from cet_experiments import experiments, summary, synthetic
 from cet_experiments.search import PAPER_POINT
 from cet_experiments.tables import average_table
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import PRESET_OF_ESTIMATOR, evaluate, fit_preset
+from cet_model.evaluation import PRESET_OF_ESTIMATOR, REFERENCE, cox_reference, evaluate, fit_preset
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +71,22 @@ def test_data_without_the_truth_get_c_rmst_in_the_table_and_one_warning(tmp_path
     assert row.split("|")[-2].strip() == f"{np.mean(values):.2f} ± {np.std(values):.2f}"
     assert next(line for line in table if line.startswith("| BC | Avg |")).split("|")[-2].strip() == ""
     assert "C (RMST)" in average_table(result).splitlines()[0]
+    # the classical yardstick, fitted once: the same figures as cox_reference on the same split
+    cox = result["models"][REFERENCE]
+    want = cox_reference(ds.train, {"test": ds.test}, ds.event_names)[0]["test"]["arrest"]
+    assert {k: v for k, v in cox["tasks"]["arrest"].items()} == {k: [pytest.approx(v)] for k, v in want.items()}
+    assert result["config"]["model_runs"][REFERENCE] == 1 and "Fewer runs" not in "\n".join(table)
+    row = next(line for line in table if line.startswith(f"| {REFERENCE} | Avg |"))
+    assert row.split("|")[-2].strip() == f"{want['ci_rmst']:.2f} ± 0.00"
+    # parts with it merge (one fit per part); none leaves it out
+    from cet_experiments.merge import merge_results
+
+    later = experiments.run(ds, runs=1, first_seed=2, models=("CET",), hidden_sizes=(4,), max_epochs=2, patience=2,
+                            progress=False)
+    assert merge_results([result, later])["config"]["seeds"][REFERENCE] == [0, 2]
+    none = experiments.run(ds, runs=1, models=("CET",), hidden_sizes=(4,), max_epochs=2, patience=2, progress=False,
+                           reference="none")
+    assert REFERENCE not in none["models"]
 
 
 def test_cli_on_an_existing_dataset(tmp_path, tiny_dataset, capsys):

@@ -22,6 +22,7 @@ from cet_model.evaluation import (
     DEFAULT_PRESETS,
     METRICS,
     REFERENCE,
+    REFERENCE_CHOICES,
     average_over_tasks,
     bootstrap_intervals,
     bounds_text,
@@ -38,6 +39,7 @@ from cet_model.evaluation import (
     ranking_inputs,
     rmst_horizons,
     unknown_occurrence,
+    wants_reference,
 )
 from cet_model.metrics import horizon_auc, horizon_calibration
 from flows.lib.infra import registry, stage_cache
@@ -47,7 +49,6 @@ from flows.lib.infra.keys import kept_key, key_digest
 log = logging.getLogger("flows.train")
 
 CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.infra.registry")
-REFERENCE_CHOICES = ("auto", "cox", "none")
 
 
 @dataclass(frozen=True)
@@ -421,7 +422,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", name, model_name,
                      metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
                      metrics["seconds"][model_name], shown)
-        wanted = params.reference == "cox" or (params.reference == "auto" and no_truth)  # auto: no Oracle there
+        wanted = wants_reference(params.reference, no_truth)  # auto: where no Oracle can be trained
         if wanted and spec is not None:
             log.log(logging.WARNING if params.reference == "cox" else logging.INFO,
                     "%s: %s left out: the model input has comment embeddings", name, REFERENCE)
@@ -750,9 +751,10 @@ def _round(v):
 def experiment(dataset_dir, out, runs: int, search: int = 0, models=DEFAULT_PRESETS,
                hidden: int = 100,
                max_epochs: int | None = None, patience: int | None = None, seed: int = 0,
-               title: str | None = None) -> Path:
+               title: str | None = None, reference: str = "auto") -> Path:
     """The paper-format report of one dataset: optional random search for CET, then ``runs``
-    seeds of every model; writes ``out/table.md``, ``metrics.json`` and the figures."""
+    seeds of every model (and the Cox reference where ``reference`` asks for it: ``experiments.run``);
+    writes ``out/table.md``, ``metrics.json`` and the figures."""
     from cet_experiments import experiments
     from cet_experiments.search import overrides_from, random_search
 
@@ -762,7 +764,7 @@ def experiment(dataset_dir, out, runs: int, search: int = 0, models=DEFAULT_PRES
         found = random_search(ds, search, seed=seed, max_epochs=max_epochs, patience=patience, progress=False)
         sizes, overrides = overrides_from(found["best"])
     result = experiments.run(ds, runs, tuple(models), hidden_sizes=sizes, max_epochs=max_epochs, patience=patience,
-                             first_seed=seed, overrides=overrides, progress=False)
+                             first_seed=seed, overrides=overrides, progress=False, reference=reference)
     if found is not None:
         result["search"] = found
     experiments.write_report(result, Path(out), title or f"{ds.manifest.get('name', Path(dataset_dir).name)}")
