@@ -2,6 +2,8 @@
 
     python -m flows.train evaluate --dataset mimic [--data DIR]   # train, register, judge
     python -m flows.train retrain [--dataset mimic]               # rebuild if changed, then the same
+    python -m flows.train versions [--dataset mimic]              # the registry: versions and decisions
+    python -m flows.train promote --dataset mimic --model-version v0002 --reason "rollback: ..."
 
 ``--dataset`` is a name everywhere (as in ``flows.predict`` and ``flows.full_pipeline``): the
 models go to ``models/<name>/``, the folder is ``$CET_DATA_DIR/<name>`` unless ``--data`` says.
@@ -234,6 +236,36 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
                                               promote_evidence=params.promote_evidence))
 
 
+def registry_command(ap, args) -> int:
+    """``versions`` and ``promote``: the registry's files read or changed directly (no flow run),
+    under the lock that train-evaluate holds while it registers and judges a version."""
+    s = Settings()
+    name = args.dataset or s.retrain_dataset
+    if not registry.versions(s.models_dir, name):
+        ap.error(f"no model versions of {name} in {s.models_dir / name} (train one with python -m flows.train "
+                 f"evaluate --dataset {name})")
+    if args.command == "versions":
+        rows = registry.version_rows(s.models_dir, name)
+        table = [["version", "promoted", "judged (UTC)", "data", "val AUC", "val C (RMST)", "the rule's decision"]]
+        for r in rows:
+            table.append([r["version"], ("* by hand" if r["by_hand"] else "*") if r["promoted"] else "",
+                          r["judged"] or "-", r["data"] or "-",
+                          *("-" if r[k] is None else f"{r[k]:.4f}" for k in ("val_auc", "val_ci_rmst")),
+                          r["decision"] or "-"])
+        print(f"{s.models_dir / name}: {len(rows)} versions (*: promoted; history.jsonl has every decision)")
+        print("\n".join(train_eval.text_table(table)))
+        return 0
+    with output_lock(s.models_dir / name, s.lock_wait, "promote"):
+        try:
+            record = registry.promote_by_hand(s.models_dir, name, args.model_version, args.reason)
+        except ValueError as exc:
+            ap.error(str(exc))
+    print(f"{s.models_dir / name / args.model_version}: {record['reason']}"
+          + (f" (was {record['previous']})" if record.get("previous") and record["previous"] != args.model_version
+             else ""))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = command_parser("python -m flows.train", __doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -272,8 +304,18 @@ def main(argv=None) -> int:
                        help="point: compare the two values; not-worse: promote unless the paired 95%% interval of "
                             "the difference shows the new version worse; better: only when it shows it better (AUC "
                             "and C; default: $CET_PROMOTE_EVIDENCE or point)")
+    ls = sub.add_parser("versions", help="list a dataset's model versions: promoted, data, CET's validation "
+                                         "AUC and C (RMST), the rule's decision (no flow run)")
+    pr = sub.add_parser("promote", help="promote a version by hand (a rollback), with a reason kept in "
+                                        "history.jsonl (no flow run)")
+    for p in (ls, pr):
+        p.add_argument("--dataset", help="the dataset's name (default: $CET_RETRAIN_DATASET)")
+    pr.add_argument("--model-version", required=True, help="the version to promote, e.g. v0002")
+    pr.add_argument("--reason", required=True, help="why, in words: kept in models/<name>/history.jsonl")
     args = ap.parse_args(argv)
     apply_log_level(args)
+    if args.command in ("versions", "promote"):
+        return registry_command(ap, args)
     try:
         if args.command == "evaluate":
             if args.dataset and not args.data and ("/" in args.dataset or Path(args.dataset).is_dir()):

@@ -122,3 +122,66 @@ def test_evidence_rules_decide_by_the_interval_of_the_difference(tmp_path):
     with pytest.raises(ValueError, match=r"promotion evidence 'interval' is not one of \['point', 'not-worse', "
                                          r"'better'\]"):
         registry.Rule(evidence="interval")
+
+
+def _with_cet(version):
+    (version / "CET").mkdir()
+    (version / "CET" / "config.json").write_text("{}")
+    return version
+
+
+def test_a_version_promoted_by_hand_is_recorded_and_the_rule_then_compares_with_it(tmp_path):
+    """A rollback: the rule promoted v0002; a person promotes v0001 again with a reason. The
+    history keeps both, the listing says by hand, and the next candidate is judged against v0001."""
+    rule = registry.Rule("val_auc", 0.0)
+    v1, v2 = _with_cet(_version(tmp_path, "d", 0.80)), _with_cet(_version(tmp_path, "d", 0.85))
+    registry.decide(tmp_path, "d", v1, rule)
+    registry.decide(tmp_path, "d", v2, rule)
+    record = registry.promote_by_hand(tmp_path, "d", "v0001", " v0002 drifted in use ")
+    assert registry.promoted(tmp_path, "d") == v1
+    assert record["previous"] == "v0002" and record["reason"] == "promoted by hand: v0002 drifted in use"
+    history = [json.loads(line) for line in (tmp_path / "d" / "history.jsonl").read_text().splitlines()]
+    assert history[-1] == record and len(history) == 3
+    assert json.loads((v2 / "decision.json").read_text())["promoted"] is True  # what the rule decided, kept
+    rows = registry.version_rows(tmp_path, "d")
+    assert [(r["version"], r["promoted"], r["by_hand"], r["val_auc"]) for r in rows] == [
+        ("v0001", True, True, 0.8), ("v0002", False, False, 0.85)]
+    v3 = _with_cet(_version(tmp_path, "d", 0.82))
+    assert "0.8200 vs 0.8000 for v0001" in registry.decide(tmp_path, "d", v3, rule)["reason"]
+    assert not registry.version_rows(tmp_path, "d")[2]["by_hand"]  # promoted by the rule again
+    # already promoted: nothing written; refused: unknown version, no CET model, no reason
+    assert "already the promoted version" in registry.promote_by_hand(tmp_path, "d", "v0003", "again")["reason"]
+    assert len((tmp_path / "d" / "history.jsonl").read_text().splitlines()) == 4
+    with pytest.raises(ValueError, match=r"no version 'v0009' of d \(versions: v0001, v0002, v0003\)"):
+        registry.promote_by_hand(tmp_path, "d", "v0009", "x")
+    _version(tmp_path, "d", 0.9)
+    with pytest.raises(ValueError, match="v0004: no CET model"):
+        registry.promote_by_hand(tmp_path, "d", "v0004", "x")
+    with pytest.raises(ValueError, match="a reason is required"):
+        registry.promote_by_hand(tmp_path, "d", "v0001", "  ")
+    assert registry.promoted(tmp_path, "d") == v3
+
+
+def test_versions_and_promote_commands(tmp_path, monkeypatch, capsys):
+    """The CLI: the listing marks the promoted version; promote prints what it replaced; an
+    unknown version is a usage error (exit 2) that changes nothing."""
+    from flows import train as train_flow
+
+    monkeypatch.setenv("CET_MODELS_DIR", str(tmp_path))
+    rule = registry.Rule("val_auc", 0.0)
+    for auc in (0.80, 0.85):
+        registry.decide(tmp_path, "d", _with_cet(_version(tmp_path, "d", auc)), rule)
+    assert train_flow.main(["promote", "--dataset", "d", "--model-version", "v0001", "--reason", "rollback"]) == 0
+    assert capsys.readouterr().out.strip().endswith("v0001: promoted by hand: rollback (was v0002)")
+    assert train_flow.main(["versions", "--dataset", "d"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:2] == ["version", "promoted"]
+    assert lines[2].split()[:4] == ["v0001", "*", "by", "hand"] and "0.8000" in lines[2]
+    assert lines[3].split()[0] == "v0002" and "0.8500" in lines[3] and "*" not in lines[3]
+    with pytest.raises(SystemExit) as exit_:
+        train_flow.main(["promote", "--dataset", "d", "--model-version", "v0007", "--reason", "x"])
+    assert exit_.value.code == 2 and "no version 'v0007'" in capsys.readouterr().err
+    assert registry.promoted(tmp_path, "d").name == "v0001"
+    with pytest.raises(SystemExit):
+        train_flow.main(["versions", "--dataset", "other"])
+    assert "no model versions of other" in capsys.readouterr().err

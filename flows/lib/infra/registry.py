@@ -175,6 +175,66 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     return decision
 
 
+def promote_by_hand(root: Path, dataset: str, version: str, reason: str) -> dict:
+    """Make ``version`` the promoted one by a person's decision: a rollback after the rule promoted
+    a version that misbehaves in use, or a version the rule kept out. ``reason`` is required and
+    kept in ``history.jsonl`` with the version it replaced; the version's own ``decision.json``
+    (what the rule decided when it was trained) is left as it was. Returns the record. A version
+    that does not exist or has no CET model (what predict scores with) is a ValueError naming it.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> promote_by_hand(root, "mimic", "v0001", "rollback")
+    Traceback (most recent call last):
+    ValueError: ... no version 'v0001' of mimic (versions: none)
+    """
+    if not reason or not reason.strip():
+        raise ValueError("a reason is required: it is kept in history.jsonl beside the promotion")
+    known = versions(root, dataset)
+    folder = Path(root) / dataset / version
+    if version not in known:
+        raise ValueError(f"{Path(root) / dataset}: no version {version!r} of {dataset} (versions: "
+                         f"{', '.join(known) or 'none'})")
+    if not (folder / "CET" / "config.json").is_file():
+        raise ValueError(f"{folder}: no CET model (config.json), which predict scores with: it cannot be promoted")
+    current = promoted(root, dataset)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    record = {"candidate": version, "promoted": True, "by_hand": True, "previous": current.name if current else None,
+              "time": now, "reason": f"promoted by hand: {reason.strip()}"}
+    if current is not None and current.name == version:
+        return record | {"reason": f"{version} is already the promoted version: nothing changed"}
+    _write_json(Path(root) / dataset / "promoted.json", {"version": version, "since": now, "by_hand": True})
+    with open(Path(root) / dataset / "history.jsonl", "a") as fh:
+        fh.write(json.dumps(record, sort_keys=True) + "\n")
+    return record
+
+
+def version_rows(root: Path, dataset: str) -> list[dict]:
+    """One row per version, oldest first: whether it is the promoted one (``by_hand``: by
+    ``promote_by_hand``, not by the rule), when it was judged,
+    its data's fingerprint (12 characters), CET's validation AUC and C (RMST) (None where not
+    recorded or undefined), and the rule's decision when it was trained."""
+    current = promoted(root, dataset)
+    by_hand = current is not None and bool(json.loads((Path(root) / dataset / "promoted.json").read_text())
+                                           .get("by_hand"))
+    rows = []
+    for v in versions(root, dataset):
+        folder = Path(root) / dataset / v
+
+        def read(name, folder=folder):
+            path = folder / name
+            return json.loads(path.read_text()) if path.is_file() else {}
+        summary = (read("metrics.json").get("summary") or {}).get("CET") or {}
+        decision = read("decision.json")
+        values = {k: summary.get(k) for k in ("val_auc", "val_ci_rmst")}
+        is_promoted = current is not None and current.name == v
+        rows.append({"version": v, "promoted": is_promoted, "by_hand": is_promoted and by_hand,
+                     "judged": decision.get("time"), "data": (read("data.json").get("fingerprint") or "")[:12] or None,
+                     **{k: None if x is None or math.isnan(x) else round(float(x), 4) for k, x in values.items()},
+                     "decision": decision.get("reason")})
+    return rows
+
+
 def _rows_text(candidate: str, rescored: dict) -> str:
     rows, of = rescored.get("rows"), rescored.get("of")
     if rows is None or rows == of:
