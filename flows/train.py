@@ -245,7 +245,10 @@ def registry_command(ap, args) -> int:
         ap.error(f"no model versions of {name} in {s.models_dir / name} (train one with python -m flows.train "
                  f"evaluate --dataset {name})")
     if args.command == "versions":
-        rows = registry.version_rows(s.models_dir, name)
+        try:
+            rows = registry.version_rows(s.models_dir, name)
+        except ValueError as exc:  # a damaged record, named
+            ap.error(str(exc))
         table = [["version", "promoted", "judged (UTC)", "data", "val AUC", "val C (RMST)", "the rule's decision"]]
         for r in rows:
             table.append([r["version"], ("* by hand" if r["by_hand"] else "*") if r["promoted"] else "",

@@ -185,3 +185,7 @@ def test_versions_and_promote_commands(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         train_flow.main(["versions", "--dataset", "other"])
     assert "no model versions of other" in capsys.readouterr().err
+    (tmp_path / "d" / "v0002" / "metrics.json").write_text("{not json")
+    with pytest.raises(SystemExit):
+        train_flow.main(["versions", "--dataset", "d"])
+    assert "v0002/metrics.json: not JSON" in capsys.readouterr().err

@@ -223,7 +223,10 @@ def version_rows(root: Path, dataset: str) -> list[dict]:
 
         def read(name, folder=folder):
             path = folder / name
-            return json.loads(path.read_text()) if path.is_file() else {}
+            try:
+                return json.loads(path.read_text()) if path.is_file() else {}
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise ValueError(f"{path}: not JSON ({exc}); the version's record is damaged") from None
         summary = (read("metrics.json").get("summary") or {}).get("CET") or {}
         decision = read("decision.json")
         values = {k: summary.get(k) for k in ("val_auc", "val_ci_rmst")}
