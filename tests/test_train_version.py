@@ -300,6 +300,7 @@ def test_real_data_get_a_cox_reference_and_stand_ins_do_not(tmp_path):
     lines = summary_lines(version)
     assert any(line.strip().startswith(REFERENCE + "  ") for line in lines), lines
     assert sum(line.strip().startswith(REFERENCE) for line in lines) == 2  # its row and CET minus it
+    assert "C (RMST) ranks every model by the event-free time, the like-for-like column" in "\n".join(lines)
     synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
     version, _ = train_version(synth, tmp_path / "models", "synthetic", params)
     assert REFERENCE not in json.loads((version / "metrics.json").read_text())["test"]
