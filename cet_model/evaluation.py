@@ -305,7 +305,8 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
     those averages. ``estimate`` is the average on the rows themselves (the summary's figure).
 
     Returns {"resamples", "level", "seed", "rows", "metrics": {metric: {model: {"estimate",
-    "low", "high", "undefined_resamples"}}}, "differences": {metric: {model: {...}}}}, metric in
+    "low", "high", "undefined_resamples"}}}, "differences": {metric: {model: {...}}}, "by_event":
+    {metric: {model: [each event's interval on the same resamples, None where undefined]}}}, metric in
     "auc", "ci", "ci_rmst", "auc_h"; a metric no model has, or that is undefined on every event (AUC without
     the truth), is left out; "undefined_resamples" counts the resamples where no event defines it
     (a rare event drawn without a case), left out of the interval.
@@ -336,7 +337,7 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
     for metric in ("auc", "ci", CI_RMST, "auc_h"):
         if metric == "auc_h" and (train is None or horizons is None):
             continue
-        estimates, per_resample = {}, {}
+        estimates, per_resample, per_event = {}, {}, {}
         for model, given in inputs.items():
             if metric not in given:
                 continue
@@ -349,9 +350,11 @@ def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], 
                 continue
             estimates[model] = float(np.nanmean(point))
             per_resample[model] = _nanmean_rows(np.stack([b[1] for b in by_event]))
+            per_event[model] = [None if np.isnan(b[0]) else _interval(b[0], b[1], level) for b in by_event]
         if not estimates:
             continue
         out["metrics"][metric] = {m: _interval(estimates[m], per_resample[m], level) for m in estimates}
+        out.setdefault("by_event", {})[metric] = per_event
         if reference in estimates:
             out["differences"][metric] = {
                 m: _interval(estimates[reference] - estimates[m], per_resample[reference] - per_resample[m], level)

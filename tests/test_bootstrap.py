@@ -96,3 +96,24 @@ def test_no_truth_leaves_auc_out_and_bad_arguments_are_refused():
         bootstrap_intervals(split, {}, level=95)
     with pytest.raises(ValueError, match="resamples"):
         bootstrap_intervals(split, {}, resamples=0)
+
+
+def test_each_event_gets_its_own_interval_on_the_same_resamples():
+    """``by_event``: per model and event, the interval of that event's metric over the same
+    resamples as the average (what the per-event table prints); None where undefined."""
+    rng = np.random.default_rng(1)
+    split = _split(rng)
+    inputs = {"CET": {"auc": rng.random((120, 2)), "ci": rng.exponential(size=(120, 2))}}
+    out = bootstrap_intervals(split, inputs, resamples=40, seed=2)
+    draws = np.random.default_rng(2).integers(0, 120, size=(40, 120))
+    for metric in ("auc", "ci"):
+        for j in range(2):
+            one = Split(ids=split.ids, X=split.X, T=split.T[:, [j]], S=split.S[:, [j]], C=split.C[:, [j]],
+                        T_true=split.T_true[:, [j]], mask=split.mask[:, [j]])
+            values = inputs["CET"][metric][:, [j]]
+            got = out["by_event"][metric]["CET"][j]
+            per = np.array([_one_at_a_time(one, values, metric, d) for d in draws])
+            assert got["estimate"] == pytest.approx(_one_at_a_time(one, values, metric, np.arange(120)))
+            assert [got["low"], got["high"]] == pytest.approx(np.nanquantile(per, [0.025, 0.975]))
+    undefined = bootstrap_intervals(split, {"CET": {"ci": np.column_stack([rng.random(120), np.full(120, np.nan)])}})
+    assert undefined["by_event"]["ci"]["CET"][1] is None

@@ -329,12 +329,17 @@ def test_the_summary_shows_each_event_beside_its_observed_test_rows(tmp_path):
     assert metrics["observed"]["test"] == {"T1": int(te.S[:, 0].sum()), "T2": int(te.S[:, 1].sum())}
     lines = summary_lines(version)
     at = lines.index("test split, per event: AUC against the true occurrence (observed: test rows with the event "
-                     "observed):")
+                     "observed; [ ]: 95% paired bootstrap interval, the same resamples):")
     assert lines[at + 1].split() == ["event", "observed", "CET", "BC"]
+    by_event = metrics["intervals"]["test"]["by_event"]["auc"]
     for j, event in enumerate(("T1", "T2")):
-        assert lines[at + 2 + j].split() == [event, str(int(te.S[:, j].sum())),
-                                             f"{metrics['test']['CET'][event]['auc']:.3f}",
-                                             f"{metrics['test']['BC'][event]['auc']:.3f}"]
+        cells = [event, str(int(te.S[:, j].sum()))]
+        for model in ("CET", "BC"):
+            bounds = by_event[model][j]
+            assert bounds["estimate"] == pytest.approx(metrics["test"][model][event]["auc"])
+            assert bounds["low"] <= bounds["estimate"] <= bounds["high"]
+            cells += [f"{bounds['estimate']:.3f}", f"[{bounds['low']:.3f},", f"{bounds['high']:.3f}]"]
+        assert lines[at + 2 + j].split() == cells
     assert len(lines) == at + 4  # the last table
     # without the truth: C (RMST), and BC (no time) has no column; two events from one real table
     rossi = load_rossi().assign(week2=lambda d: d["week"], arrest2=lambda d: 1 - d["arrest"])

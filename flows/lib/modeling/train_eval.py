@@ -678,14 +678,20 @@ def per_event_lines(version: Path) -> list[str]:
     if not models:
         return []
     observed = (metrics.get("observed") or {}).get("test") or {}
+    record = ((metrics.get("intervals") or {}).get("test") or {})
+    bounds = (record.get("by_event") or {}).get(key) or {}  # versions before 2026-11-27 have none
     table = [["event", *(["observed"] if observed else []), *models]]
-    for e in events:
-        values = [(test[m].get(e) or {}).get(key) for m in models]
-        table.append([e, *([str(observed.get(e, "-"))] if observed else []),
-                      *("-" if v is None else f"{v:.3f}" for v in values)])
+    for j, e in enumerate(events):
+        cells = []
+        for m in models:
+            v, given = (test[m].get(e) or {}).get(key), bounds.get(m) or []
+            cells.append("-" if v is None else f"{v:.3f}" + bounds_text(given[j] if j < len(given) else None))
+        table.append([e, *([str(observed.get(e, "-"))] if observed else []), *cells])
     title = {"auc": "AUC against the true occurrence", CI_RMST: "C (RMST)"}[key]
-    return [f"test split, per event: {title}" + (" (observed: test rows with the event observed)" if observed else "")
-            + ":", *text_table(table)]
+    notes = [text for text, shown in (("observed: test rows with the event observed", observed),
+                                      (f"[ ]: {record.get('level', 0.95):.0%} paired bootstrap interval, the same "
+                                       "resamples", bounds)) if shown]
+    return [f"test split, per event: {title}" + (f" ({'; '.join(notes)})" if notes else "") + ":", *text_table(table)]
 
 
 def difference_table(record: dict, titles: dict[str, str], empty: str = "") -> list[list[str]]:
