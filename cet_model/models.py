@@ -704,8 +704,8 @@ class CETModel(_Base):
                     # other, and drawn on the CPU: a model trained on a GPU predicts the same on a CPU
                     gen = torch.Generator().manual_seed(int(self.seed) + 4 + j)
                     u = torch.rand((int(self.n_samples), m), generator=gen, dtype=x.dtype).to(x.device)
-                parts = [fn(*self._conditional_components(x[sl], j, u), x[sl], j)
-                         for sl in self._chunks(len(x), k * self._hidden())]
+                parts = [fn(*self._conditional_components(x[sl], j, u), x[sl], j)  # no rows: one empty part
+                         for sl in list(self._chunks(len(x), k * self._hidden())) or [slice(0, 0)]]
                 out.append(np.concatenate(parts))
         return out
 

@@ -11,7 +11,8 @@ by HADM_ID, Reddit users by pseudonym. A features parquet (or ``.csv``) must alr
 prepared like the training dataset's. The output has ``id``, then per event ``p_<event>`` (P(the event ever
 happens)) and ``t_qNN_<event>`` (quantiles of its time given that it happens, in the dataset's
 unit) and, with ``--horizons 7,30``, ``risk_<h>_<event>`` (P(the event happens by time h), the
-horizon in the dataset's unit). Rows that cannot be scored (an admission without chart or lab rows, a user with fewer
+horizon in the dataset's unit), and with ``--rmst`` also ``rmst_<h>_<event>`` (the restricted mean
+event-free time up to h: the score C (RMST) ranks by). Rows that cannot be scored (an admission without chart or lab rows, a user with fewer
 than 20 usable comments) are counted in the log, never dropped silently.
 """
 
@@ -36,16 +37,16 @@ from flows.lib.reddit import build as reddit_build
 
 @task(name="score-features")
 def score(features: str, version: str, out: str, quantiles: list[float], sequences: str | None, device: str,
-          horizons: list[float]) -> str:
-    path = predict_lib.score(features, version, out, quantiles, sequences, device, horizons)
+          horizons: list[float], rmst: bool = False) -> str:
+    path = predict_lib.score(features, version, out, quantiles, sequences, device, horizons, rmst)
     get_run_logger().info("scores written to %s (model %s)", path, version)
     return str(path)
 
 
 @task(name="score-mimic-raw")
 def score_mimic(mimic_dir: str, version: str, out: str, work_dir: str, quantiles: list[float], device: str,
-                horizons: list[float]) -> str:
-    path, counts = predict_lib.score_mimic_raw(mimic_dir, version, out, work_dir, quantiles, device, horizons)
+                horizons: list[float], rmst: bool = False) -> str:
+    path, counts = predict_lib.score_mimic_raw(mimic_dir, version, out, work_dir, quantiles, device, horizons, rmst)
     get_run_logger().info("scored %d of %d admissions (%d without chart or lab rows left out) -> %s (model %s)",
                           counts["scored"], counts["admissions"], counts["left_out_no_chart_or_lab_rows"], path,
                           version)
@@ -69,11 +70,11 @@ def scoring_key(version: str, work_dir: str) -> bytes:
 
 @task(name="score-reddit-raw")
 def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, quantiles: list[float],
-                 device: str, horizons: list[float]) -> str:
+                 device: str, horizons: list[float], rmst: bool = False) -> str:
     key = scoring_key(version, work_dir)
     cache = Settings().embedding_cache  # vectors the builds cached are reused (CET_EMBEDDING_CACHE)
     path, counts = predict_lib.score_reddit_raw(dumps, version, out, work_dir, key, quantiles, device,
-                                                embedding_cache=cache, horizons=horizons)
+                                                embedding_cache=cache, horizons=horizons, rmst=rmst)
     get_run_logger().info("scored %d users (%d authors with fewer than 20 usable comments left out; skipped rows "
                           "%s) -> %s (model %s)", counts["scored"], counts["left_out_fewer_than_20_comments"],
                           counts["skipped_rows"], path, version)
@@ -89,10 +90,10 @@ def predict(params: PredictParams) -> str:
     work = work_dir_for(params.out, params.work_dir)
     with output_lock(params.out, s.lock_wait, "predict"):
         if params.mimic_dir:
-            return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device, hs)
+            return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device, hs, params.rmst)
         if params.dumps:
-            return score_reddit(params.dumps, version, params.out, work, qs, s.device, hs)
-        return score(params.features, version, params.out, qs, params.sequences, s.device, hs)
+            return score_reddit(params.dumps, version, params.out, work, qs, s.device, hs, params.rmst)
+        return score(params.features, version, params.out, qs, params.sequences, s.device, hs, params.rmst)
 
 
 def main(argv=None) -> int:
@@ -112,6 +113,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quantiles", default="0.1,0.5,0.9", help="time quantiles (default %(default)s)")
     ap.add_argument("--horizons", default="", help="comma-separated times, in the dataset's unit (e.g. 7,30): adds "
                                                     "risk_<h>_<event> = P(the event happens by h) (default: none)")
+    ap.add_argument("--rmst", action="store_true", help="also rmst_<h>_<event>: the restricted mean event-free "
+                                                         "time up to each --horizons h (the score C (RMST) judges; "
+                                                         "larger: later or never)")
     ap.add_argument("--sequences", help="comment embeddings .npy, with --features for models trained on Reddit")
     args = ap.parse_args(argv)
     apply_log_level(args)
@@ -156,7 +160,7 @@ def main(argv=None) -> int:
     try:
         params = PredictParams(features=args.features, mimic_dir=args.mimic_dir, dumps=args.dumps, out=args.out,
                                work_dir=args.work_dir, dataset=args.dataset, version=version.name, quantiles=qs,
-                               sequences=args.sequences, horizons=hs)
+                               sequences=args.sequences, horizons=hs, rmst=args.rmst)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     print(predict(params))

@@ -34,6 +34,25 @@ def test_cet_fit_predict_shapes(small_survival, objective, estimator, conditione
     np.testing.assert_allclose(surv[:, -1, :], 1 - p, atol=1e-6)  # plateau = never occurs
 
 
+@pytest.mark.parametrize("cls,events", [(CETModel, 2), (CETModel, 9), (ETModel, 2), (BCModel, 2)])
+def test_no_rows_give_empty_predictions_of_the_right_shape(cls, events):
+    """Zero rows (an empty file of new subjects, a subgroup with none) score to empty arrays, as
+    predict_occurrence always did; the time predictions raised numpy's "need at least one array"
+    until 2026-11-27. M = 9 takes the sampled path of the conditioned decoder."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 3))
+    t, s = rng.exponential(size=(60, events)) + 0.1, (rng.random((60, events)) < 0.5).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = cls(**FAST).fit(x, t, s)
+    assert model.predict_occurrence(x[:0]).shape == (0, events)
+    if cls is BCModel:
+        return
+    assert model.predict_time(x[:0]).shape == (0, events)
+    assert model.predict_rmst(x[:0], 1.0).shape == (0, events)
+    assert model.predict_survival(x[:0], [0.5, 1.0]).shape == (0, 2, events)
+
+
 def test_predict_time_is_the_conditional_quantile(small_survival):
     """S_pop(t_q) = 1 - p + p (1 - q) at the predicted q-quantile given occurrence."""
     x, t, s, _ = small_survival

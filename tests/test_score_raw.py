@@ -137,3 +137,38 @@ def test_real_demo_admissions_score_like_their_rows(tmp_path):
     assert a["id"].to_list() == b["id"].to_list()
     for c in a.columns[1:]:
         np.testing.assert_allclose(b[c].to_numpy(), a[c].to_numpy(), atol=1e-5, rtol=1e-5)
+
+
+def test_rmst_columns_are_the_models_restricted_means_and_need_horizons(trained, tmp_path):
+    """``rmst=True`` adds rmst_<h>_<event>, CETModel.predict_rmst up to each horizon (at most h, larger
+    when the event is later or never), from raw tables as from the dataset's rows; without horizons
+    it is refused by the function and by the flow's parameters."""
+    from cet_model.evaluation import model_inputs
+    from cet_model.models import load_model
+    from flows.lib.flow_params import PredictParams
+
+    root, raw, ds_dir, version = trained
+    ds = load_dataset(ds_dir)
+    out = pl.read_parquet(score(ds_dir / "features.parquet", version, tmp_path / "a.parquet", horizons=(24.0, 240.0),
+                                rmst=True))
+    raw_out = pl.read_parquet(score_mimic_raw(raw, version, tmp_path / "b.parquet", tmp_path / "w",
+                                              horizons=(24.0, 240.0), rmst=True)[0])
+    rows = pl.read_parquet(ds_dir / "features.parquet")["id"].to_list()
+    everyone = np.concatenate([model_inputs(s) for s in (ds.train, ds.val, ds.test)])
+    ids = np.concatenate([s.ids for s in (ds.train, ds.val, ds.test)])
+    order = np.argsort(ids)
+    for h in (24, 240):
+        means = load_model(version / "CET").predict_rmst(everyone, float(h))[order]
+        for j, e in enumerate(ds.event_names):
+            got = out.sort("id")[f"rmst_{h}_{e}"].to_numpy()
+            np.testing.assert_allclose(got, means[:, j], rtol=1e-5)
+            np.testing.assert_allclose(raw_out.sort("id")[f"rmst_{h}_{e}"].to_numpy(), got, rtol=1e-4)
+            assert (got <= h + 1e-6).all() and (got > 0).all()
+    assert sorted(rows) == sorted(ids.tolist())
+    assert out.columns[-4:] == ["risk_24_" + ds.event_names[-1], "risk_240_" + ds.event_names[-1],
+                                "rmst_24_" + ds.event_names[-1], "rmst_240_" + ds.event_names[-1]]
+    with pytest.raises(ValueError, match="rmst needs horizons"):
+        score(ds_dir / "features.parquet", version, tmp_path / "c.parquet", rmst=True)
+    assert not (tmp_path / "c.parquet").exists()
+    with pytest.raises(ValueError, match="rmst needs horizons"):
+        PredictParams(out="s.parquet", features="f.parquet", rmst=True)

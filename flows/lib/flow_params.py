@@ -253,10 +253,14 @@ class PredictParams(FlowParams):
     quantiles: list[float] = Field([0.1, 0.5, 0.9], description="time quantiles, each in (0, 1)")
     horizons: list[float] = Field([], description="times (the dataset's unit) for risk_<h>_<event> = P(the event "
                                                   "happens by h), each > 0")
+    rmst: bool = Field(False, description="also rmst_<h>_<event>, the restricted mean event-free time up to each "
+                                          "horizon (the score C (RMST) judges); needs horizons")
     sequences: str | None = Field(None, description="comment embeddings .npy, with --features of a Reddit model")
 
     @model_validator(mode="after")
     def _check(self):
+        if self.rmst and not self.horizons:
+            raise ValueError("rmst needs horizons: the restricted mean is taken up to each of them")
         bad = [q for q in self.quantiles if not 0 < q < 1]
         if bad or not self.quantiles:
             raise ValueError(f"quantiles must be a non-empty list of numbers in (0, 1), got {self.quantiles}")

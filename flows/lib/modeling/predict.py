@@ -185,7 +185,7 @@ def _version(version_dir, quantiles) -> tuple[Path, dict, list[float]]:
 
 
 def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=None, device: str = "auto",
-          horizons=()) -> Path:
+          horizons=(), rmst: bool = False) -> Path:
     """Score a features parquet or ``.csv`` (``id`` and the model's feature columns, already
     prepared as in the training dataset) with the model in ``version_dir``; write ``out``."""
     features = Path(features)
@@ -202,11 +202,12 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
         if seq.shape != want:
             raise ValueError(f"{sequences}: shape {seq.shape}, expected {want} (rows of {features})")
         x = CommentInputs(x, seq)
-    return write_scores(ids, x, version_dir, data, out, qs, device, source=features.name, horizons=horizons)
+    return write_scores(ids, x, version_dir, data, out, qs, device, source=features.name, horizons=horizons,
+                        rmst=rmst)
 
 
 def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUANTILES,
-                    device: str = "auto", horizons=()) -> tuple[Path, dict]:
+                    device: str = "auto", horizons=(), rmst: bool = False) -> tuple[Path, dict]:
     """Score every admission in the raw MIMIC-III tables of ``mimic_dir``: featurised with the
     training build's items, medians and scaling (``flows.lib.mimic.featurize``), nothing refitted;
     output keyed by HADM_ID. Returns (output path, counts of admissions read / scored / left out)."""
@@ -220,13 +221,13 @@ def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUA
                          f"({counts['admissions']} admissions read)")
     x = frame.select(data["feature_names"]).to_numpy().astype(np.float64)
     path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(mimic_dir),
-                        horizons=horizons)
+                        horizons=horizons, rmst=rmst)
     return path, counts
 
 
 def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DEFAULT_QUANTILES,
                      device: str = "auto", batch_size: int = 64, embedding_cache=None,
-                     horizons=()) -> tuple[Path, dict]:
+                     horizons=(), rmst: bool = False) -> tuple[Path, dict]:
     """Score every user of the Pushshift dumps under ``dumps`` with 20 usable comments: their
     first 20 comments embedded with the training build's model, aux features scaled with its
     statistics (``flows.lib.reddit.featurize``); output keyed by pseudonym (``key``: the
@@ -252,7 +253,7 @@ def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DE
                     "the training dataset's")
     x = CommentInputs(frame.select(data["feature_names"]).to_numpy().astype(np.float64), seqs)
     path = write_scores(frame["id"].to_numpy(), x, version_dir, data, out, qs, device, source=str(dumps),
-                        horizons=horizons)
+                        horizons=horizons, rmst=rmst)
     return path, counts
 
 
@@ -320,9 +321,11 @@ def far_outside_training(x, data: dict) -> dict[str, int]:
 
 
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
-                 horizons=()) -> Path:
+                 horizons=(), rmst: bool = False) -> Path:
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
-    horizon h, ``risk_<h>_<e>`` = P(the event happens by h) = p_e (1 - S_e(h | it happens)). A
+    horizon h, ``risk_<h>_<e>`` = P(the event happens by h) = p_e (1 - S_e(h | it happens)), and with
+    ``rmst`` ``rmst_<h>_<e>``, the restricted mean event-free time up to h, (1 - p_e) h + p_e
+    E[min(T_e, h) | it happens]: the score whose ranking C (RMST) judges (larger: later or never). A
     horizon beyond an event's longest training follow-up is warned of in the log
     (:func:`beyond_follow_up`); its columns are written all the same. The ids go in a column
     named as the training table's ids (``data["id_column"]``, e.g. ``visit``), else ``id``."""
@@ -340,13 +343,18 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     cols = {data.get("id_column") or "id": ids}
     times = {q: model.predict_time(x, q) for q in qs}
     risk = 1.0 - model.predict_survival(x, hs) if hs else None  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
+    if rmst and not hs:
+        raise ValueError("rmst needs horizons: the restricted mean is taken up to each of them")
+    means = [model.predict_rmst(x, h) for h in hs] if rmst else []  # per horizon, (n, M)
     for j, e in enumerate(data["event_names"]):
         cols[f"p_{e}"] = p[:, j]
         for q in qs:
             cols[f"t_q{round(q * 100):02d}_{e}"] = times[q][:, j]
         for k, h in enumerate(hs):
             cols[f"risk_{h:g}_{e}"] = risk[:, k, j]
-    if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs) + len(hs)):
+        for k, h in enumerate(hs[:len(means)]):
+            cols[f"rmst_{h:g}_{e}"] = means[k][:, j]
+    if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs) + len(hs) + len(means)):
         raise ValueError(f"quantiles {qs} or horizons {hs} give the same column name twice (quantile names keep "
                          "whole percents, horizon names six significant digits)")
     out.parent.mkdir(parents=True, exist_ok=True)
