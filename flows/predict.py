@@ -132,6 +132,8 @@ def main(argv=None) -> int:
         hs = [float(h) for h in args.horizons.split(",") if h.strip()]
     except ValueError:
         ap.error(f"--horizons: {args.horizons!r} is not a comma-separated list of numbers")
+    if args.rmst and not hs:
+        ap.error("--rmst needs --horizons: the restricted mean event-free time is taken up to each of them")
     try:
         s = Settings()
         version = predict_lib.resolve_version(s.models_dir, args.dataset or s.retrain_dataset, args.model_version)

@@ -172,3 +172,9 @@ def test_rmst_columns_are_the_models_restricted_means_and_need_horizons(trained,
     assert not (tmp_path / "c.parquet").exists()
     with pytest.raises(ValueError, match="rmst needs horizons"):
         PredictParams(out="s.parquet", features="f.parquet", rmst=True)
+    from flows import predict as predict_flow
+
+    with pytest.raises(SystemExit) as exit_:  # the CLI says so before anything is read
+        predict_flow.main(["--features", str(ds_dir / "features.parquet"), "--out", str(tmp_path / "d.parquet"),
+                           "--rmst"])
+    assert exit_.value.code == 2 and not (tmp_path / "d.parquet").exists()
