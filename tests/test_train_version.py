@@ -341,6 +341,13 @@ def test_the_summary_shows_each_event_beside_its_observed_test_rows(tmp_path):
             cells += [f"{bounds['estimate']:.3f}", f"[{bounds['low']:.3f},", f"{bounds['high']:.3f}]"]
         assert lines[at + 2 + j].split() == cells
     assert len(lines) == at + 4  # the last table
+    # the Prefect artifact's rows: the averages, then each event's interval
+    from flows.lib.modeling.train_eval import interval_rows
+
+    rows = interval_rows(version)
+    assert {r["event"] for r in rows} == {"average", "T1", "T2"}
+    t2 = next(r for r in rows if r["what"] == "CET" and r["event"] == "T2" and r["metric"] == "auc")
+    assert (t2["low"], t2["high"]) == (round(by_event["CET"][1]["low"], 4), round(by_event["CET"][1]["high"], 4))
     # without the truth: C (RMST), and BC (no time) has no column; two events from one real table
     rossi = load_rossi().assign(week2=lambda d: d["week"], arrest2=lambda d: 1 - d["arrest"])
     ds_dir = write_follow_up_dataset(tmp_path / "rossi2", rossi, ["fin", "age", "prio"],

@@ -716,13 +716,23 @@ def intervals(version: Path) -> dict:
 
 
 def interval_rows(version: Path) -> list[dict]:
-    """The intervals as table rows: what (a model, or "CET - <model>"), metric, estimate, low, high."""
+    """The intervals as table rows: what (a model, or "CET - <model>"), event ("average" for the
+    average over events; each event's own interval where there are several), metric, estimate,
+    low, high."""
     record, rows = intervals(version), []
     for kind, prefix in (("metrics", ""), ("differences", "CET - ")):
         for metric, models in (record.get(kind) or {}).items():
             for model, v in models.items():
-                rows.append({"what": prefix + model, "metric": metric,
+                rows.append({"what": prefix + model, "event": "average", "metric": metric,
                              **{k: _round(v.get(k)) for k in ("estimate", "low", "high")}})
+    data = Path(version) / "data.json"
+    events = json.loads(data.read_text()).get("event_names") or [] if data.is_file() else []
+    for metric, models in ((record.get("by_event") or {}).items() if len(events) > 1 else ()):
+        for model, per_event in models.items():
+            for event, v in zip(events, per_event, strict=False):
+                if v is not None:
+                    rows.append({"what": model, "event": event, "metric": metric,
+                                 **{k: _round(v.get(k)) for k in ("estimate", "low", "high")}})
     return rows
 
 
