@@ -30,6 +30,7 @@ from flows.lib.infra import stage_cache
 from flows.lib.infra.registry import EVIDENCE, METRIC_DIRECTION
 from flows.lib.infra.settings import DATASET_NAME, check_device
 from flows.lib.mimic.build import MimicParams
+from flows.lib.modeling.predict import RMST_NEEDS_HORIZONS
 from flows.lib.modeling.train_eval import REFERENCE_CHOICES
 
 MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
@@ -260,7 +261,7 @@ class PredictParams(FlowParams):
     @model_validator(mode="after")
     def _check(self):
         if self.rmst and not self.horizons:
-            raise ValueError("rmst needs horizons: the restricted mean is taken up to each of them")
+            raise ValueError(RMST_NEEDS_HORIZONS)
         bad = [q for q in self.quantiles if not 0 < q < 1]
         if bad or not self.quantiles:
             raise ValueError(f"quantiles must be a non-empty list of numbers in (0, 1), got {self.quantiles}")

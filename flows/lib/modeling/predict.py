@@ -32,6 +32,7 @@ from flows.lib.reddit.cohort import key_digest
 
 log = logging.getLogger("flows.predict")
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
+RMST_NEEDS_HORIZONS = "rmst needs horizons: the restricted mean is taken up to each of them"
 
 
 def resolve_version(models_root, dataset: str, version: str | None = None) -> Path:
@@ -331,6 +332,8 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     named as the training table's ids (``data["id_column"]``, e.g. ``visit``), else ``id``."""
     out = Path(out)
     hs = check_horizons(horizons)
+    if rmst and not hs:
+        raise ValueError(RMST_NEEDS_HORIZONS)
     for line in beyond_follow_up(hs, data):
         log.warning("%s: %s", version_dir, line)
     far = far_outside_training(x.aux if isinstance(x, CommentInputs) else x, data)
@@ -343,8 +346,6 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     cols = {data.get("id_column") or "id": ids}
     times = {q: model.predict_time(x, q) for q in qs}
     risk = 1.0 - model.predict_survival(x, hs) if hs else None  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
-    if rmst and not hs:
-        raise ValueError("rmst needs horizons: the restricted mean is taken up to each of them")
     means = [model.predict_rmst(x, h) for h in hs] if rmst else []  # per horizon, (n, M)
     for j, e in enumerate(data["event_names"]):
         cols[f"p_{e}"] = p[:, j]
@@ -352,8 +353,8 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
             cols[f"t_q{round(q * 100):02d}_{e}"] = times[q][:, j]
         for k, h in enumerate(hs):
             cols[f"risk_{h:g}_{e}"] = risk[:, k, j]
-        for k, h in enumerate(hs[:len(means)]):
-            cols[f"rmst_{h:g}_{e}"] = means[k][:, j]
+        for h, mean in zip(hs, means, strict=False):  # none without rmst
+            cols[f"rmst_{h:g}_{e}"] = mean[:, j]
     if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs) + len(hs) + len(means)):
         raise ValueError(f"quantiles {qs} or horizons {hs} give the same column name twice (quantile names keep "
                          "whole percents, horizon names six significant digits)")

@@ -663,14 +663,23 @@ def summary_lines(version: Path) -> list[str]:
     return lines + per_event_lines(version)
 
 
+def recorded_events(metrics: dict) -> list[str]:
+    """The events of a version's ``metrics.json``, in the dataset's order (the order ``by_event``
+    intervals follow).
+
+    >>> recorded_events({"test": {"CET": {"a": {}, "b": {}}, "BC": {"a": {}, "b": {}}}})
+    ['a', 'b']
+    """
+    return list(dict.fromkeys(e for rows in metrics["test"].values() for e in rows))
+
+
 def per_event_lines(version: Path) -> list[str]:
     """With more than one event, the test split per event: each model's AUC against the true
     occurrence where the data have it, else its C (RMST), beside the number of test rows where
     the event was observed (what the figure rests on); [] for one event. The average can hide a
     rare event: actg's deaths (26 in 1,151 subjects) beside its AIDS diagnoses (96)."""
     metrics = json.loads((Path(version) / "metrics.json").read_text())
-    test = metrics["test"]
-    events = list(dict.fromkeys(e for rows in test.values() for e in rows))
+    test, events = metrics["test"], recorded_events(metrics)
     if len(events) < 2:
         return []
     key = "auc" if any((rows.get(e) or {}).get("auc") is not None for rows in test.values() for e in events) else CI_RMST
@@ -720,13 +729,12 @@ def interval_rows(version: Path) -> list[dict]:
     average over events; each event's own interval where there are several), metric, estimate,
     low, high."""
     record, rows = intervals(version), []
+    events = recorded_events(json.loads((Path(version) / "metrics.json").read_text()))
     for kind, prefix in (("metrics", ""), ("differences", "CET - ")):
         for metric, models in (record.get(kind) or {}).items():
             for model, v in models.items():
                 rows.append({"what": prefix + model, "event": "average", "metric": metric,
                              **{k: _round(v.get(k)) for k in ("estimate", "low", "high")}})
-    data = Path(version) / "data.json"
-    events = json.loads(data.read_text()).get("event_names") or [] if data.is_file() else []
     for metric, models in ((record.get("by_event") or {}).items() if len(events) > 1 else ()):
         for model, per_event in models.items():
             for event, v in zip(events, per_event, strict=False):
