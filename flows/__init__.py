@@ -2,7 +2,9 @@
 
 The plain functions log to the standard ``flows.*`` and ``cet_model.*`` loggers at INFO;
 Prefect forwards those to the run logs (and the UI) only when they are named as extra
-loggers, so that is the default here (a value already set in the environment wins).
+loggers, so that is the default here (a value already set in the environment wins). A
+command that runs no flow (``python -m flows.train explain``) logs to the terminal only: the
+API has no run to file its lines under, and Prefect's warning that it cannot is turned off.
 
 Every entry point (``python -m flows.<name>``) imports this package first, so it also turns
 Prefect's analytics off before Prefect is imported: a first command on a fresh machine has no
@@ -15,6 +17,7 @@ import logging
 import os
 
 os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,cet_model")
+os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")

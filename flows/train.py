@@ -4,6 +4,7 @@
     python -m flows.train retrain [--dataset mimic]               # rebuild if changed, then the same
     python -m flows.train versions [--dataset mimic]              # the registry: versions and decisions
     python -m flows.train promote --dataset mimic --model-version v0002 --reason "rollback: ..."
+    python -m flows.train explain --dataset mimic [--out importance.csv]  # which inputs CET relies on
 
 ``--dataset`` is a name everywhere (as in ``flows.predict`` and ``flows.full_pipeline``): the
 models go to ``models/<name>/``, the folder is ``$CET_DATA_DIR/<name>`` unless ``--data`` says.
@@ -42,7 +43,8 @@ from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
-from flows.lib.modeling import subgroups, train_eval
+from flows.lib.modeling import explain, subgroups, train_eval
+from flows.lib.modeling.predict import resolve_version
 
 BUILDS = ("synthetic", "mimic", "reddit")
 
@@ -237,13 +239,16 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
 
 
 def registry_command(ap, args) -> int:
-    """``versions`` and ``promote``: the registry's files read or changed directly (no flow run),
-    under the lock that train-evaluate holds while it registers and judges a version."""
+    """``versions``, ``promote`` and ``explain``: the registry's files read or changed directly (no
+    flow run), a change under the lock that train-evaluate holds while it registers and judges a
+    version."""
     s = Settings()
     name = args.dataset or s.retrain_dataset
     if not registry.versions(s.models_dir, name):
         ap.error(f"no model versions of {name} in {s.models_dir / name} (train one with python -m flows.train "
                  f"evaluate --dataset {name})")
+    if args.command == "explain":
+        return explain_command(ap, args, s, name)
     if args.command == "versions":
         try:
             rows = registry.version_rows(s.models_dir, name)
@@ -266,6 +271,24 @@ def registry_command(ap, args) -> int:
     print(f"{s.models_dir / name / args.model_version}: {record['reason']}"
           + (f" (was {record['previous']})" if record.get("previous") and record["previous"] != args.model_version
              else ""))
+    return 0
+
+
+def explain_command(ap, args, s: Settings, name: str) -> int:
+    """``explain``: permutation importance of a version's model, printed and written to ``--out``."""
+    if args.repeats < 1 or args.top < 1:
+        ap.error("--repeats and --top must be at least 1")
+    if args.out and Path(args.out).is_dir():
+        ap.error(f"--out {args.out}: a folder; give a file name, e.g. importance.csv")
+    try:
+        version = resolve_version(s.models_dir, name, args.model_version)
+        result = explain.explain(version, model=args.model, split=args.split, repeats=args.repeats, seed=args.seed,
+                                 device=s.device)
+    except (ValueError, FileNotFoundError) as exc:
+        ap.error(str(exc))
+    print("\n".join(explain.report_lines(result, args.top)))
+    if args.out:
+        print(f"wrote {explain.write_csv(result, args.out)}")
     return 0
 
 
@@ -311,13 +334,24 @@ def main(argv=None) -> int:
                                          "AUC and C (RMST), the rule's decision (no flow run)")
     pr = sub.add_parser("promote", help="promote a version by hand (a rollback), with a reason kept in "
                                         "history.jsonl (no flow run)")
-    for p in (ls, pr):
+    ex = sub.add_parser("explain", help="which inputs a version's model relies on: permutation importance per "
+                                        "event on the validation rows of its own data (no flow run)")
+    for p in (ls, pr, ex):
         p.add_argument("--dataset", help="the dataset's name (default: $CET_RETRAIN_DATASET)")
     pr.add_argument("--model-version", required=True, help="the version to promote, e.g. v0002")
     pr.add_argument("--reason", required=True, help="why, in words: kept in models/<name>/history.jsonl")
+    ex.add_argument("--model-version", help="the version (default: the promoted one)")
+    ex.add_argument("--model", default="CET", help="which of the version's models (default: CET)")
+    ex.add_argument("--split", choices=explain.SPLITS, default="val",
+                    help="the rows shuffled and scored (default: val; the test split is for the reported figures)")
+    ex.add_argument("--repeats", type=int, default=explain.DEFAULT_REPEATS,
+                    help=f"shuffles per input (default: {explain.DEFAULT_REPEATS})")
+    ex.add_argument("--seed", type=int, default=0, help="seed of the shuffles (default: 0)")
+    ex.add_argument("--top", type=int, default=20, help="inputs printed (default: 20; --out has all)")
+    ex.add_argument("--out", help="a CSV with every input, event and score")
     args = ap.parse_args(argv)
     apply_log_level(args)
-    if args.command in ("versions", "promote"):
+    if args.command in ("versions", "promote", "explain"):
         return registry_command(ap, args)
     try:
         if args.command == "evaluate":

@@ -2,7 +2,8 @@
 # Two events from one real table: the AIDS Clinical Trials Group study 320 (scikit-survival's
 # load_aids: 1,151 patients; time to an AIDS-defining event or death, and time to death) as a
 # user's CSV, built with flows.table and trained with flows.train evaluate. Prints the summary,
-# whose last table gives each event on its own (docs/pipeline.md, "Training from the command line").
+# whose last table gives each event on its own (docs/pipeline.md, "Training from the command line"),
+# then which inputs the promoted CET relies on for each event (flows.train explain).
 #
 #   bash scripts/two-event-example.sh
 #
@@ -28,4 +29,5 @@ PYEOF
 "$PY" -m flows.table --table "$WORK/actg.csv" --name actg --id-column patient --event aids=time,aids \
   --event death=time_d,death --time-unit days --categorical raceth,txgrp,strat2,ivdrug > "$WORK/build.log" 2>&1
 "$PY" -m flows.train evaluate --dataset actg 2> "$WORK/train.log"
+"$PY" -m flows.train explain --dataset actg --top 8 2>> "$WORK/train.log"
 [ -z "${KEEP:-}" ] || echo "kept: $WORK (dataset folder $WORK/data/actg)" >&2

@@ -1,0 +1,173 @@
+"""Which inputs a registered model version relies on: permutation importance on its own data.
+
+``explain`` loads a version's model and the dataset it was trained on (refused if the folder
+changed since: its rows could then include the model's training rows), groups the features as
+they were built (``cet_model.importance.feature_groups``) and shuffles each group over the rows
+of the validation split (default). ``table_lines`` is what the CLI prints, ``write_csv`` the
+file it writes: one row per group, event and score. Aggregates only: no row of the data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from cet_model.atomic import temporary_name, writing
+from cet_model.dataset import load_dataset
+from cet_model.evaluation import CI_RMST, rmst_horizons
+from cet_model.importance import (
+    COMMENTS,
+    DEFAULT_REPEATS,
+    feature_groups,
+    permutation_importance,
+    ranked,
+)
+from cet_model.models import load_model
+from flows.lib.infra import stage_cache
+from flows.lib.modeling.train_eval import text_table
+
+log = logging.getLogger("flows.explain")
+SPLITS = ("val", "test", "train")
+METRIC_TEXT = {"auc": "AUC", CI_RMST: "C (RMST)"}
+EVENT_COLUMNS = 4  # up to this many events, the table has a column per event; beyond, the mean and the largest
+
+
+def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int = DEFAULT_REPEATS, seed: int = 0,
+            device: str = "cpu") -> dict:
+    """``permutation_importance`` of the version's ``model`` on ``split`` of the dataset it was
+    trained on, with the version, model, split, dataset path and event and feature names added.
+    Errors (ValueError, FileNotFoundError) name the version and what is wrong."""
+    version_dir = Path(version_dir)
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if not (version_dir / model / "config.json").is_file():
+        have = sorted(p.name for p in version_dir.iterdir() if (p / "config.json").is_file())
+        raise ValueError(f"{version_dir}: no {model} model in this version (it has {', '.join(have) or 'none'})")
+    data = json.loads((version_dir / "data.json").read_text())
+    dataset_dir = Path(data["path"])
+    if not dataset_dir.is_dir():
+        raise FileNotFoundError(f"{dataset_dir}: the dataset {version_dir.name} was trained on is not there any more")
+    if stage_cache.fingerprint(dataset_dir) != data.get("fingerprint"):
+        raise ValueError(f"{dataset_dir} changed since {version_dir.name} was trained on it: its {split} rows may "
+                         "now include rows the model was trained on. Explain a version trained on the folder as it "
+                         "is now (python -m flows.train evaluate), or restore the data")
+    ds = load_dataset(dataset_dir)
+    names = data["feature_names"]
+    if ds.feature_names != names or ds.event_names != data["event_names"]:
+        raise ValueError(f"{dataset_dir}: its features or events are not those {version_dir.name} was trained on")
+    fitted = load_model(version_dir / model, device=device)
+    groups = feature_groups(names, data.get("featurization"))
+    rmst_at = rmst_horizons(ds.train) if hasattr(fitted, "predict_rmst") else None
+    rows = ds.splits[split]
+    total = len(groups) + (rows.sequences is not None)
+    log.info("%s %s: shuffling %d input groups %d times each over the %d %s rows", version_dir, model, total,
+             repeats, len(rows), split)
+    last = [0.0]
+
+    def progress(done, of, group):
+        share = done / of
+        if share - last[0] >= 0.1 or done == of:
+            last[0] = share
+            log.info("%s %s: %d of %d groups (%s)", version_dir.name, model, done, of, group)
+
+    result = permutation_importance(model, fitted, rows, groups, repeats=repeats, seed=seed, rmst_at=rmst_at,
+                                    on_group=progress)
+    labels = item_labels(ds.manifest)
+    for g in result["groups"]:
+        g["features"] = [names[i] for i in g["columns"]] if g["columns"] is not None else [COMMENTS]
+        g["label"] = labels.get(g["name"])
+    return result | {"version": version_dir.name, "model": model, "split": split, "dataset": str(dataset_dir),
+                     "events": data["event_names"]}
+
+
+def item_labels(manifest: dict) -> dict[str, str]:
+    """{``chart_211``: "Heart Rate", ...}: the labels of a MIMIC build's feature items (its
+    manifest's ``items``, from D_ITEMS and D_LABITEMS); empty for other datasets.
+
+    >>> item_labels({"items": [{"source": "lab", "itemid": 50912, "label": "Creatinine"}]})
+    {'lab_50912': 'Creatinine'}
+    """
+    return {f"{r['source']}_{r['itemid']}": r["label"] for r in manifest.get("items") or ()
+            if isinstance(r, dict) and r.get("label") and "source" in r and "itemid" in r}
+
+
+def _signed(v: float) -> str:
+    """+0.012, -0.004; a value that rounds to zero is 0.000, without a sign."""
+    text = f"{v:+.3f}"
+    return "0.000" if float(text) == 0 else text
+
+
+def _cell(mean: float, sd: float) -> str:
+    return "-" if not np.isfinite(mean) else f"{_signed(mean)} ± {sd:.3f}"
+
+
+def table_lines(result: dict, top: int = 20) -> list[list[str]]:
+    """The CLI's table: the ``top`` groups by mean importance over events of the first score
+    (AUC where the truth is known, else C (RMST)), with a column per event up to
+    ``EVENT_COLUMNS`` events, else the mean and the event where the group matters most."""
+    metric = result["metrics"][0]
+    events = result["events"]
+    per_event = len(events) <= EVENT_COLUMNS
+    header = ["input", "columns"] + ([f"{e}" for e in events] if per_event else ["mean over events", "most (event)"])
+    table = [header]
+    for g in ranked(result, metric)[:top]:
+        mean = np.asarray(g[metric]["mean"], dtype=np.float64)
+        sd = np.asarray(g[metric]["sd"], dtype=np.float64)
+        label = g.get("label")
+        cells = [g["name"] + (f" ({label[:28]})" if label else ""),
+                 str(len(g["features"])) if g["columns"] is not None else "embeddings"]
+        if per_event:
+            cells += [_cell(m, s) for m, s in zip(mean, sd, strict=True)]
+        else:
+            finite = np.isfinite(mean)
+            j = int(np.nanargmax(np.where(finite, mean, -np.inf))) if finite.any() else None
+            cells += [_signed(np.nanmean(mean)) if finite.any() else "-",
+                      "-" if j is None else f"{_signed(mean[j])} ({events[j]})"]
+        table.append(cells)
+    return table
+
+
+def report_lines(result: dict, top: int = 20) -> list[str]:
+    """What ``python -m flows.train explain`` prints: what was measured, the scores as they are,
+    ``table_lines`` as text, and what was left out of it."""
+    metric = result["metrics"][0]
+    name = METRIC_TEXT[metric]
+    lines = [f"{result['version']} {result['model']}: {name} on the {result['rows']} {result['split']} rows minus its "
+             f"{name} with one input shuffled between the rows (mean ± sd of {result['repeats']} shuffles; larger: "
+             "relied on more; about 0: not used, or what it says is also in other inputs)"]
+    base = np.asarray(result["baseline"][metric], dtype=np.float64)
+    lines.append(f"  {name} as it is: " + ", ".join(
+        (f"{e} {v:.3f}" if np.isfinite(v) else f"{e} -") + f" ({k} observed)"
+        for e, v, k in zip(result["events"], base, result["observed"], strict=True)))
+    lines += text_table(table_lines(result, top))
+    if top < len(result["groups"]):
+        lines.append(f"  ({top} of {len(result['groups'])} inputs shown; --top, or --out for all)")
+    if len(result["metrics"]) > 1:
+        lines.append(f"  {', '.join(METRIC_TEXT[m] for m in result['metrics'][1:])}: in --out")
+    return lines
+
+
+def write_csv(result: dict, out) -> Path:
+    """One row per group, event and score: ``input``, ``label`` (a MIMIC item's), ``features`` (space-separated), ``event``,
+    ``score`` (auc, ci_rmst), ``baseline``, ``importance`` (mean drop), ``sd``, ``repeats``,
+    ``split``, ``rows``; written to a temporary name, then renamed."""
+    out = Path(out)
+    records = []
+    for g in result["groups"]:
+        for metric in result["metrics"]:
+            for j, e in enumerate(result["events"]):
+                records.append({"input": g["name"], "label": g.get("label"), "features": " ".join(g["features"]), "event": e, "score": metric,
+                                "baseline": result["baseline"][metric][j], "importance": g[metric]["mean"][j],
+                                "sd": g[metric]["sd"][j], "repeats": result["repeats"], "split": result["split"],
+                                "rows": result["rows"]})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f"{temporary_name(out)}w"
+    with writing(out, tmp):
+        pl.DataFrame(records).with_columns(pl.col("baseline", "importance", "sd").fill_nan(None)).write_csv(tmp)
+        os.replace(tmp, out)
+    return out

@@ -1,0 +1,162 @@
+"""Permutation importance: planted drivers are found, groups are shuffled whole, and the
+``python -m flows.train explain`` command on a registered version of a user's table."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from cet_model import BCModel, CETModel
+from cet_model.dataset import Split, write_follow_up_dataset
+from cet_model.evaluation import fit_preset, rmst_horizons
+from cet_model.importance import COMMENTS, feature_groups, permutation_importance, ranked
+from flows.lib.infra import registry
+from flows.lib.modeling.train_eval import TrainParams, train_version
+
+
+def _planted(n, seed):
+    """Event 0 happens by x0 (timing noise); event 1 happens to half, at a time set by x2."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 5))
+    c = np.stack([(x[:, 0] + 0.3 * rng.standard_normal(n) > 0), rng.random(n) < 0.5], axis=1).astype(float)
+    t_true = np.stack([np.exp(0.3 * rng.standard_normal(n)), np.exp(0.8 * x[:, 2] + 0.2 * rng.standard_normal(n))],
+                      axis=1)
+    cens = rng.uniform(0.5, 6.0, (n, 2))
+    s = c * (t_true <= cens)
+    t = np.where(s == 1, t_true, cens)
+    return Split(ids=np.arange(n), X=x, T=t, S=s, C=c, T_true=np.where(c == 1, t_true, np.nan))
+
+
+@pytest.mark.slow
+def test_the_planted_driver_of_each_event_ranks_first():
+    """Occurrence of event 0 hangs on x0: AUC falls most when x0 is shuffled. Event 1's occurrence
+    is a coin, its time is x2's: C (RMST) falls most for x2, and AUC hardly moves for any input."""
+    train, val = _planted(1500, 0), _planted(600, 1)
+    model = CETModel(hidden_sizes=(16,), seed=0).fit(train.X, train.T, train.S, val.X, val.T, val.S)
+    out = permutation_importance("CET", model, val, feature_groups([f"x{i}" for i in range(5)]), repeats=3,
+                                 rmst_at=rmst_horizons(train))
+    assert out["metrics"] == ["auc", "ci_rmst"] and out["rows"] == 600 and out["repeats"] == 3
+    assert out["observed"] == val.S.sum(axis=0).astype(int).tolist()
+    by_name = {g["name"]: g for g in out["groups"]}
+    auc0 = {k: g["auc"]["mean"][0] for k, g in by_name.items()}
+    assert max(auc0, key=auc0.get) == "x0" and auc0["x0"] > 0.2
+    assert all(abs(v) < 0.03 for k, v in auc0.items() if k != "x0")
+    c1 = {k: g["ci_rmst"]["mean"][1] for k, g in by_name.items()}
+    assert max(c1, key=c1.get) == "x2" and c1["x2"] > 0.1
+    assert max(abs(g["auc"]["mean"][1]) for g in out["groups"]) < 0.05
+    assert ranked(out)[0]["name"] == "x0"  # by AUC over the events (event 1's AUC hangs on nothing)
+    again = permutation_importance("CET", model, val, feature_groups([f"x{i}" for i in range(5)]), repeats=3,
+                                   rmst_at=rmst_horizons(train))
+    assert again == out  # the same seed, the same shuffles
+
+
+def test_a_group_is_shuffled_whole():
+    """The columns of a categorical feature move together: every shuffled row is still a row
+    with exactly one level (a model that saw another input would be scored on impossible rows)."""
+    rng = np.random.default_rng(0)
+    n = 300
+    level = rng.integers(0, 3, n)
+    x = np.column_stack([rng.standard_normal(n), np.eye(3)[level]])
+    c = (level == 1).astype(float)[:, None]
+    split = Split(ids=np.arange(n), X=x, T=np.ones((n, 1)), S=c, C=c, T_true=np.ones((n, 1)))
+    seen = []
+
+    class Watched(BCModel):  # the real model, its inputs kept
+        def predict_occurrence(self, X):
+            seen.append(np.asarray(X).copy())
+            return super().predict_occurrence(X)
+
+    model = Watched(hidden_sizes=(8,), seed=0).fit(x, np.ones((n, 1)), c)
+    groups = feature_groups(["age", "site=a", "site=b", "site=c"], {"categorical": {"site": ["a", "b", "c"]}})
+    assert groups == {"age": [0], "site": [1, 2, 3]}
+    out = permutation_importance("BC", model, split, groups, repeats=2)
+    assert len(seen) == 1 + 2 * 2
+    for shuffled in seen[1:]:
+        np.testing.assert_array_equal(shuffled[:, 1:].sum(axis=1), 1.0)
+    assert sorted(map(tuple, seen[-1][:, 1:])) == sorted(map(tuple, x[:, 1:]))  # the same rows, reordered
+    site = {g["name"]: g["auc"]["mean"][0] for g in out["groups"]}["site"]
+    assert site > 0.3
+
+
+def test_comment_embeddings_are_one_more_group():
+    """On a Reddit-shaped split (features + comment embeddings), the embeddings are shuffled as
+    one input, and an outcome written in them shows there."""
+    rng = np.random.default_rng(0)
+
+    def split(n, seed):
+        r = np.random.default_rng(seed)
+        seq = r.standard_normal((n, 3, 4)).astype(np.float32)
+        c = (seq[:, :, 0].mean(axis=1) > 0).astype(float)[:, None]
+        return Split(ids=np.arange(n), X=r.standard_normal((n, 2)), T=np.ones((n, 1)), S=c, C=c,
+                     T_true=np.ones((n, 1)), sequences=seq)
+
+    train, val = split(800, 1), split(300, 2)
+    model = fit_preset("BC", train, val, hidden_sizes=(8,), device="cpu")
+    out = permutation_importance("BC", model, val, feature_groups(["a", "b"]), repeats=2, seed=int(rng.integers(9)))
+    names = [g["name"] for g in ranked(out)]
+    assert names[0] == COMMENTS and out["groups"][-1]["columns"] is None
+    assert out["groups"][-1]["auc"]["mean"][0] > 0.2
+    assert len(permutation_importance("BC", model, val, feature_groups(["a", "b"]), comments=False)["groups"]) == 2
+
+
+@pytest.mark.bad_input
+def test_bad_groups_and_repeats_are_refused():
+    split = _planted(50, 0)
+    model = BCModel(hidden_sizes=(4,), max_epochs=1, seed=0).fit(split.X, split.T, split.S)
+    with pytest.raises(ValueError, match="repeats must be at least 1"):
+        permutation_importance("BC", model, split, {"a": [0]}, repeats=0)
+    with pytest.raises(ValueError, match=r"groups \['far'\] name no column or columns outside the 5 features"):
+        permutation_importance("BC", model, split, {"a": [0], "far": [7]})
+    no_truth = Split(split.ids, split.X, split.T, split.S, np.full(split.C.shape, np.nan), split.T_true)
+    with pytest.raises(ValueError, match="nothing to score"):
+        permutation_importance("BC", model, no_truth, {"a": [0]})
+
+
+def test_explain_command_on_a_registered_table(tmp_path, monkeypatch, capsys):
+    """A user's table without the truth: C (RMST) per event, a categorical column as one input,
+    the CSV with every input, event and score; errors named; a dataset changed since training refused."""
+    from lifelines.datasets import load_rossi
+
+    from flows import train as train_flow
+
+    table = pl.from_pandas(load_rossi()).with_columns(
+        race=pl.col("race").replace_strict({0: "other", 1: "black"}, return_dtype=pl.String))
+    ds_dir = write_follow_up_dataset(tmp_path / "rossi", table, ["fin", "age", "race", "prio"],
+                                     {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks", seed=3,
+                                     categorical=["race"])
+    version, _ = train_version(ds_dir, tmp_path / "models", "rossi",
+                               TrainParams(models=("CET",), hidden=8, device="cpu", reference="none"))
+    registry.decide(tmp_path / "models", "rossi", version, registry.Rule())
+    monkeypatch.setenv("CET_MODELS_DIR", str(tmp_path / "models"))
+    out = tmp_path / "importance.csv"
+    assert train_flow.main(["explain", "--dataset", "rossi", "--repeats", "2", "--top", "3", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("v0001 CET: C (RMST) on the 86 val rows minus its C (RMST) with one input shuffled")
+    assert lines[1].startswith("  C (RMST) as it is: arrest 0.") and "observed)" in lines[1]
+    assert lines[2].split() == ["input", "columns", "arrest"]
+    assert len(lines) == 3 + 3 + 2 and lines[6] == "  (3 of 4 inputs shown; --top, or --out for all)"
+    assert lines[7] == f"wrote {out}"
+    csv = pl.read_csv(out)
+    assert csv.columns == ["input", "label", "features", "event", "score", "baseline", "importance", "sd", "repeats",
+                           "split", "rows"]
+    assert sorted(csv["input"].to_list()) == ["age", "fin", "prio", "race"]
+    assert csv.filter(pl.col("input") == "race")["features"].item() == "race=black race=other"
+    assert set(csv["score"]) == {"ci_rmst"} and set(csv["rows"]) == {86}
+    shown = {line.split()[0]: float(line.split()[2]) for line in lines[3:6]}
+    for name, value in shown.items():
+        assert csv.filter(pl.col("input") == name)["importance"].item() == pytest.approx(value, abs=5e-4)
+    with pytest.raises(SystemExit) as exit_:
+        train_flow.main(["explain", "--dataset", "rossi", "--model", "ET"])
+    assert exit_.value.code == 2 and "no ET model in this version (it has CET)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_flow.main(["explain", "--dataset", "rossi", "--model-version", "v0003"])
+    assert "rossi/v0003: not a registered model version" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_flow.main(["explain", "--dataset", "rossi", "--out", str(tmp_path)])
+    assert "a folder; give a file name" in capsys.readouterr().err
+    manifest = json.loads((ds_dir / "manifest.json").read_text())
+    (ds_dir / "manifest.json").write_text(json.dumps(manifest | {"name": "rossi2"}))
+    with pytest.raises(SystemExit):
+        train_flow.main(["explain", "--dataset", "rossi"])
+    assert "changed since v0001 was trained on it" in capsys.readouterr().err
