@@ -113,6 +113,7 @@ def test_bad_groups_and_repeats_are_refused():
         permutation_importance("BC", model, no_truth, {"a": [0]})
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a small net; not what is tested
 def test_explain_command_on_a_registered_table(tmp_path, monkeypatch, capsys):
     """A user's table without the truth: C (RMST) per event, a categorical column as one input,
     the CSV with every input, event and score; errors named; a dataset changed since training refused."""
