@@ -7,10 +7,13 @@ generate`` → ``flows.mimic build`` → ``flows.train evaluate --models CET`` (
 ``flows.train explain --out importance.csv`` (the validation split, 5 shuffles). The generator
 records which latent factors drive each event's occurrence, and which feature items carry each
 factor (``standin.json``: ``events.<e>.occurrence.factors``, ``factors.<k>``). Per event, the
-items of its occurrence factors are the planted inputs; the probe reports where explain's AUC
-importance for that event ranks them among all the items (precision at k, k = the number of
-planted items; the mean rank), and over all events the share of the planted items among the top
-k of the mean over events. Writes ``benchmarks/results/importance_planted.json``.
+items of its occurrence factors are the planted inputs of *whether*; the probe reports where
+explain's AUC importance for that event ranks them among all the items (precision at k, k = the
+number of planted items), and over all events the share of the planted items among the top k of
+the mean over events. The items of its timing factors (``events.<e>.timing.factors``) are the
+planted inputs of *when*, judged the same way by C (timing) importance (the event's time is
+also moved by its driver event's occurrence, whose items are reported beside). Writes
+``benchmarks/results/importance_planted.json``.
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import machine  # noqa: E402
 
 
-def planted_items(standin: dict) -> dict[str, set[str]]:
-    """{event: the items (``lab_51221``, ``chart_211``) of the factors that drive its occurrence}."""
+def planted_items(standin: dict, head: str = "occurrence") -> dict[str, set[str]]:
+    """{event: the items (``lab_51221``, ``chart_211``) of the factors that drive its ``head``
+    ("occurrence" or "timing")}."""
     out = {}
     for event, plan in standin["events"].items():
         items = set()
-        for k in plan["occurrence"]["factors"]:
+        for k in plan[head]["factors"]:
             f = standin["factors"][str(k)]
             items.add(f"lab_{f['lab']}")
             items.update(f"chart_{c}" for c in f["chart"])
@@ -47,8 +51,8 @@ def planted_items(standin: dict) -> dict[str, set[str]]:
     return out
 
 
-def judge(importance: pl.DataFrame, planted: dict[str, set[str]]) -> dict:
-    auc = importance.filter(pl.col("score") == "auc")
+def judge(importance: pl.DataFrame, planted: dict[str, set[str]], score: str = "auc") -> dict:
+    auc = importance.filter(pl.col("score") == score)
     n_inputs = auc["input"].n_unique()
     per_event = {}
     for event, items in planted.items():
@@ -105,9 +109,22 @@ def main() -> None:
         }
         standin = json.loads((work / "raw" / "standin.json").read_text())
         manifest = json.loads((work / "data" / "mimic" / "manifest.json").read_text())
-        result = judge(pl.read_csv(work / "importance.csv"), planted_items(standin))
+        importance = pl.read_csv(work / "importance.csv")
+        result = judge(importance, planted_items(standin))
+        timing = judge(importance, planted_items(standin, "timing"), "ci_timing")
+        occurrence_of = planted_items(standin)
+        observed = {e: int(importance.filter((pl.col("event") == e) & (pl.col("score") == "ci_timing"))
+                           ["observed"][0]) for e in standin["events"]}
+        for e, v in timing["per_event"].items():
+            v["observed"] = observed[e]
+            v["baseline"] = float(importance.filter((pl.col("event") == e) & (pl.col("score") == "ci_timing"))
+                                  ["baseline"][0])
+            driver = standin["events"][e]["timing"]["driver_event"]
+            order = (importance.filter((pl.col("event") == e) & (pl.col("score") == "ci_timing"))
+                     .sort("importance", descending=True)["input"].to_list())
+            v["driver_occurrence_ranks"] = sorted(order.index(i) + 1 for i in occurrence_of[driver] if i in order)
     out = {"scale": args.scale, "seed": args.seed, "split_sizes": manifest["split_sizes"], "seconds": seconds,
-           "machine": machine(), **result}
+           "machine": machine(), **result, "timing": timing}
     write_text(Path(args.out), json.dumps(out, indent=2) + "\n")
     print(f"{result['inputs']} inputs; per event, the planted items among the top k: mean precision "
           f"{result['mean_precision_at_k']:.2f}")
@@ -116,7 +133,13 @@ def main() -> None:
               f"{v['precision_at_k']:.2f})")
     o = result["overall"]
     print(f"over events: {o['precision_at_k']:.2f} of the top {o['k']} are planted; the largest unplanted mean "
-          f"importance {o['largest_unplanted']:+.4f}; seconds {seconds}")
+          f"importance {o['largest_unplanted']:+.4f}")
+    print("when (C (timing) importance; the event's own timing items, and its driver's occurrence items):")
+    for event, v in timing["per_event"].items():
+        print(f"  {event:13s} {v['observed']:4d} observed, C (timing) {v['baseline']:.3f}: timing items at ranks "
+              f"{v['ranks']} (precision@{len(v['ranks'])} {v['precision_at_k']:.2f}); driver's occurrence items at "
+              f"{v['driver_occurrence_ranks']}")
+    print(f"seconds {seconds}")
 
 
 if __name__ == "__main__":

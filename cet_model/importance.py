@@ -10,7 +10,10 @@ standard deviation). The scores are the ones the product reports:
 - ``auc``: AUC of the occurrence score against the true occurrence (rows where it is known;
   for ET the negated predicted time, as ``occurrence_score`` says), and
 - ``ci_rmst``: Harrell's C of the restricted mean event-free time (time models, with
-  ``rmst_at``): who has the event later or never, the ranking on data without the truth.
+  ``rmst_at``): who has the event later or never, the ranking on data without the truth;
+- ``ci_timing``: Harrell's C of the predicted time *given that the event happens* among the rows
+  where it was observed (time models): what the model's *when* relies on, apart from its *whether*
+  (CET's time head; with AUC, its two heads one at a time).
 
 Shuffling a group keeps its distribution and breaks its link with the outcome and with the
 other inputs; a group whose information the other inputs also carry can show little importance
@@ -46,6 +49,7 @@ from .metrics import occurrence_auc
 
 log = logging.getLogger("cet_model.importance")
 
+CI_TIMING = "ci_timing"  # Harrell's C of the predicted time given occurrence, on the rows with the event observed
 COMMENTS = "comments"  # the group of a split's comment embeddings (sequences.npy)
 DEFAULT_REPEATS = 5
 MIMIC_STATISTIC = re.compile(r"^((?:chart|lab|output)_\d+)_(?:count|mean|min|max|sum)$")
@@ -81,64 +85,85 @@ def feature_groups(feature_names, featurization: dict | None = None) -> dict[str
     return groups
 
 
-def _scores(name: str, model, split: Split, x, rmst_at) -> dict[str, np.ndarray]:
-    """{metric: (M,) per-event score} of the model on the split's rows with input ``x``."""
+SCORES = ("auc", CI_RMST, CI_TIMING)
+
+
+def _scores(name: str, model, split: Split, x, rmst_at, wanted) -> dict[str, np.ndarray]:
+    """{metric: (M,) per-event score} of the model on the split's rows with input ``x``, for the
+    metrics in ``wanted`` the model can give (only what they need is predicted)."""
     p = model.predict_occurrence(x)
     timed = hasattr(model, "predict_time")
-    t_hat = model.predict_time(x) if timed and name == "ET" else None
-    rmst = model.predict_rmst(x, rmst_at) if timed and rmst_at is not None else None
-    score = occurrence_score(name, p, t_hat)
+    t_hat = model.predict_time(x) if timed and (CI_TIMING in wanted or (name == "ET" and "auc" in wanted)) else None
+    rmst = model.predict_rmst(x, rmst_at) if timed and rmst_at is not None and CI_RMST in wanted else None
     m = p.shape[1]
-    out = {"auc": np.full(m, np.nan), **({CI_RMST: np.full(m, np.nan)} if rmst is not None else {})}
+    out = {k: np.full(m, np.nan) for k, ok in (("auc", True), (CI_RMST, rmst is not None),
+                                               (CI_TIMING, timed and t_hat is not None)) if k in wanted and ok}
+    score = occurrence_score(name, p, t_hat) if "auc" in out else None
     for j in range(m):
         keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
         known = keep & ~np.isnan(split.C[:, j])
-        if known.any():
+        if score is not None and known.any():
             out["auc"][j] = occurrence_auc(split.C[known, j], score[known, j])
-        if rmst is not None and keep.any():
+        if CI_RMST in out and keep.any():
             out[CI_RMST][j] = _harrell_c_or_nan(split.T[keep, j], rmst[keep, j], split.S[keep, j])
+        seen = keep & (split.S[:, j] == 1)
+        if CI_TIMING in out and seen.sum() >= 2:
+            out[CI_TIMING][j] = _harrell_c_or_nan(split.T[seen, j], t_hat[seen, j], split.S[seen, j])
     return out
 
 
 def permutation_importance(name: str, model, split: Split, groups: dict[str, list[int]], *,
                            repeats: int = DEFAULT_REPEATS, seed: int = 0, rmst_at=None, comments: bool = True,
-                           on_group=None) -> dict:
+                           scores=SCORES, max_rows: int | None = None, on_group=None) -> dict:
     """Permutation importance of each group of ``model``'s input columns on ``split``, per event.
 
     ``name``: the model's preset name (``"ET"`` scores AUC by its predicted time). ``groups``:
     {name: column indices of ``split.X``}, e.g. ``feature_groups(...)``. ``rmst_at``: (M,) the
-    horizons of the restricted means (``evaluation.rmst_horizons(train)``); without it only AUC.
+    horizons of the restricted means (``evaluation.rmst_horizons(train)``); without it no C (RMST).
     With ``comments`` and a split that has comment embeddings, they are one more group,
-    ``COMMENTS``. ``on_group(done, total, group)``: called after each group (progress).
+    ``COMMENTS``. ``scores``: which of ``SCORES`` to compute (each costs a prediction per shuffle).
+    ``max_rows``: a larger split is cut to that many rows drawn at random (seeded; the cost grows
+    with the rows). ``on_group(done, total, group)``: called after each group (progress).
 
-    Returns {"rows", "repeats", "seed", "observed": [M counts of rows with the event observed (s = 1)],
-    "metrics": the scores computed ("auc" only where some row
-    has the true occurrence; "ci_rmst" for time models with ``rmst_at``), "baseline": {metric:
-    [M scores on the rows as they are]}, "groups": [{"name", "columns": [indices] (None for the
-    comments), metric: {"mean": [M], "sd": [M]}}, ...] in ``groups`` order}, where each value is
-    the baseline minus the score with the group shuffled (larger: the model relies on the group
-    more; near 0 or below: not at all, within the shuffles' noise). NaN where a score is undefined
-    (an event without a case on these rows).
+    Returns {"rows" (used), "of_rows" (the split's), "repeats", "seed", "observed": [M counts of
+    rows with the event observed (s = 1)], "metrics": the scores computed, in ``SCORES`` order
+    ("auc" only where some row has the true occurrence; "ci_rmst" for time models with
+    ``rmst_at``; "ci_timing" for time models), "baseline": {metric: [M scores on the rows as they
+    are]}, "groups": [{"name", "columns": [indices] (None for the comments), metric: {"mean": [M],
+    "sd": [M]}}, ...] in ``groups`` order}, where each value is the baseline minus the score with
+    the group shuffled (larger: the model relies on the group more; near 0 or below: not at all,
+    within the shuffles' noise). NaN where a score is undefined (an event without a case on these
+    rows).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    n, d = split.X.shape
+    unknown = [k for k in scores if k not in SCORES]
+    if unknown or not scores:
+        raise ValueError(f"scores must be some of {', '.join(SCORES)}, got {list(scores)}")
+    if max_rows is not None and max_rows < 2:
+        raise ValueError(f"max_rows must be at least 2, got {max_rows}")
+    n_all, d = split.X.shape
     bad = {g: cols for g, cols in groups.items() if not cols or min(cols) < 0 or max(cols) >= d}
     if bad:
         raise ValueError(f"groups {sorted(bad)} name no column or columns outside the {d} features")
+    rng = np.random.default_rng(seed)
+    if max_rows is not None and n_all > max_rows:
+        split = split.take(np.sort(rng.choice(n_all, max_rows, replace=False)))
+    n = len(split)
     x = model_inputs(split)
-    baseline = _scores(name, model, split, x, rmst_at)
-    metrics = [k for k, v in baseline.items() if k != "auc" or not np.isnan(v).all()]
+    wanted = set(scores)
+    baseline = _scores(name, model, split, x, rmst_at, wanted)
+    metrics = [k for k in SCORES if k in baseline and not np.isnan(baseline[k]).all()]  # e.g. AUC without the truth
     if not metrics:
-        raise ValueError("nothing to score: no row has the true occurrence (AUC) and the model has no "
-                         "restricted mean (C (RMST)) at the given horizons")
+        raise ValueError(f"nothing to score: {', '.join(scores)} {'is' if len(scores) == 1 else 'are'} undefined "
+                         "on these rows (AUC needs the true occurrence, C (RMST) a time model and horizons, "
+                         "C (timing) a time model and two rows with the event observed)")
     todo = [(g, list(cols)) for g, cols in groups.items()]
     if comments and split.sequences is not None:
         todo.append((COMMENTS, None))
-    rng = np.random.default_rng(seed)
     keep = np.ones(split.S.shape, bool) if split.mask is None else split.mask == 1
-    out = {"rows": n, "repeats": repeats, "seed": seed, "observed": ((split.S == 1) & keep).sum(axis=0).tolist(),
-           "metrics": metrics,
+    out = {"rows": n, "of_rows": n_all, "repeats": repeats, "seed": seed,
+           "observed": ((split.S == 1) & keep).sum(axis=0).tolist(), "metrics": metrics,
            "baseline": {k: baseline[k].tolist() for k in metrics}, "groups": []}
     t0 = time.perf_counter()
     for done, (group, cols) in enumerate(todo, start=1):
@@ -151,7 +176,7 @@ def permutation_importance(name: str, model, split: Split, groups: dict[str, lis
                 xs = split.X.copy()
                 xs[:, cols] = split.X[perm][:, cols]
                 shuffled = xs if split.sequences is None else CommentInputs(xs, split.sequences)
-            got = _scores(name, model, split, shuffled, rmst_at)
+            got = _scores(name, model, split, shuffled, rmst_at, set(metrics))
             for k in metrics:
                 drops[k].append(baseline[k] - got[k])
         row = {"name": group, "columns": cols}

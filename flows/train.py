@@ -276,17 +276,18 @@ def registry_command(ap, args) -> int:
 
 def explain_command(ap, args, s: Settings, name: str) -> int:
     """``explain``: permutation importance of a version's model, printed and written to ``--out``."""
-    if args.repeats < 1 or args.top < 1:
-        ap.error("--repeats and --top must be at least 1")
+    if args.repeats < 1 or args.top < 1 or args.max_rows < 2:
+        ap.error("--repeats and --top must be at least 1, --max-rows at least 2")
     if args.out and Path(args.out).is_dir():
         ap.error(f"--out {args.out}: a folder; give a file name, e.g. importance.csv")
     try:
         version = resolve_version(s.models_dir, name, args.model_version)
         result = explain.explain(version, model=args.model, split=args.split, repeats=args.repeats, seed=args.seed,
-                                 device=s.device)
+                                 device=s.device, scores=(args.score,) if args.score else explain.SCORES,
+                                 max_rows=args.max_rows)
     except (ValueError, FileNotFoundError) as exc:
         ap.error(str(exc))
-    print("\n".join(explain.report_lines(result, args.top)))
+    print("\n".join(explain.report_lines(result, args.top, args.score)))
     if args.out:
         print(f"wrote {explain.write_csv(result, args.out)}")
     return 0
@@ -347,6 +348,13 @@ def main(argv=None) -> int:
     ex.add_argument("--repeats", type=int, default=explain.DEFAULT_REPEATS,
                     help=f"shuffles per input (default: {explain.DEFAULT_REPEATS})")
     ex.add_argument("--seed", type=int, default=0, help="seed of the shuffles (default: 0)")
+    ex.add_argument("--score", choices=explain.SCORES,
+                    help="score only this, and rank by it: auc (whether, against the true occurrence), ci_rmst "
+                         "(later or never), ci_timing (when, among the rows with the event observed); default: all "
+                         "that are defined, ranked by the first (AUC where the data have the truth, else C (RMST))")
+    ex.add_argument("--max-rows", type=int, default=5000,
+                    help="a larger split is cut to this many rows drawn at random (default: 5000; the time grows "
+                         "with the rows)")
     ex.add_argument("--top", type=int, default=20, help="inputs printed (default: 20; --out has all)")
     ex.add_argument("--out", help="a CSV with every input, event and score")
     args = ap.parse_args(argv)

@@ -36,7 +36,7 @@ def test_the_planted_driver_of_each_event_ranks_first():
     model = CETModel(hidden_sizes=(16,), seed=0).fit(train.X, train.T, train.S, val.X, val.T, val.S)
     out = permutation_importance("CET", model, val, feature_groups([f"x{i}" for i in range(5)]), repeats=3,
                                  rmst_at=rmst_horizons(train))
-    assert out["metrics"] == ["auc", "ci_rmst"] and out["rows"] == 600 and out["repeats"] == 3
+    assert out["metrics"] == ["auc", "ci_rmst", "ci_timing"] and out["rows"] == 600 and out["repeats"] == 3
     assert out["observed"] == val.S.sum(axis=0).astype(int).tolist()
     by_name = {g["name"]: g for g in out["groups"]}
     auc0 = {k: g["auc"]["mean"][0] for k, g in by_name.items()}
@@ -45,6 +45,9 @@ def test_the_planted_driver_of_each_event_ranks_first():
     c1 = {k: g["ci_rmst"]["mean"][1] for k, g in by_name.items()}
     assert max(c1, key=c1.get) == "x2" and c1["x2"] > 0.1
     assert max(abs(g["auc"]["mean"][1]) for g in out["groups"]) < 0.05
+    timing1 = {k: g["ci_timing"]["mean"][1] for k, g in by_name.items()}  # the time head alone: x2 only
+    assert max(timing1, key=timing1.get) == "x2" and timing1["x2"] > 0.2
+    assert all(abs(v) < 0.03 for k, v in timing1.items() if k != "x2")
     assert ranked(out)[0]["name"] == "x0"  # by AUC over the events (event 1's AUC hangs on nothing)
     again = permutation_importance("CET", model, val, feature_groups([f"x{i}" for i in range(5)]), repeats=3,
                                    rmst_at=rmst_horizons(train))
@@ -77,6 +80,10 @@ def test_a_group_is_shuffled_whole():
     assert sorted(map(tuple, seen[-1][:, 1:])) == sorted(map(tuple, x[:, 1:]))  # the same rows, reordered
     site = {g["name"]: g["auc"]["mean"][0] for g in out["groups"]}["site"]
     assert site > 0.3
+    seen.clear()
+    cut = permutation_importance("BC", model, split, groups, repeats=1, scores=("auc",), max_rows=100)
+    assert (cut["rows"], cut["of_rows"], cut["metrics"]) == (100, 300, ["auc"])
+    assert all(len(x_) == 100 for x_ in seen)  # the cut rows only, also when shuffled
 
 
 def test_comment_embeddings_are_one_more_group():
@@ -109,8 +116,12 @@ def test_bad_groups_and_repeats_are_refused():
     with pytest.raises(ValueError, match=r"groups \['far'\] name no column or columns outside the 5 features"):
         permutation_importance("BC", model, split, {"a": [0], "far": [7]})
     no_truth = Split(split.ids, split.X, split.T, split.S, np.full(split.C.shape, np.nan), split.T_true)
-    with pytest.raises(ValueError, match="nothing to score"):
+    with pytest.raises(ValueError, match="nothing to score: auc, ci_rmst, ci_timing are undefined"):
         permutation_importance("BC", model, no_truth, {"a": [0]})
+    with pytest.raises(ValueError, match=r"scores must be some of auc, ci_rmst, ci_timing, got \['c'\]"):
+        permutation_importance("BC", model, split, {"a": [0]}, scores=("c",))
+    with pytest.raises(ValueError, match="max_rows must be at least 2"):
+        permutation_importance("BC", model, split, {"a": [0]}, max_rows=1)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a small net; not what is tested
@@ -133,20 +144,30 @@ def test_explain_command_on_a_registered_table(tmp_path, monkeypatch, capsys):
     out = tmp_path / "importance.csv"
     assert train_flow.main(["explain", "--dataset", "rossi", "--repeats", "2", "--top", "3", "--out", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("v0001 CET: C (RMST) on the 86 val rows minus its C (RMST) with one input shuffled")
+    assert lines[0].startswith("v0001 CET: C (RMST), who has the event later or never, on the 86 val rows, minus its "
+                               "C (RMST) with one input shuffled")
     assert lines[1].startswith("  C (RMST) as it is: arrest 0.") and "observed)" in lines[1]
     assert lines[2].split() == ["input", "columns", "arrest"]
-    assert len(lines) == 3 + 3 + 2 and lines[6] == "  (3 of 4 inputs shown; --top, or --out for all)"
-    assert lines[7] == f"wrote {out}"
+    assert len(lines) == 3 + 3 + 3 and lines[6] == "  (3 of 4 inputs shown; --top, or --out for all)"
+    assert lines[7] == "  also scored: C (timing) (--score ci_timing); all in --out" and lines[8] == f"wrote {out}"
     csv = pl.read_csv(out)
     assert csv.columns == ["input", "label", "features", "event", "score", "baseline", "importance", "sd", "repeats",
-                           "split", "rows"]
-    assert sorted(csv["input"].to_list()) == ["age", "fin", "prio", "race"]
-    assert csv.filter(pl.col("input") == "race")["features"].item() == "race=black race=other"
-    assert set(csv["score"]) == {"ci_rmst"} and set(csv["rows"]) == {86}
+                           "split", "rows", "observed"]
+    assert sorted(set(csv["input"])) == ["age", "fin", "prio", "race"] and len(csv) == 4 * 2
+    assert set(csv.filter(pl.col("input") == "race")["features"]) == {"race=black race=other"}
+    assert set(csv["score"]) == {"ci_rmst", "ci_timing"} and set(csv["rows"]) == {86}
     shown = {line.split()[0]: float(line.split()[2]) for line in lines[3:6]}
     for name, value in shown.items():
-        assert csv.filter(pl.col("input") == name)["importance"].item() == pytest.approx(value, abs=5e-4)
+        got = csv.filter((pl.col("input") == name) & (pl.col("score") == "ci_rmst"))["importance"].item()
+        assert got == pytest.approx(value, abs=5e-4)
+    assert train_flow.main(["explain", "--dataset", "rossi", "--score", "ci_timing", "--max-rows", "40"]) == 0
+    timing = capsys.readouterr().out.splitlines()
+    assert timing[0].startswith("v0001 CET: C (timing), when, among the rows with the event observed (the time given "
+                                "that it happens), on the 40 of the 86 val rows (drawn at random), minus")
+    assert not any("also scored" in line for line in timing)
+    with pytest.raises(SystemExit):
+        train_flow.main(["explain", "--dataset", "rossi", "--score", "auc"])
+    assert "nothing to score: auc is undefined on these rows" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         train_flow.main(["explain", "--dataset", "rossi", "--model", "ET"])
     assert exit_.value.code == 2 and "no ET model in this version (it has CET)" in capsys.readouterr().err

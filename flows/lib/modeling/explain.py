@@ -21,8 +21,10 @@ from cet_model.atomic import temporary_name, writing
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import CI_RMST, rmst_horizons
 from cet_model.importance import (
+    CI_TIMING,
     COMMENTS,
     DEFAULT_REPEATS,
+    SCORES,
     feature_groups,
     permutation_importance,
     ranked,
@@ -33,15 +35,21 @@ from flows.lib.modeling.train_eval import text_table
 
 log = logging.getLogger("flows.explain")
 SPLITS = ("val", "test", "train")
-METRIC_TEXT = {"auc": "AUC", CI_RMST: "C (RMST)"}
+METRIC_TEXT = {"auc": "AUC", CI_RMST: "C (RMST)", CI_TIMING: "C (timing)"}
+METRIC_MEANS = {  # what each score judges, for the printed header
+    "auc": "whether the event happens (against the true occurrence)",
+    CI_RMST: "who has the event later or never",
+    CI_TIMING: "when, among the rows with the event observed (the time given that it happens)"}
+NEAR_CHANCE = 0.55  # a score as it is at or below this (0.5: chance): its importances say little
 EVENT_COLUMNS = 4  # up to this many events, the table has a column per event; beyond, the mean and the largest
 
 
 def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int = DEFAULT_REPEATS, seed: int = 0,
-            device: str = "cpu") -> dict:
+            device: str = "cpu", scores=SCORES, max_rows: int | None = None) -> dict:
     """``permutation_importance`` of the version's ``model`` on ``split`` of the dataset it was
-    trained on, with the version, model, split, dataset path and event and feature names added.
-    Errors (ValueError, FileNotFoundError) name the version and what is wrong."""
+    trained on (at most ``max_rows`` of its rows, drawn at random), with the version, model, split,
+    dataset path and event and feature names added. Errors (ValueError, FileNotFoundError) name
+    the version and what is wrong."""
     version_dir = Path(version_dir)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
@@ -65,8 +73,9 @@ def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int
     rmst_at = rmst_horizons(ds.train) if hasattr(fitted, "predict_rmst") else None
     rows = ds.splits[split]
     total = len(groups) + (rows.sequences is not None)
-    log.info("%s %s: shuffling %d input groups %d times each over the %d %s rows", version_dir, model, total,
-             repeats, len(rows), split)
+    used = len(rows) if max_rows is None else min(max_rows, len(rows))
+    log.info("%s %s: shuffling %d input groups %d times each over %s %s rows", version_dir, model, total,
+             repeats, f"{used} of the {len(rows)}" if used < len(rows) else f"the {used}", split)
     last = [0.0]
 
     def progress(done, of, group):
@@ -76,7 +85,7 @@ def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int
             log.info("%s %s: %d of %d groups (%s)", version_dir.name, model, done, of, group)
 
     result = permutation_importance(model, fitted, rows, groups, repeats=repeats, seed=seed, rmst_at=rmst_at,
-                                    on_group=progress)
+                                    scores=scores, max_rows=max_rows, on_group=progress)
     labels = item_labels(ds.manifest)
     for g in result["groups"]:
         g["features"] = [names[i] for i in g["columns"]] if g["columns"] is not None else [COMMENTS]
@@ -106,11 +115,11 @@ def _cell(mean: float, sd: float) -> str:
     return "-" if not np.isfinite(mean) else f"{_signed(mean)} ± {sd:.3f}"
 
 
-def table_lines(result: dict, top: int = 20) -> list[list[str]]:
-    """The CLI's table: the ``top`` groups by mean importance over events of the first score
-    (AUC where the truth is known, else C (RMST)), with a column per event up to
+def table_lines(result: dict, top: int = 20, metric: str | None = None) -> list[list[str]]:
+    """The CLI's table: the ``top`` groups by mean importance over events of ``metric`` (default
+    the first score: AUC where the truth is known, else C (RMST)), with a column per event up to
     ``EVENT_COLUMNS`` events, else the mean and the event where the group matters most."""
-    metric = result["metrics"][0]
+    metric = metric or result["metrics"][0]
     events = result["events"]
     per_event = len(events) <= EVENT_COLUMNS
     header = ["input", "columns"] + ([f"{e}" for e in events] if per_event else ["mean over events", "most (event)"])
@@ -132,30 +141,36 @@ def table_lines(result: dict, top: int = 20) -> list[list[str]]:
     return table
 
 
-def report_lines(result: dict, top: int = 20) -> list[str]:
+def report_lines(result: dict, top: int = 20, metric: str | None = None) -> list[str]:
     """What ``python -m flows.train explain`` prints: what was measured, the scores as they are,
     ``table_lines`` as text, and what was left out of it."""
-    metric = result["metrics"][0]
+    metric = metric or result["metrics"][0]
     name = METRIC_TEXT[metric]
-    lines = [f"{result['version']} {result['model']}: {name} on the {result['rows']} {result['split']} rows minus its "
-             f"{name} with one input shuffled between the rows (mean ± sd of {result['repeats']} shuffles; larger: "
-             "relied on more; about 0: not used, or what it says is also in other inputs)"]
+    rows = (f"{result['rows']} of the {result['of_rows']} {result['split']} rows (drawn at random)"
+            if result["rows"] < result["of_rows"] else f"{result['rows']} {result['split']} rows")
+    lines = [f"{result['version']} {result['model']}: {name}, {METRIC_MEANS[metric]}, on the {rows}, minus its {name} with one input shuffled between the rows (mean ± sd of "
+             f"{result['repeats']} shuffles; larger: relied on more; about 0: not used, or what it says is also in "
+             "other inputs)"]
     base = np.asarray(result["baseline"][metric], dtype=np.float64)
     lines.append(f"  {name} as it is: " + ", ".join(
         (f"{e} {v:.3f}" if np.isfinite(v) else f"{e} -") + f" ({k} observed)"
         for e, v, k in zip(result["events"], base, result["observed"], strict=True)))
-    lines += text_table(table_lines(result, top))
+    weak = [f"{e} ({v:.3f})" for e, v in zip(result["events"], base, strict=True) if np.isfinite(v) and v <= NEAR_CHANCE]
+    if weak:
+        lines.append(f"  near chance as it is, so its importances say little: {', '.join(weak)}")
+    lines += text_table(table_lines(result, top, metric))
     if top < len(result["groups"]):
         lines.append(f"  ({top} of {len(result['groups'])} inputs shown; --top, or --out for all)")
-    if len(result["metrics"]) > 1:
-        lines.append(f"  {', '.join(METRIC_TEXT[m] for m in result['metrics'][1:])}: in --out")
+    others = [m for m in result["metrics"] if m != metric]
+    if others:
+        lines.append(f"  also scored: {', '.join(f'{METRIC_TEXT[m]} (--score {m})' for m in others)}; all in --out")
     return lines
 
 
 def write_csv(result: dict, out) -> Path:
     """One row per group, event and score: ``input``, ``label`` (a MIMIC item's), ``features`` (space-separated), ``event``,
-    ``score`` (auc, ci_rmst), ``baseline``, ``importance`` (mean drop), ``sd``, ``repeats``,
-    ``split``, ``rows``; written to a temporary name, then renamed."""
+    ``score`` (auc, ci_rmst, ci_timing), ``baseline``, ``importance`` (mean drop), ``sd``, ``repeats``,
+    ``split``, ``rows``, ``observed`` (rows with the event observed); written to a temporary name, then renamed."""
     out = Path(out)
     records = []
     for g in result["groups"]:
@@ -164,7 +179,7 @@ def write_csv(result: dict, out) -> Path:
                 records.append({"input": g["name"], "label": g.get("label"), "features": " ".join(g["features"]), "event": e, "score": metric,
                                 "baseline": result["baseline"][metric][j], "importance": g[metric]["mean"][j],
                                 "sd": g[metric]["sd"][j], "repeats": result["repeats"], "split": result["split"],
-                                "rows": result["rows"]})
+                                "rows": result["rows"], "observed": result["observed"][j]})
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f"{temporary_name(out)}w"
     with writing(out, tmp):
