@@ -321,6 +321,42 @@ def far_outside_training(x, data: dict) -> dict[str, int]:
     return out
 
 
+SHIFT_SD = 0.5  # a batch mean this many training standard deviations from the training mean is said
+MIN_ROWS_FOR_SHIFT = 50  # a smaller batch's mean is too noisy to judge
+SHIFTS_NAMED = 10
+
+
+def shifted_from_training(x, data: dict) -> dict[str, float] | None:
+    """Per feature whose mean over the rows of ``x`` (n, d; the model's feature columns) lies at
+    least ``SHIFT_SD`` training standard deviations from the training mean (``data.json``'s
+    ``feature_moments``), that difference in training SDs, largest first: a batch unlike the
+    training rows (another population, a changed unit or lab method), whose predictions rest on
+    fewer training rows like them. A column constant in training is not judged. None when not
+    judged: a version without moments (trained before 2026-11-27, or on fewer than 200 rows) or
+    fewer than ``MIN_ROWS_FOR_SHIFT`` rows.
+
+    >>> data = {"feature_names": ["age", "lactate", "flag"],
+    ...         "feature_moments": {"age": [60.0, 10.0], "lactate": [2.0, 1.0], "flag": [1.0, 0.0]}}
+    >>> x = np.column_stack([np.full(60, 75.0), np.full(60, 2.2), np.zeros(60)])
+    >>> shifted_from_training(x, data)
+    {'age': 1.5}
+    >>> shifted_from_training(x[:10], data) is None
+    True
+    """
+    moments = data.get("feature_moments")
+    x = np.asarray(x, dtype=np.float64)
+    if not moments or x.shape[0] < MIN_ROWS_FOR_SHIFT:
+        return None
+    out = {}
+    for j, name in enumerate(data["feature_names"]):
+        mean, sd = moments[name]
+        if sd > 0:
+            d = (float(x[:, j].mean()) - mean) / sd
+            if abs(d) >= SHIFT_SD:
+                out[name] = round(d, 2)
+    return dict(sorted(out.items(), key=lambda kv: -abs(kv[1])))
+
+
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
                  horizons=(), rmst: bool = False) -> Path:
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
@@ -341,6 +377,14 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
         log.warning("%s: values far outside the training rows (beyond their 1st-99th percentile range widened by its "
                     "width on each side; check units and data entry), rows per column: %s; scored all the same",
                     source, ", ".join(f"{c} {n}" for c, n in far.items()))
+    shifted = shifted_from_training(x.aux if isinstance(x, CommentInputs) else x, data)
+    if shifted:
+        named = list(shifted.items())[:SHIFTS_NAMED]
+        log.warning("%s: these %d rows are unlike the training rows: the mean of %d of %d features lies %g or more "
+                    "training standard deviations from the training mean (%s%s); their predictions rest on fewer "
+                    "training rows like them. Scored all the same", source, len(ids), len(shifted),
+                    len(data["feature_names"]), SHIFT_SD, ", ".join(f"{c} {d:+.2f} SD" for c, d in named),
+                    f", and {len(shifted) - len(named)} more" if len(shifted) > len(named) else "")
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
     cols = {data.get("id_column") or "id": ids}

@@ -457,6 +457,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 # how far the training data reach: predict warns of a horizon or feature values beyond them
                 "follow_up": training_follow_up(tr, ds.event_names),
                 "feature_ranges": feature_ranges(tr.X, ds.feature_names),
+                "feature_moments": feature_moments(tr.X, ds.feature_names),
                 "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS),
                 "split_by": ds.manifest.get("split_by") if tr.groups is not None else None,
                 "ids_are_row_numbers": ds.manifest.get("ids") == ROW_NUMBERS,
@@ -552,6 +553,21 @@ def feature_ranges(x, feature_names) -> dict[str, list[float]] | None:
         return None
     low, high = np.quantile(x, [0.01, 0.99], axis=0)
     return {name: [round(float(a), 6), round(float(b), 6)] for name, a, b in zip(feature_names, low, high, strict=True)}
+
+
+def feature_moments(x, feature_names) -> dict[str, list[float]] | None:
+    """Per feature, the mean and standard deviation of the training rows ``x`` (n, d), which
+    ``flows.predict`` compares a batch of new rows with (``shifted_from_training``): aggregates
+    over many rows, None with fewer than ``MIN_ROWS_FOR_RANGES`` rows.
+
+    >>> feature_moments(np.column_stack([np.arange(1000.0), np.ones(1000)]), ["age", "flag"])
+    {'age': [499.5, 288.819436], 'flag': [1.0, 0.0]}
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[0] < MIN_ROWS_FOR_RANGES:
+        return None
+    mean, sd = x.mean(axis=0), x.std(axis=0, ddof=1)
+    return {name: [round(float(m), 6), round(float(v), 6)] for name, m, v in zip(feature_names, mean, sd, strict=True)}
 
 
 def training_follow_up(split, event_names) -> dict[str, dict]:
