@@ -284,7 +284,7 @@ def explain_command(ap, args, s: Settings, name: str) -> int:
         version = resolve_version(s.models_dir, name, args.model_version)
         result = explain.explain(version, model=args.model, split=args.split, repeats=args.repeats, seed=args.seed,
                                  device=s.device, scores=(args.score,) if args.score else explain.SCORES,
-                                 max_rows=args.max_rows)
+                                 max_rows=args.max_rows, data_dir=args.data)
     except (ValueError, FileNotFoundError) as exc:
         ap.error(str(exc))
     print("\n".join(explain.report_lines(result, args.top, args.score)))
@@ -357,6 +357,8 @@ def main(argv=None) -> int:
                          "with the rows)")
     ex.add_argument("--top", type=int, default=20, help="inputs printed (default: 20; --out has all)")
     ex.add_argument("--out", help="a CSV with every input, event and score")
+    ex.add_argument("--data", help="the dataset folder, if it moved since the version was trained (default: where "
+                                   "it was; it must hold the same files)")
     args = ap.parse_args(argv)
     apply_log_level(args)
     if args.command in ("versions", "promote", "explain"):

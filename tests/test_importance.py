@@ -177,8 +177,15 @@ def test_explain_command_on_a_registered_table(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         train_flow.main(["explain", "--dataset", "rossi", "--out", str(tmp_path)])
     assert "a folder; give a file name" in capsys.readouterr().err
-    manifest = json.loads((ds_dir / "manifest.json").read_text())
+    original = (ds_dir / "manifest.json").read_bytes()
+    manifest = json.loads(original)
     (ds_dir / "manifest.json").write_text(json.dumps(manifest | {"name": "rossi2"}))
     with pytest.raises(SystemExit):
         train_flow.main(["explain", "--dataset", "rossi"])
-    assert "changed since v0001 was trained on it" in capsys.readouterr().err
+    assert "is not the data v0001 was trained on (it changed since)" in capsys.readouterr().err
+    (ds_dir / "manifest.json").write_bytes(original)  # restored, then moved
+    ds_dir.rename(tmp_path / "moved")
+    with pytest.raises(SystemExit):
+        train_flow.main(["explain", "--dataset", "rossi"])
+    assert "is not there any more; if it moved, give its folder with --data" in capsys.readouterr().err
+    assert train_flow.main(["explain", "--dataset", "rossi", "--data", str(tmp_path / "moved"), "--repeats", "1"]) == 0

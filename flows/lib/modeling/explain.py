@@ -45,10 +45,11 @@ EVENT_COLUMNS = 4  # up to this many events, the table has a column per event; b
 
 
 def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int = DEFAULT_REPEATS, seed: int = 0,
-            device: str = "cpu", scores=SCORES, max_rows: int | None = None) -> dict:
+            device: str = "cpu", scores=SCORES, max_rows: int | None = None, data_dir=None) -> dict:
     """``permutation_importance`` of the version's ``model`` on ``split`` of the dataset it was
     trained on (at most ``max_rows`` of its rows, drawn at random), with the version, model, split,
-    dataset path and event and feature names added. Errors (ValueError, FileNotFoundError) name
+    dataset path and event and feature names added. ``data_dir``: the dataset folder where it is
+    now, if it moved (it must hold the same files). Errors (ValueError, FileNotFoundError) name
     the version and what is wrong."""
     version_dir = Path(version_dir)
     if split not in SPLITS:
@@ -57,13 +58,15 @@ def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int
         have = sorted(p.name for p in version_dir.iterdir() if (p / "config.json").is_file())
         raise ValueError(f"{version_dir}: no {model} model in this version (it has {', '.join(have) or 'none'})")
     data = json.loads((version_dir / "data.json").read_text())
-    dataset_dir = Path(data["path"])
+    dataset_dir = Path(data_dir or data["path"])
     if not dataset_dir.is_dir():
-        raise FileNotFoundError(f"{dataset_dir}: the dataset {version_dir.name} was trained on is not there any more")
+        raise FileNotFoundError(f"{dataset_dir}: the dataset {version_dir.name} was trained on is not there"
+                                + (" any more; if it moved, give its folder with --data" if data_dir is None else ""))
     if stage_cache.fingerprint(dataset_dir) != data.get("fingerprint"):
-        raise ValueError(f"{dataset_dir} changed since {version_dir.name} was trained on it: its {split} rows may "
-                         "now include rows the model was trained on. Explain a version trained on the folder as it "
-                         "is now (python -m flows.train evaluate), or restore the data")
+        raise ValueError(f"{dataset_dir} is not the data {version_dir.name} was trained on"
+                         + (" (it changed since)" if data_dir is None else "")
+                         + f": its {split} rows may include rows the model was trained on. Explain a version trained "
+                         "on the folder as it is now (python -m flows.train evaluate), or restore the data")
     ds = load_dataset(dataset_dir)
     names = data["feature_names"]
     if ds.feature_names != names or ds.event_names != data["event_names"]:
