@@ -4,6 +4,7 @@
     python -m flows.train retrain [--dataset mimic]               # rebuild if changed, then the same
     python -m flows.train versions [--dataset mimic]              # the registry: versions and decisions
     python -m flows.train promote --dataset mimic --model-version v0002 --reason "rollback: ..."
+    python -m flows.train show --dataset mimic [--model-version v0002]  # a version's test metrics again
     python -m flows.train explain --dataset mimic [--out importance.csv]  # which inputs CET relies on
 
 ``--dataset`` is a name everywhere (as in ``flows.predict`` and ``flows.full_pipeline``): the
@@ -18,6 +19,7 @@ the deployment served on the CET_RETRAIN_CRON schedule.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -239,7 +241,7 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
 
 
 def registry_command(ap, args) -> int:
-    """``versions``, ``promote`` and ``explain``: the registry's files read or changed directly (no
+    """``versions``, ``promote``, ``show`` and ``explain``: the registry's files read or changed directly (no
     flow run), a change under the lock that train-evaluate holds while it registers and judges a
     version."""
     s = Settings()
@@ -249,6 +251,15 @@ def registry_command(ap, args) -> int:
                  f"evaluate --dataset {name})")
     if args.command == "explain":
         return explain_command(ap, args, s, name)
+    if args.command == "show":
+        try:
+            version = resolve_version(s.models_dir, name, args.model_version)
+            decision = (json.loads((version / "decision.json").read_text())
+                        if (version / "decision.json").is_file() else None)
+            print_version(version, decision, version / subgroups.FILE if (version / subgroups.FILE).is_file() else None)
+        except (ValueError, FileNotFoundError) as exc:
+            ap.error(str(exc))
+        return 0
     if args.command == "versions":
         try:
             rows = registry.version_rows(s.models_dir, name)
@@ -335,13 +346,15 @@ def main(argv=None) -> int:
                                          "AUC and C (RMST), the rule's decision (no flow run)")
     pr = sub.add_parser("promote", help="promote a version by hand (a rollback), with a reason kept in "
                                         "history.jsonl (no flow run)")
+    sh = sub.add_parser("show", help="a version's test metrics, as evaluate printed them after training (no flow run)")
     ex = sub.add_parser("explain", help="which inputs a version's model relies on: permutation importance per "
                                         "event on the validation rows of its own data (no flow run)")
-    for p in (ls, pr, ex):
+    for p in (ls, pr, ex, sh):
         p.add_argument("--dataset", help="the dataset's name (default: $CET_RETRAIN_DATASET)")
     pr.add_argument("--model-version", required=True, help="the version to promote, e.g. v0002")
     pr.add_argument("--reason", required=True, help="why, in words: kept in models/<name>/history.jsonl")
-    ex.add_argument("--model-version", help="the version (default: the promoted one)")
+    for p in (ex, sh):
+        p.add_argument("--model-version", help="the version (default: the promoted one)")
     ex.add_argument("--model", default="CET", help="which of the version's models (default: CET)")
     ex.add_argument("--split", choices=explain.SPLITS, default="val",
                     help="the rows shuffled and scored (default: val; the test split is for the reported figures)")
@@ -361,7 +374,7 @@ def main(argv=None) -> int:
                                    "it was; it must hold the same files)")
     args = ap.parse_args(argv)
     apply_log_level(args)
-    if args.command in ("versions", "promote", "explain"):
+    if args.command in ("versions", "promote", "explain", "show"):
         return registry_command(ap, args)
     try:
         if args.command == "evaluate":
@@ -395,13 +408,22 @@ def main(argv=None) -> int:
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
-    print(f"{result['version']}: {result['decision']['reason']}")
-    if result["decision"].get("comparison"):  # how the promoted version was compared with it
-        print(f"  {result['decision']['comparison']}")
-    print("\n".join(train_eval.summary_lines(Path(result["version"]))))
-    if result.get("subgroups"):
-        print("\n".join(subgroups.subgroup_lines(result["subgroups"])))
+    print_version(Path(result["version"]), result["decision"], result.get("subgroups"))
     return 0
+
+
+def print_version(version: Path, decision: dict | None, subgroups_file=None) -> None:
+    """What evaluate prints after training and ``show`` prints of any version: the rule's
+    decision, the test metrics (``summary_lines``) and the subgroups, if any were scored."""
+    if decision:
+        print(f"{version}: {decision['reason']}")
+        if decision.get("comparison"):  # how the promoted version was compared with it
+            print(f"  {decision['comparison']}")
+    else:
+        print(f"{version}: not judged by the promotion rule")
+    print("\n".join(train_eval.summary_lines(version)))
+    if subgroups_file:
+        print("\n".join(subgroups.subgroup_lines(subgroups_file)))
 
 
 if __name__ == "__main__":

@@ -168,6 +168,14 @@ def test_explain_command_on_a_registered_table(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         train_flow.main(["explain", "--dataset", "rossi", "--score", "auc"])
     assert "nothing to score: auc is undefined on these rows" in capsys.readouterr().err
+    # show: the version's decision and test metrics again, as evaluate printed them
+    assert train_flow.main(["show", "--dataset", "rossi"]) == 0
+    shown_lines = capsys.readouterr().out.splitlines()
+    assert shown_lines[0] == f"{version}: the first version: nothing was promoted before"
+    assert shown_lines[1].startswith("test split, averages over events") and shown_lines[3].split()[0] == "CET"
+    with pytest.raises(SystemExit):
+        train_flow.main(["show", "--dataset", "rossi", "--model-version", "v0002"])
+    assert "rossi/v0002: not a registered model version" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         train_flow.main(["explain", "--dataset", "rossi", "--model", "ET"])
     assert exit_.value.code == 2 and "no ET model in this version (it has CET)" in capsys.readouterr().err
