@@ -670,8 +670,8 @@ def summary_lines(version: Path) -> list[str]:
         lines.append(f"  {', '.join(blank)}: no figure on these data: scored only against the true occurrence, "
                      "which they do not have")
     if any(r["model"] == REFERENCE for r in rows) and "ci" in columns:
-        lines.append(f"  Harrell's C ranks CET's time given that the event happens, {REFERENCE}'s risk: C (RMST) "
-                     "ranks every model by the event-free time, the like-for-like column")
+        lines.append(f"  Harrell's and Uno's C rank CET's time given that the event happens, {REFERENCE}'s risk: "
+                     "C (RMST) ranks every model by the event-free time, the like-for-like column")
     diff = difference_table(record, {**SUMMARY_COLUMNS, "auc_h": "AUC at h"}, empty="-")
     if diff:
         lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({record['resamples']} resamples of the "
