@@ -785,7 +785,8 @@ class ETModel(_Base):
         """S_j(t | x), shape (n, len(times), M)."""
         mu, log_sigma = self._params(X)
         lt = torch.as_tensor(_log_times(times), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
-        return losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1)).exp().cpu().numpy()
+        return (losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1)).exp().cpu().numpy()
+                .astype(np.float64))  # float64, as CET's
 
     @_streamed
     def predict_rmst(self, X, horizon) -> np.ndarray:

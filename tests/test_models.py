@@ -51,6 +51,9 @@ def test_no_rows_give_empty_predictions_of_the_right_shape(cls, events):
     assert model.predict_time(x[:0]).shape == (0, events)
     assert model.predict_rmst(x[:0], 1.0).shape == (0, events)
     assert model.predict_survival(x[:0], [0.5, 1.0]).shape == (0, 2, events)
+    # and on rows, every prediction is float64 (ET's survival was float32 until 2026-11-27)
+    assert {a.dtype for a in (model.predict_occurrence(x), model.predict_time(x), model.predict_rmst(x, 1.0),
+                              model.predict_survival(x, [0.5, 1.0]))} == {np.dtype(np.float64)}
 
 
 def test_predict_time_is_the_conditional_quantile(small_survival):
