@@ -8,7 +8,7 @@ score with the group shuffled, per event, averaged over ``repeats`` shuffles (wi
 standard deviation). The scores are the ones the product reports:
 
 - ``auc``: AUC of the occurrence score against the true occurrence (rows where it is known;
-  for ET the negated predicted time, as ``occurrence_score`` says), and
+  for ET the negated predicted time, as ``occurrence_score`` says): what *whether* relies on;
 - ``ci_rmst``: Harrell's C of the restricted mean event-free time (time models, with
   ``rmst_at``): who has the event later or never, the ranking on data without the truth;
 - ``ci_timing``: Harrell's C of the predicted time *given that the event happens* among the rows
@@ -18,8 +18,8 @@ standard deviation). The scores are the ones the product reports:
 Shuffling a group keeps its distribution and breaks its link with the outcome and with the
 other inputs; a group whose information the other inputs also carry can show little importance
 though the model uses it (e.g. a statistic of a lab value beside another statistic of it, which
-is why an item's statistics are one group). Computed on a validation split, not the test split
-that the reported figures come from.
+is why an item's statistics are one group). Compute it on a validation split, not on the test
+split that the reported figures come from.
 
     >>> import numpy as np
     >>> from cet_model import BCModel
