@@ -232,7 +232,7 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     # no truth: the classical reference (a Cox fit per event) in the Oracle's place, no AUC at h or MRAE
     ref = printed[5].split()
     assert ref[:3] == ["Cox", "(reference)", f"{summary['Cox (reference)']['test_ci']:.3f}"] and ref[-3:] == ["-"] * 3
-    assert printed[6].startswith("  Harrell's C ranks CET's time given that the event happens, Cox (reference)'s risk")
+    assert printed[6].startswith("  Harrell's and Uno's C rank CET's time given that the event happens, Cox (reference)'s risk")
     printed = printed[:6] + printed[7:]  # the lines below are counted without that note
     assert printed[6].startswith("[ ]: 95% paired bootstrap interval (200 resamples of the 87 test rows")
     assert printed[7].split() == ["CET", "minus", "Harrell's", "C", "C", "(RMST)", "AUC", "at", "h"]
