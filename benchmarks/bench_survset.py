@@ -74,15 +74,20 @@ def lifelines_frame(name: str):
     return df
 
 
-def load(name: str, scale: bool = True):
+def load(name: str, scale: bool = True, drop=()):
     """(X, t, s, feature names, facts) with the preprocessing above, split into train/val/test.
-    ``scale=False`` leaves the numeric columns in their own units (gaps still filled)."""
+    ``scale=False`` leaves the numeric columns in their own units (gaps still filled); ``drop``:
+    columns of the SurvSet frame left out (e.g. one recorded after the start of follow-up)."""
     if name.startswith("lifelines:"):
         df = lifelines_frame(name.removeprefix("lifelines:"))
     else:
         from SurvSet.data import SurvLoader
 
         df = SurvLoader().load_dataset(ds_name=name)["df"]
+    missing = [c for c in drop if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name}: no column {missing} to drop (columns: {', '.join(df.columns)})")
+    df = df.drop(columns=list(drop))
     t = df["time"].to_numpy(float)
     s = df["event"].to_numpy(float)
     rng = np.random.default_rng(0)
@@ -201,8 +206,10 @@ def over_seeds(label: str, scored: list[dict]) -> dict:
     return row
 
 
-def run(name: str, seeds: int = 10) -> dict:
-    parts, names, facts = load(name)
+def run(name: str, seeds: int = 10, drop=()) -> dict:
+    parts, names, facts = load(name, drop=drop)
+    if drop:
+        facts["dropped_columns"] = list(drop)
     rows = []
     for label, kw in (("CET", {}), ("CET-linear", {"hidden_sizes": ()})):
         scored = []
@@ -272,11 +279,19 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated SurvSet names")
     ap.add_argument("--seeds", type=int, default=10, help="CET fits per data set and variant (seeds 0..N-1)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "survset.json")
+    ap.add_argument("--drop", default="", help="columns to leave out, as DATASET:COLUMN,... (e.g. support2:fac_sfdm2, "
+                                               "recorded two months after the start of follow-up)")
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error("--seeds must be at least 1")
+    drop: dict[str, list[str]] = {}
+    for item in filter(None, (d.strip() for d in args.drop.split(","))):
+        dataset, sep, column = item.partition(":")
+        if not sep or not column:
+            ap.error(f"--drop {item!r}: give DATASET:COLUMN")
+        drop.setdefault(dataset, []).append(column)
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    results = [run(n.strip(), args.seeds) for n in args.datasets.split(",") if n.strip()]
+    results = [run(n.strip(), args.seeds, drop.get(n.strip(), ())) for n in args.datasets.split(",") if n.strip()]
     mach = machine()
     worst = min((next(r for r in res["rows"] if r["model"] == "CET")["harrell_c"]
                  - next(r for r in res["rows"] if r["model"] == "LogNormalAFT")["harrell_c"], res["dataset"])
