@@ -197,3 +197,27 @@ def test_explain_command_on_a_registered_table(tmp_path, monkeypatch, capsys):
         train_flow.main(["explain", "--dataset", "rossi"])
     assert "is not there any more; if it moved, give its folder with --data" in capsys.readouterr().err
     assert train_flow.main(["explain", "--dataset", "rossi", "--data", str(tmp_path / "moved"), "--repeats", "1"]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_column_that_gives_the_outcome_away_is_named(tmp_path, monkeypatch, capsys):
+    """A column recorded after follow-up starts (a later record of the re-arrest itself: known
+    only at the end of follow-up) does nearly all the model's ranking; explain names it and says
+    what to check."""
+    from lifelines.datasets import load_rossi
+
+    from flows import train as train_flow
+
+    table = pl.from_pandas(load_rossi()).with_columns(early=pl.col("arrest").cast(pl.Float64))
+    ds_dir = write_follow_up_dataset(tmp_path / "leaky", table, ["fin", "age", "prio", "early"],
+                                     {"arrest": ("week", "arrest")}, name="leaky", time_unit="weeks", seed=3)
+    version, _ = train_version(ds_dir, tmp_path / "models", "leaky",
+                               TrainParams(models=("CET",), hidden=8, device="cpu", reference="none"))
+    registry.decide(tmp_path / "models", "leaky", version, registry.Rule())
+    monkeypatch.setenv("CET_MODELS_DIR", str(tmp_path / "models"))
+    assert train_flow.main(["explain", "--dataset", "leaky", "--repeats", "2", "--score", "ci_rmst"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3].split()[0] == "early"
+    assert ("  early alone carries most of it: check that it is known when follow-up starts (a value recorded later "
+            "can give the outcome away)") in lines

@@ -162,12 +162,38 @@ def report_lines(result: dict, top: int = 20, metric: str | None = None) -> list
     if weak:
         lines.append(f"  near chance as it is, so its importances say little: {', '.join(weak)}")
     lines += text_table(table_lines(result, top, metric))
+    lone = dominant_input(result, metric)
+    if lone:
+        lines.append(f"  {lone} alone carries most of it: check that it is known when follow-up starts (a value "
+                     "recorded later can give the outcome away)")
     if top < len(result["groups"]):
         lines.append(f"  ({top} of {len(result['groups'])} inputs shown; --top, or --out for all)")
     others = [m for m in result["metrics"] if m != metric]
     if others:
         lines.append(f"  also scored: {', '.join(f'{METRIC_TEXT[m]} (--score {m})' for m in others)}; all in --out")
     return lines
+
+
+DOMINANT_DROP, DOMINANT_RATIO = 0.1, 5.0  # an input this important, this many times the next: said
+
+
+def dominant_input(result: dict, metric: str) -> str | None:
+    """The input whose mean importance over events is at least ``DOMINANT_DROP`` and
+    ``DOMINANT_RATIO`` times the next input's, or None: one column doing nearly all the work is
+    how a value recorded after the start of follow-up (a leak of the outcome) shows. The comment
+    embeddings (a user's own text, known when follow-up starts) are not judged.
+
+    >>> g = lambda name, v: {"name": name, "columns": [0], "auc": {"mean": [v], "sd": [0.0]}}
+    >>> dominant_input({"metrics": ["auc"], "groups": [g("a", 0.02), g("status_2m", 0.24)]}, "auc")
+    'status_2m'
+    >>> dominant_input({"metrics": ["auc"], "groups": [g("a", 0.08), g("b", 0.24)]}, "auc") is None
+    True
+    """
+    order = [g for g in ranked(result, metric) if g["columns"] is not None]  # the comment embeddings: not a column
+    if len(order) < 2:
+        return None
+    means = [float(np.nanmean(g[metric]["mean"])) if np.isfinite(g[metric]["mean"]).any() else 0.0 for g in order[:2]]
+    return order[0]["name"] if means[0] >= DOMINANT_DROP and means[0] >= DOMINANT_RATIO * max(means[1], 0.0) else None
 
 
 def write_csv(result: dict, out) -> Path:
