@@ -689,11 +689,28 @@ def recorded_events(metrics: dict) -> list[str]:
     return list(dict.fromkeys(e for rows in metrics["test"].values() for e in rows))
 
 
+FEW_OBSERVED = 10  # an event observed in fewer test rows is said under the per-event table
+
+
 def per_event_lines(version: Path) -> list[str]:
     """With more than one event, the test split per event: each model's AUC against the true
     occurrence where the data have it, else its C (RMST), beside the number of test rows where
-    the event was observed (what the figure rests on); [] for one event. The average can hide a
-    rare event: actg's deaths (26 in 1,151 subjects) beside its AIDS diagnoses (96)."""
+    the event was observed (what the figure rests on), and a line naming the events observed in
+    fewer than ``FEW_OBSERVED``; [] for one event. The average can hide a rare event: actg's deaths
+    (26 in 1,151 subjects) beside its AIDS diagnoses (96).
+
+    >>> import tempfile
+    >>> version = Path(tempfile.mkdtemp())
+    >>> _ = (version / "metrics.json").write_text(json.dumps({
+    ...     "test": {"CET": {"aids": {"ci_rmst": 0.777}, "death": {"ci_rmst": 0.877}}},
+    ...     "observed": {"test": {"aids": 18, "death": 2}}}))
+    >>> print("\\n".join(per_event_lines(version)))
+    test split, per event: C (RMST) (observed: test rows with the event observed):
+      event  observed  CET
+      aids   18        0.777
+      death  2         0.877
+      observed in fewer than 10 test rows: death (2): a figure and its interval rest on that many cases
+    """
     metrics = json.loads((Path(version) / "metrics.json").read_text())
     test, events = metrics["test"], recorded_events(metrics)
     if len(events) < 2:
@@ -716,7 +733,12 @@ def per_event_lines(version: Path) -> list[str]:
     notes = [text for text, shown in (("observed: test rows with the event observed", observed),
                                       (f"[ ]: {record.get('level', 0.95):.0%} paired bootstrap interval, the same "
                                        "resamples", bounds)) if shown]
-    return [f"test split, per event: {title}" + (f" ({'; '.join(notes)})" if notes else "") + ":", *text_table(table)]
+    lines = [f"test split, per event: {title}" + (f" ({'; '.join(notes)})" if notes else "") + ":", *text_table(table)]
+    few = [f"{e} ({observed[e]})" for e in events if isinstance(observed.get(e), int) and observed[e] < FEW_OBSERVED]
+    if few:
+        lines.append(f"  observed in fewer than {FEW_OBSERVED} test rows: {', '.join(few)}: a figure and its interval "
+                     "rest on that many cases")
+    return lines
 
 
 def difference_table(record: dict, titles: dict[str, str], empty: str = "") -> list[list[str]]:
