@@ -19,7 +19,7 @@ import polars as pl
 
 from cet_model.atomic import temporary_name, writing
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import CI_RMST, rmst_horizons
+from cet_model.evaluation import CI_RMST, difference_text, rmst_horizons
 from cet_model.importance import (
     CI_TIMING,
     COMMENTS,
@@ -67,10 +67,8 @@ def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int
                          + (" (it changed since)" if data_dir is None else "")
                          + f": its {split} rows may include rows the model was trained on. Explain a version trained "
                          "on the folder as it is now (python -m flows.train evaluate), or restore the data")
-    ds = load_dataset(dataset_dir)
+    ds = load_dataset(dataset_dir)  # the same files (fingerprint): the same features and events
     names = data["feature_names"]
-    if ds.feature_names != names or ds.event_names != data["event_names"]:
-        raise ValueError(f"{dataset_dir}: its features or events are not those {version_dir.name} was trained on")
     fitted = load_model(version_dir / model, device=device)
     groups = feature_groups(names, data.get("featurization"))
     rmst_at = rmst_horizons(ds.train) if hasattr(fitted, "predict_rmst") else None
@@ -109,9 +107,8 @@ def item_labels(manifest: dict) -> dict[str, str]:
 
 
 def _signed(v: float) -> str:
-    """+0.012, -0.004; a value that rounds to zero is 0.000, without a sign."""
-    text = f"{v:+.3f}"
-    return "0.000" if float(text) == 0 else text
+    """+0.012, -0.004; a value that rounds to zero is +0.000, as every difference the CLI prints."""
+    return difference_text({"estimate": v})
 
 
 def _cell(mean: float, sd: float) -> str:
