@@ -178,3 +178,31 @@ def test_rmst_columns_are_the_models_restricted_means_and_need_horizons(trained,
         predict_flow.main(["--features", str(ds_dir / "features.parquet"), "--out", str(tmp_path / "d.parquet"),
                            "--rmst"])
     assert exit_.value.code == 2 and not (tmp_path / "d.parquet").exists()
+
+
+def test_values_far_outside_training_name_the_item_and_count_the_columns_beyond_ten(trained, tmp_path, caplog):
+    """The version records its items' D_ITEMS / D_LABITEMS labels; the warning of values far
+    outside the training rows names an item by its label, the most affected columns first, and
+    counts the columns it does not name (a real MIMIC-III extract can flag hundreds)."""
+    import logging
+
+    root, raw, ds_dir, version = trained
+    data = json.loads((version / "data.json").read_text())
+    assert data["item_labels"] == {"chart_1": "Heart Rate", "chart_2": "Heart Rhythm", "lab_50912": "Creatinine",
+                                   "output_40055": "Urine Out Foley"}
+    values = pl.read_parquet(ds_dir / "features.parquet").select(data["feature_names"]).row(0)
+    names = data["feature_names"]
+    assert len(names) == 11
+    # ranges as a version trained on 200 or more rows records them, here set so that every value is
+    # far outside (the fixture's 12 admissions are too few to record any)
+    data["feature_ranges"] = {n: [v + 10.0, v + 11.0] for n, v in zip(names, values, strict=True)}
+    copy = tmp_path / "v0001"
+    shutil.copytree(version, copy)
+    (copy / "data.json").write_text(json.dumps(data))
+    with caplog.at_level(logging.INFO, logger="flows.predict"):
+        score_mimic_raw(raw, copy, tmp_path / "s.parquet", tmp_path / "w")
+    message = next(r.getMessage() for r in caplog.records if "far outside the training rows" in r.getMessage())
+    listed = message.split("rows per column: ")[1]
+    assert listed.startswith("chart_1_count (Heart Rate) 12, ")
+    assert "lab_50912_mean (Creatinine) 12" in listed
+    assert listed.count(" 12") == 10 and listed.endswith(", and 1 more column; scored all the same")

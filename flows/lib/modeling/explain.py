@@ -31,7 +31,7 @@ from cet_model.importance import (
 )
 from cet_model.models import load_model
 from flows.lib.infra import stage_cache
-from flows.lib.modeling.train_eval import text_table
+from flows.lib.modeling.train_eval import item_labels, text_table
 
 log = logging.getLogger("flows.explain")
 SPLITS = ("val", "test", "train")
@@ -93,17 +93,6 @@ def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int
         g["label"] = labels.get(g["name"])
     return result | {"version": version_dir.name, "model": model, "split": split, "dataset": str(dataset_dir),
                      "events": data["event_names"]}
-
-
-def item_labels(manifest: dict) -> dict[str, str]:
-    """{``chart_211``: "Heart Rate", ...}: the labels of a MIMIC build's feature items (its
-    manifest's ``items``, from D_ITEMS and D_LABITEMS); empty for other datasets.
-
-    >>> item_labels({"items": [{"source": "lab", "itemid": 50912, "label": "Creatinine"}]})
-    {'lab_50912': 'Creatinine'}
-    """
-    return {f"{r['source']}_{r['itemid']}": r["label"] for r in manifest.get("items") or ()
-            if isinstance(r, dict) and r.get("label") and "source" in r and "itemid" in r}
 
 
 def _signed(v: float) -> str:

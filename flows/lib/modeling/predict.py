@@ -323,7 +323,31 @@ def far_outside_training(x, data: dict) -> dict[str, int]:
 
 SHIFT_SD = 0.5  # a batch mean this many training standard deviations from the training mean is said
 MIN_ROWS_FOR_SHIFT = 50  # a smaller batch's mean is too noisy to judge
-SHIFTS_NAMED = 10
+FEATURES_NAMED = 10  # a warning names this many features, the most affected first, and counts the rest
+
+
+def labelled(feature: str, labels: dict[str, str]) -> str:
+    """A feature's name for a warning, with its MIMIC item's label when the version recorded one
+    (``data.json``'s ``item_labels``, keyed by ``<source>_<itemid>``).
+
+    >>> labelled("lab_51275_max", {"lab_51275": "PTT"}), labelled("age", {})
+    ('lab_51275_max (PTT)', 'age')
+    """
+    label = labels.get(feature.rsplit("_", 1)[0]) if "_" in feature else None
+    return f"{feature} ({label})" if label else feature
+
+
+def more_text(total: int, named: int, what: str = "") -> str:
+    """``", and 185 more columns"`` after a list cut at ``named`` of ``total`` items (``what``: the
+    singular noun, if any); "" when none was cut.
+
+    >>> more_text(195, 10, "column"), more_text(11, 10, "column"), more_text(12, 10), more_text(3, 10, "column")
+    (', and 185 more columns', ', and 1 more column', ', and 2 more', '')
+    """
+    if total <= named:
+        return ""
+    rest = total - named
+    return f", and {rest} more" + (f" {what}{'s' if rest != 1 else ''}" if what else "")
 
 
 def shifted_from_training(x, data: dict) -> dict[str, float] | None:
@@ -372,19 +396,22 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
         raise ValueError(RMST_NEEDS_HORIZONS)
     for line in beyond_follow_up(hs, data):
         log.warning("%s: %s", version_dir, line)
+    labels = data.get("item_labels") or {}
     far = far_outside_training(x.aux if isinstance(x, CommentInputs) else x, data)
     if far:
+        most = sorted(far.items(), key=lambda kv: -kv[1])  # stable: columns with as many rows keep their order
         log.warning("%s: values far outside the training rows (beyond their 1st-99th percentile range widened by its "
-                    "width on each side; check units and data entry), rows per column: %s; scored all the same",
-                    source, ", ".join(f"{c} {n}" for c, n in far.items()))
+                    "width on each side; check units and data entry), rows per column: %s%s; scored all the same",
+                    source, ", ".join(f"{labelled(c, labels)} {n}" for c, n in most[:FEATURES_NAMED]),
+                    more_text(len(most), FEATURES_NAMED, "column"))
     shifted = shifted_from_training(x.aux if isinstance(x, CommentInputs) else x, data)
     if shifted:
-        named = list(shifted.items())[:SHIFTS_NAMED]
+        named = list(shifted.items())[:FEATURES_NAMED]
         log.warning("%s: these %d rows are unlike the training rows: the mean of %d of %d features lies %g or more "
                     "training standard deviations from the training mean (%s%s); their predictions rest on fewer "
                     "training rows like them. Scored all the same", source, len(ids), len(shifted),
-                    len(data["feature_names"]), SHIFT_SD, ", ".join(f"{c} {d:+.2f} SD" for c, d in named),
-                    f", and {len(shifted) - len(named)} more" if len(shifted) > len(named) else "")
+                    len(data["feature_names"]), SHIFT_SD, ", ".join(f"{labelled(c, labels)} {d:+.2f} SD" for c, d in named),
+                    more_text(len(shifted), FEATURES_NAMED))
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
     cols = {data.get("id_column") or "id": ids}

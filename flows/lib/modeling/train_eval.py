@@ -458,6 +458,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 "follow_up": training_follow_up(tr, ds.event_names),
                 "feature_ranges": feature_ranges(tr.X, ds.feature_names),
                 "feature_moments": feature_moments(tr.X, ds.feature_names),
+                # D_ITEMS / D_LABITEMS labels of a MIMIC build's items (metadata, no row): warnings name them
+                "item_labels": item_labels(ds.manifest),
                 "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS),
                 "split_by": ds.manifest.get("split_by") if tr.groups is not None else None,
                 "ids_are_row_numbers": ds.manifest.get("ids") == ROW_NUMBERS,
@@ -553,6 +555,18 @@ def feature_ranges(x, feature_names) -> dict[str, list[float]] | None:
         return None
     low, high = np.quantile(x, [0.01, 0.99], axis=0)
     return {name: [round(float(a), 6), round(float(b), 6)] for name, a, b in zip(feature_names, low, high, strict=True)}
+
+
+def item_labels(manifest: dict) -> dict[str, str]:
+    """{``chart_211``: "Heart Rate", ...}: the labels of a MIMIC build's feature items (its
+    manifest's ``items``, from D_ITEMS and D_LABITEMS); empty for other datasets. Recorded in a version's
+    ``data.json`` (``item_labels``), so that ``flows.predict`` can name an item in its warnings.
+
+    >>> item_labels({"items": [{"source": "lab", "itemid": 50912, "label": "Creatinine"}]})
+    {'lab_50912': 'Creatinine'}
+    """
+    return {f"{r['source']}_{r['itemid']}": r["label"] for r in manifest.get("items") or ()
+            if isinstance(r, dict) and r.get("label") and "source" in r and "itemid" in r}
 
 
 def feature_moments(x, feature_names) -> dict[str, list[float]] | None:
