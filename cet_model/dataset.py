@@ -384,7 +384,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
         if bad.any():
             row = int(bad.arg_max())
-            raise ValueError(f"{where}: column {seen_col!r} {at(row)} is {table[seen_col][row]!r}; expected 0 or 1 "
+            raise ValueError(f"{where}: column {seen_col!r} {at(row)} is {table[seen_col][row]!r}{other_rows(bad)}; "
+                             "expected 0 or 1 "
                              f"(1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
         t, s, c, tt = event_columns(e)
         event_cols += [times.cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
@@ -594,7 +595,8 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
             bad = unreadable | (known & ~vals.is_in([0.0, 1.0]).fill_null(False))
             if bad.any():
                 row = int(bad.arg_max())
-                raise ValueError(f"{epath}: column {col!r} row {row} is {events[col][row]!r}; expected 0 or 1"
+                raise ValueError(f"{epath}: column {col!r} row {row} is {events[col][row]!r}{other_rows(bad)}; "
+                                 "expected 0 or 1"
                                  + (", or null where the true occurrence is not known" if unknown else ""))
         if f"mask_{e}" in events.columns:
             vals = events[f"mask_{e}"].cast(pl.Float64, strict=False)
@@ -651,7 +653,19 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
         row = int(np.flatnonzero(bad)[0])
         need = "finite and > 0" if positive else "finite"
         value = "missing (null)" if col[row] is None else repr(float(vals[row]))
-        raise ValueError(f"{path}: column {name!r} {row_at(row, first_line)} is {value}; values must be {need}")
+        raise ValueError(f"{path}: column {name!r} {row_at(row, first_line)} is {value}{other_rows(bad)}; "
+                         f"values must be {need}")
+
+
+def other_rows(bad) -> str:
+    """How many rows beyond the first that an error names break the same rule (``bad``: a 0/1 mask
+    of the rows), so that a user fixes them all at once rather than one run at a time.
+
+    >>> other_rows(np.array([False, True, True, False, True])), other_rows(pl.Series([True, False]))
+    (' (and 2 other rows)', '')
+    """
+    n = int(np.asarray(bad).sum()) - 1
+    return f" (and {n} other row{'s' if n != 1 else ''})" if n > 0 else ""
 
 
 def load_dataset(path) -> Dataset:

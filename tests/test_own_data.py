@@ -57,6 +57,11 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
 @pytest.mark.parametrize("change,match", [
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is 2; expected 0 or 1"),
     (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0.0; values must be finite and > 0 \(a log-normal time must be > 0"),
+    # every row that breaks the rule is counted, so that all are fixed in one go
+    (lambda d: d.assign(week=d["week"].where(~d.index.isin([7, 40, 41]), 0)),
+     r"table: column 'week' row 7 is 0.0 \(and 2 other rows\); values must be finite and > 0"),
+    (lambda d: d.assign(arrest=d["arrest"].where(~d.index.isin([5, 6]), 2)),
+     r"table: column 'arrest' row 5 is 2 \(and 1 other row\); expected 0 or 1"),
     (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.nan)),
      r"table: column 'age' row 9 is missing \(null\); values must be finite \(the models take no missing values: "
      r"impute them, e.g. impute='median'"),
