@@ -34,6 +34,7 @@ from .comments import NpyRows, RowView
 SPLITS = ("train", "val", "test")
 DATASET_FILES = ("manifest.json", "features.parquet", "events.parquet")  # every dataset folder has these
 SPLIT_METHODS = ("random", "hash")  # how a build draws train/val/test: see assign_splits
+TABLE_SPLIT_METHODS = (*SPLIT_METHODS, "stratified")  # a table of one's own: also by the observed events
 REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
                      "split_sizes", "source_fingerprints")
 
@@ -136,7 +137,8 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
     return out_dir
 
 
-def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = "random") -> np.ndarray:
+def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = "random",
+                  strata=None) -> np.ndarray:
     """train/val/test for each of the unique ``keys`` (n,), e.g. patients or rows; returns the
     labels (n,) as text, aligned with ``keys``.
 
@@ -145,7 +147,11 @@ def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = 
     others between splits. ``"hash"``: each key's split comes from a hash of ``seed`` and the key
     alone (its text), so a key keeps its split when keys are added or removed (a cohort that grows
     and is rebuilt and retrained on a schedule); the shares are ``fractions`` in expectation, not
-    exactly. An empty split (too few keys) is refused.
+    exactly. ``"stratified"`` (with ``strata``, (n,) a label per key, e.g. which events were
+    observed): the keys of each stratum in a seeded random order, each stratum given train, val
+    and test in the ``fractions`` to within one key (a rare outcome's few observed rows are spread
+    over the splits, not left to chance), the totals within one key of the fractions. An empty
+    split (too few keys) is refused.
 
     >>> assign_splits(np.array([3, 1, 2, 4, 5]), seed=0, fractions=(0.6, 0.2, 0.2)).tolist()
     ['train', 'val', 'test', 'train', 'train']
@@ -154,19 +160,42 @@ def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = 
     >>> grown = assign_splits(np.arange(1200), method="hash")
     >>> bool((grown[:1000] == first).all()), {k: int((first == k).sum()) for k in SPLITS}
     (True, {'train': 629, 'val': 185, 'test': 186})
+    >>> seen = np.array([1] * 10 + [0] * 90)  # ten events in 100 rows: 6 / 2 / 2 of them in each split
+    >>> labels = assign_splits(np.arange(100), method="stratified", strata=seen)
+    >>> [int(((labels == k) & (seen == 1)).sum()) for k in SPLITS], [int((labels == k).sum()) for k in SPLITS]
+    ([6, 2, 2], [60, 20, 20])
     """
     keys = np.asarray(keys)
     if keys.ndim != 1:
         raise ValueError(f"keys: expected a 1-D array, got shape {keys.shape}")
     if len(fractions) != 3 or min(fractions) < 0 or not math.isclose(sum(fractions), 1.0):
         raise ValueError(f"fractions: three shares (train, val, test) that sum to 1, got {tuple(fractions)}")
-    if method not in SPLIT_METHODS:
-        raise ValueError(f"split_method: one of {SPLIT_METHODS}, got {method!r}")
+    if method not in TABLE_SPLIT_METHODS:
+        raise ValueError(f"split_method: one of {TABLE_SPLIT_METHODS}, got {method!r}")
+    if (method == "stratified") != (strata is not None):
+        raise ValueError("strata: a label per key with split_method 'stratified', and only with it")
     order = np.argsort(keys, kind="stable")
     if keys.size > 1 and (keys[order][1:] == keys[order][:-1]).any():
         at = int(np.flatnonzero(keys[order][1:] == keys[order][:-1])[0])
         raise ValueError(f"keys: {keys[order][at].item()!r} comes twice; a split is drawn over unique keys")
     n = keys.size
+    if method == "stratified":
+        strata = np.asarray(strata).astype(str)
+        if strata.shape != keys.shape:
+            raise ValueError(f"strata: one label per key ({n}), got shape {strata.shape}")
+        rng = np.random.default_rng(seed)
+        # keys in the order of their strata, each stratum shuffled (over the sorted keys: the
+        # result does not depend on the keys' order), then labelled along a sequence in which
+        # every run of consecutive places holds each split in its share to within about one
+        sequence = _proportional_sequence(n, fractions)
+        places = np.concatenate([rng.permutation(np.flatnonzero(strata[order] == level))
+                                 for level in np.unique(strata)]) if n else np.zeros(0, dtype=np.int64)
+        labels = np.empty(n, dtype=object)
+        labels[order[places]] = sequence
+        empty = [name for name, share in zip(SPLITS, fractions, strict=True) if share > 0 and not (labels == name).any()]
+        if empty:
+            raise ValueError(f"stratified split of {n} keys left {empty} empty; too few keys")
+        return labels.astype(str)
     if method == "random":
         perm = np.random.default_rng(seed).permutation(n)
         n_train, n_val = int(round(fractions[0] * n)), int(round(fractions[1] * n))
@@ -184,6 +213,23 @@ def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = 
     if empty:
         raise ValueError(f"hash split of {n} keys left {empty} empty; with so few, use the random split")
     return labels.astype(str)
+
+
+def _proportional_sequence(n: int, fractions) -> np.ndarray:
+    """``n`` split names in which every prefix holds each split in its share to within one: at
+    each place the split furthest behind its share (a largest-deficit, Bresenham-like sequence).
+
+    >>> _proportional_sequence(10, (0.6, 0.2, 0.2)).tolist()
+    ['train', 'val', 'train', 'test', 'train', 'train', 'val', 'train', 'test', 'train']
+    """
+    share = np.asarray(fractions, dtype=np.float64)
+    counts = np.zeros(len(SPLITS))
+    out = np.empty(n, dtype=object)
+    for i in range(n):
+        k = int(np.argmax((i + 1) * share - counts))
+        counts[k] += 1
+        out[i] = SPLITS[k]
+    return out
 
 
 def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
@@ -204,8 +250,9 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     row number). ``split_column``: train/val/test per row (default: a seeded random split in
     ``fractions``; with ``group_column``, e.g. a patient id when a patient has several rows, whole
     groups are drawn, so no group is in two splits, and ``fractions`` are shares of the groups).
-    ``split_method``: ``"random"`` (exact shares) or ``"hash"`` (each id, or group, keeps its
-    split when the table grows; :func:`assign_splits`).
+    ``split_method``: ``"random"`` (exact shares), ``"hash"`` (each id, or group, keeps its
+    split when the table grows) or ``"stratified"`` (each combination of observed events, per row
+    or per group, in every split in the shares: for a rare outcome; :func:`assign_splits`).
     ``impute``: None (default) refuses a missing feature value (null or NaN); ``"median"`` fills it with the column's median over the training rows, and records the
     medians and the count of filled cells per column and split in the manifest's
     ``featurization`` (what ``flows.predict`` applies to new rows); ``"median+indicator"`` does the
@@ -274,8 +321,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                              f"({int(repeated.sum())} rows share an id). Several rows per patient? Leave id_column "
                              "out (or give a row id) and name the patient with group_column (--group-column), "
                              "which keeps each patient in one split")
-    if split_method not in SPLIT_METHODS:
-        raise ValueError(f"split_method: one of {SPLIT_METHODS}, got {split_method!r}")
+    if split_method not in TABLE_SPLIT_METHODS:
+        raise ValueError(f"split_method: one of {TABLE_SPLIT_METHODS}, got {split_method!r}")
     if split_column is not None:
         split = table[split_column].cast(pl.String, strict=False)
         bad = ~split.is_in(list(SPLITS)).fill_null(False)
@@ -295,7 +342,14 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             names, unit = ids.cast(pl.String).to_numpy(), np.arange(n)  # by id: a reordered table keeps its split
         else:
             names, unit = np.arange(n), np.arange(n)
-        labels = assign_splits(names, seed, fractions, split_method)
+        strata = None
+        if split_method == "stratified":  # which events each row (group) was seen to have: "10", "01", ...
+            seen = np.column_stack([table[c].cast(pl.Float64, strict=False).fill_null(0.0).to_numpy() == 1.0
+                                    for _, c in events.values()])  # a bad indicator is refused below, by name
+            per_unit = np.zeros((len(names), seen.shape[1]), dtype=bool)
+            np.logical_or.at(per_unit, unit, seen)
+            strata = np.array(["".join("1" if v else "0" for v in row) for row in per_unit])
+        labels = assign_splits(names, seed, fractions, split_method, strata=strata)
         split = pl.Series(labels[unit].tolist(), dtype=pl.String)
     if impute not in IMPUTE:
         raise ValueError(f"impute: None (refuse missing feature values), 'median' or 'median+indicator', got "

@@ -26,7 +26,7 @@ import sys
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from cet_model.dataset import IMPUTE
+from cet_model.dataset import IMPUTE, TABLE_SPLIT_METHODS
 from flows.common import check_cache, record_stage
 from flows.lib import tables
 from flows.lib.flow_params import TableBuildParams
@@ -43,6 +43,9 @@ def write_table_dataset(table: str, out: str, params: dict) -> str:
     path = tables.write(table, out, params)
     for line in tables.build_summary(path):
         get_run_logger().info("%s", line)
+    few = tables.few_observed_warning(path)
+    if few:
+        get_run_logger().warning("%s", few)
     return str(path)
 
 
@@ -84,9 +87,11 @@ def main(argv=None) -> int:
     ap.add_argument("--group-column", help="draw the seeded split by groups, e.g. a patient id when a patient has "
                                            "several rows: no group in two splits")
     ap.add_argument("--seed", type=int, default=0, help="seed of the split (default %(default)s)")
-    ap.add_argument("--split-method", choices=["random", "hash"], default="random",
-                     help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each id (or --group-column group) keeps its split "
-                         "when the table grows and is rebuilt (shares in expectation)")
+    ap.add_argument("--split-method", choices=list(TABLE_SPLIT_METHODS), default="random",
+                    help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each id (or "
+                         "--group-column group) keeps its split when the table grows and is rebuilt (shares in "
+                         "expectation); stratified: the rows (groups) with each combination of observed events "
+                         "spread 60/20/20 over the splits, for a rare outcome")
     ap.add_argument("--categorical", help="comma-separated feature columns (text or codes) to encode as one 0/1 "
                                           "column per level seen in training (predict encodes new rows the same "
                                           "way); default: none, and a text column is an error")

@@ -378,7 +378,7 @@ def test_a_hash_split_keeps_each_id_and_patient_where_it_was_when_the_table_grow
     with pytest.raises(ValueError, match=r"split_method 'hash' draws the split; split_column gives it"):
         write_follow_up_dataset(tmp_path / "f", table.assign(part="train"), FEATURES, events, name="f",
                                 time_unit="weeks", split_column="part", split_method="hash")
-    with pytest.raises(ValueError, match=r"split_method: one of \('random', 'hash'\), got 'stable'"):
+    with pytest.raises(ValueError, match=r"split_method: one of \('random', 'hash', 'stratified'\), got 'stable'"):
         write_follow_up_dataset(tmp_path / "e", table, FEATURES, events, name="e", time_unit="weeks",
                                 split_method="stable")
 
@@ -488,3 +488,64 @@ def test_a_bad_csv_file_is_named_with_the_line_and_checked_without_writing(rossi
                                          r"by ';'; a CSV file here is separated by commas"):
         write_follow_up_dataset(None, tmp_path / "semi.csv", FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
                                 time_unit="weeks")
+
+
+def _rare(rossi, keep: int = 8):
+    """rossi with only its first ``keep`` arrests kept as events (the others censored at their week)."""
+    rare = rossi.copy()
+    rare.loc[rare.index[rare["arrest"] == 1][keep:], "arrest"] = 0
+    return rare
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_stratified_split_spreads_a_rare_events_rows_over_the_splits(rossi, tmp_path, seed):
+    """Eight events in 432 rows: a random split can leave the test split without one (seed 0 does);
+    the stratified one gives each split its share of them to within one, and of the rows."""
+    def observed(ds):
+        return [int(part.S.sum()) for part in (ds.train, ds.val, ds.test)]
+    random = load_dataset(write_follow_up_dataset(tmp_path / "random", _rare(rossi), FEATURES,
+                                                  {"arrest": ("week", "arrest")}, name="rare", time_unit="weeks",
+                                                  seed=seed))
+    ds = load_dataset(write_follow_up_dataset(tmp_path / "strat", _rare(rossi), FEATURES, {"arrest": ("week", "arrest")},
+                                              name="rare", time_unit="weeks", seed=seed, split_method="stratified"))
+    if seed == 0:
+        assert observed(random)[2] == 0
+    assert observed(ds) in ([5, 2, 1], [5, 1, 2], [4, 2, 2])  # 4.8 / 1.6 / 1.6
+    sizes = ds.manifest["split_sizes"]
+    assert abs(sizes["train"] - 259.2) < 1.5 and abs(sizes["val"] - 86.4) < 1.5 and abs(sizes["test"] - 86.4) < 1.5
+    assert ds.manifest["split_method"] == "stratified"
+    # the split is the same whatever the order of the table's rows (row ids name the rows here)
+    shuffled = _rare(rossi).assign(row=np.arange(432)).sample(frac=1.0, random_state=seed)
+    again = load_dataset(write_follow_up_dataset(tmp_path / "again", shuffled, FEATURES, {"arrest": ("week", "arrest")},
+                                                 name="rare", time_unit="weeks", seed=seed, id_column="row",
+                                                 split_method="stratified"))
+    assert observed(again) == observed(ds)
+
+
+def test_a_stratified_split_by_groups_keeps_each_group_whole_and_spreads_the_groups_with_an_event(rossi, tmp_path):
+    rare = _rare(rossi, keep=12).assign(patient=np.arange(432) // 2)  # two rows per patient
+    load_dataset(write_follow_up_dataset(tmp_path / "g", rare, FEATURES, {"arrest": ("week", "arrest")},
+                                          name="rare", time_unit="weeks", group_column="patient",
+                                          split_method="stratified"))
+    splits = pl.read_parquet(tmp_path / "g" / "features.parquet").select("id", "split")
+    by_patient = splits.with_columns(patient=pl.col("id") // 2).group_by("patient").agg(pl.col("split").n_unique())
+    assert by_patient["split"].max() == 1  # no patient in two splits
+    with_event = rare.groupby("patient")["arrest"].max()
+    patients = {k: np.unique(splits.filter(pl.col("split") == k)["id"].to_numpy() // 2) for k in ("train", "val", "test")}
+    seen = {k: int(with_event.loc[p].sum()) for k, p in patients.items()}  # patients with an arrest, per split
+    n_groups = int(with_event.sum())
+    assert all(abs(seen[k] - n_groups * f) < 1.01 for k, f in (("train", 0.6), ("val", 0.2), ("test", 0.2))), seen
+
+
+@pytest.mark.bad_input
+def test_assign_splits_refuses_strata_that_do_not_fit():
+    from cet_model.dataset import assign_splits
+
+    with pytest.raises(ValueError, match="strata: a label per key with split_method 'stratified', and only with it"):
+        assign_splits(np.arange(10), method="stratified")
+    with pytest.raises(ValueError, match="strata: a label per key"):
+        assign_splits(np.arange(10), strata=np.zeros(10))
+    with pytest.raises(ValueError, match=r"strata: one label per key \(10\), got shape \(9,\)"):
+        assign_splits(np.arange(10), method="stratified", strata=np.zeros(9))
+    with pytest.raises(ValueError, match=r"stratified split of 2 keys left \['test'\] empty"):
+        assign_splits(np.arange(2), method="stratified", strata=np.zeros(2))

@@ -176,9 +176,10 @@ class TableBuildParams(FlowParams):
     group_column: str | None = Field(None, min_length=1, description="draw the seeded split by groups (e.g. a patient id): no "
                                                        "group in two splits")
     seed: int = Field(0, ge=0, description="seed of the 60/20/20 split")
-    split_method: Literal["random", "hash"] = Field("random", description=(
+    split_method: Literal["random", "hash", "stratified"] = Field("random", description=(
         "random: a seeded permutation, exact shares; hash: each id (or group) keeps its split when the table grows "
-        "(shares in expectation)"))
+        "(shares in expectation); stratified: each combination of observed events in every split in the shares "
+        "(a rare outcome)"))
     impute: Literal["median", "median+indicator"] | None = Field(
         None, description="missing feature values: refused (default), or filled with the training median (new rows "
                           "at predict too); median+indicator also adds a 0/1 <column>_missing column")

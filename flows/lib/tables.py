@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cet_model.dataset import missing_indicator, write_follow_up_dataset
+import polars as pl
+
+from cet_model.dataset import SPLITS, event_columns, missing_indicator, write_follow_up_dataset
 from flows.lib import flow_params
 from flows.lib.flow_params import TableBuildParams
+from flows.lib.modeling.train_eval import FEW_OBSERVED
 
 STAGE = "build-table-dataset"
 
@@ -36,6 +39,7 @@ def build_summary(dataset_dir) -> list[str]:
     >>> for line in build_summary(out): print(line)
     mine: filled missing values with training medians: age 1 (train 0, val 0, test 1)
     mine: 1 features (age), events death, rows train 3, val 1, test 1
+    mine: rows with the event observed: death train 1, val 1, test 0
     """
     manifest = json.loads((Path(dataset_dir) / "manifest.json").read_text())
     name, record, lines = manifest["name"], manifest.get("featurization") or {}, []
@@ -56,7 +60,44 @@ def build_summary(dataset_dir) -> list[str]:
     sizes = ", ".join(f"{k} {manifest['split_sizes'][k]}" for k in ("train", "val", "test"))
     lines.append(f"{name}: {len(manifest['feature_names'])} features ({', '.join(manifest['feature_names'])}), "
                  f"events {', '.join(manifest['event_names'])}, rows {sizes}")
+    lines.append(f"{name}: rows with the event observed: " + "; ".join(
+        f"{e} " + ", ".join(f"{k} {n[k]}" for k in SPLITS) for e, n in observed_by_split(dataset_dir).items()))
     return lines
+
+
+def observed_by_split(dataset_dir) -> dict[str, dict[str, int]]:
+    """Per event, the rows of each split where it was observed (``s_e`` = 1): counts only."""
+    events = pl.read_parquet(Path(dataset_dir) / "events.parquet")
+    names = json.loads((Path(dataset_dir) / "manifest.json").read_text())["event_names"]
+    return {e: {k: int(events.filter(pl.col("split") == k)[event_columns(e)[1]].sum()) for k in SPLITS} for e in names}
+
+
+def few_observed_warning(dataset_dir) -> str | None:
+    """A warning when an event is observed in fewer than ``FEW_OBSERVED`` validation or test rows
+    (early stopping, the promotion rule and every test figure rest on that many cases; with none,
+    no concordance can be computed), with the remedy for how the split was drawn; None otherwise.
+
+    >>> import polars as pl, tempfile
+    >>> from cet_model.dataset import write_follow_up_dataset
+    >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
+    >>> out = write_follow_up_dataset(tempfile.mkdtemp() + "/mine", t, None, {"death": ("days", "died")},
+    ...                               name="mine", time_unit="days")
+    >>> print(few_observed_warning(out))
+    mine: death is observed in 1 validation and 0 test rows, fewer than 10: early stopping, promotion and the test figures rest on that many cases, and a split without one has no concordance (Harrell's C, C (RMST)). More rows with the event are the remedy; --split-method stratified (split_method='stratified') at least spreads the observed rows 60/20/20 over the splits
+    """
+    manifest = json.loads((Path(dataset_dir) / "manifest.json").read_text())
+    few = {e: n for e, n in observed_by_split(dataset_dir).items() if min(n["val"], n["test"]) < FEW_OBSERVED}
+    if not few:
+        return None
+    method = manifest.get("split_method")  # absent: the split was given by a column
+    remedy = {"stratified": "More rows with the event are the remedy (the split is already stratified)",
+              None: "More rows with the event are the remedy; the split was given by a column"}.get(
+        method, "More rows with the event are the remedy; --split-method stratified (split_method='stratified') at "
+                "least spreads the observed rows 60/20/20 over the splits")
+    return (f"{manifest['name']}: " + "; ".join(f"{e} is observed in {n['val']} validation and {n['test']} test rows"
+                                                for e, n in few.items())
+            + f", fewer than {FEW_OBSERVED}: early stopping, promotion and the test figures rest on that many cases, "
+            "and a split without one has no concordance (Harrell's C, C (RMST)). " + remedy)
 
 
 def recipe(params: TableBuildParams, out) -> dict:

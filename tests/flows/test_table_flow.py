@@ -89,6 +89,30 @@ def test_missing_times_mask_from_the_command_line(rossi_csv, tmp_path, caplog):
     assert "two: second left out where its time is missing: train" in caplog.text
 
 
+
+def test_a_rare_event_is_counted_per_split_warned_of_and_stratified_on_request(rossi_csv, tmp_path, caplog):
+    """Eight arrests in 432 rows: the random split (seed 0) leaves none in the test split, which the
+    build says with the remedy; --split-method stratified spreads them."""
+    import logging
+
+    frame = pl.read_csv(rossi_csv).with_row_index("i")
+    eighth = frame.filter(pl.col("arrest") == 1)["i"][7]
+    frame.with_columns(arrest=pl.when(pl.col("i") > eighth).then(0).otherwise(pl.col("arrest"))).drop("i").write_csv(
+        tmp_path / "rare.csv")
+    argv = ["--table", str(tmp_path / "rare.csv"), "--event", "arrest=week,arrest", "--time-unit", "weeks"]
+    with caplog.at_level(logging.INFO):
+        assert table_flow.main([*argv, "--name", "rare"]) == 0
+    assert "rare: rows with the event observed: arrest train 5, val 3, test 0" in caplog.text
+    assert ("rare: arrest is observed in 3 validation and 0 test rows, fewer than 10: early stopping, promotion and the "
+            "test figures rest on that many cases, and a split without one has no concordance") in caplog.text
+    assert "--split-method stratified (split_method='stratified') at least spreads" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert table_flow.main([*argv, "--name", "strat", "--split-method", "stratified"]) == 0
+    assert "strat: rows with the event observed: arrest train 5, val 2, test 1" in caplog.text
+    assert "(the split is already stratified)" in caplog.text
+    assert json.loads((tmp_path / "data" / "strat" / "manifest.json").read_text())["split_method"] == "stratified"
+
 @pytest.mark.bad_input
 def test_a_text_column_among_the_default_features_is_named_and_nothing_is_written(rossi_csv, tmp_path, capsys):
     """A bad value in the table is a usage error before any flow starts (no Prefect server, no

@@ -680,9 +680,14 @@ def summary_lines(version: Path) -> list[str]:
             "cumulative/dynamic AUC of that risk)" if by_horizon else "")
     lines = [f"test split, averages over events{note}:", *text_table(table)]
     blank = [cells[0] for cells in table[1:] if all(c == "-" for c in cells[1:])]
-    if blank:  # BC on data without the truth: say why its row is empty
-        lines.append(f"  {', '.join(blank)}: no figure on these data: scored only against the true occurrence, "
+    classifiers = [m for m in blank if m == "BC"]  # BC on data without the truth: say why its row is empty
+    if classifiers:
+        lines.append(f"  {', '.join(classifiers)}: no figure on these data: scored only against the true occurrence, "
                      "which they do not have")
+    others = [m for m in blank if m != "BC"]  # e.g. the Cox reference where no test row observed the event
+    if others:
+        lines.append(f"  {', '.join(others)}: no figure on these data: each of its measures needs the event observed "
+                     "in some test rows")
     if any(r["model"] == REFERENCE for r in rows) and "ci" in columns:
         lines.append(f"  Harrell's and Uno's C rank CET's time given that the event happens, {REFERENCE}'s risk: "
                      "C (RMST) ranks every model by the event-free time, the like-for-like column")
@@ -710,7 +715,7 @@ def per_event_lines(version: Path) -> list[str]:
     """With more than one event, the test split per event: each model's AUC against the true
     occurrence where the data have it, else its C (RMST), beside the number of test rows where
     the event was observed (what the figure rests on), and a line naming the events observed in
-    fewer than ``FEW_OBSERVED``; [] for one event. The average can hide a rare event: actg's deaths
+    fewer than ``FEW_OBSERVED``; for one event, that line alone (or []). The average can hide a rare event: actg's deaths
     (26 in 1,151 subjects) beside its AIDS diagnoses (96).
 
     >>> import tempfile
@@ -724,16 +729,24 @@ def per_event_lines(version: Path) -> list[str]:
       aids   18        0.777
       death  2         0.877
       observed in fewer than 10 test rows: death (2): a figure and its interval rest on that many cases
+    >>> _ = (version / "metrics.json").write_text(json.dumps({
+    ...     "test": {"CET": {"arrest": {"mrae": 0.07}}}, "observed": {"test": {"arrest": 0}}}))
+    >>> print("\\n".join(per_event_lines(version)))
+      observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on that many cases; with none, no concordance (Harrell's C, C (RMST), the AUC at h) can be computed
     """
     metrics = json.loads((Path(version) / "metrics.json").read_text())
     test, events = metrics["test"], recorded_events(metrics)
+    observed = (metrics.get("observed") or {}).get("test") or {}
+    few = [f"{e} ({observed[e]})" for e in events if isinstance(observed.get(e), int) and observed[e] < FEW_OBSERVED]
+    few_line = (f"  observed in fewer than {FEW_OBSERVED} test rows: {', '.join(few)}: a figure and its interval rest "
+                "on that many cases" + ("; with none, no concordance (Harrell's C, C (RMST), the AUC at h) can be "
+                                        "computed" if any(observed[e] == 0 for e in events if e in observed) else ""))
     if len(events) < 2:
-        return []
+        return [few_line] if few else []
     key = "auc" if any((rows.get(e) or {}).get("auc") is not None for rows in test.values() for e in events) else CI_RMST
     models = [m for m, rows in test.items() if any((rows.get(e) or {}).get(key) is not None for e in events)]
     if not models:
         return []
-    observed = (metrics.get("observed") or {}).get("test") or {}
     record = ((metrics.get("intervals") or {}).get("test") or {})
     bounds = (record.get("by_event") or {}).get(key) or {}  # versions before 2026-11-27 have none
     table = [["event", *(["observed"] if observed else []), *models]]
@@ -748,11 +761,7 @@ def per_event_lines(version: Path) -> list[str]:
                                       (f"[ ]: {record.get('level', 0.95):.0%} paired bootstrap interval, the same "
                                        "resamples", bounds)) if shown]
     lines = [f"test split, per event: {title}" + (f" ({'; '.join(notes)})" if notes else "") + ":", *text_table(table)]
-    few = [f"{e} ({observed[e]})" for e in events if isinstance(observed.get(e), int) and observed[e] < FEW_OBSERVED]
-    if few:
-        lines.append(f"  observed in fewer than {FEW_OBSERVED} test rows: {', '.join(few)}: a figure and its interval "
-                     "rest on that many cases")
-    return lines
+    return lines + ([few_line] if few else [])
 
 
 def difference_table(record: dict, titles: dict[str, str], empty: str = "") -> list[list[str]]:
