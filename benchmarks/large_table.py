@@ -1,0 +1,102 @@
+"""A table of one's own at scale: the product's commands on a generated cohort, wall and peak memory.
+
+    python benchmarks/large_table.py [--rows 300000] [--seed 0] [--work DIR] [--out FILE]
+
+Writes a parquet table as a user would bring one (``--rows`` subjects, 12 numeric features and a
+5-level text column, two events censored by follow-up: event ``a`` occurs with probability
+sigmoid(x0 - 0.5), ``b`` with sigmoid(x2 - 1.5), their log-normal times move with x1 and x3,
+follow-up uniform on 0.5-80.5 days, times to 0.01 day), then runs, each in its own process under
+``/usr/bin/time``-like accounting (``os.wait4``: the child's own peak memory): ``flows.table`` (build,
+``--categorical site``) and ``flows.train evaluate --models CET,ET,BC`` (defaults; the Cox reference
+fitted beside them, as on any data without the truth). Records per stage the wall seconds and the
+child's peak resident memory, and the seconds each model's fit took from the train log, in
+``benchmarks/results/large_table.json`` (or ``--out``). It is what found the Cox reference holding
+every test row's step curve at once (docs/benchmarks.md, "A large table").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cet_model.atomic import write_text  # noqa: E402
+from cet_model.evaluation import machine  # noqa: E402
+
+
+def cohort(n: int, seed: int) -> pl.DataFrame:
+    """The generated table: ``x0``..``x11``, ``site``, ``time_a``/``seen_a``, ``time_b``/``seen_b``."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 12))
+    follow_up = rng.uniform(0.0, 80.0, n) + 0.5
+    cols = {f"x{i}": x[:, i] for i in range(12)}
+    cols["site"] = rng.choice(list("ABCDE"), n)
+    for e, (occ, shift, timing, log_m) in {"a": (0, -0.5, 1, 3.0), "b": (2, -1.5, 3, 3.5)}.items():
+        happens = rng.random(n) < 1.0 / (1.0 + np.exp(-(x[:, occ] + shift)))
+        t = np.exp(log_m + 0.5 * x[:, timing] + 0.5 * rng.standard_normal(n))
+        seen = happens & (t <= follow_up)
+        cols[f"time_{e}"] = np.maximum(np.round(np.where(seen, t, follow_up), 2), 0.01)
+        cols[f"seen_{e}"] = seen.astype(np.int64)
+    return pl.DataFrame(cols)
+
+
+def run(cmd: list[str], env: dict, log: Path) -> dict:
+    """Run one command to completion; its wall seconds and its own peak resident memory (MiB)."""
+    t0 = time.perf_counter()
+    with open(log, "a") as f:
+        child = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own resource use
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, cmd)
+    return {"seconds": round(time.perf_counter() - t0, 1), "peak_rss_mib": round(usage.ru_maxrss / 1024)}  # KiB on Linux
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=300_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", help="folder for the table, data, models and log (default: a temporary one)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "large_table.json"))
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(args.work or scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        table = work / "cohort.parquet"
+        cohort(args.rows, args.seed).write_parquet(table)
+        env = dict(os.environ, CET_DATA_DIR=str(work / "data"), CET_MODELS_DIR=str(work / "models"),
+                   PREFECT_HOME=str(work / "prefect"))
+        log, py = work / "log.txt", sys.executable
+        stages = {
+            "build": run([py, "-m", "flows.table", "--table", str(table), "--name", "large", "--event",
+                          "a=time_a,seen_a", "--event", "b=time_b,seen_b", "--time-unit", "days",
+                          "--categorical", "site"], env, log),
+            "train_evaluate": run([py, "-m", "flows.train", "evaluate", "--dataset", "large", "--models",
+                                   "CET,ET,BC"], env, log),
+        }
+        text = log.read_text()
+        fits = {m: float(s) for m, s in re.findall(r"large (CET|ET|BC|Cox \(reference\)): .*?([\d.]+)s,", text)}
+        intervals = re.search(r"test intervals .* in ([\d.]+)s", text)
+        sizes = json.loads((work / "data" / "large" / "manifest.json").read_text())["split_sizes"]
+    record = {"command": " ".join(["python", "benchmarks/large_table.py", *(argv if argv is not None else sys.argv[1:])]),
+              "machine": machine(), "rows": args.rows, "split_sizes": sizes, "stages": stages,
+              "fit_seconds": fits, "bootstrap_seconds": float(intervals.group(1)) if intervals else None}
+    write_text(args.out, json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
