@@ -382,3 +382,40 @@ def test_the_summary_says_why_a_model_has_no_figure(tmp_path):
     synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
     lines = summary_lines(train_version(synth, tmp_path / "models", "synthetic", params)[0])
     assert not any("no figure" in line for line in lines)
+
+
+def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_the_event(tmp_path):
+    """Features that carry nothing (rossi's outcome beside seeded noise): a line says that no
+    model's C (RMST) interval lies above 0.5. A rare event (rossi cut to 8 arrests) that no test row
+    has: the Cox reference's empty row is explained by that, not by the true occurrence, and the
+    event is named with its 0, for one event too."""
+    from lifelines.datasets import load_rossi
+
+    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.modeling.train_eval import summary_lines
+
+    params = TrainParams(models=("CET",), hidden=8, max_epochs=3, patience=2)
+    rossi = load_rossi()
+    noise = rossi.assign(**{f"z{i}": np.random.default_rng(i).standard_normal(len(rossi)) for i in range(3)})
+    ds_dir = write_follow_up_dataset(tmp_path / "noise", noise, ["z0", "z1", "z2"], {"arrest": ("week", "arrest")},
+                                     name="noise", time_unit="weeks")
+    lines = summary_lines(train_version(ds_dir, tmp_path / "models", "noise", params)[0])
+    assert ("  no model's C (RMST) interval lies above 0.5 (CET, Cox (reference)): on these 87 test rows none is shown "
+            "to rank better than chance") in lines
+    # a feature that tells early arrests apart (a planted one: rossi's own give intervals that hold 0.5 on 87 rows)
+    telling = rossi.assign(early=rossi["arrest"] * (53 - rossi["week"]) / 52
+                           + 0.3 * np.random.default_rng(9).standard_normal(len(rossi)))
+    ds_dir = write_follow_up_dataset(tmp_path / "telling", telling, ["early", "age"], {"arrest": ("week", "arrest")},
+                                     name="telling", time_unit="weeks")
+    lines = summary_lines(train_version(ds_dir, tmp_path / "models", "telling", params)[0])
+    assert not any("better than chance" in line for line in lines), lines
+    rare = rossi.copy()
+    rare.loc[rare.index[rare["arrest"] == 1][8:], "arrest"] = 0
+    ds_dir = write_follow_up_dataset(tmp_path / "rare", rare, ["fin", "age", "prio"], {"arrest": ("week", "arrest")},
+                                     name="rare", time_unit="weeks")
+    assert int(load_dataset(ds_dir).test.S.sum()) == 0
+    lines = summary_lines(train_version(ds_dir, tmp_path / "models", "rare", params)[0])
+    assert ("  Cox (reference): no figure on these data: each of its measures needs the event observed in some test "
+            "rows") in lines
+    assert lines[-1].startswith("  observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on "
+                                "that many cases; with none, no concordance")

@@ -688,6 +688,10 @@ def summary_lines(version: Path) -> list[str]:
     if others:
         lines.append(f"  {', '.join(others)}: no figure on these data: each of its measures needs the event observed "
                      "in some test rows")
+    chance = (record.get("metrics", {}).get(CI_RMST) or {}) if record and "auc" not in columns else {}
+    if chance and all(v.get("low") is not None and v["low"] <= 0.5 for v in chance.values()):
+        lines.append(f"  no model's C (RMST) interval lies above 0.5 ({', '.join(chance)}): on these {record['rows']} "
+                     "test rows none is shown to rank better than chance")
     if any(r["model"] == REFERENCE for r in rows) and "ci" in columns:
         lines.append(f"  Harrell's and Uno's C rank CET's time given that the event happens, {REFERENCE}'s risk: "
                      "C (RMST) ranks every model by the event-free time, the like-for-like column")
