@@ -419,3 +419,15 @@ def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_th
             "rows") in lines
     assert lines[-1].startswith("  observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on "
                                 "that many cases; with none, no concordance")
+    # a promotion judged on those validation rows says how many cases it rests on
+    from flows.lib.infra import registry
+    from flows.lib.modeling.train_eval import promoted_on_candidate_rows
+
+    first = tmp_path / "models" / "rare" / "v0001"
+    assert registry.decide(tmp_path / "models", "rare", first, registry.Rule(metric="val_ci_rmst"))["promoted"]
+    second, _ = train_version(ds_dir, tmp_path / "models", "rare", TrainParams(**{**vars(params), "seed": 1}))
+    seen = int(load_dataset(ds_dir).val.S.sum())
+    assert 0 < seen < 10
+    compared = promoted_on_candidate_rows(tmp_path / "models", "rare", second, ds_dir, "val_ci_rmst", KEY)
+    assert compared["note"].endswith(f"; arrest observed in {seen} of these rows: the comparison rests on that many "
+                                     "cases"), compared["note"]

@@ -247,7 +247,8 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
             return None
         return out | {"rows": len(va), "of": len(va), "difference": difference,
                       "note": f"the same data as {current.name}: the recorded values are compared; candidate minus "
-                              f"{current.name} on the {len(va)} validation rows {_difference_note(difference)}"}
+                              f"{current.name} on the {len(va)} validation rows {_difference_note(difference)}"
+                              + _few_cases(va, new["event_names"], metric)}
     fallback = "the values each recorded on its own validation split are compared"
     differ = [k.replace("_", " ") for k in ("feature_names", "event_names", "sequences") if old.get(k) != new.get(k)]
     if differ:
@@ -299,7 +300,26 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
              + (f", {by_group} more left out as other rows of its training {unit}s" if by_group else ""))
     return out | {"note": f"{current.name} was trained on other data: both rescored on {where} ({metric} "
                           f"{out['candidate_value']:.4f} vs {out['value']:.4f}{spread}; {current.name} recorded "
-                          f"{recorded:.4f} on its own validation split{unmatched})"}
+                          f"{recorded:.4f} on its own validation split{unmatched})"
+                          + _few_cases(va.take(unseen), new["event_names"], metric)}
+
+
+def _few_cases(rows, event_names, metric: str) -> str:
+    """For a concordance (``val_ci``, ``val_ci_rmst``): the events observed in fewer than
+    ``FEW_OBSERVED`` of the compared rows, which a promotion decided by it rests on; "" otherwise.
+
+    >>> from types import SimpleNamespace
+    >>> rows = SimpleNamespace(S=np.array([[1.0, 1.0]] * 3 + [[0.0, 1.0]] * 20), mask=None)
+    >>> _few_cases(rows, ["arrest", "visit"], "val_ci_rmst")
+    '; arrest observed in 3 of these rows: the comparison rests on that many cases'
+    >>> _few_cases(rows, ["arrest", "visit"], "val_auc")
+    ''
+    """
+    if metric not in ("val_ci", "val_ci_rmst"):
+        return ""
+    seen = rows.S if rows.mask is None else rows.S * rows.mask
+    few = [f"{e} observed in {int(n)}" for e, n in zip(event_names, seen.sum(axis=0), strict=True) if n < FEW_OBSERVED]
+    return f"; {', '.join(few)} of these rows: the comparison rests on that many cases" if few else ""
 
 
 def _score_pair(current: Path, candidate: Path, rows, event_names, metric: str, model: str, device: str,
