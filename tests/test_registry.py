@@ -56,9 +56,13 @@ def test_undefined_metrics_never_win(tmp_path):
     v1 = _version(tmp_path, "d", None)
     registry.decide(tmp_path, "d", v1, registry.Rule())
     v2 = _version(tmp_path, "d", 0.6)
-    assert registry.decide(tmp_path, "d", v2, registry.Rule())["promoted"]  # incumbent undefined
+    d = registry.decide(tmp_path, "d", v2, registry.Rule())
+    assert d["promoted"] and d["reason"].endswith(": undefined for v0001, promoted")  # incumbent undefined
     v3 = _version(tmp_path, "d", None)
-    assert not registry.decide(tmp_path, "d", v3, registry.Rule())["promoted"]
+    d = registry.decide(tmp_path, "d", v3, registry.Rule())
+    assert not d["promoted"] and "worse" not in d["reason"]  # undefined is not worse: it cannot be judged
+    assert d["reason"].endswith(": undefined for the candidate (no value), so the rule cannot judge it: kept v0002 "
+                                "(promote by hand if it should replace it)")
 
 
 @pytest.mark.bad_input

@@ -431,3 +431,19 @@ def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_th
     compared = promoted_on_candidate_rows(tmp_path / "models", "rare", second, ds_dir, "val_ci_rmst", KEY)
     assert compared["note"].endswith(f"; arrest observed in {seen} of these rows: the comparison rests on that many "
                                      "cases"), compared["note"]
+    # four arrests, none in the validation rows (split seed 1): the concordance is undefined there,
+    # and the rule says it cannot judge rather than that the candidate is worse
+    rare.loc[rare.index[rare["arrest"] == 1][4:], "arrest"] = 0
+    ds_dir = write_follow_up_dataset(tmp_path / "four", rare, ["fin", "age", "prio"], {"arrest": ("week", "arrest")},
+                                     name="four", time_unit="weeks", seed=1)
+    assert int(load_dataset(ds_dir).val.S.sum()) == 0
+    first, _ = train_version(ds_dir, tmp_path / "models", "four", params)
+    registry.decide(tmp_path / "models", "four", first, registry.Rule(metric="val_ci_rmst"))
+    second, _ = train_version(ds_dir, tmp_path / "models", "four", TrainParams(**{**vars(params), "seed": 1}))
+    compared = promoted_on_candidate_rows(tmp_path / "models", "four", second, ds_dir, "val_ci_rmst", KEY)
+    assert compared["note"].startswith("the same data as v0001, whose val_ci_rmst is undefined there: both scored")
+    assert compared["note"].endswith("; arrest observed in 0 of these rows: the comparison rests on that many cases")
+    decision = registry.decide(tmp_path / "models", "four", second, registry.Rule(metric="val_ci_rmst"),
+                               rescored=compared)
+    assert not decision["promoted"] and "undefined for the candidate (a concordance needs the event observed in some " \
+        "validation rows), so the rule cannot judge it: kept v0001" in decision["reason"]

@@ -113,9 +113,20 @@ def promoted(root: Path, dataset: str) -> Path | None:
 
 
 def metric_value(version_dir: Path, metric: str, model: str = "CET") -> float:
+    """A version's recorded summary value; NaN when it is undefined there (e.g. a concordance on
+    validation rows without an observed event) or was not recorded (a version from before it was)."""
     metrics = json.loads((Path(version_dir) / "metrics.json").read_text())
     value = metrics["summary"][model].get(metric)
     return float("nan") if value is None else float(value)
+
+
+def metric_recorded(version_dir: Path, metric: str, model: str = "CET") -> bool:
+    """Whether the version recorded ``metric`` at all (its value may still be undefined)."""
+    metrics = json.loads((Path(version_dir) / "metrics.json").read_text())
+    return metric in metrics["summary"][model]
+
+
+UNDEFINED_WHY = {m: "a concordance needs the event observed in some validation rows" for m in ("val_ci", "val_ci_rmst")}
 
 
 def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "CET", note: str | None = None,
@@ -150,6 +161,11 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
         # an undefined candidate value never wins; an undefined incumbent always loses
         ok = (not math.isnan(new)) and (math.isnan(old) or sign * (new - old) >= -rule.tolerance)
         verdict = ("not worse, promoted" if ok else f"worse, kept {current.name}")
+        if math.isnan(new):  # not worse or better: nothing to judge by
+            verdict = (f"undefined for the candidate ({UNDEFINED_WHY.get(rule.metric, 'no value')}), so the rule cannot "
+                       f"judge it: kept {current.name} (promote by hand if it should replace it)")
+        elif math.isnan(old):
+            verdict = f"undefined for {current.name}, promoted"
         word = "higher" if sign > 0 else "lower"
         terms = f"{word} is better, tolerance {rule.tolerance}"
         d = (rescored or {}).get("difference")

@@ -237,11 +237,14 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
         va = cand.val
         values, difference = _score_pair(current, candidate, va, new["event_names"], metric, model, device, name,
                                          rmst_horizons(cand.train))
-        if np.isnan(recorded):  # a version from before this metric was recorded: both scored here
+        if np.isnan(recorded):  # undefined there, or a version from before this metric was recorded: both scored here
+            why = (f"whose {metric} is undefined there" if registry.metric_recorded(current, metric, model)
+                   else f"which did not record {metric}")
             out |= {"value": values[0], "candidate_value": values[1], "rows": len(va), "of": len(va),
-                    "note": f"the same data as {current.name}, which did not record {metric}: both scored on the "
+                    "note": f"the same data as {current.name}, {why}: both scored on the "
                             f"{len(va)} validation rows"
-                            + (f"; candidate minus {current.name} {_difference_note(difference)}" if difference else "")}
+                            + (f"; candidate minus {current.name} {_difference_note(difference)}" if difference else "")
+                            + _few_cases(va, new["event_names"], metric)}
             return out | ({"difference": difference} if difference else {})
         if difference is None:
             return None
