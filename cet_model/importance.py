@@ -155,9 +155,12 @@ def permutation_importance(name: str, model, split: Split, groups: dict[str, lis
     baseline = _scores(name, model, split, x, rmst_at, wanted)
     metrics = [k for k in SCORES if k in baseline and not np.isnan(baseline[k]).all()]  # e.g. AUC without the truth
     if not metrics:
+        seen = (split.S if split.mask is None else split.S * split.mask).sum(axis=0)
         raise ValueError(f"nothing to score: {', '.join(scores)} {'is' if len(scores) == 1 else 'are'} undefined "
-                         "on these rows (AUC needs the true occurrence, C (RMST) a time model and horizons, "
-                         "C (timing) a time model and two rows with the event observed)")
+                         "on these rows (AUC needs the true occurrence, C (RMST) a time model, horizons and the "
+                         "event observed in some rows, C (timing) a time model and two rows with the event "
+                         f"observed); rows of the {n} with the event observed, per event: "
+                         f"{', '.join(str(int(k)) for k in seen)}")
     todo = [(g, list(cols)) for g, cols in groups.items()]
     if comments and split.sequences is not None:
         todo.append((COMMENTS, None))
