@@ -158,14 +158,14 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
             decision |= {"previous_recorded_value": old, "candidate_recorded_value": new}
             new, old = float(rescored["candidate_value"]), float(rescored["value"])
         sign = METRIC_DIRECTION[rule.metric]
-        # an undefined candidate value never wins; an undefined incumbent always loses
-        ok = (not math.isnan(new)) and (math.isnan(old) or sign * (new - old) >= -rule.tolerance)
-        verdict = ("not worse, promoted" if ok else f"worse, kept {current.name}")
-        if math.isnan(new):  # not worse or better: nothing to judge by
-            verdict = (f"undefined for the candidate ({UNDEFINED_WHY.get(rule.metric, 'no value')}), so the rule cannot "
-                       f"judge it: kept {current.name} (promote by hand if it should replace it)")
-        elif math.isnan(old):
-            verdict = f"undefined for {current.name}, promoted"
+        if math.isnan(new):  # an undefined candidate never wins: not worse, but nothing to judge it by
+            ok, verdict = False, (f"undefined for the candidate ({UNDEFINED_WHY.get(rule.metric, 'no value')}), so the "
+                                  f"rule cannot judge it: kept {current.name} (promote by hand if it should replace it)")
+        elif math.isnan(old):  # an undefined incumbent always loses
+            ok, verdict = True, f"undefined for {current.name}, promoted"
+        else:
+            ok = sign * (new - old) >= -rule.tolerance
+            verdict = "not worse, promoted" if ok else f"worse, kept {current.name}"
         word = "higher" if sign > 0 else "lower"
         terms = f"{word} is better, tolerance {rule.tolerance}"
         d = (rescored or {}).get("difference")
