@@ -698,7 +698,10 @@ def _require_columns(df: pl.DataFrame, cols, path: str) -> None:
 def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: bool = False,
                    first_line: int | None = None) -> None:
     if not col.dtype.is_numeric():
-        raise ValueError(f"{path}: column {name!r} has type {col.dtype}, expected a number")
+        where = first_non_number(col, lambda row: row_at(row, first_line))
+        if not where and col.dtype == pl.String and col.is_not_null().any():
+            where = " (every value reads as a number: store the column as numbers)"
+        raise ValueError(f"{path}: column {name!r} has type {col.dtype}, expected a number{where}")
     vals = col.cast(pl.Float64).to_numpy()
     bad = ~np.isfinite(vals) if finite else np.zeros(len(vals), bool)
     if positive:

@@ -241,8 +241,14 @@ def test_an_event_seen_without_its_time_is_not_masked(rossi, tmp_path):
         write_follow_up_dataset(tmp_path / "b", followed, FEATURES, {"second": ("week2", "arrest2")}, name="r",
                                 time_unit="weeks", missing_times="mask")
     text = _two_events(rossi).with_columns(week2=pl.col("week2").cast(pl.String))  # times as text: named, masked or not
-    with pytest.raises(ValueError, match=r"table: column 'week2' has type String, expected a number"):
+    with pytest.raises(ValueError, match=r"table: column 'week2' has type String, expected a number \(every value "
+                                         r"reads as a number: store the column as numbers\)"):
         write_follow_up_dataset(tmp_path / "t", text, FEATURES, {"second": ("week2", "arrest2")}, name="r",
+                                time_unit="weeks", missing_times="mask")
+    worded = text.with_columns(week2=pl.when(pl.col("i") == 4).then(pl.lit("52 weeks")).otherwise(pl.col("week2")))
+    with pytest.raises(ValueError, match=r"table: column 'week2' has type String, expected a number \(row 4 is "
+                                         r"'52 weeks'\) \(a log-normal time must be > 0"):
+        write_follow_up_dataset(tmp_path / "w", worded, FEATURES, {"second": ("week2", "arrest2")}, name="r",
                                 time_unit="weeks", missing_times="mask")
     with pytest.raises(ValueError, match=r"missing_times: 'refuse' or 'mask', got 'drop'"):
         write_follow_up_dataset(tmp_path / "c", followed, FEATURES, {"second": ("week2", "arrest2")}, name="r",
