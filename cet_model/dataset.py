@@ -373,6 +373,11 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         if not values.dtype.is_numeric():
             hint = (" or leave it out of the features (none were named, so every column but the event, id, split "
                     "and group columns is one)") if chosen else ""
+            if _holds_dates(values):
+                raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers"
+                                 f"{first_non_number(values, at)}: it holds dates; give what they mean as a number "
+                                 f"(an age, days since a reference date) or leave it out of the features"
+                                 f"{hint.removeprefix(' or leave it out of the features')}")
             raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers"
                              f"{first_non_number(values, at)}; name it as "
                              f"categorical (one 0/1 column per level) or encode it first{hint}")
@@ -701,6 +706,9 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
         where = first_non_number(col, lambda row: row_at(row, first_line))
         if not where and col.dtype == pl.String and col.is_not_null().any():
             where = " (every value reads as a number: store the column as numbers)"
+        if _holds_dates(col):
+            where += (": it holds dates; give the time from each subject's start of follow-up instead, "
+                      "a number in the dataset's time unit (e.g. days from admission)")
         raise ValueError(f"{path}: column {name!r} has type {col.dtype}, expected a number{where}")
     vals = col.cast(pl.Float64).to_numpy()
     bad = ~np.isfinite(vals) if finite else np.zeros(len(vals), bool)
@@ -712,6 +720,23 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
         value = "missing (null)" if col[row] is None else repr(float(vals[row]))
         raise ValueError(f"{path}: column {name!r} {row_at(row, first_line)} is {value}{other_rows(bad)}; "
                          f"values must be {need}")
+
+
+def _holds_dates(col: pl.Series) -> bool:
+    """Whether a column is of a date or datetime type, or text whose first value reads as one.
+
+    >>> _holds_dates(pl.Series(["2020-05-20", "2021-01-02"])), _holds_dates(pl.Series(["52 weeks"]))
+    (True, False)
+    """
+    if col.dtype.is_temporal():
+        return True
+    if col.dtype != pl.String or col.drop_nulls().is_empty():
+        return False
+    first = col.drop_nulls().head(1).str.strip_chars()
+    try:
+        return bool(first.str.to_datetime(strict=False).is_not_null().all())
+    except pl.exceptions.ComputeError:  # no date format fits the value
+        return False
 
 
 def other_rows(bad) -> str:

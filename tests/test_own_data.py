@@ -7,6 +7,7 @@ through ``write_follow_up_dataset``, the contract, the evaluation API and the ex
 import logging
 
 import numpy as np
+import pandas as pd
 import polars as pl
 import pytest
 
@@ -73,6 +74,15 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
      r"column per level\) or encode it first"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"}).astype("category")),
      r"table: column 'race' has type Categorical"),
+    # dates where a number is expected: said so, with what to give instead
+    (lambda d: d.assign(week=pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D")),
+     r"table: column 'week' has type Datetime\(.*\), expected a number \(row 0 is '2020-05-20 00:00:00.*'\): it holds "
+     r"dates; give the time from each subject's start of follow-up instead"),
+    (lambda d: d.assign(week=(pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D")).dt.strftime("%Y-%m-%d")),
+     r"table: column 'week' has type String, expected a number \(row 0 is '2020-05-20'\): it holds dates"),
+    (lambda d: d.assign(age=(pd.Timestamp("1990-01-01") + pd.to_timedelta(d["age"], unit="D")).dt.strftime("%Y-%m-%d")),
+     r"table: column 'age' has type String, expected numbers \(row 0 is '1990-01-28'\): it holds dates; give what they "
+     r"mean as a number \(an age, days since a reference date\) or leave it out of the features$"),
 ])
 def test_bad_follow_up_tables_name_the_column_and_row(rossi, tmp_path, change, match):
     with pytest.raises(ValueError, match=match):
