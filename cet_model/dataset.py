@@ -697,7 +697,32 @@ def _check_groups(features: pl.DataFrame, fpath: str) -> None:
 def _require_columns(df: pl.DataFrame, cols, path: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise ValueError(f"{path}: missing columns {missing}")
+        raise ValueError(f"{path}: missing columns {missing}{close_names(missing, df.columns)}")
+
+
+def close_names(missing, present) -> str:
+    """For an error about missing columns: the present column each missing name seems a misspelling
+    of (another case, a typo), as text, or, when none is close, the columns there are (the first 10).
+
+    >>> close_names(["wek", "Age", "zzz"], ["week", "arrest", "age"])
+    "; did you mean 'week' for 'wek', 'age' for 'Age'?"
+    >>> close_names(["pid"], ["week", "arrest"]), close_names(["pid"], [f"x{i}" for i in range(12)])[-29:]
+    ('; the columns are week, arrest', 'x7, x8, x9 and 2 more columns')
+    """
+    import difflib
+
+    by_case = {str(c).casefold(): c for c in present}
+    guesses = []
+    for name in missing:
+        match = by_case.get(str(name).casefold()) or next(
+            iter(difflib.get_close_matches(str(name), [str(c) for c in present], n=1, cutoff=0.8)), None)
+        if match is not None:
+            guesses.append(f"{match!r} for {name!r}")
+    if guesses:
+        return f"; did you mean {', '.join(guesses)}?"
+    present = [str(c) for c in present]
+    more = f" and {len(present) - 10} more columns" if len(present) > 10 else ""
+    return f"; the columns are {', '.join(present[:10])}{more}" if present else ""
 
 
 def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: bool = False,

@@ -68,7 +68,10 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
      r"impute them, e.g. impute='median'"),
     (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.inf)),
      r"table: column 'age' row 9 is inf; values must be finite"),
-    (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]"),
+    (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]; the columns are week, arrest, fin, age, "
+                                       r"race, wexp, mar, paro$"),
+    (lambda d: d.rename(columns={"week": "Week", "age": "agee"}),  # another case, a typo: the close name is offered
+     r"table: missing columns \['age', 'week'\]; did you mean 'agee' for 'age', 'Week' for 'week'\?$"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"})),
      r"table: column 'race' has type String, expected numbers \(row 0 is 'black'\); name it as categorical \(one 0/1 "
      r"column per level\) or encode it first"),
