@@ -417,8 +417,8 @@ def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_th
     lines = summary_lines(train_version(ds_dir, tmp_path / "models", "rare", params)[0])
     assert ("  Cox (reference): no figure on these data: each of its measures needs the event observed in some test "
             "rows") in lines
-    assert lines[-1].startswith("  observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on "
-                                "that many cases; with none, no concordance")
+    assert any(line.startswith("  observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on "
+                               "that many cases; with none, no concordance") for line in lines), lines
     # a promotion judged on those validation rows says how many cases it rests on
     from flows.lib.infra import registry
     from flows.lib.modeling.train_eval import promoted_on_candidate_rows
@@ -447,3 +447,66 @@ def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_th
                                rescored=compared)
     assert not decision["promoted"] and "undefined for the candidate (a concordance needs the event observed in some " \
         "validation rows), so the rule cannot judge it: kept v0001" in decision["reason"]
+
+
+def _cured_cohort(n: int, follow_up: float, seed: int = 0):
+    """A cohort of ``n`` subjects, half of whom ever have the event (log-normal times, median 12),
+    each followed for ``follow_up``, with one feature that tells nothing."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    t_true, c = rng.lognormal(np.log(12.0), 0.5, n), rng.random(n) < 0.5
+    seen = c & (t_true <= follow_up)
+    return pd.DataFrame({"id": np.arange(n), "x": rng.standard_normal(n),
+                         "t": np.where(seen, t_true, follow_up), "s": seen.astype(int)})
+
+
+@pytest.mark.parametrize("follow_up,beyond", [(10.0, True), (1000.0, False)])
+def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up(tmp_path, caplog, follow_up, beyond):
+    """Followed to 10 while most events would come later (median 12): CET places much of P(ever)
+    after every row's follow-up ended, on the log-normal tail alone; the version records how much,
+    the summary names the event with the risk by the follow-up beside Kaplan-Meier's, and scoring
+    new rows warns of it. Followed to 1000 (every event seen): nothing is said."""
+    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.modeling.predict import score
+    from flows.lib.modeling.train_eval import summary_lines
+
+    table = _cured_cohort(1000, follow_up)
+    ds_dir = write_follow_up_dataset(tmp_path / "cured", table, ["x"], {"e": ("t", "s")}, name="cured",
+                                     time_unit="days", id_column="id")
+    params = TrainParams(models=("CET",), hidden=8)  # the default budget
+    version, _ = train_version(ds_dir, tmp_path / "models", "cured", params)
+    record = json.loads((version / "metrics.json").read_text())["beyond_follow_up"]["test"]["CET"]["e"]
+    tr = load_dataset(ds_dir).train
+    assert record["longest"] == pytest.approx(tr.T.max())
+    assert record["km_by_follow_up"] == pytest.approx(tr.S.mean())  # all followed alike: KM is the observed share
+    assert record["by_follow_up"] == pytest.approx(record["km_by_follow_up"], abs=0.06)
+    assert record["beyond"] == pytest.approx(record["p_ever"] - record["by_follow_up"])
+    lines = "\n".join(summary_lines(version))
+    said = "CET places part of P(ever) after the longest training follow-up, where no row was followed"
+    table.drop(columns=["t", "s"]).to_csv(tmp_path / "new.csv", index=False)
+    with caplog.at_level("WARNING", logger="flows.predict"):
+        score(tmp_path / "new.csv", version, tmp_path / "scores.parquet")
+    warned = [r.getMessage() for r in caplog.records if "of P(ever)" in r.getMessage()]
+    if beyond:
+        assert 0.2 < record["share_beyond"] and record["p_ever"] > record["by_follow_up"] + 0.05, record
+        assert said in lines and f"    e: P(ever) {record['p_ever']:.3f} on average over the test rows, " \
+            f"{record['by_follow_up']:.3f} by {record['longest']:g} days (Kaplan-Meier of the training rows " \
+            f"{record['km_by_follow_up']:.3f}): {100 * record['share_beyond']:.0f} % after" in lines, lines
+        assert len(warned) == 1 and warned[0].startswith("new.csv: p_e: ") and \
+            f"by {record['longest']:g} days, the longest training follow-up of e) is placed after" in warned[0], warned
+    else:
+        assert record["share_beyond"] < 0.05, record
+        assert said not in lines and not warned
+
+
+def test_a_stand_in_records_the_true_occurrence_beside_p_ever(tmp_path):
+    """Where the data know who ever has the event (a stand-in), the record of P(ever) past the
+    follow-up holds the true share of the test rows, so that the extrapolation can be checked."""
+    synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
+    version, _ = train_version(synth, tmp_path / "models", "synthetic",
+                               TrainParams(models=("CET", "BC"), hidden=8, max_epochs=3, patience=2))
+    record = json.loads((version / "metrics.json").read_text())["beyond_follow_up"]["test"]
+    te = load_dataset(synth).test
+    assert set(record) == {"CET"}  # BC has no P(ever) of its own
+    assert [record["CET"][e]["true_share"] for e in ("T1", "T2")] == pytest.approx(te.C.mean(axis=0))

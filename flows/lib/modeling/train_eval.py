@@ -18,6 +18,7 @@ import numpy as np
 from cet_model.atomic import writing
 from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
+    BEYOND_SHARE,
     CI_RMST,
     DEFAULT_PRESETS,
     METRICS,
@@ -35,13 +36,15 @@ from cet_model.evaluation import (
     machine,
     mean_std,
     model_inputs,
+    occurrence_beyond_follow_up,
     presets_for_truth,
     ranking_inputs,
     rmst_horizons,
     unknown_occurrence,
     wants_reference,
 )
-from cet_model.metrics import horizon_auc, horizon_calibration
+from cet_model.metrics import horizon_auc, horizon_calibration, kaplan_meier_risk
+from cet_model.models import CETModel
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.keys import kept_key, key_digest
@@ -395,7 +398,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     tmp = registry.staging_dir(models_root, name)
     try:
         metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
-                   "skipped": skipped, "calibration": {"val": {}, "test": {}},
+                   "skipped": skipped, "calibration": {"val": {}, "test": {}}, "beyond_follow_up": {"test": {}},
                    "observed": {"val": observed_events(va, ds.event_names), "test": observed_events(te, ds.event_names)}}
         horizons = calibration_horizons(tr, ds.event_names, params.horizon)
         if params.horizon is not None:
@@ -434,6 +437,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                 for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
                     metrics["calibration"][split_name][model_name] = calibration_by_horizon(
                         model, split, x, ds.event_names, horizons, train=tr)
+            if isinstance(model, CETModel):  # how much of its P(ever) lies past the training follow-up
+                metrics["beyond_follow_up"]["test"][model_name] = beyond_follow_up(model, x_te, tr, ds.event_names, te)
             summary = metrics["summary"][model_name]
             shown = next((f"{label} {summary[key]:.3f}" for key, label in (
                 ("val_auc", "val AUC"), ("val_ci_rmst", "val C (RMST)"), ("val_ci", "val C"))
@@ -627,6 +632,25 @@ def training_follow_up(split, event_names) -> dict[str, dict]:
     return out
 
 
+def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict]:
+    """Per event, :func:`cet_model.evaluation.occurrence_beyond_follow_up` of a CET ``model`` on the
+    rows ``x`` at the event's longest training follow-up, with ``km_by_follow_up``: the training
+    rows' Kaplan-Meier risk by that time (what the data say there), and, where ``split`` (the rows
+    of ``x``) knows the true occurrence (a stand-in), ``true_share``: the share of its rows that
+    have the event, which P(ever) estimates. Events no training row follows are left out."""
+    follow = training_follow_up(train, event_names)
+    longest = {e: v["longest"] for e, v in follow.items() if v["longest"] is not None}
+    out = occurrence_beyond_follow_up(model, x, longest, event_names)
+    keep = np.ones(train.T.shape, bool) if train.mask is None else train.mask > 0.5
+    for e, record in out.items():
+        j = event_names.index(e)
+        record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j])
+        truth = None if split is None else split.C[:, j][np.isfinite(split.C[:, j])]
+        if truth is not None and len(truth) == len(split):  # every row's truth (the average is over them all)
+            record["true_share"] = float(truth.mean())
+    return out
+
+
 def observed_events(split, event_names: list[str]) -> dict[str, int]:
     """Per event, how many of a split's rows have it observed (s = 1, masked cells left out): what a
     metric of that event rests on.
@@ -722,7 +746,49 @@ def summary_lines(version: Path) -> list[str]:
     if diff:
         lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({record['resamples']} resamples of the "
                   f"{record['rows']} test rows, the same for every model); CET minus each model:", *text_table(diff)]
-    return lines + per_event_lines(version)
+    return lines + per_event_lines(version) + beyond_lines(version)
+
+
+def beyond_lines(version: Path) -> list[str]:
+    """Lines naming the events for which CET (the default; else the first CET model recorded)
+    places at least ``BEYOND_SHARE`` of its test rows' mean P(ever) after the longest training
+    follow-up (``metrics.json``'s ``beyond_follow_up``, :func:`beyond_follow_up`): there P(ever)
+    rests on the log-normal tail, not on data. [] when none does, or for a version before
+    2026-11-27 (no record).
+
+    >>> import tempfile
+    >>> version = Path(tempfile.mkdtemp())
+    >>> _ = (version / "data.json").write_text(json.dumps({"time_unit": "weeks"}))
+    >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {
+    ...     "arrest": {"longest": 52.0, "p_ever": 0.435, "by_follow_up": 0.247, "beyond": 0.188,
+    ...                "share_beyond": 0.432, "km_by_follow_up": 0.259}}}}}))
+    >>> print("\\n".join(beyond_lines(version)))
+      CET places part of P(ever) after the longest training follow-up, where no row was followed: that part rests on the log-normal tail, not on data (a risk by a horizon within the follow-up, flows.predict --horizons, does not):
+        arrest: P(ever) 0.435 on average over the test rows, 0.247 by 52 weeks (Kaplan-Meier of the training rows 0.259): 43 % after
+    >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {   # a stand-in
+    ...     "T1": {"longest": 3.0, "p_ever": 0.519, "by_follow_up": 0.370, "beyond": 0.149,
+    ...            "share_beyond": 0.287, "km_by_follow_up": 0.394, "true_share": 0.501}}}}}))
+    >>> print(beyond_lines(version)[1])
+        T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier of the training rows 0.394): 29 % after; the true occurrence in the test rows: 0.501
+    """
+    path = Path(version) / "metrics.json"
+    record = ((json.loads(path.read_text()).get("beyond_follow_up") or {}).get("test") or {}) if path.is_file() else {}
+    if not record:
+        return []
+    model = "CET" if "CET" in record else next(iter(record))
+    data = Path(version) / "data.json"
+    unit = (json.loads(data.read_text()).get("time_unit") or "") if data.is_file() else ""
+    far = {e: r for e, r in record[model].items() if (r.get("share_beyond") or 0.0) >= BEYOND_SHARE}
+    if not far:
+        return []
+    return [f"  {model} places part of P(ever) after the longest training follow-up, where no row was followed: that "
+            "part rests on the log-normal tail, not on data (a risk by a horizon within the follow-up, flows.predict "
+            "--horizons, does not):",
+            *(f"    {e}: P(ever) {r['p_ever']:.3f} on average over the test rows, {r['by_follow_up']:.3f} by "
+              f"{r['longest']:g} {unit}".rstrip() + f" (Kaplan-Meier of the training rows {r['km_by_follow_up']:.3f}): "
+              f"{100 * r['share_beyond']:.0f} % after"
+              + (f"; the true occurrence in the test rows: {r['true_share']:.3f}" if "true_share" in r else "")
+              for e, r in far.items())]
 
 
 def recorded_events(metrics: dict) -> list[str]:
