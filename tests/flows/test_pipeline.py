@@ -182,6 +182,12 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
         assert re.fullmatch(r"0\.\d{3} \[0\.\d{3}, (0\.\d{3}|1\.000)\]", cet_auc), cet_auc
         section = text[text.index(f"## {name}"):]
         assert re.search(r"^\| BC \| [+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] \|", section, flags=re.M)
+        # how much of CET's P(ever) lies past the follow-up, beside the truth the stand-ins know
+        section = section.split("\n## ")[0]
+        events = json.loads((cet_env / "data" / name / "manifest.json").read_text())["event_names"]
+        rows = re.findall(r"^\| (\S+) \| [\d.e+]+ \| (0\.\d{3}) \| 0\.\d{3} \| 0\.\d{3} \| \d+ % \| (0\.\d{3}) \|$",
+                          section, flags=re.M)
+        assert "CET's P(ever) past the follow-up, test split" in section and [r[0] for r in rows] == events, section
         assert (reports / f"{name}-calibration.png").read_bytes()[:4] == b"\x89PNG"
         assert registry.versions(cet_env / "models", name) == ["v0001"]
     # the Prefect UI cannot follow links to local files: the artifact carries the PNGs themselves
