@@ -254,18 +254,31 @@ def rmst_horizons(train: Split) -> np.ndarray:
 
 
 BEYOND_SHARE = 0.2  # a share of P(ever) past the training follow-up that reports and scoring logs name
+FOLLOWED_ROWS = 10  # the follow-up's end, for P(ever): the last time this many training rows were still followed
 
 
-def occurrence_beyond_follow_up(model, x, longest: dict[str, float], event_names) -> dict[str, dict]:
-    """How much of a cure model's P(ever) lies beyond the training data, per event of ``longest``
-    ({event: its longest training follow-up, observed or censored}): the mean over the rows ``x``
-    of P(ever) (``p_ever``) and of the risk by that time (``by_follow_up``: 1 - the population
-    survival there), their difference (``beyond``: the occurrences the model places after every
-    training row's follow-up ended) and its share of P(ever) (``share_beyond``). No training row
-    was followed past ``longest``, so ``beyond`` rests on the fitted log-normal tail alone, not on
-    data: where it is a large share, P(ever) is an extrapolation (right where the times are
-    log-normal, as in the paper's synthetic data), and a risk by a horizon within the follow-up is
-    what the data support.
+def followed_until(t, rows: int = FOLLOWED_ROWS) -> float:
+    """The last time at which at least ``rows`` of the follow-up times ``t`` (n,) were still
+    followed (the ``rows``-th largest; the smallest of fewer): past it, what a survival curve says
+    rests on fewer rows than that, and at the very end on one (a Kaplan-Meier curve there drops to 0
+    when the last row has the event).
+
+    >>> followed_until([52.0] * 30 + [10.0]), followed_until(np.arange(1.0, 101.0)), followed_until([3.0, 5.0])
+    (52.0, 91.0, 3.0)
+    """
+    t = np.sort(np.asarray(t, dtype=float))
+    return float(t[-rows] if len(t) >= rows else t[0])
+
+
+def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names) -> dict[str, dict]:
+    """How much of a cure model's P(ever) lies beyond the training data, per event of
+    ``follow_up`` ({event: the end of its training follow-up, e.g. ``followed_until`` of its
+    training times}): the mean over the rows ``x`` of P(ever) (``p_ever``) and of the risk by that
+    time (``by_follow_up``: 1 - the population survival there), their difference (``beyond``: the
+    occurrences the model places after the follow-up) and its share of P(ever) (``share_beyond``).
+    Past the follow-up ``beyond`` rests on the fitted log-normal tail, not on data: where it is a
+    large share, P(ever) is an extrapolation (right only as far as the times are log-normal), and
+    a risk by a horizon within the follow-up is what the data support.
 
     ``model``: a fitted model with ``predict_occurrence`` and ``predict_survival`` (CET; ET has no
     P(ever)); ``x``: its input rows (n, d); ``event_names``: the model's events, in order.
@@ -277,24 +290,24 @@ def occurrence_beyond_follow_up(model, x, longest: dict[str, float], event_names
         >>> t, s = np.where(c, np.minimum(t_true, 10.0), 10.0), (c & (t_true <= 10.0)).astype(float)
         >>> x = np.zeros((n, 1))
         >>> cet = CETModel(hidden_sizes=(), max_epochs=200, lr=0.05, seed=0).fit(x, t[:, None], s[:, None])
-        >>> r = occurrence_beyond_follow_up(cet, x, {"e": 10.0}, ["e"])["e"]
-        >>> round(r["by_follow_up"], 2), round(float(s.mean()), 2)   # by 10, as the data say
-        (0.09, 0.09)
+        >>> r = occurrence_beyond_follow_up(cet, x, {"e": followed_until(t)}, ["e"])["e"]
+        >>> r["follow_up"], round(r["by_follow_up"], 2), round(float(s.mean()), 2)   # by 10, as the data say
+        (10.0, 0.09, 0.09)
         >>> round(r["p_ever"], 2), round(r["share_beyond"], 2)   # ever: 0.5 in truth; the tail says 0.33
         (0.33, 0.72)
     """
-    names = [e for e in event_names if e in longest]
+    names = [e for e in event_names if e in follow_up]
     if not names or len(x) == 0:
         return {}
-    grid = sorted({float(longest[e]) for e in names})
+    grid = sorted({float(follow_up[e]) for e in names})
     p = model.predict_occurrence(x)  # (n, M)
     survival = model.predict_survival(x, grid)  # (n, H, M)
     out = {}
     for e in names:
-        j, k = event_names.index(e), grid.index(float(longest[e]))
+        j, k = event_names.index(e), grid.index(float(follow_up[e]))
         p_ever, by = float(p[:, j].mean()), float((1.0 - survival[:, k, j]).mean())
         beyond = max(p_ever - by, 0.0)
-        out[e] = {"longest": float(longest[e]), "p_ever": p_ever, "by_follow_up": by, "beyond": beyond,
+        out[e] = {"follow_up": float(follow_up[e]), "p_ever": p_ever, "by_follow_up": by, "beyond": beyond,
                   "share_beyond": beyond / p_ever if p_ever > 0 else float("nan")}
     return out
 

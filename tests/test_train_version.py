@@ -478,12 +478,13 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
     version, _ = train_version(ds_dir, tmp_path / "models", "cured", params)
     record = json.loads((version / "metrics.json").read_text())["beyond_follow_up"]["test"]["CET"]["e"]
     tr = load_dataset(ds_dir).train
-    assert record["longest"] == pytest.approx(tr.T.max())
+    assert record["follow_up"] == pytest.approx(tr.T.max())  # half the rows are followed to the end
     assert record["km_by_follow_up"] == pytest.approx(tr.S.mean())  # all followed alike: KM is the observed share
     assert record["by_follow_up"] == pytest.approx(record["km_by_follow_up"], abs=0.06)
     assert record["beyond"] == pytest.approx(record["p_ever"] - record["by_follow_up"])
     lines = "\n".join(summary_lines(version))
-    said = "CET places part of P(ever) after the longest training follow-up, where no row was followed"
+    said = ("CET places part of P(ever) after the training follow-up (the last time at least 10 training rows were "
+            "still followed), where it rests on the log-normal tail")
     table.drop(columns=["t", "s"]).to_csv(tmp_path / "new.csv", index=False)
     with caplog.at_level("WARNING", logger="flows.predict"):
         score(tmp_path / "new.csv", version, tmp_path / "scores.parquet")
@@ -491,10 +492,11 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
     if beyond:
         assert 0.2 < record["share_beyond"] and record["p_ever"] > record["by_follow_up"] + 0.05, record
         assert said in lines and f"    e: P(ever) {record['p_ever']:.3f} on average over the test rows, " \
-            f"{record['by_follow_up']:.3f} by {record['longest']:g} days (Kaplan-Meier of the training rows " \
+            f"{record['by_follow_up']:.3f} by {record['follow_up']:g} days (Kaplan-Meier of the training rows " \
             f"{record['km_by_follow_up']:.3f}): {100 * record['share_beyond']:.0f} % after" in lines, lines
         assert len(warned) == 1 and warned[0].startswith("new.csv: p_e: ") and \
-            f"by {record['longest']:g} days, the longest training follow-up of e) is placed after" in warned[0], warned
+            f"by {record['follow_up']:g} days, the end of e's training follow-up: the last time at least 10 training " \
+            "rows were still followed) is placed after it" in warned[0], warned
     else:
         assert record["share_beyond"] < 0.05, record
         assert said not in lines and not warned

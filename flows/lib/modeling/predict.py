@@ -26,7 +26,7 @@ from cet_model.dataset import (
     read_table,
     row_at,
 )
-from cet_model.evaluation import BEYOND_SHARE, occurrence_beyond_follow_up
+from cet_model.evaluation import BEYOND_SHARE, FOLLOWED_ROWS, occurrence_beyond_follow_up
 from cet_model.models import load_model
 from flows.lib.infra import registry
 from flows.lib.reddit.cohort import key_digest
@@ -415,14 +415,16 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
                     more_text(len(shifted), FEATURES_NAMED))
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
-    longest = {e: v["longest"] for e, v in (data.get("follow_up") or {}).items() if v.get("longest") is not None}
-    for e, r in occurrence_beyond_follow_up(model, x, longest, data["event_names"]).items():
+    until = {e: v["followed_until"] for e, v in (data.get("follow_up") or {}).items()
+             if v.get("followed_until") is not None}  # versions before 2026-11-27 do not record it
+    for e, r in occurrence_beyond_follow_up(model, x, until, data["event_names"]).items():
         if r["share_beyond"] >= BEYOND_SHARE:
-            log.warning("%s: p_%s: %.0f %% of P(ever) (%.3f on average over these rows, %.3f by %s, the longest "
-                        "training follow-up of %s) is placed after that follow-up, where no training row was followed: "
-                        "that part rests on the log-normal tail, not on data (a risk by a horizon within the "
+            log.warning("%s: p_%s: %.0f %% of P(ever) (%.3f on average over these rows, %.3f by %s, the end of %s's "
+                        "training follow-up: the last time at least %d training rows were still followed) is placed "
+                        "after it, where it rests on the log-normal tail, not on data (a risk by a horizon within the "
                         "follow-up, --horizons, does not)", source, e, 100 * r["share_beyond"], r["p_ever"],
-                        r["by_follow_up"], f"{r['longest']:g} {data.get('time_unit') or ''}".rstrip(), e)
+                        r["by_follow_up"], f"{r['follow_up']:g} {data.get('time_unit') or ''}".rstrip(), e,
+                        FOLLOWED_ROWS)
     cols = {data.get("id_column") or "id": ids}
     times = {q: model.predict_time(x, q) for q in qs}
     risk = 1.0 - model.predict_survival(x, hs) if hs else None  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)

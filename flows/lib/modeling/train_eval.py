@@ -21,6 +21,7 @@ from cet_model.evaluation import (
     BEYOND_SHARE,
     CI_RMST,
     DEFAULT_PRESETS,
+    FOLLOWED_ROWS,
     METRICS,
     REFERENCE,
     REFERENCE_CHOICES,
@@ -33,6 +34,7 @@ from cet_model.evaluation import (
     difference_text,
     evaluate,
     fit_preset,
+    followed_until,
     machine,
     mean_std,
     model_inputs,
@@ -616,35 +618,40 @@ def training_follow_up(split, event_names) -> dict[str, dict]:
     """Per event, the longest follow-up time of the training rows (``longest``, observed or
     censored; cells the mask leaves out not counted) and the longest time at which the event was
     seen (``longest_observed``; None when it never was), in the dataset's time unit. Beyond
-    ``longest`` a risk by a horizon rests on the fitted log-normal's tail alone.
+    ``longest`` a risk by a horizon rests on the fitted log-normal's tail alone. ``followed_until``:
+    the last time at least ``FOLLOWED_ROWS`` (10) training rows were still followed
+    (:func:`cet_model.evaluation.followed_until`), the follow-up's end for P(ever).
 
     >>> from types import SimpleNamespace
     >>> tr = SimpleNamespace(T=np.array([[5.0, 2.0], [9.0, 4.0]]), S=np.array([[1.0, 0.0], [0.0, 0.0]]), mask=None)
-    >>> training_follow_up(tr, ["a", "b"])
-    {'a': {'longest': 9.0, 'longest_observed': 5.0}, 'b': {'longest': 4.0, 'longest_observed': None}}
+    >>> training_follow_up(tr, ["a", "b"])["a"]
+    {'longest': 9.0, 'longest_observed': 5.0, 'followed_until': 5.0}
     """
     keep = np.ones(split.T.shape, bool) if split.mask is None else split.mask > 0.5
     out = {}
     for j, e in enumerate(event_names):
         t, seen = split.T[keep[:, j], j], split.S[keep[:, j], j] > 0.5
         out[e] = {"longest": float(t.max()) if len(t) else None,
-                  "longest_observed": float(t[seen].max()) if seen.any() else None}
+                  "longest_observed": float(t[seen].max()) if seen.any() else None,
+                  "followed_until": followed_until(t) if len(t) else None}
     return out
 
 
 def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict]:
     """Per event, :func:`cet_model.evaluation.occurrence_beyond_follow_up` of a CET ``model`` on the
-    rows ``x`` at the event's longest training follow-up, with ``km_by_follow_up``: the training
-    rows' Kaplan-Meier risk by that time (what the data say there), and, where ``split`` (the rows
-    of ``x``) knows the true occurrence (a stand-in), ``true_share``: the share of its rows that
-    have the event, which P(ever) estimates. Events no training row follows are left out."""
+    rows ``x`` at the end of the event's training follow-up (``followed_until``: the last time at
+    least 10 training rows were still followed), with ``km_by_follow_up``: the training rows'
+    Kaplan-Meier risk by that time (what the data say there), and, where ``split`` (the rows of
+    ``x``) knows the true occurrence (a stand-in), ``true_share``: the share of its rows that have
+    the event, which P(ever) estimates. Events no training row follows are left out."""
     follow = training_follow_up(train, event_names)
-    longest = {e: v["longest"] for e, v in follow.items() if v["longest"] is not None}
-    out = occurrence_beyond_follow_up(model, x, longest, event_names)
+    until = {e: v["followed_until"] for e, v in follow.items() if v["followed_until"] is not None}
+    out = occurrence_beyond_follow_up(model, x, until, event_names)
     keep = np.ones(train.T.shape, bool) if train.mask is None else train.mask > 0.5
     for e, record in out.items():
         j = event_names.index(e)
-        record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j])
+        record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j],
+                                                      horizon=record["follow_up"])
         truth = None if split is None else split.C[:, j][np.isfinite(split.C[:, j])]
         if truth is not None and len(truth) == len(split):  # every row's truth (the average is over them all)
             record["true_share"] = float(truth.mean())
@@ -751,22 +758,22 @@ def summary_lines(version: Path) -> list[str]:
 
 def beyond_lines(version: Path) -> list[str]:
     """Lines naming the events for which CET (the default; else the first CET model recorded)
-    places at least ``BEYOND_SHARE`` of its test rows' mean P(ever) after the longest training
-    follow-up (``metrics.json``'s ``beyond_follow_up``, :func:`beyond_follow_up`): there P(ever)
-    rests on the log-normal tail, not on data. [] when none does, or for a version before
-    2026-11-27 (no record).
+    places at least ``BEYOND_SHARE`` of its test rows' mean P(ever) after the training follow-up
+    (the last time at least 10 training rows were still followed; ``metrics.json``'s
+    ``beyond_follow_up``, :func:`beyond_follow_up`): there P(ever) rests on the log-normal tail,
+    not on data. [] when none does, or for a version before 2026-11-27 (no record).
 
     >>> import tempfile
     >>> version = Path(tempfile.mkdtemp())
     >>> _ = (version / "data.json").write_text(json.dumps({"time_unit": "weeks"}))
     >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {
-    ...     "arrest": {"longest": 52.0, "p_ever": 0.435, "by_follow_up": 0.247, "beyond": 0.188,
+    ...     "arrest": {"follow_up": 52.0, "p_ever": 0.435, "by_follow_up": 0.247, "beyond": 0.188,
     ...                "share_beyond": 0.432, "km_by_follow_up": 0.259}}}}}))
     >>> print("\\n".join(beyond_lines(version)))
-      CET places part of P(ever) after the longest training follow-up, where no row was followed: that part rests on the log-normal tail, not on data (a risk by a horizon within the follow-up, flows.predict --horizons, does not):
+      CET places part of P(ever) after the training follow-up (the last time at least 10 training rows were still followed), where it rests on the log-normal tail, not on data (a risk by a horizon within the follow-up, flows.predict --horizons, does not):
         arrest: P(ever) 0.435 on average over the test rows, 0.247 by 52 weeks (Kaplan-Meier of the training rows 0.259): 43 % after
     >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {   # a stand-in
-    ...     "T1": {"longest": 3.0, "p_ever": 0.519, "by_follow_up": 0.370, "beyond": 0.149,
+    ...     "T1": {"follow_up": 3.0, "p_ever": 0.519, "by_follow_up": 0.370, "beyond": 0.149,
     ...            "share_beyond": 0.287, "km_by_follow_up": 0.394, "true_share": 0.501}}}}}))
     >>> print(beyond_lines(version)[1])
         T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier of the training rows 0.394): 29 % after; the true occurrence in the test rows: 0.501
@@ -781,11 +788,11 @@ def beyond_lines(version: Path) -> list[str]:
     far = {e: r for e, r in record[model].items() if (r.get("share_beyond") or 0.0) >= BEYOND_SHARE}
     if not far:
         return []
-    return [f"  {model} places part of P(ever) after the longest training follow-up, where no row was followed: that "
-            "part rests on the log-normal tail, not on data (a risk by a horizon within the follow-up, flows.predict "
-            "--horizons, does not):",
+    return [f"  {model} places part of P(ever) after the training follow-up (the last time at least {FOLLOWED_ROWS} "
+            "training rows were still followed), where it rests on the log-normal tail, not on data (a risk by a "
+            "horizon within the follow-up, flows.predict --horizons, does not):",
             *(f"    {e}: P(ever) {r['p_ever']:.3f} on average over the test rows, {r['by_follow_up']:.3f} by "
-              f"{r['longest']:g} {unit}".rstrip() + f" (Kaplan-Meier of the training rows {r['km_by_follow_up']:.3f}): "
+              f"{r['follow_up']:g} {unit}".rstrip() + f" (Kaplan-Meier of the training rows {r['km_by_follow_up']:.3f}): "
               f"{100 * r['share_beyond']:.0f} % after"
               + (f"; the true occurrence in the test rows: {r['true_share']:.3f}" if "true_share" in r else "")
               for e, r in far.items())]
