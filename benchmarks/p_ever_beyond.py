@@ -10,8 +10,10 @@ where it is 20 % or more). This measures that share on the real data sets of
 and the default ``CETModel()`` (M = 1, one seed): per data set, the end of the training follow-up
 (``followed_until``: the last time at least 10 training rows were still followed; past it a
 Kaplan-Meier curve rests on fewer, at the very end on one), the test rows' mean P(ever) and risk by
-that time, the training rows' Kaplan-Meier risk by it (what the data say there), and the share of
-P(ever) after it. Seconds are wall-clock on this machine.
+that time, the Kaplan-Meier risk by it of the training and of the test rows (what the data say
+there), the share of P(ever) after it, and, for comparison, the mean risk by that time of
+lifelines' LogNormalAFT and CoxPH fits (``bench_survset.fit_lifelines``) on the same test rows.
+Seconds are wall-clock on this machine.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_survset import DATASETS, fit_cet, load  # noqa: E402
+import numpy as np  # noqa: E402
+from bench_survset import DATASETS, fit_cet, fit_lifelines, load  # noqa: E402
 
 from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import BEYOND_SHARE, followed_until, machine, occurrence_beyond_follow_up  # noqa: E402
@@ -36,24 +39,29 @@ from cet_model.metrics import kaplan_meier_risk  # noqa: E402
 def measure(name: str, seed: int = 0) -> dict:
     """One data set: the default CET fitted on its training rows, its P(ever) on the test rows
     against the end of the training follow-up (the last time 10 training rows were still followed)."""
-    parts, _, facts = load(name)
+    parts, names, facts = load(name)
     t0 = time.perf_counter()
     _, _, model = fit_cet(parts, seed=seed)
     seconds = time.perf_counter() - t0
     _, t_tr, s_tr = parts["train"]
+    x_te, t_te, s_te = parts["test"]
     until = followed_until(t_tr)
-    record = occurrence_beyond_follow_up(model, parts["test"][0], {"event": until}, ["event"])["event"]
+    record = occurrence_beyond_follow_up(model, x_te, {"event": until}, ["event"])["event"]
+    classical = {f"{kind}_by_follow_up": float(1.0 - fit_lifelines(parts, kind, names)[0](x_te, np.array([until]))[:, 0].mean())
+                 for kind in ("aft", "cox")}  # the linear log-normal AFT and Cox's risk by the same time, same rows
     return {"dataset": name, **facts, **record, "longest": float(t_tr.max()),
             "km_by_follow_up": kaplan_meier_risk(t_tr, s_tr, horizon=until),
-            "km_by_longest": kaplan_meier_risk(t_tr, s_tr), "fit_seconds": seconds}
+            "km_test_by_follow_up": kaplan_meier_risk(t_te, s_te, horizon=until),
+            "km_by_longest": kaplan_meier_risk(t_tr, s_tr), **classical, "fit_seconds": seconds}
 
 
 def markdown(rows: list[dict], mach: dict) -> str:
-    head = ("| data set | rows | events | follow-up's end | P(ever) | risk by it | Kaplan-Meier by it | after it |\n"
-            "|---|---|---|---|---|---|---|---|")
+    head = ("| data set | rows | events | follow-up's end | P(ever) | after it | risk by it | Kaplan-Meier by it, "
+            "training / test rows | LogNormalAFT's risk by it | Cox's |\n|---|---|---|---|---|---|---|---|---|---|")
     lines = [f"| {r['dataset']} | {r['n']:,} | {r['events']:,} | {r['follow_up']:.4g} | {r['p_ever']:.3f} | "
-             f"{r['by_follow_up']:.3f} | {r['km_by_follow_up']:.3f} | {100 * r['share_beyond']:.0f} %"
-             f"{' (named)' if r['share_beyond'] >= BEYOND_SHARE else ''} |" for r in rows]
+             f"{100 * r['share_beyond']:.0f} %{' (named)' if r['share_beyond'] >= BEYOND_SHARE else ''} | "
+             f"{r['by_follow_up']:.3f} | {r['km_by_follow_up']:.3f} / {r['km_test_by_follow_up']:.3f} | "
+             f"{r['aft_by_follow_up']:.3f} | {r['cox_by_follow_up']:.3f} |" for r in rows]
     return "\n".join([head, *lines, "", f"machine: {mach['processor']}, {mach['cpu_count']} CPUs, torch {mach['torch']}"])
 
 
