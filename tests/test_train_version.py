@@ -480,6 +480,7 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
     tr = load_dataset(ds_dir).train
     assert record["follow_up"] == pytest.approx(tr.T.max())  # half the rows are followed to the end
     assert record["km_by_follow_up"] == pytest.approx(tr.S.mean())  # all followed alike: KM is the observed share
+    assert record["km_split_by_follow_up"] == pytest.approx(load_dataset(ds_dir).test.S.mean())
     assert record["by_follow_up"] == pytest.approx(record["km_by_follow_up"], abs=0.06)
     assert record["beyond"] == pytest.approx(record["p_ever"] - record["by_follow_up"])
     lines = "\n".join(summary_lines(version))
@@ -492,8 +493,9 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
     if beyond:
         assert 0.2 < record["share_beyond"] and record["p_ever"] > record["by_follow_up"] + 0.05, record
         assert said in lines and f"    e: P(ever) {record['p_ever']:.3f} on average over the test rows, " \
-            f"{record['by_follow_up']:.3f} by {record['follow_up']:g} days (Kaplan-Meier of the training rows " \
-            f"{record['km_by_follow_up']:.3f}): {100 * record['share_beyond']:.0f} % after" in lines, lines
+            f"{record['by_follow_up']:.3f} by {record['follow_up']:g} days (Kaplan-Meier " \
+            f"{record['km_split_by_follow_up']:.3f} on the test rows, {record['km_by_follow_up']:.3f} on the training " \
+            f"rows): {100 * record['share_beyond']:.0f} % after" in lines, lines
         assert len(warned) == 1 and warned[0].startswith("new.csv: p_e: ") and \
             f"by {record['follow_up']:g} days, the end of e's training follow-up: the last time at least 10 training " \
             "rows were still followed) is placed after it" in warned[0], warned

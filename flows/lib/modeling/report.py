@@ -165,16 +165,19 @@ def differences_table(version: Path) -> str:
 def beyond_table(version: Path) -> str:
     """Per event, how much of CET's P(ever) lies past the training follow-up (the last time at least
     10 training rows were still followed; the version's ``beyond_follow_up`` record, test split): the
-    mean P(ever), the risk by that time beside the training rows' Kaplan-Meier risk there, the share
-    after it, and the true share where the data know it; "" for a version without the record."""
+    mean P(ever), the risk by that time beside the Kaplan-Meier risk there of the test and the
+    training rows, the share after it, and the true share where the data know it; "" for a version
+    without the record."""
     path = Path(version) / "metrics.json"
     record = ((json.loads(path.read_text()).get("beyond_follow_up") or {}).get("test") or {}).get("CET") or {}
     if not record:
         return ""
     truth = all("true_share" in r for r in record.values())
-    head = ["event", "follow-up's end", "P(ever)", "risk by it", "Kaplan-Meier by it", "after it",
+    head = ["event", "follow-up's end", "P(ever)", "risk by it", "Kaplan-Meier by it, test / training rows", "after it",
             *(["true share"] if truth else [])]
-    rows = [[e, f"{r['follow_up']:.4g}", f"{r['p_ever']:.3f}", f"{r['by_follow_up']:.3f}", f"{r['km_by_follow_up']:.3f}",
+    rows = [[e, f"{r['follow_up']:.4g}", f"{r['p_ever']:.3f}", f"{r['by_follow_up']:.3f}",
+             ("-" if r.get("km_split_by_follow_up") is None else f"{r['km_split_by_follow_up']:.3f}")
+             + f" / {r['km_by_follow_up']:.3f}",
              f"{100 * r['share_beyond']:.0f} %", *([f"{r['true_share']:.3f}"] if truth else [])]
             for e, r in record.items()]
     return "\n".join(["CET's P(ever) past the follow-up, test split (means over the rows): what lies after the "

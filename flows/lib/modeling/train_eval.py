@@ -641,9 +641,10 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
     """Per event, :func:`cet_model.evaluation.occurrence_beyond_follow_up` of a CET ``model`` on the
     rows ``x`` at the end of the event's training follow-up (``followed_until``: the last time at
     least 10 training rows were still followed), with ``km_by_follow_up``: the training rows'
-    Kaplan-Meier risk by that time (what the data say there), and, where ``split`` (the rows of
-    ``x``) knows the true occurrence (a stand-in), ``true_share``: the share of its rows that have
-    the event, which P(ever) estimates. Events no training row follows are left out."""
+    Kaplan-Meier risk by that time (what the data say there), and, with ``split`` (the rows of
+    ``x``), ``km_split_by_follow_up``: its own rows' (what the mean risk of those rows compares
+    with), and where it knows the true occurrence (a stand-in) ``true_share``: the share of its rows
+    that have the event, which P(ever) estimates. Events no training row follows are left out."""
     follow = training_follow_up(train, event_names)
     until = {e: v["followed_until"] for e, v in follow.items() if v["followed_until"] is not None}
     out = occurrence_beyond_follow_up(model, x, until, event_names)
@@ -652,6 +653,10 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
         j = event_names.index(e)
         record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j],
                                                       horizon=record["follow_up"])
+        if split is not None:
+            kept = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] > 0.5
+            record["km_split_by_follow_up"] = (kaplan_meier_risk(split.T[kept, j], split.S[kept, j],
+                                                                 horizon=record["follow_up"]) if kept.any() else None)
         truth = None if split is None else split.C[:, j][np.isfinite(split.C[:, j])]
         if truth is not None and len(truth) == len(split):  # every row's truth (the average is over them all)
             record["true_share"] = float(truth.mean())
@@ -768,15 +773,15 @@ def beyond_lines(version: Path) -> list[str]:
     >>> _ = (version / "data.json").write_text(json.dumps({"time_unit": "weeks"}))
     >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {
     ...     "arrest": {"follow_up": 52.0, "p_ever": 0.435, "by_follow_up": 0.247, "beyond": 0.188,
-    ...                "share_beyond": 0.432, "km_by_follow_up": 0.259}}}}}))
+    ...                "share_beyond": 0.432, "km_by_follow_up": 0.259, "km_split_by_follow_up": 0.276}}}}}))
     >>> print("\\n".join(beyond_lines(version)))
       CET places part of P(ever) after the training follow-up (the last time at least 10 training rows were still followed), where it rests on the log-normal tail, not on data (a risk by a horizon within the follow-up, flows.predict --horizons, does not):
-        arrest: P(ever) 0.435 on average over the test rows, 0.247 by 52 weeks (Kaplan-Meier of the training rows 0.259): 43 % after
+        arrest: P(ever) 0.435 on average over the test rows, 0.247 by 52 weeks (Kaplan-Meier 0.276 on the test rows, 0.259 on the training rows): 43 % after
     >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {   # a stand-in
     ...     "T1": {"follow_up": 3.0, "p_ever": 0.519, "by_follow_up": 0.370, "beyond": 0.149,
     ...            "share_beyond": 0.287, "km_by_follow_up": 0.394, "true_share": 0.501}}}}}))
     >>> print(beyond_lines(version)[1])
-        T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier of the training rows 0.394): 29 % after; the true occurrence in the test rows: 0.501
+        T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier 0.394 on the training rows): 29 % after; the true occurrence in the test rows: 0.501
     """
     path = Path(version) / "metrics.json"
     record = ((json.loads(path.read_text()).get("beyond_follow_up") or {}).get("test") or {}) if path.is_file() else {}
@@ -792,10 +797,21 @@ def beyond_lines(version: Path) -> list[str]:
             "training rows were still followed), where it rests on the log-normal tail, not on data (a risk by a "
             "horizon within the follow-up, flows.predict --horizons, does not):",
             *(f"    {e}: P(ever) {r['p_ever']:.3f} on average over the test rows, {r['by_follow_up']:.3f} by "
-              f"{r['follow_up']:g} {unit}".rstrip() + f" (Kaplan-Meier of the training rows {r['km_by_follow_up']:.3f}): "
+              f"{r['follow_up']:g} {unit}".rstrip() + f" (Kaplan-Meier {_km_text(r)}): "
               f"{100 * r['share_beyond']:.0f} % after"
               + (f"; the true occurrence in the test rows: {r['true_share']:.3f}" if "true_share" in r else "")
               for e, r in far.items())]
+
+
+def _km_text(record: dict) -> str:
+    """The Kaplan-Meier risks by the follow-up's end of a ``beyond_follow_up`` record, as text.
+
+    >>> _km_text({"km_by_follow_up": 0.259, "km_split_by_follow_up": 0.241}), _km_text({"km_by_follow_up": 0.259})
+    ('0.241 on the test rows, 0.259 on the training rows', '0.259 on the training rows')
+    """
+    split = record.get("km_split_by_follow_up")
+    return (f"{split:.3f} on the test rows, " if split is not None else "") + \
+        f"{record['km_by_follow_up']:.3f} on the training rows"
 
 
 def recorded_events(metrics: dict) -> list[str]:
