@@ -750,8 +750,8 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
 def _holds_dates(col: pl.Series) -> bool:
     """Whether a column is of a date or datetime type, or text whose first value reads as one.
 
-    >>> _holds_dates(pl.Series(["2020-05-20", "2021-01-02"])), _holds_dates(pl.Series(["52 weeks"]))
-    (True, False)
+    >>> [_holds_dates(pl.Series([v])) for v in ("2020-05-20", "05/20/2020", "20.05.2020 10:30", "52 weeks", "52")]
+    [True, True, True, False, False]
     """
     if col.dtype.is_temporal():
         return True
@@ -759,9 +759,20 @@ def _holds_dates(col: pl.Series) -> bool:
         return False
     first = col.drop_nulls().head(1).str.strip_chars()
     try:
-        return bool(first.str.to_datetime(strict=False).is_not_null().all())
-    except pl.exceptions.ComputeError:  # no date format fits the value
-        return False
+        if first.str.to_datetime(strict=False).is_not_null().all():
+            return True
+    except pl.exceptions.ComputeError:  # no ISO-like format fits the value: try day/month orders
+        pass
+    import datetime
+
+    value = first[0].split(" ")[0]
+    for fmt in ("%m/%d/%Y", "%d/%m/%Y", "%d.%m.%Y", "%Y/%m/%d", "%d-%b-%Y"):
+        try:
+            datetime.datetime.strptime(value, fmt)
+            return True
+        except ValueError:
+            continue
+    return False
 
 
 def other_rows(bad) -> str:
