@@ -270,7 +270,7 @@ def followed_until(t, rows: int = FOLLOWED_ROWS) -> float:
     return float(t[-rows] if len(t) >= rows else t[0])
 
 
-def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names) -> dict[str, dict]:
+def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names, mask=None) -> dict[str, dict]:
     """How much of a cure model's P(ever) lies beyond the training data, per event of
     ``follow_up`` ({event: the end of its training follow-up, e.g. ``followed_until`` of its
     training times}): the mean over the rows ``x`` of P(ever) (``p_ever``) and of the risk by that
@@ -281,7 +281,8 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
     a risk by a horizon within the follow-up is what the data support.
 
     ``model``: a fitted model with ``predict_occurrence`` and ``predict_survival`` (CET; ET has no
-    P(ever)); ``x``: its input rows (n, d); ``event_names``: the model's events, in order.
+    P(ever)); ``x``: its input rows (n, d); ``event_names``: the model's events, in order;
+    ``mask`` (n, M): 0 leaves a row out of an event's means (a cell the data do not follow).
 
         >>> rng = np.random.default_rng(0)
         >>> n = 600
@@ -305,7 +306,10 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
     out = {}
     for e in names:
         j, k = event_names.index(e), grid.index(float(follow_up[e]))
-        p_ever, by = float(p[:, j].mean()), float((1.0 - survival[:, k, j]).mean())
+        rows = np.ones(len(p), bool) if mask is None else np.asarray(mask)[:, j] > 0.5
+        if not rows.any():
+            continue
+        p_ever, by = float(p[rows, j].mean()), float((1.0 - survival[rows, k, j]).mean())
         beyond = max(p_ever - by, 0.0)
         out[e] = {"follow_up": float(follow_up[e]), "p_ever": p_ever, "by_follow_up": by, "beyond": beyond,
                   "share_beyond": beyond / p_ever if p_ever > 0 else float("nan")}

@@ -238,6 +238,17 @@ def test_missing_follow_up_leaves_the_event_out_for_that_row_and_the_metrics_ski
     te = ds.test
     assert row["ci"] == pytest.approx(concordance_index(te.T[keep, 1], model.predict_time(te.X[keep])[:, 1],
                                                         te.S[keep, 1]))
+    # and P(ever) past the follow-up is averaged over the followed rows, its end taken from them
+    from cet_model.evaluation import followed_until
+    from cet_model.metrics import kaplan_meier_risk
+    from flows.lib.modeling.train_eval import beyond_follow_up
+
+    record = beyond_follow_up(model, te.X, ds.train, ds.event_names, te)["second"]
+    followed = ds.train.mask[:, 1] == 1
+    assert record["follow_up"] == followed_until(ds.train.T[followed, 1])
+    assert record["p_ever"] == pytest.approx(model.predict_occurrence(te.X[keep])[:, 1].mean())
+    assert record["km_split_by_follow_up"] == pytest.approx(kaplan_meier_risk(te.T[keep, 1], te.S[keep, 1],
+                                                                              horizon=record["follow_up"]))
 
 
 @pytest.mark.bad_input

@@ -647,19 +647,19 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
     that have the event, which P(ever) estimates. Events no training row follows are left out."""
     follow = training_follow_up(train, event_names)
     until = {e: v["followed_until"] for e, v in follow.items() if v["followed_until"] is not None}
-    out = occurrence_beyond_follow_up(model, x, until, event_names)
+    out = occurrence_beyond_follow_up(model, x, until, event_names, mask=None if split is None else split.mask)
     keep = np.ones(train.T.shape, bool) if train.mask is None else train.mask > 0.5
     for e, record in out.items():
         j = event_names.index(e)
         record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j],
                                                       horizon=record["follow_up"])
-        if split is not None:
-            kept = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] > 0.5
-            record["km_split_by_follow_up"] = (kaplan_meier_risk(split.T[kept, j], split.S[kept, j],
-                                                                 horizon=record["follow_up"]) if kept.any() else None)
-        truth = None if split is None else split.C[:, j][np.isfinite(split.C[:, j])]
-        if truth is not None and len(truth) == len(split):  # every row's truth (the average is over them all)
-            record["true_share"] = float(truth.mean())
+        if split is None:
+            continue
+        kept = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] > 0.5  # some: e is in out
+        record["km_split_by_follow_up"] = kaplan_meier_risk(split.T[kept, j], split.S[kept, j],
+                                                            horizon=record["follow_up"])
+        if np.isfinite(split.C[kept, j]).all():  # every scored row's truth (P(ever) is averaged over them all)
+            record["true_share"] = float(split.C[kept, j].mean())
     return out
 
 
