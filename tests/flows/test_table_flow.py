@@ -345,7 +345,8 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     # the version records how far the training rows reach; a horizon beyond it is warned of, by name
     events = pl.read_parquet(tmp_path / "data" / "gaps" / "events.parquet").filter(pl.col("split") == "train")
     assert data["follow_up"] == {"arrest": {"longest": events["t_arrest"].max(),
-                                            "longest_observed": events.filter(pl.col("s_arrest") == 1)["t_arrest"].max()}}
+                                            "longest_observed": events.filter(pl.col("s_arrest") == 1)["t_arrest"].max(),
+                                            "followed_until": events["t_arrest"].sort()[-10]}}  # 10 rows followed
     assert "extrapolate" not in caplog.text  # 52 weeks: within the training follow-up
     with caplog.at_level(logging.INFO, logger="flows.predict"):
         assert predict_flow.main(["--dataset", "gaps", "--features", str(tmp_path / "new.csv"),
