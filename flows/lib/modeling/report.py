@@ -27,7 +27,7 @@ from cet_model.evaluation import REFERENCE, bounds_text, model_inputs  # noqa: E
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
-from flows.lib.modeling.train_eval import difference_table, intervals, metric_rows  # noqa: E402
+from flows.lib.modeling.train_eval import beyond_record, difference_table, intervals, metric_rows  # noqa: E402
 
 
 def auc_figure(version: Path, title: str, path: Path) -> Path:
@@ -168,8 +168,7 @@ def beyond_table(version: Path) -> str:
     mean P(ever), the risk by that time beside the Kaplan-Meier risk there of the test and the
     training rows, the share after it, and the true share where the data know it; "" for a version
     without the record."""
-    path = Path(version) / "metrics.json"
-    record = ((json.loads(path.read_text()).get("beyond_follow_up") or {}).get("test") or {}).get("CET") or {}
+    record = beyond_record(version).get("CET") or {}
     if not record:
         return ""
     truth = all("true_share" in r for r in record.values())
@@ -215,7 +214,7 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
                   + ((" (the promoted version)" if decision.get("promoted") else
                       f" (not promoted: {decision.get('reason')})") if decision else "") + ".", "",
                   _table(metric_rows(version)), "", *([differences_table(version), ""] if intervals(version) else []),
-                  *([beyond_table(version), ""] if beyond_table(version) else []),
+                  *([beyond, ""] if (beyond := beyond_table(version)) else []),
                   f"![{name} AUC]({auc_png.name}) ![{name} calibration]({cal_png.name})", ""]
     crash_point("report")
     return write_text(out_dir / "report.md", "\n".join(parts))

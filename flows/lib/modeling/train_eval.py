@@ -783,8 +783,7 @@ def beyond_lines(version: Path) -> list[str]:
     >>> print(beyond_lines(version)[1])
         T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier 0.394 on the training rows): 29 % after; the true occurrence in the test rows: 0.501
     """
-    path = Path(version) / "metrics.json"
-    record = ((json.loads(path.read_text()).get("beyond_follow_up") or {}).get("test") or {}) if path.is_file() else {}
+    record = beyond_record(version)
     if not record:
         return []
     model = "CET" if "CET" in record else next(iter(record))
@@ -801,6 +800,13 @@ def beyond_lines(version: Path) -> list[str]:
               f"{100 * r['share_beyond']:.0f} % after"
               + (f"; the true occurrence in the test rows: {r['true_share']:.3f}" if "true_share" in r else "")
               for e, r in far.items())]
+
+
+def beyond_record(version: Path) -> dict:
+    """A version's record of P(ever) past the follow-up on its test rows, {model: {event: ...}}
+    (:func:`beyond_follow_up`), or {} for a version trained before 2026-11-27."""
+    path = Path(version) / "metrics.json"
+    return ((json.loads(path.read_text()).get("beyond_follow_up") or {}).get("test") or {}) if path.is_file() else {}
 
 
 def _km_text(record: dict) -> str:
