@@ -514,3 +514,9 @@ def test_a_stand_in_records_the_true_occurrence_beside_p_ever(tmp_path):
     te = load_dataset(synth).test
     assert set(record) == {"CET"}  # BC has no P(ever) of its own
     assert [record["CET"][e]["true_share"] for e in ("T1", "T2")] == pytest.approx(te.C.mean(axis=0))
+    # and the share that has it by the follow-up's end: what the risk by it estimates
+    tr = load_dataset(synth).train
+    ends = [np.sort(tr.T[:, j])[-10] for j in range(2)]
+    by_end = [np.mean((te.C[:, j] == 1) & (np.nan_to_num(te.T_true[:, j], nan=np.inf) <= ends[j])) for j in range(2)]
+    assert [record["CET"][e]["true_by_follow_up"] for e in ("T1", "T2")] == pytest.approx(by_end)
+    assert all(0 < b < s for b, s in zip(by_end, te.C.mean(axis=0), strict=True))  # some of the truth lies after the end

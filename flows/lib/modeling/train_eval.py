@@ -644,7 +644,9 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
     Kaplan-Meier risk by that time (what the data say there), and, with ``split`` (the rows of
     ``x``), ``km_split_by_follow_up``: its own rows' (what the mean risk of those rows compares
     with), and where it knows the true occurrence (a stand-in) ``true_share``: the share of its rows
-    that have the event, which P(ever) estimates. Events no training row follows are left out."""
+    that have the event, which P(ever) estimates, and ``true_by_follow_up``: the share that have it
+    by the follow-up's end (what the risk by it estimates; the rest is what the tail should hold).
+    Events no training row follows are left out."""
     follow = training_follow_up(train, event_names)
     until = {e: v["followed_until"] for e, v in follow.items() if v["followed_until"] is not None}
     out = occurrence_beyond_follow_up(model, x, until, event_names, mask=None if split is None else split.mask)
@@ -659,7 +661,11 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
         record["km_split_by_follow_up"] = kaplan_meier_risk(split.T[kept, j], split.S[kept, j],
                                                             horizon=record["follow_up"])
         if np.isfinite(split.C[kept, j]).all():  # every scored row's truth (P(ever) is averaged over them all)
-            record["true_share"] = float(split.C[kept, j].mean())
+            occurs = split.C[kept, j] > 0.5
+            record["true_share"] = float(occurs.mean())
+            t_true = split.T_true[kept, j][occurs]
+            if np.isfinite(t_true).all():  # and when each of them has it
+                record["true_by_follow_up"] = float((t_true <= record["follow_up"]).sum() / len(occurs))
     return out
 
 
@@ -779,9 +785,9 @@ def beyond_lines(version: Path) -> list[str]:
         arrest: P(ever) 0.435 on average over the test rows, 0.247 by 52 weeks (Kaplan-Meier 0.276 on the test rows, 0.259 on the training rows): 43 % after
     >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {   # a stand-in
     ...     "T1": {"follow_up": 3.0, "p_ever": 0.519, "by_follow_up": 0.370, "beyond": 0.149,
-    ...            "share_beyond": 0.287, "km_by_follow_up": 0.394, "true_share": 0.501}}}}}))
+    ...            "share_beyond": 0.287, "km_by_follow_up": 0.394, "true_share": 0.501, "true_by_follow_up": 0.374}}}}}))
     >>> print(beyond_lines(version)[1])
-        T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier 0.394 on the training rows): 29 % after; the true occurrence in the test rows: 0.501
+        T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier 0.394 on the training rows): 29 % after; the true occurrence in the test rows: 0.501, 0.374 by then
     """
     record = beyond_record(version)
     if not record:
@@ -799,6 +805,7 @@ def beyond_lines(version: Path) -> list[str]:
               f"{r['follow_up']:g} {unit}".rstrip() + f" (Kaplan-Meier {_km_text(r)}): "
               f"{100 * r['share_beyond']:.0f} % after"
               + (f"; the true occurrence in the test rows: {r['true_share']:.3f}" if "true_share" in r else "")
+              + (f", {r['true_by_follow_up']:.3f} by then" if "true_by_follow_up" in r else "")
               for e, r in far.items())]
 
 
