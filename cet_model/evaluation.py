@@ -270,7 +270,8 @@ def followed_until(t, rows: int = FOLLOWED_ROWS) -> float:
     return float(t[-rows] if len(t) >= rows else t[0])
 
 
-def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names, mask=None) -> dict[str, dict]:
+def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names, mask=None,
+                                p_ever=None) -> dict[str, dict]:
     """How much of a cure model's P(ever) lies beyond the training data, per event of
     ``follow_up`` ({event: the end of its training follow-up, e.g. ``followed_until`` of its
     training times}): the mean over the rows ``x`` of P(ever) (``p_ever``) and of the risk by that
@@ -282,7 +283,9 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
 
     ``model``: a fitted model with ``predict_occurrence`` and ``predict_survival`` (CET; ET has no
     P(ever)); ``x``: its input rows (n, d); ``event_names``: the model's events, in order;
-    ``mask`` (n, M): 0 leaves a row out of an event's means (a cell the data do not follow).
+    ``mask`` (n, M): 0 leaves a row out of an event's means (a cell the data do not follow);
+    ``p_ever`` (n, M): ``model.predict_occurrence(x)`` when the caller already has it (not
+    computed again).
 
         >>> rng = np.random.default_rng(0)
         >>> n = 600
@@ -296,12 +299,14 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
         (10.0, 0.09, 0.09)
         >>> round(r["p_ever"], 2), round(r["share_beyond"], 2)   # ever: 0.5 in truth; the tail says 0.33
         (0.33, 0.72)
+        >>> r == occurrence_beyond_follow_up(cet, x, {"e": 10.0}, ["e"], p_ever=cet.predict_occurrence(x))["e"]
+        True
     """
     names = [e for e in event_names if e in follow_up]
     if not names or len(x) == 0:
         return {}
     grid = sorted({float(follow_up[e]) for e in names})
-    p = model.predict_occurrence(x)  # (n, M)
+    p = model.predict_occurrence(x) if p_ever is None else np.asarray(p_ever)  # (n, M)
     survival = model.predict_survival(x, grid)  # (n, H, M)
     out = {}
     for e in names:
