@@ -499,6 +499,19 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
         assert len(warned) == 1 and warned[0].startswith("new.csv: p_e: ") and \
             f"by {record['follow_up']:g} days, the end of e's training follow-up: the last time at least 10 training " \
             "rows were still followed) is placed after it" in warned[0], warned
+        # a version trained before the follow-up's end was recorded: scored all the same, and it says
+        # that the check was not made instead of saying nothing
+        data = json.loads((version / "data.json").read_text())
+        for v in data["follow_up"].values():
+            del v["followed_until"]
+        (version / "data.json").write_text(json.dumps(data))
+        caplog.clear()
+        with caplog.at_level("INFO", logger="flows.predict"):
+            score(tmp_path / "new.csv", version, tmp_path / "scores-old.parquet")
+        messages = [r.getMessage() for r in caplog.records]
+        assert not [m for m in messages if "is placed after it" in m], messages
+        assert any(m.startswith("new.csv: this model version does not record the end of its training follow-up")
+                   for m in messages), messages
     else:
         assert record["share_beyond"] < 0.05, record
         assert said not in lines and not warned

@@ -417,6 +417,9 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     p = model.predict_occurrence(x)
     until = {e: v["followed_until"] for e, v in (data.get("follow_up") or {}).items()
              if v.get("followed_until") is not None}  # versions before 2026-11-27 do not record it
+    if not until:
+        log.info("%s: this model version does not record the end of its training follow-up (trained before the "
+                 "check existed): how much of P(ever) lies past it is not checked; retrain to have it checked", source)
     for e, r in occurrence_beyond_follow_up(model, x, until, data["event_names"], p_ever=p).items():
         if r["share_beyond"] >= BEYOND_SHARE:
             log.warning("%s: p_%s: %.0f %% of P(ever) (%.3f on average over these rows, %.3f by %s, the end of %s's "
