@@ -12,7 +12,10 @@ true occurrence (c = 1 / c = 0 cells; on the latter the predicted time given occ
 counterpart); the epochs run, the best epoch and the seconds. Where the truth is recorded, a second
 line sizes P(ever) against it (``p_ever_line``): the mean over events of CET's mean P(ever) minus
 the true share, split at the end of the training follow-up (``followed_until``) into the risk by
-that end against the share that truly has the event by then, and what lies after it. First it prints how many training rows
+that end against the share that truly has the event by then, and what lies after it. With
+``--level-scan`` it then moves every occurrence logit by a common shift (the ranking unchanged) and
+prints the validation log-likelihood and that P(ever) gap at each: does the likelihood, given the
+fitted time head, ask for another level of P(ever)? First it prints how many training rows
 the default marginal objective sums exactly and how many by its importance-weighted bound. Used to check whether the default
 CET's gap to the oracle on the MIMIC stand-in is a training-budget defect (README, "What the
 tables show"), and what ``occurrence_init`` changes (docs/results.md, MIMIC section).
@@ -28,6 +31,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -90,10 +94,30 @@ def p_ever_line(beyond: dict[str, dict], c, t_true, follow_up: dict[str, float],
             f"by the follow-up end {g[:, 1].mean():.3f}, after it {g[:, 2].mean():.3f}")
 
 
+def level_scan(model, x, split, follow_up, event_names, shifts=(-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0)) -> None:
+    """Print, per common shift of the occurrence encoder's output bias, the split's mean
+    log-likelihood (``model.score``) and :func:`p_ever_line`; the bias is restored after."""
+    bias = model.net_.encoder.net[-1].bias
+    start = bias.detach().clone()
+    try:
+        for d in shifts:
+            with torch.no_grad():
+                bias.copy_(start + d)
+            beyond = occurrence_beyond_follow_up(model, x, follow_up, event_names, mask=split.mask)
+            print(f"    logits {d:+.2f}: val log-likelihood {model.score(x, split.T, split.S, split.mask):.5f}; "
+                  f"{p_ever_line(beyond, split.C, split.T_true, follow_up, event_names, split.mask)}", flush=True)
+    finally:
+        with torch.no_grad():
+            bias.copy_(start)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    ap.add_argument("--level-scan", action="store_true",
+                    help="after each fit, shift all occurrence logits by -0.5..+1.0: validation log-likelihood "
+                         "and P(ever) against the truth at each")
     ap.add_argument("settings", nargs="+", help="CETModel overrides, e.g. 'dict(lr=3e-4)'")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -141,6 +165,8 @@ def main(argv=None) -> int:
                          for j, e in enumerate(ds.event_names)}
             beyond = occurrence_beyond_follow_up(model, x_va, follow_up, ds.event_names, mask=va.mask)
             print(f"  {p_ever_line(beyond, va.C, va.T_true, follow_up, ds.event_names, va.mask)}", flush=True)
+            if args.level_scan:
+                level_scan(model, x_va, va, follow_up, ds.event_names)
     return 0
 
 
