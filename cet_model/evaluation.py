@@ -63,6 +63,7 @@ from .metrics import (
     concordance_index,
     expected_calibration_error,
     integrated_brier_score,
+    kaplan_meier_risk,
     mrae,
     occurrence_auc,
     resampled_auc,
@@ -255,6 +256,7 @@ def rmst_horizons(train: Split) -> np.ndarray:
 
 BEYOND_SHARE = 0.2  # a share of P(ever) past the training follow-up that reports and scoring logs name
 FOLLOWED_ROWS = 10  # the follow-up's end, for P(ever): the last time this many training rows were still followed
+RISING_SHARE = 0.1  # Kaplan-Meier still rises at the follow-up's end when its last quarter adds this share of the risk
 
 
 def followed_until(t, rows: int = FOLLOWED_ROWS) -> float:
@@ -268,6 +270,26 @@ def followed_until(t, rows: int = FOLLOWED_ROWS) -> float:
     """
     t = np.sort(np.asarray(t, dtype=float))
     return float(t[-rows] if len(t) >= rows else t[0])
+
+
+def risk_gained_last_quarter(t, s, end: float) -> float:
+    """The Kaplan-Meier risk gained over the last quarter of the follow-up, from ``0.75 * end`` to
+    ``end`` (e.g. :func:`followed_until` of ``t``), of times ``t`` (n,) with indicators ``s`` (n,):
+    near 0 where the curve has levelled off by the end (a plateau: the data show about how many will
+    ever have the event), a large part of the risk by the end (``RISING_SHARE`` or more) where it
+    still rises there: then the follow-up does not show how many ever will, and P(ever) rests on
+    the fitted time distribution's tail however little of it the model places after the end.
+
+    >>> t = np.r_[np.linspace(1.0, 5.0, 50), np.full(150, 20.0)]   # 50 events early, then 150 followed on
+    >>> risk_gained_last_quarter(t, (t < 10).astype(float), followed_until(t))   # a plateau
+    0.0
+    >>> t = np.r_[np.linspace(1.0, 20.0, 50), np.full(150, 20.0)]   # events until the end
+    >>> s = (t < 20).astype(float)
+    >>> gain = risk_gained_last_quarter(t, s, followed_until(t))
+    >>> round(gain, 3), round(gain / kaplan_meier_risk(t, s, 20.0), 2)   # a quarter of the risk by 20
+    (0.06, 0.24)
+    """
+    return max(kaplan_meier_risk(t, s, end) - kaplan_meier_risk(t, s, 0.75 * end), 0.0)
 
 
 def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names, mask=None,

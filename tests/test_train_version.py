@@ -496,6 +496,11 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
             f"{record['by_follow_up']:.3f} by {record['follow_up']:g} days (Kaplan-Meier " \
             f"{record['km_split_by_follow_up']:.3f} on the test rows, {record['km_by_follow_up']:.3f} on the training " \
             f"rows): {100 * record['share_beyond']:.0f} % after" in lines, lines
+        # and the Kaplan-Meier curve still rises at the end: how many ever will is not in the data
+        rising = [ln for ln in lines.splitlines() if "Kaplan-Meier risk still rises at the end" in ln]
+        assert record["km_last_quarter"] >= 0.1 * record["km_by_follow_up"] > 0, record
+        assert len(rising) == 1 and rising[0].endswith(
+            f"e +{record['km_last_quarter']:.3f} of {record['km_by_follow_up']:.3f}"), lines
         assert len(warned) == 1 and warned[0].startswith("new.csv: p_e: ") and \
             f"by {record['follow_up']:g} days, the end of e's training follow-up: the last time at least 10 training " \
             "rows were still followed) is placed after it" in warned[0], warned
@@ -515,6 +520,7 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
     else:
         assert record["share_beyond"] < 0.05, record
         assert said not in lines and not warned
+        assert record["km_last_quarter"] == 0.0 and "still rises" not in lines  # every event seen: a plateau
 
 
 def test_a_stand_in_records_the_true_occurrence_beside_p_ever(tmp_path):

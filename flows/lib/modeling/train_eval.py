@@ -25,6 +25,7 @@ from cet_model.evaluation import (
     METRICS,
     REFERENCE,
     REFERENCE_CHOICES,
+    RISING_SHARE,
     average_over_tasks,
     bootstrap_intervals,
     bounds_text,
@@ -41,6 +42,7 @@ from cet_model.evaluation import (
     occurrence_beyond_follow_up,
     presets_for_truth,
     ranking_inputs,
+    risk_gained_last_quarter,
     rmst_horizons,
     unknown_occurrence,
     wants_reference,
@@ -641,7 +643,9 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
     """Per event, :func:`cet_model.evaluation.occurrence_beyond_follow_up` of a CET ``model`` on the
     rows ``x`` at the end of the event's training follow-up (``followed_until``: the last time at
     least 10 training rows were still followed), with ``km_by_follow_up``: the training rows'
-    Kaplan-Meier risk by that time (what the data say there), and, with ``split`` (the rows of
+    Kaplan-Meier risk by that time (what the data say there) and ``km_last_quarter``: the part of
+    it gained over the follow-up's last quarter (still rising at the end: the data do not show how
+    many ever will), and, with ``split`` (the rows of
     ``x``), ``km_split_by_follow_up``: its own rows' (what the mean risk of those rows compares
     with), and where it knows the true occurrence (a stand-in) ``true_share``: the share of its rows
     that have the event, which P(ever) estimates, and ``true_by_follow_up``: the share that have it
@@ -655,6 +659,8 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
         j = event_names.index(e)
         record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j],
                                                       horizon=record["follow_up"])
+        record["km_last_quarter"] = risk_gained_last_quarter(train.T[keep[:, j], j], train.S[keep[:, j], j],
+                                                             record["follow_up"])
         if split is None:
             continue
         kept = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] > 0.5  # some: e is in out
@@ -764,7 +770,7 @@ def summary_lines(version: Path) -> list[str]:
     if diff:
         lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({record['resamples']} resamples of the "
                   f"{record['rows']} test rows, the same for every model); CET minus each model:", *text_table(diff)]
-    return lines + per_event_lines(version) + beyond_lines(version)
+    return lines + per_event_lines(version) + beyond_lines(version) + rising_lines(version)
 
 
 def beyond_lines(version: Path) -> list[str]:
@@ -807,6 +813,37 @@ def beyond_lines(version: Path) -> list[str]:
               + (f"; the true occurrence in the test rows: {r['true_share']:.3f}" if "true_share" in r else "")
               + (f", {r['true_by_follow_up']:.3f} by then" if "true_by_follow_up" in r else "")
               for e, r in far.items())]
+
+
+def rising_lines(version: Path) -> list[str]:
+    """A line naming the events whose training Kaplan-Meier risk still rises at the end of the
+    follow-up (its last quarter adds ``RISING_SHARE`` or more of the risk by the end;
+    ``km_last_quarter`` of the ``beyond_follow_up`` record): there the data do not show how many
+    will ever have the event, and CET's P(ever) rests on the fitted tail however little of it the
+    model places after the end. [] when none does, or for a version without the figure.
+
+    >>> import tempfile
+    >>> version = Path(tempfile.mkdtemp())
+    >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {
+    ...     "a": {"km_by_follow_up": 0.30, "km_last_quarter": 0.06},      # a fifth of it in the last quarter
+    ...     "b": {"km_by_follow_up": 0.30, "km_last_quarter": 0.01}}}}}))  # levelled off
+    >>> print("\\n".join(rising_lines(version)))
+      the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter adds 10% or more of the risk by the end): how many will ever have them is not in the data, and CET's P(ever) rests on the fitted tail, however little of it lies after the end: a +0.060 of 0.300
+    """
+    record = beyond_record(version)
+    if not record:
+        return []
+    model = "CET" if "CET" in record else next(iter(record))
+    rising = {e: r for e, r in record[model].items()
+              if r.get("km_last_quarter") is not None and r["km_by_follow_up"] > 0
+              and r["km_last_quarter"] >= RISING_SHARE * r["km_by_follow_up"]}
+    if not rising:
+        return []
+    return [f"  the training rows' Kaplan-Meier risk still rises at the end of the follow-up of {len(rising)} of "
+            f"{len(record[model])} events (the last quarter adds {RISING_SHARE:.0%} or more of the risk by the end): "
+            f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, however "
+            "little of it lies after the end: "
+            + ", ".join(f"{e} +{r['km_last_quarter']:.3f} of {r['km_by_follow_up']:.3f}" for e, r in rising.items())]
 
 
 def beyond_record(version: Path) -> dict:
