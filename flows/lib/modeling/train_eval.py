@@ -819,8 +819,9 @@ def rising_lines(version: Path) -> list[str]:
     """A line naming the events whose training Kaplan-Meier risk still rises at the end of the
     follow-up (its last quarter adds ``RISING_SHARE`` or more of the risk by the end;
     ``km_last_quarter`` of the ``beyond_follow_up`` record): there the data do not show how many
-    will ever have the event, and CET's P(ever) rests on the fitted tail however little of it the
-    model places after the end. [] when none does, or for a version without the figure.
+    will ever have the event, and CET's P(ever) rests on the fitted tail whatever share of it the
+    model places after the end (on the stand-ins CET places too little there: docs/results.md).
+    [] when none does, or for a version without the figure.
 
     >>> import tempfile
     >>> version = Path(tempfile.mkdtemp())
@@ -828,7 +829,7 @@ def rising_lines(version: Path) -> list[str]:
     ...     "a": {"km_by_follow_up": 0.30, "km_last_quarter": 0.06},      # a fifth of it in the last quarter
     ...     "b": {"km_by_follow_up": 0.30, "km_last_quarter": 0.01}}}}}))  # levelled off
     >>> print("\\n".join(rising_lines(version)))
-      the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter adds 10% or more of the risk by the end): how many will ever have them is not in the data, and CET's P(ever) rests on the fitted tail, however little of it lies after the end: a +0.060 of 0.300
+      the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter adds 10% or more of the risk by the end): how many will ever have them is not in the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end: a +0.060 of 0.300
     """
     record = beyond_record(version)
     if not record:
@@ -841,8 +842,8 @@ def rising_lines(version: Path) -> list[str]:
         return []
     return [f"  the training rows' Kaplan-Meier risk still rises at the end of the follow-up of {len(rising)} of "
             f"{len(record[model])} events (the last quarter adds {RISING_SHARE:.0%} or more of the risk by the end): "
-            f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, however "
-            "little of it lies after the end: "
+            f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, whatever "
+            "share of it the model places after the end: "
             + ", ".join(f"{e} +{r['km_last_quarter']:.3f} of {r['km_by_follow_up']:.3f}" for e, r in rising.items())]
 
 
