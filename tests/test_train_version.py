@@ -340,7 +340,8 @@ def test_the_summary_shows_each_event_beside_its_observed_test_rows(tmp_path):
             assert bounds["low"] <= bounds["estimate"] <= bounds["high"]
             cells += [f"{bounds['estimate']:.3f}", f"[{bounds['low']:.3f},", f"{bounds['high']:.3f}]"]
         assert lines[at + 2 + j].split() == cells
-    assert len(lines) == at + 4  # the last table
+    # the last table, then only what is said of the follow-up's end (this synthetic data's is short)
+    assert len(lines) >= at + 4 and all("Kaplan-Meier risk still rises" in ln for ln in lines[at + 4:]), lines[at + 4:]
     # the Prefect artifact's rows: the averages, then each event's interval
     from flows.lib.modeling.train_eval import interval_rows
 
