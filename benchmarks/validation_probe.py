@@ -10,9 +10,10 @@ Prints, on the validation split: the AUC against the true occurrence, ECE, MRAE 
 truly occurs, the time head's error there (median |log t_hat - log t_true|) and MRAE split by the
 true occurrence (c = 1 / c = 0 cells; on the latter the predicted time given occurrence has no true
 counterpart); the epochs run, the best epoch and the seconds. Where the truth is recorded, a second
-line sizes P(ever) against it (``p_ever_line``): the mean over events of CET's mean P(ever) minus
-the true share, split at the end of the training follow-up (``followed_until``) into the risk by
-that end against the share that truly has the event by then, and what lies after it. With
+line sizes P(ever) against it (``p_ever_line`` of the record ``flows.train evaluate`` keeps): the
+mean over events of CET's mean P(ever) minus the true share, split at the end of the training
+follow-up into the risk by that end against the share that truly has the event by then, and what
+lies after it. With
 ``--level-scan`` it then moves every occurrence logit by a common shift (the ranking unchanged) and
 prints the validation log-likelihood and that P(ever) gap at each: does the likelihood, given the
 fitted time head, ask for another level of P(ever)? First it prints how many training rows
@@ -36,15 +37,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cet_model.dataset import load_dataset  # noqa: E402
-from cet_model.evaluation import (  # noqa: E402
-    evaluate,
-    fit_preset,
-    followed_until,
-    model_inputs,
-    occurrence_beyond_follow_up,  # noqa: E402
-)
+from cet_model.evaluation import evaluate, fit_preset, model_inputs  # noqa: E402
 from cet_model.metrics import concordance_index, mrae  # noqa: E402
 from cet_model.params import CETParams  # noqa: E402
+from flows.lib.modeling.train_eval import beyond_follow_up  # noqa: E402
 
 
 def parse(text: str) -> dict:
@@ -69,32 +65,25 @@ def free_cells_line(s: np.ndarray, mask: np.ndarray | None, max_patterns: int = 
             f"2^k > {max_patterns} (importance-weighted): {beyond} of {len(k)} ({100 * beyond / len(k):.1f} %)")
 
 
-def p_ever_line(beyond: dict[str, dict], c, t_true, follow_up: dict[str, float], event_names, mask=None) -> str:
+def p_ever_line(beyond: dict[str, dict]) -> str:
     """CET's P(ever) against the truth, as mean signed gaps over events (model - truth): in all,
-    by the end of the follow-up (the truth: c = 1 and t_true <= that end) and after it.
-    ``beyond``: ``occurrence_beyond_follow_up``'s record; ``c``, ``t_true`` (n, M): the truth.
+    by the end of the follow-up and after it. ``beyond``: ``flows.lib.modeling.train_eval.
+    beyond_follow_up``'s record of a split that knows the true occurrence and times
+    (``true_share``, ``true_by_follow_up``).
 
-    >>> rec = {"e": {"p_ever": 0.3, "by_follow_up": 0.2}}
-    >>> c, t_true = np.array([[1.0], [1.0], [0.0], [1.0]]), np.array([[5.0], [50.0], [np.nan], [8.0]])
-    >>> p_ever_line(rec, c, t_true, {"e": 10.0}, ["e"])
+    >>> rec = {"e": {"p_ever": 0.3, "by_follow_up": 0.2, "true_share": 0.75, "true_by_follow_up": 0.5}}
+    >>> p_ever_line(rec)
     'P(ever) - true share, mean over 1 events: -0.450 (worst e -0.450); by the follow-up end -0.300, after it -0.150'
     """
-    gaps = []
-    for e, r in beyond.items():
-        j = event_names.index(e)
-        rows = np.ones(len(c), bool) if mask is None else mask[:, j] > 0.5
-        occurs = c[rows, j] > 0.5
-        by_end = occurs & (np.nan_to_num(t_true[rows, j], nan=np.inf) <= follow_up[e])
-        truth, truth_by = occurs.mean(), by_end.mean()
-        gaps.append((r["p_ever"] - truth, r["by_follow_up"] - truth_by,
-                     (r["p_ever"] - r["by_follow_up"]) - (truth - truth_by)))
-    g = np.array(gaps)
+    g = np.array([(r["p_ever"] - r["true_share"], r["by_follow_up"] - r["true_by_follow_up"],
+                   (r["p_ever"] - r["by_follow_up"]) - (r["true_share"] - r["true_by_follow_up"]))
+                  for r in beyond.values()])
     k = int(np.argmax(np.abs(g[:, 0])))
     return (f"P(ever) - true share, mean over {len(g)} events: {g[:, 0].mean():.3f} (worst {list(beyond)[k]} {g[k, 0]:.3f}); "
             f"by the follow-up end {g[:, 1].mean():.3f}, after it {g[:, 2].mean():.3f}")
 
 
-def level_scan(model, x, split, follow_up, event_names, shifts=(-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0)) -> None:
+def level_scan(model, x, train, split, event_names, shifts=(-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0)) -> None:
     """Print, per common shift of the occurrence encoder's output bias, the split's mean
     log-likelihood (``model.score``) and :func:`p_ever_line`; the bias is restored after."""
     bias = model.net_.encoder.net[-1].bias
@@ -103,9 +92,8 @@ def level_scan(model, x, split, follow_up, event_names, shifts=(-0.5, -0.25, 0.0
         for d in shifts:
             with torch.no_grad():
                 bias.copy_(start + d)
-            beyond = occurrence_beyond_follow_up(model, x, follow_up, event_names, mask=split.mask)
             print(f"    logits {d:+.2f}: val log-likelihood {model.score(x, split.T, split.S, split.mask):.5f}; "
-                  f"{p_ever_line(beyond, split.C, split.T_true, follow_up, event_names, split.mask)}", flush=True)
+                  f"{p_ever_line(beyond_follow_up(model, x, train, event_names, split))}", flush=True)
     finally:
         with torch.no_grad():
             bias.copy_(start)
@@ -160,13 +148,11 @@ def main(argv=None) -> int:
               f"(c=1 part {by_c[0]:.4f} + c=0 part {by_c[1]:.4f}), "
               f"C {mean('ci'):.4f} (on c=1 cells {np.mean(c_occurring) if c_occurring else float('nan'):.4f}), |log t err| {log_err:.3f}, epochs {len(h.train_loss)}, "
               f"best {h.best_epoch + 1}, {time.perf_counter() - t0:.0f}s", flush=True)
-        if np.isfinite(va.C).all() if va.mask is None else np.isfinite(va.C[va.mask > 0.5]).all():
-            follow_up = {e: followed_until(tr.T[:, j] if tr.mask is None else tr.T[tr.mask[:, j] > 0.5, j])
-                         for j, e in enumerate(ds.event_names)}
-            beyond = occurrence_beyond_follow_up(model, x_va, follow_up, ds.event_names, mask=va.mask)
-            print(f"  {p_ever_line(beyond, va.C, va.T_true, follow_up, ds.event_names, va.mask)}", flush=True)
+        beyond = beyond_follow_up(model, x_va, tr, ds.event_names, va)
+        if beyond and all("true_by_follow_up" in r for r in beyond.values()):  # a split that knows the truth
+            print(f"  {p_ever_line(beyond)}", flush=True)
             if args.level_scan:
-                level_scan(model, x_va, va, follow_up, ds.event_names)
+                level_scan(model, x_va, tr, va, ds.event_names)
     return 0
 
 
