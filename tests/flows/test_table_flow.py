@@ -436,11 +436,12 @@ def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(ross
 
 
 def test_the_grown_cohort_example_leaves_out_the_patients_version_1_trained_on():
-    """``scripts/grown-cohort-example.sh`` (the figures docs/pipeline.md quotes): a table of
+    """``scripts/grown-cohort-example.sh`` (docs/pipeline.md quotes it at its defaults): a table of
     patients' visits, grown and retrained through the CLI; the comparison leaves out the new visits
     of version 1's training patients, and ``not-worse`` lets the interval decide. Short fits on the
-    session's Prefect server: the rows compared are the split's doing, not the fits' (the script at
-    its defaults took 355 s of a 1,879 s suite on a slow 2-core machine)."""
+    session's Prefect server: the rows compared, checked to the number docs quote, are the split's
+    doing, not the fits' (the script at its defaults took 355 s of a 1,879 s suite on a slow 2-core
+    machine)."""
     import os
     import subprocess
     import sys
