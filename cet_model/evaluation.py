@@ -59,11 +59,12 @@ from .comments import CommentInputs
 from .dataset import Split
 from .estimators import MAX_EXACT_EVENTS
 from .metrics import (
+    RiskGained,
     brier_times,
     concordance_index,
     expected_calibration_error,
     integrated_brier_score,
-    kaplan_meier_risk,
+    kaplan_meier_risk_gained,
     mrae,
     occurrence_auc,
     resampled_auc,
@@ -286,10 +287,25 @@ def risk_gained_last_quarter(t, s, end: float) -> float:
     >>> t = np.r_[np.linspace(1.0, 20.0, 50), np.full(150, 20.0)]   # events until the end
     >>> s = (t < 20).astype(float)
     >>> gain = risk_gained_last_quarter(t, s, followed_until(t))
+    >>> from cet_model.metrics import kaplan_meier_risk
     >>> round(gain, 3), round(gain / kaplan_meier_risk(t, s, 20.0), 2)   # a quarter of the risk by 20
     (0.06, 0.24)
     """
-    return max(kaplan_meier_risk(t, s, end) - kaplan_meier_risk(t, s, 0.75 * end), 0.0)
+    return last_quarter_gain(t, s, end).gain
+
+
+def last_quarter_gain(t, s, end: float, level: float = 0.95) -> RiskGained:
+    """:func:`risk_gained_last_quarter` with its ``level`` confidence interval and the number of
+    events in the last quarter (:func:`cet_model.metrics.kaplan_meier_risk_gained`: Greenwood's
+    variance, log scale; reliable with about four or more events): whether the rise at the end is
+    more than a few rows' chance.
+
+    >>> t = np.r_[np.linspace(1.0, 20.0, 50), np.full(150, 20.0)]
+    >>> r = last_quarter_gain(t, (t < 20).astype(float), followed_until(t))
+    >>> round(r.gain, 3), round(r.low, 3), round(r.high, 3), r.events
+    (0.06, 0.035, 0.104, 12)
+    """
+    return kaplan_meier_risk_gained(t, s, 0.75 * end, end, level)
 
 
 def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names, mask=None,

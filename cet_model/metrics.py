@@ -3,7 +3,9 @@
 Conventions follow lifelines: ``(event_times, predicted_times, event_observed)``, and a
 longer predicted time means lower risk.
 
-    >>> import numpy as np
+    >>> from typing import NamedTuple
+
+import numpy as np
     >>> occurrence_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
     0.75
     >>> concordance_index([1.0, 2.0, 3.0], [1.5, 2.5, 2.0], [1, 1, 0])
@@ -15,6 +17,8 @@ longer predicted time means lower risk.
 from __future__ import annotations
 
 import logging
+import math
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -307,6 +311,74 @@ def kaplan_meier_risk(t, s, horizon: float | None = None) -> float:
     at_risk = t.size - first
     upto = slice(None) if horizon is None else times <= horizon
     return float(1.0 - np.prod((1.0 - deaths / at_risk)[upto]))
+
+
+class RiskGained(NamedTuple):
+    """What :func:`kaplan_meier_risk_gained` returns."""
+
+    gain: float  # S_KM(start) - S_KM(end)
+    low: float | None  # the confidence interval's ends (None without an event between the two times)
+    high: float | None
+    events: int  # the events between the two times: the interval is reliable with four or more
+
+
+def kaplan_meier_risk_gained(t, s, start: float, end: float, level: float = 0.95) -> RiskGained:
+    """The Kaplan-Meier risk gained between ``start`` and ``end``, G = S_KM(start) - S_KM(end),
+    with a ``level`` confidence interval on the log scale, G exp(+-z sd / G) (always above 0, as
+    skewed as a small gain is), sd from Greenwood's formula by the delta method:
+    Var G = G^2 V(start) + S(end)^2 (V(end) - V(start)), V(u) = sum over event times u_i <= u of
+    d_i / (n_i (n_i - d_i)) (Greenwood's covariance of S(start) and S(end) is
+    S(start) S(end) V(start)); the upper end is clipped at S(start), all that can still have it.
+
+    The interval rests on a normal approximation: in simulation (``tests/test_metrics.py``, 1,000
+    samples of a cure model each) it covered the true gain 95.3 % and 94.1 % of the time with 9.3
+    and 4.1 events between the two times on average, and 77.9 % with 1.6, so ``events`` is
+    returned with it.
+    Without an event between the two times the gain is 0 and there is no interval (None, None).
+
+    Args:
+        t: times, shape (n,), > 0.
+        s: 1 = event observed, 0 = censored, shape (n,).
+        start, end: the two times, ``start`` <= ``end``; events at exactly a time count by it.
+        level: the confidence level, in (0, 1).
+
+    Returns:
+        ``RiskGained(gain, low, high, events)``.
+
+    Example:
+        >>> t = np.r_[np.linspace(1.0, 20.0, 50), np.full(150, 20.0)]   # events until the end
+        >>> r = kaplan_meier_risk_gained(t, (t < 20).astype(float), 15.0, 20.0)
+        >>> round(r.gain, 3), round(r.low, 3), round(r.high, 3), r.events
+        (0.06, 0.035, 0.104, 12)
+    """
+    from scipy.stats import norm
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if start > end:
+        raise ValueError(f"start ({start}) must not be after end ({end})")
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    s = np.asarray(s, dtype=np.float64).reshape(-1)
+    if t.shape != s.shape or t.size == 0:
+        raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
+    order = np.lexsort((1.0 - s, t))  # by time, events first at equal times
+    t, s = t[order], s[order]
+    times, first = np.unique(t, return_index=True)
+    deaths = np.add.reduceat(s, first)
+    at_risk = t.size - first
+    left = at_risk - deaths
+    # where everyone at risk has the event the curve ends at 0, and that term is not needed
+    terms = np.divide(deaths, at_risk * left, out=np.zeros_like(deaths), where=left > 0)
+    by_start, by_end = times <= start, times <= end
+    s_start = float(np.prod((1.0 - deaths / at_risk)[by_start]))
+    s_end = float(np.prod((1.0 - deaths / at_risk)[by_end]))
+    events = int(round(deaths[by_end & ~by_start].sum()))
+    gain = max(s_start - s_end, 0.0)
+    if gain <= 0.0:
+        return RiskGained(0.0, None, None, events)
+    var = gain**2 * terms[by_start].sum() + s_end**2 * max(terms[by_end & ~by_start].sum(), 0.0)
+    spread = math.exp(float(norm.ppf(0.5 + level / 2.0)) * math.sqrt(var) / gain)
+    return RiskGained(gain, gain / spread, min(gain * spread, s_start), events)
 
 
 def horizon_calibration(t, s, risk, horizon: float, min_group: int = 20, max_groups: int = 10) -> dict:

@@ -13,6 +13,7 @@ from cet_model.metrics import (
     horizon_auc,
     horizon_calibration,
     kaplan_meier_risk,
+    kaplan_meier_risk_gained,
     mrae,
     occurrence_auc,
     resampled_auc,
@@ -142,6 +143,58 @@ def test_kaplan_meier_risk_matches_lifelines(data, horizon):
     km = KaplanMeierFitter().fit(t, e)
     expected = 1.0 - float(km.survival_function_at_times(horizon).iloc[0])
     assert kaplan_meier_risk(t, e, horizon) == pytest.approx(expected, abs=1e-12)
+
+
+def test_risk_gained_by_hand_and_its_edges():
+    from scipy.stats import norm
+
+    t, s = np.array([1.0, 2, 3, 4, 5, 6]), np.array([1, 1, 0, 1, 1, 0])
+    r = kaplan_meier_risk_gained(t, s, 1.5, 4.5)
+    # S(1.5) = 5/6, S(4.5) = 5/6 * 4/5 * 2/3 = 4/9; Greenwood: V(1.5) = 1/30, V(4.5) - V(1.5) = 1/20 + 1/6
+    gain = 5 / 6 - 4 / 9
+    sd = np.sqrt(gain**2 / 30 + (4 / 9) ** 2 * (1 / 20 + 1 / 6))
+    spread = np.exp(norm.ppf(0.975) * sd / gain)
+    assert r.events == 2 and r.gain == pytest.approx(gain)
+    assert r.low == pytest.approx(gain / spread) and r.high == pytest.approx(min(gain * spread, 5 / 6))
+    assert r.gain == pytest.approx(kaplan_meier_risk(t, s, 4.5) - kaplan_meier_risk(t, s, 1.5))
+    assert kaplan_meier_risk_gained(t, s, 1.5, 4.5, level=0.5).high < r.high
+    assert kaplan_meier_risk_gained(t, s, 5.5, 9.0) == (0.0, None, None, 0)  # no event there: no interval
+    with pytest.raises(ValueError, match="must not be after"):
+        kaplan_meier_risk_gained(t, s, 4.5, 1.5)
+    with pytest.raises(ValueError, match="level"):
+        kaplan_meier_risk_gained(t, s, 1.5, 4.5, level=1.0)
+
+
+def _cure_sample(rng, n, cured, rate):
+    """n rows: a share ``cured`` never has the event, the rest at an exponential time (``rate``);
+    censored uniformly on (0, 10)."""
+    t_true = np.where(rng.random(n) < cured, np.inf, rng.exponential(1.0 / rate, n))
+    censor = rng.uniform(0.0, 10.0, n)
+    return np.minimum(t_true, censor), (t_true <= censor).astype(float)
+
+
+@pytest.mark.parametrize("n, cured, rate, start, end, lowest, highest, sd_within", [
+    (500, 0.4, 0.2, 6.0, 8.0, 0.93, 0.975, 0.05),    # about 9 events between the two times
+    (1000, 0.7, 0.1, 7.5, 10.0, 0.93, 0.975, None),  # about 4, at the very end of the follow-up
+    (300, 0.6, 0.05, 7.0, 9.0, 0.70, 0.85, None),    # about 1.6: below the level, as the docstring says
+])
+def test_risk_gained_interval_covers_the_true_gain_as_often_as_it_says(n, cured, rate, start, end, lowest, highest,
+                                                                       sd_within):
+    """1,000 samples of a cure model with a known gain S(start) - S(end) = (1 - cured) (e^{-rate start}
+    - e^{-rate end}): the 95 % interval covers it 93-97.5 % of the time where about four or more
+    events fall between the two times (a symmetric interval around the gain covers it 81 % of the
+    time in the second case). With about 9 events Greenwood's standard error is the spread of the gains
+    over the samples; with 4 at the very end, where few rows are left, it is a quarter too small.
+    (Measured with these seeds: covered 0.953, 0.941, 0.779; mean events 9.3, 4.1, 1.6.)"""
+    rng = np.random.default_rng(0)
+    truth = (1 - cured) * (np.exp(-rate * start) - np.exp(-rate * end))
+    draws = [kaplan_meier_risk_gained(*_cure_sample(rng, n, cured, rate), start, end) for _ in range(1000)]
+    covered = np.mean([r.low is not None and r.low <= truth <= r.high for r in draws])
+    assert lowest <= covered <= highest, covered
+    assert np.mean([r.gain for r in draws]) == pytest.approx(truth, rel=0.05)
+    if sd_within is not None:  # the interval's half-width on the log scale is z sd / gain
+        sd = [r.gain * np.log(r.high / r.gain) / 1.959964 for r in draws if r.low is not None]
+        assert np.mean(sd) == pytest.approx(np.std([r.gain for r in draws]), rel=sd_within)
 
 
 def test_horizon_calibration_groups_by_predicted_risk_and_compares_with_kaplan_meier():

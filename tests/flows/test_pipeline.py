@@ -186,7 +186,7 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
         section = section.split("\n## ")[0]
         events = json.loads((cet_env / "data" / name / "manifest.json").read_text())["event_names"]
         rows = re.findall(r"^\| (\S+) \| [\d.e+]+ \| (0\.\d{3}) \| 0\.\d{3} \| [01]\.\d{3} / [01]\.\d{3} \| "
-                          r"\+0\.\d{3} \| \d+ % \| "
+                          r"\+0\.\d{3}(?: \[0\.\d{3}, [01]\.\d{3}\])?, \d+ events? \| \d+ % \| "  # with interval, events
                           r"(0\.\d{3}) / (0\.\d{3}) \|$",  # the true share by the follow-up's end / ever
                           section, flags=re.M)
         assert "CET's P(ever) past the follow-up, test split" in section and [r[0] for r in rows] == events, section

@@ -27,7 +27,13 @@ from cet_model.evaluation import REFERENCE, bounds_text, model_inputs  # noqa: E
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
-from flows.lib.modeling.train_eval import beyond_record, difference_table, intervals, metric_rows  # noqa: E402
+from flows.lib.modeling.train_eval import (  # noqa: E402
+    beyond_record,
+    difference_table,
+    intervals,
+    metric_rows,
+    quarter_text,
+)
 
 
 def auc_figure(version: Path, title: str, path: Path) -> Path:
@@ -166,8 +172,9 @@ def beyond_table(version: Path) -> str:
     """Per event, how much of CET's P(ever) lies past the training follow-up (the last time at least
     10 training rows were still followed; the version's ``beyond_follow_up`` record, test split): the
     mean P(ever), the risk by that time beside the Kaplan-Meier risk there of the test and the
-    training rows (and the part of the latter gained over the follow-up's last quarter: still
-    rising at the end, the data do not show how many ever will), the share after it, and the true
+    training rows (and the part of the latter gained over the follow-up's last quarter, with its 95 %
+    interval and the events in it: still rising at the end, the data do not show how many ever
+    will), the share after it, and the true
     share where the data know it (by that time / ever, when the true times are known too); "" for a
     version without the record."""
     record = beyond_record(version).get("CET") or {}
@@ -176,13 +183,14 @@ def beyond_table(version: Path) -> str:
     truth = all("true_share" in r for r in record.values())
     by_it = truth and all("true_by_follow_up" in r for r in record.values())
     rising = all("km_last_quarter" in r for r in record.values())
+    quarter_head = "; 95 % interval, events" if all("km_last_quarter_ci" in r for r in record.values()) else ""
     head = ["event", "follow-up's end", "P(ever)", "risk by it", "Kaplan-Meier by it, test / training rows",
-            *(["of which in its last quarter (training)"] if rising else []), "after it",
+            *([f"of which in its last quarter (training{quarter_head})"] if rising else []), "after it",
             *(["true share, by it / ever"] if by_it else ["true share"] if truth else [])]
     rows = [[e, f"{r['follow_up']:.4g}", f"{r['p_ever']:.3f}", f"{r['by_follow_up']:.3f}",
              ("-" if r.get("km_split_by_follow_up") is None else f"{r['km_split_by_follow_up']:.3f}")
              + f" / {r['km_by_follow_up']:.3f}",
-             *([f"+{r['km_last_quarter']:.3f}"] if rising else []),
+             *([quarter_text(r)] if rising else []),
              f"{100 * r['share_beyond']:.0f} %",
              *([f"{r['true_by_follow_up']:.3f} / {r['true_share']:.3f}"] if by_it
                else [f"{r['true_share']:.3f}"] if truth else [])]

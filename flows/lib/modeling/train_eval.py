@@ -36,13 +36,13 @@ from cet_model.evaluation import (
     evaluate,
     fit_preset,
     followed_until,
+    last_quarter_gain,
     machine,
     mean_std,
     model_inputs,
     occurrence_beyond_follow_up,
     presets_for_truth,
     ranking_inputs,
-    risk_gained_last_quarter,
     rmst_horizons,
     unknown_occurrence,
     wants_reference,
@@ -645,7 +645,8 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
     least 10 training rows were still followed), with ``km_by_follow_up``: the training rows'
     Kaplan-Meier risk by that time (what the data say there) and ``km_last_quarter``: the part of
     it gained over the follow-up's last quarter (still rising at the end: the data do not show how
-    many ever will), and, with ``split`` (the rows of
+    many ever will), with ``km_last_quarter_ci`` (its 95 % interval, Greenwood's variance) and
+    ``km_last_quarter_events`` (the events it rests on), and, with ``split`` (the rows of
     ``x``), ``km_split_by_follow_up``: its own rows' (what the mean risk of those rows compares
     with), and where it knows the true occurrence (a stand-in) ``true_share``: the share of its rows
     that have the event, which P(ever) estimates, and ``true_by_follow_up``: the share that have it
@@ -659,8 +660,10 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
         j = event_names.index(e)
         record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j],
                                                       horizon=record["follow_up"])
-        record["km_last_quarter"] = risk_gained_last_quarter(train.T[keep[:, j], j], train.S[keep[:, j], j],
-                                                             record["follow_up"])
+        quarter = last_quarter_gain(train.T[keep[:, j], j], train.S[keep[:, j], j], record["follow_up"])
+        record["km_last_quarter"] = quarter.gain
+        record["km_last_quarter_ci"] = [quarter.low, quarter.high]  # 95 %; None, None without an event
+        record["km_last_quarter_events"] = quarter.events
         if split is None:
             continue
         kept = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] > 0.5  # some: e is in out
@@ -826,10 +829,11 @@ def rising_lines(version: Path) -> list[str]:
     >>> import tempfile
     >>> version = Path(tempfile.mkdtemp())
     >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {
-    ...     "a": {"km_by_follow_up": 0.30, "km_last_quarter": 0.06},      # a fifth of it in the last quarter
+    ...     "a": {"km_by_follow_up": 0.30, "km_last_quarter": 0.06,       # a fifth of it in the last quarter
+    ...           "km_last_quarter_ci": [0.041, 0.088], "km_last_quarter_events": 31},
     ...     "b": {"km_by_follow_up": 0.30, "km_last_quarter": 0.01}}}}}))  # levelled off
     >>> print("\\n".join(rising_lines(version)))
-      the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter adds 10% or more of the risk by the end): how many will ever have them is not in the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end: a +0.060 of 0.300
+      the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter adds 10% or more of the risk by the end, 95 % interval and events in it): how many will ever have them is not in the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end: a +0.060 [0.041, 0.088], 31 events of 0.300
     """
     record = beyond_record(version)
     if not record:
@@ -841,10 +845,30 @@ def rising_lines(version: Path) -> list[str]:
     if not rising:
         return []
     return [f"  the training rows' Kaplan-Meier risk still rises at the end of the follow-up of {len(rising)} of "
-            f"{len(record[model])} events (the last quarter adds {RISING_SHARE:.0%} or more of the risk by the end): "
+            f"{len(record[model])} events (the last quarter adds {RISING_SHARE:.0%} or more of the risk by the end"
+            + (", 95 % interval and events in it" if any("km_last_quarter_ci" in r for r in rising.values()) else "")
+            + "): "
             f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, whatever "
             "share of it the model places after the end: "
-            + ", ".join(f"{e} +{r['km_last_quarter']:.3f} of {r['km_by_follow_up']:.3f}" for e, r in rising.items())]
+            + ", ".join(f"{e} {quarter_text(r)} of {r['km_by_follow_up']:.3f}" for e, r in rising.items())]
+
+
+def quarter_text(record: dict) -> str:
+    """The Kaplan-Meier risk gained over the follow-up's last quarter of a ``beyond_follow_up``
+    record, with its 95 % interval and the events it rests on where the record has them (versions
+    trained before 2026-11-28 do not).
+
+    >>> quarter_text({"km_last_quarter": 0.085, "km_last_quarter_ci": [0.05, 0.13], "km_last_quarter_events": 40})
+    '+0.085 [0.050, 0.130], 40 events'
+    >>> quarter_text({"km_last_quarter": 0.0, "km_last_quarter_ci": [None, None], "km_last_quarter_events": 0})
+    '+0.000, 0 events'
+    >>> quarter_text({"km_last_quarter": 0.085})
+    '+0.085'
+    """
+    low, high = record.get("km_last_quarter_ci") or (None, None)
+    events = record.get("km_last_quarter_events")
+    return (f"+{record['km_last_quarter']:.3f}" + bounds_text({"low": low, "high": high})
+            + ("" if events is None else f", {events} event" + ("" if events == 1 else "s")))
 
 
 def beyond_record(version: Path) -> dict:
