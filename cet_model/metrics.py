@@ -3,9 +3,7 @@
 Conventions follow lifelines: ``(event_times, predicted_times, event_observed)``, and a
 longer predicted time means lower risk.
 
-    >>> from typing import NamedTuple
-
-import numpy as np
+    >>> import numpy as np
     >>> occurrence_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
     0.75
     >>> concordance_index([1.0, 2.0, 3.0], [1.5, 2.5, 2.0], [1, 1, 0])
@@ -287,6 +285,19 @@ def kaplan_meier_plateau(t, s) -> float:
     return kaplan_meier_risk(t, s)
 
 
+def _km_counts(t, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct times of ``t`` (n,), ascending, with the events ``s`` (n,) at each and the rows
+    still at risk just before it: what a Kaplan-Meier curve is made of."""
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    s = np.asarray(s, dtype=np.float64).reshape(-1)
+    if t.shape != s.shape or t.size == 0:
+        raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
+    order = np.lexsort((1.0 - s, t))  # by time, events first at equal times
+    t, s = t[order], s[order]
+    times, first = np.unique(t, return_index=True)
+    return times, np.add.reduceat(s, first), t.size - first
+
+
 def kaplan_meier_risk(t, s, horizon: float | None = None) -> float:
     """1 - S_KM(horizon): the Kaplan-Meier estimate of the share that has the event by
     ``horizon`` (None: by the last time, as :func:`kaplan_meier_plateau`).
@@ -300,15 +311,7 @@ def kaplan_meier_risk(t, s, horizon: float | None = None) -> float:
         >>> kaplan_meier_risk([1.0, 2.0, 3.0, 4.0], [1, 0, 1, 0], horizon=2.5)   # 1 - 3/4
         0.25
     """
-    t = np.asarray(t, dtype=np.float64).reshape(-1)
-    s = np.asarray(s, dtype=np.float64).reshape(-1)
-    if t.shape != s.shape or t.size == 0:
-        raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
-    order = np.lexsort((1.0 - s, t))  # by time, events first at equal times
-    t, s = t[order], s[order]
-    times, first = np.unique(t, return_index=True)
-    deaths = np.add.reduceat(s, first)
-    at_risk = t.size - first
+    times, deaths, at_risk = _km_counts(t, s)
     upto = slice(None) if horizon is None else times <= horizon
     return float(1.0 - np.prod((1.0 - deaths / at_risk)[upto]))
 
@@ -357,15 +360,7 @@ def kaplan_meier_risk_gained(t, s, start: float, end: float, level: float = 0.95
         raise ValueError(f"level must be in (0, 1), got {level}")
     if start > end:
         raise ValueError(f"start ({start}) must not be after end ({end})")
-    t = np.asarray(t, dtype=np.float64).reshape(-1)
-    s = np.asarray(s, dtype=np.float64).reshape(-1)
-    if t.shape != s.shape or t.size == 0:
-        raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
-    order = np.lexsort((1.0 - s, t))  # by time, events first at equal times
-    t, s = t[order], s[order]
-    times, first = np.unique(t, return_index=True)
-    deaths = np.add.reduceat(s, first)
-    at_risk = t.size - first
+    times, deaths, at_risk = _km_counts(t, s)
     left = at_risk - deaths
     # where everyone at risk has the event the curve ends at 0, and that term is not needed
     terms = np.divide(deaths, at_risk * left, out=np.zeros_like(deaths), where=left > 0)
