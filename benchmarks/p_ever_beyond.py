@@ -11,9 +11,9 @@ and the default ``CETModel()`` (M = 1, one seed): per data set, the end of the t
 (``followed_until``: the last time at least 10 training rows were still followed; past it a
 Kaplan-Meier curve rests on fewer, at the very end on one), the test rows' mean P(ever) and risk by
 that time, the Kaplan-Meier risk by it of the training and of the test rows (what the data say
-there) and the part of the training rows' gained over the follow-up's last quarter (still rising
-at the end, "named" as ``flows.train evaluate`` names it: the data do not show how many ever
-will), the share of P(ever) after it, and, for comparison, the mean risk by that time of
+there) and the part of the training rows' gained over the follow-up's last quarter, with its 95 %
+interval and the events in it (still rising at the end, "named" as ``flows.train evaluate`` names
+it: the data do not show how many ever will), the share of P(ever) after it, and, for comparison, the mean risk by that time of
 lifelines' LogNormalAFT and CoxPH fits (``bench_survset.fit_lifelines``) on the same test rows.
 Seconds are wall-clock on this machine.
 """
@@ -38,11 +38,12 @@ from cet_model.evaluation import (  # noqa: E402
     BEYOND_SHARE,
     RISING_SHARE,
     followed_until,
+    last_quarter_gain,
     machine,
     occurrence_beyond_follow_up,
-    risk_gained_last_quarter,
 )
 from cet_model.metrics import kaplan_meier_risk  # noqa: E402
+from flows.lib.modeling.train_eval import quarter_text  # noqa: E402
 
 
 def measure(name: str, seed: int = 0) -> dict:
@@ -58,21 +59,24 @@ def measure(name: str, seed: int = 0) -> dict:
     record = occurrence_beyond_follow_up(model, x_te, {"event": until}, ["event"])["event"]
     classical = {f"{kind}_by_follow_up": float(1.0 - fit_lifelines(parts, kind, names)[0](x_te, np.array([until]))[:, 0].mean())
                  for kind in ("aft", "cox")}  # the linear log-normal AFT and Cox's risk by the same time, same rows
+    quarter = last_quarter_gain(t_tr, s_tr, until)  # with its 95 % interval and the events in it
     return {"dataset": name, **facts, **record, "longest": float(t_tr.max()),
             "km_by_follow_up": kaplan_meier_risk(t_tr, s_tr, horizon=until),
-            "km_last_quarter": risk_gained_last_quarter(t_tr, s_tr, until),
+            "km_last_quarter": quarter.gain, "km_last_quarter_ci": [quarter.low, quarter.high],
+            "km_last_quarter_events": quarter.events,
             "km_test_by_follow_up": kaplan_meier_risk(t_te, s_te, horizon=until),
             "km_by_longest": kaplan_meier_risk(t_tr, s_tr), **classical, "fit_seconds": seconds}
 
 
 def markdown(rows: list[dict], mach: dict) -> str:
     head = ("| data set | rows | events | follow-up's end | P(ever) | after it | risk by it | Kaplan-Meier by it, "
-            "training / test rows | of which in its last quarter (training) | LogNormalAFT's risk by it | Cox's |\n"
+            "training / test rows | of which in its last quarter (training; 95 % interval, events) | LogNormalAFT's risk by it | "
+            "Cox's |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [f"| {r['dataset']} | {r['n']:,} | {r['events']:,} | {r['follow_up']:.4g} | {r['p_ever']:.3f} | "
              f"{100 * r['share_beyond']:.0f} %{' (named)' if r['share_beyond'] >= BEYOND_SHARE else ''} | "
              f"{r['by_follow_up']:.3f} | {r['km_by_follow_up']:.3f} / {r['km_test_by_follow_up']:.3f} | "
-             f"+{r['km_last_quarter']:.3f}{' (named)' if r['km_last_quarter'] >= RISING_SHARE * r['km_by_follow_up'] else ''} | "
+             f"{quarter_text(r)}{' (named)' if r['km_last_quarter'] >= RISING_SHARE * r['km_by_follow_up'] else ''} | "
              f"{r['aft_by_follow_up']:.3f} | {r['cox_by_follow_up']:.3f} |" for r in rows]
     return "\n".join([head, *lines, "", f"machine: {mach['processor']}, {mach['cpu_count']} CPUs, torch {mach['torch']}"])
 
