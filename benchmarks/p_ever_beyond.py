@@ -38,9 +38,9 @@ from cet_model.evaluation import (  # noqa: E402
     BEYOND_SHARE,
     RISING_SHARE,
     followed_until,
-    last_quarter_gain,
     machine,
     occurrence_beyond_follow_up,
+    risk_gained_last_quarter,
 )
 from cet_model.metrics import kaplan_meier_risk  # noqa: E402
 from flows.lib.modeling.train_eval import quarter_text  # noqa: E402
@@ -59,7 +59,7 @@ def measure(name: str, seed: int = 0) -> dict:
     record = occurrence_beyond_follow_up(model, x_te, {"event": until}, ["event"])["event"]
     classical = {f"{kind}_by_follow_up": float(1.0 - fit_lifelines(parts, kind, names)[0](x_te, np.array([until]))[:, 0].mean())
                  for kind in ("aft", "cox")}  # the linear log-normal AFT and Cox's risk by the same time, same rows
-    quarter = last_quarter_gain(t_tr, s_tr, until)  # with its 95 % interval and the events in it
+    quarter = risk_gained_last_quarter(t_tr, s_tr, until)  # with its 95 % interval and the events in it
     return {"dataset": name, **facts, **record, "longest": float(t_tr.max()),
             "km_by_follow_up": kaplan_meier_risk(t_tr, s_tr, horizon=until),
             "km_last_quarter": quarter.gain, "km_last_quarter_ci": [quarter.low, quarter.high],

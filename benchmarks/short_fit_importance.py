@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cet_model import CETModel  # noqa: E402
+from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import rmst_horizons  # noqa: E402
 from cet_model.importance import feature_groups, permutation_importance  # noqa: E402
 from tests.test_importance import _planted  # noqa: E402
@@ -39,10 +40,7 @@ def main() -> None:
             + f"; event 1 largest |AUC drop| {max(abs(v['auc']['mean'][1]) for v in g.values()):.3f}")
     text = "\n".join(lines) + "\n"
     print(text, end="")
-    out_path = ROOT / "benchmarks" / "results" / "short_fit_importance.txt"
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(out_path)
+    write_text(ROOT / "benchmarks" / "results" / "short_fit_importance.txt", text)
 
 
 if __name__ == "__main__":

@@ -273,37 +273,28 @@ def followed_until(t, rows: int = FOLLOWED_ROWS) -> float:
     return float(t[-rows] if len(t) >= rows else t[0])
 
 
-def risk_gained_last_quarter(t, s, end: float) -> float:
+def risk_gained_last_quarter(t, s, end: float, level: float = 0.95) -> RiskGained:
     """The Kaplan-Meier risk gained over the last quarter of the follow-up, from ``0.75 * end`` to
-    ``end`` (e.g. :func:`followed_until` of ``t``), of times ``t`` (n,) with indicators ``s`` (n,):
-    near 0 where the curve has levelled off by the end (a plateau: the data show about how many will
-    ever have the event), a large part of the risk by the end (``RISING_SHARE`` or more) where it
-    still rises there: then the follow-up does not show how many ever will, and P(ever) rests on
-    the fitted time distribution's tail however little of it the model places after the end.
+    ``end`` (e.g. :func:`followed_until` of ``t``), of times ``t`` (n,) with indicators ``s`` (n,),
+    with its ``level`` confidence interval and the events in that quarter
+    (:func:`cet_model.metrics.kaplan_meier_risk_gained`: Greenwood's variance, log scale; reliable
+    with about four or more events): near 0 where the curve has levelled off by the end (a plateau:
+    the data show about how many will ever have the event), a large part of the risk by the end
+    (``RISING_SHARE`` or more) where it still rises there: then the follow-up does not show how many
+    ever will, and P(ever) rests on the fitted time distribution's tail however little of it the
+    model places after the end. The interval says whether that rise is more than a few rows' chance.
 
     >>> t = np.r_[np.linspace(1.0, 5.0, 50), np.full(150, 20.0)]   # 50 events early, then 150 followed on
     >>> risk_gained_last_quarter(t, (t < 10).astype(float), followed_until(t))   # a plateau
-    0.0
+    RiskGained(gain=0.0, low=None, high=None, events=0)
     >>> t = np.r_[np.linspace(1.0, 20.0, 50), np.full(150, 20.0)]   # events until the end
     >>> s = (t < 20).astype(float)
-    >>> gain = risk_gained_last_quarter(t, s, followed_until(t))
+    >>> r = risk_gained_last_quarter(t, s, followed_until(t))
     >>> from cet_model.metrics import kaplan_meier_risk
-    >>> round(gain, 3), round(gain / kaplan_meier_risk(t, s, 20.0), 2)   # a quarter of the risk by 20
+    >>> round(r.gain, 3), round(r.gain / kaplan_meier_risk(t, s, 20.0), 2)   # a quarter of the risk by 20
     (0.06, 0.24)
-    """
-    return last_quarter_gain(t, s, end).gain
-
-
-def last_quarter_gain(t, s, end: float, level: float = 0.95) -> RiskGained:
-    """:func:`risk_gained_last_quarter` with its ``level`` confidence interval and the number of
-    events in the last quarter (:func:`cet_model.metrics.kaplan_meier_risk_gained`: Greenwood's
-    variance, log scale; reliable with about four or more events): whether the rise at the end is
-    more than a few rows' chance.
-
-    >>> t = np.r_[np.linspace(1.0, 20.0, 50), np.full(150, 20.0)]
-    >>> r = last_quarter_gain(t, (t < 20).astype(float), followed_until(t))
-    >>> round(r.gain, 3), round(r.low, 3), round(r.high, 3), r.events
-    (0.06, 0.035, 0.104, 12)
+    >>> round(r.low, 3), round(r.high, 3), r.events
+    (0.035, 0.104, 12)
     """
     return kaplan_meier_risk_gained(t, s, 0.75 * end, end, level)
 

@@ -364,14 +364,15 @@ def kaplan_meier_risk_gained(t, s, start: float, end: float, level: float = 0.95
     left = at_risk - deaths
     # where everyone at risk has the event the curve ends at 0, and that term is not needed
     terms = np.divide(deaths, at_risk * left, out=np.zeros_like(deaths), where=left > 0)
-    by_start, by_end = times <= start, times <= end
-    s_start = float(np.prod((1.0 - deaths / at_risk)[by_start]))
-    s_end = float(np.prod((1.0 - deaths / at_risk)[by_end]))
-    events = int(round(deaths[by_end & ~by_start].sum()))
-    gain = max(s_start - s_end, 0.0)
+    by_start, window = times <= start, (times > start) & (times <= end)
+    step = 1.0 - deaths / at_risk
+    s_start = float(np.prod(step[by_start]))
+    kept = float(np.prod(step[window]))  # S(end) / S(start): exactly 1 without an event in the window
+    s_end, gain = s_start * kept, s_start * (1.0 - kept)
+    events = int(round(deaths[window].sum()))
     if gain <= 0.0:
         return RiskGained(0.0, None, None, events)
-    var = gain**2 * terms[by_start].sum() + s_end**2 * max(terms[by_end & ~by_start].sum(), 0.0)
+    var = gain**2 * terms[by_start].sum() + s_end**2 * terms[window].sum()
     spread = math.exp(float(norm.ppf(0.5 + level / 2.0)) * math.sqrt(var) / gain)
     return RiskGained(gain, gain / spread, min(gain * spread, s_start), events)
 

@@ -36,13 +36,13 @@ from cet_model.evaluation import (
     evaluate,
     fit_preset,
     followed_until,
-    last_quarter_gain,
     machine,
     mean_std,
     model_inputs,
     occurrence_beyond_follow_up,
     presets_for_truth,
     ranking_inputs,
+    risk_gained_last_quarter,
     rmst_horizons,
     unknown_occurrence,
     wants_reference,
@@ -660,7 +660,7 @@ def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict
         j = event_names.index(e)
         record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j],
                                                       horizon=record["follow_up"])
-        quarter = last_quarter_gain(train.T[keep[:, j], j], train.S[keep[:, j], j], record["follow_up"])
+        quarter = risk_gained_last_quarter(train.T[keep[:, j], j], train.S[keep[:, j], j], record["follow_up"])
         record["km_last_quarter"] = quarter.gain
         record["km_last_quarter_ci"] = [quarter.low, quarter.high]  # 95 %; None, None without an event
         record["km_last_quarter_events"] = quarter.events
