@@ -23,7 +23,9 @@ as built there), the CPU time spent issuing the forward pass, the backward pass 
 step, and on a GPU the kernels launched and the GPU's busy time per step (torch's profiler). Then
 the same step with two changes, one at a time and together: Adam's fused kernel
 (``fused=True``) and no host synchronisation in the step (the loss summed on the device); the
-loop is a copy of the training loop's step, the model, data and loss the product's. ``batch``
+loop is a copy of the training loop's step, the model, data and loss the product's. With
+``--compile``, also the loss under ``torch.compile(dynamic=True)`` against eager on the same
+distinct batches (seconds for the first ten steps, where it compiles, then ms a step). ``batch``
 times the same step at larger batches (``--batches``), then whole default fits with another
 ``batch_size`` (``--fit-batches``; all else default), on ``--device`` and on the CPU.
 
@@ -253,13 +255,53 @@ def step_variants(device: str, n: int, steps: int, workdir: Path, batch: int = 4
     return res
 
 
+def compiled_loss(device: str, n: int, steps: int, workdir: Path, first: int = 10) -> dict:
+    """``torch.compile(batch_loss, dynamic=True)`` against the eager loss on the same distinct
+    batches: seconds for the first ``first`` steps (where compiling happens) and milliseconds a
+    step over the next ``steps``; eager before and after."""
+    from cet_model.train import snapshot, trainable
+
+    model, batch_loss, n_train = _step_setup(device, n, workdir)
+    net = model.net_
+    start = snapshot(net)
+    gen = torch.Generator().manual_seed(0)
+    batches = [torch.randperm(n_train, generator=gen)[:400] for _ in range(first + steps)]
+
+    def run(loss_fn) -> dict:
+        net.load_state_dict(start)
+        net.train()
+        opt = torch.optim.Adam(trainable(net), lr=1e-3)
+        t0 = time.perf_counter()
+        for i, idx in enumerate(batches):
+            if i == first:
+                _sync(device)
+                t1 = time.perf_counter()
+            loss = loss_fn(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            loss.item()
+        _sync(device)
+        t2 = time.perf_counter()
+        return {f"first_{first}_steps_s": round(t1 - t0, 1), "then_ms_per_step": round(1e3 * (t2 - t1) / steps, 2)}
+
+    res = {"eager": run(batch_loss)}
+    res["compiled"] = run(torch.compile(batch_loss, dynamic=True))
+    res["eager_again"] = run(batch_loss)
+    net.load_state_dict(start)
+    return res
+
+
 def run_step(args) -> dict:
     res: dict = {"machine": _machine()}
-    devices = [args.device] + (["cpu"] if args.device != "cpu" else [])
+    devices = [args.device] + (["cpu"] if args.device != "cpu" and not args.only_device else [])
     with tempfile.TemporaryDirectory() as tmp:
         for device in devices:
             res[device] = step_variants(device, args.n, args.steps, Path(tmp))
             print(device, res[device], flush=True)
+            if args.compile:
+                res[device]["torch_compile"] = compiled_loss(device, args.n, args.steps, Path(tmp))
+                print(device, res[device]["torch_compile"], flush=True)
     return res
 
 
@@ -414,6 +456,9 @@ def main(argv=None) -> int:
     st.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     st.add_argument("--n", type=int, default=40_000, help="synthetic rows (default %(default)s)")
     st.add_argument("--steps", type=int, default=200, help="timed steps per figure (default %(default)s)")
+    st.add_argument("--compile", action="store_true",
+                    help="also the loss under torch.compile (dynamic shapes) against eager, same batches")
+    st.add_argument("--only-device", action="store_true", help="leave out the CPU comparison")
     st.add_argument("--out", type=Path, default=RESULTS / "gpu_step.json")
     bt = sub.add_parser("batch", help="larger batches: ms a step, then whole default fits")
     bt.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
