@@ -114,7 +114,7 @@ def synthetic_fit(device: str, n: int, workdir: Path, batch_size: int | None = N
     stages = [h for h in (model.history_, getattr(model, "encoder_history_", None)) if h is not None]
     return {"fit_s": round(seconds, 1), "epochs": len(model.history_.train_loss),
             "batch_size": model.batch_size, "steps": sum(len(h.train_loss) for h in stages)
-            * -(-len(ds.train) // model.batch_size), "val_objective": round(min(stages[-1].val_loss), 5),
+            * -(-len(ds.train) // model.batch_size), "val_objective": round(min(min(h.val_loss) for h in stages), 5),
             "s_per_epoch": round(seconds / len(model.history_.train_loss), 3),
             "test_auc_mean": round(float(np.mean(auc)), 4)}
 
@@ -310,7 +310,7 @@ def run_batch(args) -> dict:
     of ``--batches``; then whole default fits with each of ``--fit-batches`` (all else default),
     ``--device`` first. The figures so far are written after each part (a run cut short keeps them)."""
     res: dict = {"machine": _machine(), "command": "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:])}
-    devices = [args.device] + (["cpu"] if args.device != "cpu" else [])
+    devices = [args.device] + (["cpu"] if args.device != "cpu" and not args.only_device else [])
     with tempfile.TemporaryDirectory() as tmp:
         for device in devices:
             res[device] = {"steps": {}, "fits": {}}
@@ -466,6 +466,7 @@ def main(argv=None) -> int:
     bt.add_argument("--steps", type=int, default=100, help="timed steps per figure (default %(default)s)")
     bt.add_argument("--batches", type=lambda v: [int(b) for b in v.split(",")], default=[400, 1600, 6400])
     bt.add_argument("--fit-batches", type=lambda v: [int(b) for b in v.split(",")], default=[400, 3200])
+    bt.add_argument("--only-device", action="store_true", help="leave out the CPU comparison")
     bt.add_argument("--out", type=Path, default=RESULTS / "gpu_batch.json")
     pr = sub.add_parser("profile", help="cProfile of the Reddit-shaped fit")
     pr.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
