@@ -452,7 +452,7 @@ def main(argv=None) -> int:
     tr.add_argument("--users", type=int, default=30_000, help="Reddit-shaped training users (default %(default)s)")
     tr.add_argument("--steps", type=int, default=40, help="timed steps per figure (default %(default)s)")
     tr.add_argument("--out", type=Path, default=RESULTS / "gpu_train.json")
-    st = sub.add_parser("step", help="one default training step taken apart, and three changes to it")
+    st = sub.add_parser("step", help="one default training step taken apart, and two changes to it")
     st.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     st.add_argument("--n", type=int, default=40_000, help="synthetic rows (default %(default)s)")
     st.add_argument("--steps", type=int, default=200, help="timed steps per figure (default %(default)s)")
