@@ -444,6 +444,17 @@ def run_compare(args) -> dict:
                                                    "share_below_0.99": float(np.mean(cos < 0.99))}}
 
 
+def _batch_sizes(text: str) -> list[int]:
+    """'400,1600' -> [400, 1600]; anything but positive integers is a usage error naming the value."""
+    try:
+        sizes = [int(b) for b in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: not comma-separated positive batch sizes")
+    return sizes
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="part", required=True)
@@ -464,8 +475,10 @@ def main(argv=None) -> int:
     bt.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     bt.add_argument("--n", type=int, default=40_000, help="synthetic rows (default %(default)s)")
     bt.add_argument("--steps", type=int, default=100, help="timed steps per figure (default %(default)s)")
-    bt.add_argument("--batches", type=lambda v: [int(b) for b in v.split(",")], default=[400, 1600, 6400])
-    bt.add_argument("--fit-batches", type=lambda v: [int(b) for b in v.split(",")], default=[400, 3200])
+    bt.add_argument("--batches", type=_batch_sizes, default=[400, 1600, 6400],
+                    help="batch sizes timed per step, comma-separated (default 400,1600,6400)")
+    bt.add_argument("--fit-batches", type=_batch_sizes, default=[400, 3200],
+                    help="batch sizes of the whole fits, comma-separated (default 400,3200)")
     bt.add_argument("--only-device", action="store_true", help="leave out the CPU comparison")
     bt.add_argument("--out", type=Path, default=RESULTS / "gpu_batch.json")
     pr = sub.add_parser("profile", help="cProfile of the Reddit-shaped fit")
