@@ -14,6 +14,7 @@ from cet_model.metrics import (
     horizon_calibration,
     kaplan_meier_risk,
     kaplan_meier_risk_gained,
+    maller_zhou_test,
     mrae,
     occurrence_auc,
     resampled_auc,
@@ -196,6 +197,53 @@ def test_risk_gained_interval_covers_the_true_gain_as_often_as_it_says(n, cured,
     if sd_within is not None:  # the interval's half-width on the log scale is z sd / gain
         sd = [r.gain * np.log(r.high / r.gain) / 1.959964 for r in draws if r.low is not None]
         assert np.mean(sd) == pytest.approx(np.std([r.gain for r in draws]), rel=sd_within)
+
+
+def test_maller_zhou_by_hand_and_its_edges():
+    # t*_n = 5 (the last event), t_n = 10: the window (0, 5] holds the events at 1, 2, 4, 5
+    t, s = np.array([1.0, 2, 3, 4, 5, 6, 8, 10]), np.array([1, 1, 0, 1, 1, 0, 0, 0])
+    assert maller_zhou_test(t, s) == (pytest.approx(0.5**8), 4, 8, 5.0, 10.0)
+    # t_n = 6: the window (4, 5] holds the event at 5 only (the one at 4 is on its open end)
+    t, s = np.array([1.0, 2, 3, 4, 5, 6]), np.array([1, 0, 1, 1, 1, 0])
+    assert maller_zhou_test(t, s) == (pytest.approx((5 / 6) ** 6), 1, 6, 5.0, 6.0)
+    assert maller_zhou_test(t, np.r_[s[:-1], 1.0]).p_value == 1.0  # the last time is an event: no window
+    none = maller_zhou_test(t, np.zeros(6))
+    assert none.p_value == 1.0 and none.events == 0 and np.isnan(none.last_event)
+    with pytest.raises(ValueError, match="same length"):
+        maller_zhou_test(t, s[:3])
+
+
+@given(st.lists(st.tuples(st.integers(1, 12), st.booleans()), min_size=1, max_size=40))
+def test_maller_zhou_counts_the_window_as_a_loop_does(rows):
+    t = np.array([r[0] for r in rows], dtype=float)
+    s = np.array([r[1] for r in rows], dtype=float)
+    out = maller_zhou_test(t, s)
+    if not s.any():
+        assert out.p_value == 1.0
+        return
+    last_event, last_time = max(ti for ti, si in zip(t, s, strict=True) if si), max(t)
+    low = 2 * last_event - last_time
+    count = sum(1 for ti, si in zip(t, s, strict=True) if si and low < ti <= last_event)
+    assert out.events == count and out.p_value == pytest.approx((1 - count / len(t)) ** len(t))
+
+
+@pytest.mark.parametrize("times, h0, lowest, highest", [
+    (lambda rng, n: rng.uniform(0.0, 5.0, n), False, 0.95, 1.0),   # every event by 5: sufficient, rejected
+    (lambda rng, n: rng.uniform(0.0, 15.0, n), True, 0.35, 0.75),  # a third after 10: rejected far above 5 %
+])
+def test_maller_zhou_rejects_sufficient_follow_up_and_too_often_where_it_is_not(times, h0, lowest, highest):
+    """200 cure-model samples of 300 rows (60 % have the event, censored uniformly on (0, 10)):
+    the test finds sufficient follow-up where every event comes by 5, and, as its docstring says,
+    also in about half the samples where a third of the events would come after 10 (H0 true;
+    `python benchmarks/follow_up_test.py`, the "staggered" rows: 52-56 %; these samples: 1.00 and 0.53)."""
+    rng = np.random.default_rng(1)
+    rejected = []
+    for _ in range(200):
+        event_time = np.where(rng.random(300) < 0.6, times(rng, 300), np.inf)
+        censor = rng.uniform(0.0, 10.0, 300)
+        t, s = np.minimum(event_time, censor), (event_time <= censor).astype(float)
+        rejected.append(maller_zhou_test(t, s).p_value < 0.05)
+    assert lowest <= np.mean(rejected) <= highest, (h0, np.mean(rejected))
 
 
 def test_horizon_calibration_groups_by_predicted_risk_and_compares_with_kaplan_meier():
