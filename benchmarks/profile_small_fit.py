@@ -6,7 +6,8 @@ Fits the default CETModel and ETModel as ``bench_survset.py`` does (early stoppi
 validation split, so CET's encoder stage runs), each under cProfile, and prints the epochs each
 ran and the functions with the most own time. Then times the training loop's copy of the best
 weights (``cet_model.train.snapshot``) against ``copy.deepcopy(state_dict())`` on a CET network of
-the default width. The first fit in the process also pays torch's lazy imports (``exec``,
+the default width, and an epoch's two switches of the training flag (``cet_model.train.training_switch``)
+against ``net.train()`` and ``net.eval()``. The first fit in the process also pays torch's lazy imports (``exec``,
 ``marshal.loads`` rows): read the rows of the training loop. Prints only; writes nothing.
 """
 
@@ -29,7 +30,7 @@ from bench_survset import fit_cet, load  # noqa: E402
 
 from cet_model import CETModel, ETModel  # noqa: E402
 from cet_model.networks import CETNetwork  # noqa: E402
-from cet_model.train import snapshot  # noqa: E402
+from cet_model.train import snapshot, training_switch  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -54,6 +55,12 @@ def main(argv=None) -> int:
     deep = timeit.timeit(lambda: copy.deepcopy(net.state_dict()), number=n) / n * 1e6
     clone = timeit.timeit(lambda: snapshot(net), number=n) / n * 1e6
     print(f"copy of the best weights: copy.deepcopy(state_dict()) {deep:.0f} us, snapshot {clone:.0f} us")
+    set_training = training_switch(net)
+    n = 20000
+    modes = timeit.timeit(lambda: (net.train(), net.eval()), number=n) / n * 1e6
+    switch = timeit.timeit(lambda: (set_training(True), set_training(False)), number=n) / n * 1e6
+    print(f"an epoch's two mode switches ({len(list(net.modules()))} modules): net.train() + net.eval() "
+          f"{modes:.1f} us, training_switch {switch:.1f} us")
     return 0
 
 

@@ -543,6 +543,30 @@ def test_a_further_stage_never_ends_on_worse_weights(small_survival):
         torch.testing.assert_close(v, before[k], rtol=0, atol=0)
 
 
+def test_training_switch_sets_the_flags_as_module_train_does_and_respects_an_override():
+    from cet_model.networks import CETNetwork
+    from cet_model.train import training_switch
+
+    net = CETNetwork(3, 2, (8, 8), 0.5, "net", condition_on_occurrence=True)
+    set_training = training_switch(net)
+    for mode in (False, True, False):
+        set_training(mode)
+        flags = [m.training for m in net.modules()]
+        net.train(mode)
+        assert flags == [m.training for m in net.modules()] == [mode] * len(flags)
+
+    calls = []
+
+    class Frozen(torch.nn.Module):  # a module that keeps itself in eval mode, as some do
+        def train(self, mode=True):
+            calls.append(mode)
+            return super().train(False)
+
+    wrapped = torch.nn.Sequential(torch.nn.Linear(2, 2), Frozen())
+    training_switch(wrapped)(True)
+    assert calls == [True] and not wrapped[1].training and wrapped[0].training
+
+
 @pytest.mark.bad_input
 @pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
 def test_an_event_never_observed_in_training_is_named_in_a_warning(small_survival, cls):
