@@ -1,7 +1,7 @@
 """Would a linear term beside CET's network close the whas500 gap? Validation split only.
 
     python benchmarks/linear_skip_probe.py [--datasets veteran,pbc,whas500,GBSG2,actg,rott2] [--draws 5] \
-        [--variants default,skip-time,skip-both,linear] [--out benchmarks/results/linear_skip_probe.json]
+        [--variants default,skip-time,skip-both,linear,shared] [--out benchmarks/results/linear_skip_probe.json]
 
 On whas500 the default CET's Harrell's C is 0.012 below lifelines' LogNormalAFT on the test split,
 while the linear CET (``hidden_sizes=()``) matches the AFT (docs/results.md, Real data); choosing
@@ -16,6 +16,8 @@ draw; CET seed ``r``):
 - ``skip-time``: the same, with a linear term of x added to the time head's mu (per event);
 - ``skip-both``: also one added to the occurrence logits;
 - ``linear``: ``CETModel(hidden_sizes=())``;
+- ``shared``: the default with one first layer shared by both heads (``shared_layer_probe.py``);
+- ``shared-untied-stage``: the same, untied when the encoder stage starts (``shared_layer_probe.py``);
 
 and the AFT on the same fitting rows, and scores each on the data set's validation split
 (Harrell's C of the restricted mean survival time, as ``bench_survset.py``). The test split is not
@@ -88,15 +90,37 @@ class SkipBothCET(SkipCET):
     skip_heads = "both"
 
 
+class SharedFirstLayerCETModel(CETModel):
+    """``CETModel`` whose two heads share their first layer (``shared_layer_probe.SharedFirstLayerCET``)."""
+
+    def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
+        from shared_layer_probe import SharedFirstLayerCET
+
+        return SharedFirstLayerCET(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+                                   comment_encoder=self.comment_encoder_,
+                                   condition_on_occurrence=bool(self.condition_on_occurrence))
+
+
+class SharedUntiedStageCETModel(SharedFirstLayerCETModel):
+    """The same, the encoder given its own copy of the layer when the encoder stage starts."""
+
+    def _after_training(self, *args, **kw):
+        from shared_layer_probe import untie_then_stage
+
+        return untie_then_stage(self, *args, **kw)
+
+
 VARIANTS = {"default": (CETModel, {}), "skip-time": (SkipCET, {}), "skip-both": (SkipBothCET, {}),
-            "linear": (CETModel, {"hidden_sizes": ()})}
+            "linear": (CETModel, {"hidden_sizes": ()}), "shared": (SharedFirstLayerCETModel, {}),
+            "shared-untied-stage": (SharedUntiedStageCETModel, {})}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="veteran,pbc,whas500,GBSG2,actg,rott2", help="SurvSet names (default %(default)s)")
     ap.add_argument("--draws", type=int, default=5, help="draws (and CET seeds) (default %(default)s)")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help="which variants (default %(default)s)")
+    ap.add_argument("--variants", default="default,skip-time,skip-both,linear",
+                    help=f"which of {','.join(VARIANTS)} (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     variants = args.variants.split(",")
