@@ -21,7 +21,8 @@ draw; CET seed ``r``):
 - ``shared-plus-private`` (and ``-untied-stage``): the encoder reads that layer beside one of its own;
 
 and the AFT on the same fitting rows, and scores each on the data set's validation split
-(Harrell's C of the restricted mean survival time, as ``bench_survset.py``). The test split is not
+(Harrell's C of the restricted mean survival time, as ``bench_survset.py``), with each fit's
+wall-clock seconds on this machine. The test split is not
 read. The variants are defined here, not in the library: this asks whether the idea is a lever.
 """
 
@@ -161,8 +162,9 @@ def main(argv=None) -> int:
             row = {"dataset": name, "draw": r, "n_fit": len(part["train"][1]), "aft_c": round(aft, 4)}
             for v in variants:
                 cls, kw = VARIANTS[v]
-                c = score(v, fit_cet(part, cls, seed=r, **kw)[0], part, 0.0)["harrell_c"]
-                row[f"{v}_c"] = round(c, 4)
+                surv, seconds, _ = fit_cet(part, cls, seed=r, **kw)
+                c = score(v, surv, part, 0.0)["harrell_c"]
+                row[f"{v}_c"], row[f"{v}_seconds"] = round(c, 4), round(seconds, 2)
                 diffs[v].append(c - aft)
             rows.append(row)
         line = {"dataset": name, "n_fit": rows[-1]["n_fit"]}
@@ -170,9 +172,11 @@ def main(argv=None) -> int:
             d = np.array(diffs[v])
             line[f"{v}_minus_aft_mean"] = round(float(d.mean()), 4)
             line[f"{v}_minus_aft_sd"] = round(float(d.std(ddof=1)), 4) if d.size > 1 else 0.0
+            line[f"{v}_fit_seconds"] = round(float(np.mean([row[f"{v}_seconds"] for row in rows if row["dataset"] == name])), 2)
         summary.append(line)
         print(f"{name:<8} ({line['n_fit']:>5} fitting rows) minus AFT, validation C: "
-              + ", ".join(f"{v} {line[f'{v}_minus_aft_mean']:+.4f} (sd {line[f'{v}_minus_aft_sd']:.4f})" for v in variants),
+              + ", ".join(f"{v} {line[f'{v}_minus_aft_mean']:+.4f} (sd {line[f'{v}_minus_aft_sd']:.4f}; "
+                          f"fit {line[f'{v}_fit_seconds']:.1f} s)" for v in variants),
               flush=True)
     if args.out:
         write_record(args.out, "linear_skip_probe.py", argv, "SurvSet", variants=variants, rows=rows, mean=summary)
