@@ -388,7 +388,7 @@ class FollowUpTest(NamedTuple):
 
 
 def maller_zhou_test(t, s) -> FollowUpTest:
-    """Maller and Zhou's (1996, *Survival Analysis with Long-Term Survivors*, §4.3) test of
+    """Maller and Zhou's (1996, *Survival Analysis with Long-Term Survivors*) test of
     sufficient follow-up, the Q_n test: is the follow-up long enough that anyone who will ever have
     the event would have had it by its end? H0, insufficient follow-up: the times of those who will
     have it reach past the longest follow-up. The statistic counts the events near the largest event
@@ -427,6 +427,10 @@ def maller_zhou_test(t, s) -> FollowUpTest:
     s = np.asarray(s, dtype=np.float64).reshape(-1)
     if t.shape != s.shape or t.size == 0:
         raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
+    bad = ~(np.isfinite(t) & np.isfinite(s))
+    if bad.any():
+        raise ValueError(f"t and s must be finite; row {int(np.argmax(bad))} is not (t={t[bad][0]}, s={s[bad][0]}), "
+                         f"{int(bad.sum())} such rows")
     seen = s > 0.5
     last_time = float(t.max())
     if not seen.any():

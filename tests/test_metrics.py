@@ -211,6 +211,8 @@ def test_maller_zhou_by_hand_and_its_edges():
     assert none.p_value == 1.0 and none.events == 0 and np.isnan(none.last_event)
     with pytest.raises(ValueError, match="same length"):
         maller_zhou_test(t, s[:3])
+    with pytest.raises(ValueError, match=r"row 2 is not \(t=nan"):  # a NaN time would make every window empty
+        maller_zhou_test(np.r_[t[:2], np.nan, t[3:]], s)
 
 
 @given(st.lists(st.tuples(st.integers(1, 12), st.booleans()), min_size=1, max_size=40))
