@@ -173,7 +173,7 @@ def training_switch(module: torch.nn.Module) -> Callable[[bool], None]:
     """A function ``set(mode)`` that does what ``module.train(mode)`` does, for the training loop's
     two switches an epoch: it sets the ``training`` flag of ``module`` and of every submodule, held
     in a list made once, without ``nn.Module.train``'s recursion and ``__setattr__``: 3 us an epoch
-    instead of 65 on the default CET's 15 modules, a few percent of a small fit whose epochs take a
+    instead of 64 on the default CET's 15 modules, a few percent of a small fit whose epochs take a
     millisecond or two (``benchmarks/profile_small_fit.py``). Where a module overrides ``train`` it
     calls that instead.
 

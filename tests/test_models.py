@@ -567,6 +567,29 @@ def test_training_switch_sets_the_flags_as_module_train_does_and_respects_an_ove
     assert calls == [True] and not wrapped[1].training and wrapped[0].training
 
 
+@pytest.mark.parametrize("cls", [CETModel, ETModel])
+def test_fits_with_the_training_switch_equal_fits_with_module_train_to_the_bit(small_survival, monkeypatch, cls):
+    """The switch only replaces how the flags are set: a fit with dropout, early stopping on
+    validation rows and (CET) the encoder stage ends on the same weights as with ``module.train``."""
+    import cet_model.train as train_module
+
+    x, t, s, _ = small_survival
+    params = dict(hidden_sizes=(16,), dropout=0.3, max_epochs=400, patience=5, batch_size=64, seed=0, device="cpu")
+
+    def weights():
+        model = cls(**params).fit(x[:200], t[:200], s[:200], x[200:], t[200:], s[200:])
+        return {k: v.clone() for k, v in model.net_.state_dict().items()}, model
+
+    switched, model = weights()
+    if cls is CETModel:
+        assert model.encoder_history_ is not None  # the stage ran: both switches were exercised twice
+    monkeypatch.setattr(train_module, "training_switch", lambda module: lambda mode: module.train(mode))
+    plain, _ = weights()
+    assert switched.keys() == plain.keys()
+    for k in switched:
+        assert torch.equal(switched[k], plain[k]), k
+
+
 @pytest.mark.bad_input
 @pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
 def test_an_event_never_observed_in_training_is_named_in_a_warning(small_survival, cls):
