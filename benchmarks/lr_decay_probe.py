@@ -40,15 +40,27 @@ def decaying_adam(half_life: int) -> type:
     return DecayingAdam
 
 
+def _half_lives(text: str) -> list[int]:
+    """``--half-lives``: comma-separated whole numbers of steps, 0 (constant) or more."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: not comma-separated step counts, 0 or more")
+    return values
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--half-lives", default="0,500,1500", help="steps per halving; 0 = constant (default %(default)s)")
+    ap.add_argument("--half-lives", type=_half_lives, default=[0, 500, 1500],
+                    help="steps per halving, comma-separated; 0 = constant (default 0,500,1500)")
     args = ap.parse_args(argv)
     adam = torch.optim.Adam
     try:
-        for h in (int(v) for v in args.half_lives.split(",")):
+        for h in args.half_lives:
             torch.optim.Adam = adam if h == 0 else decaying_adam(h)
             print(f"half-life {h or 'none (constant)'} steps, seed {args.seed}:", flush=True)
             validation_probe.main(["--data", args.data, "--seed", str(args.seed), "dict()"])

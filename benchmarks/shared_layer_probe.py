@@ -105,9 +105,11 @@ def main(argv=None) -> int:
     ap.add_argument("settings", nargs="*", default=["dict()"],
                     help="CETModel overrides as validation_probe.py takes them (default: dict())")
     args = ap.parse_args(argv)
-    for label in args.variants.split(","):
-        if label not in VARIANTS:
-            ap.error(f"--variants: unknown {label!r}; known: {','.join(VARIANTS)}")
+    labels = args.variants.split(",")
+    unknown = [v for v in labels if v not in VARIANTS]
+    if unknown:  # before any fit
+        ap.error(f"--variants: unknown {unknown}; known: {','.join(VARIANTS)}")
+    for label in labels:
         models.CETNetwork, models.CETModel._after_training = VARIANTS[label]
         try:
             print(f"{label}, seed {args.seed}:", flush=True)
