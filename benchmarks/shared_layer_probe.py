@@ -13,11 +13,13 @@ decoder's first linear map of x tied to the encoder's first layer (the same ``nn
 decoder adds its c term and bias path as before; ``shared``), the same with the encoder given its
 own copy of that layer when the encoder stage starts (``shared-untied-stage``: the stage trains the
 occurrence head alone, as by default), the encoder reading the shared layer beside a first layer of
-its own (``shared-plus-private``, and ``shared-plus-private-untied-stage``: the occurrence head keeps
-features the time head does not shape), and the default, and prints
-``validation_probe.py``'s lines (validation AUC against the truth, ECE, MRAE, Harrell's C). The
-tie is made here, by replacing ``cet_model.models.CETNetwork`` for the probe's process, not in
-the library: this asks whether it is a lever.
+its own (``shared-plus-private``: the library's ``CETModel(shared_first_layer=True)`` since
+2026-11-28, and ``shared-plus-private-untied-stage``: the occurrence head keeps features the time
+head does not shape), and the default, and prints ``validation_probe.py``'s lines (validation AUC
+against the truth, ECE, MRAE, Harrell's C). The plain tie and the untying are made here, by
+replacing ``cet_model.models.CETNetwork`` and ``CETModel._after_training`` for the probe's process.
+Before 2026-11-28 ``shared-plus-private`` was built here too, the shared layer drawn after a
+discarded default encoder: the same network, other initial weights (so other figures).
 """
 
 from __future__ import annotations
@@ -30,12 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import copy  # noqa: E402
 
-import torch  # noqa: E402
 import validation_probe  # noqa: E402
-from torch import nn  # noqa: E402
 
 import cet_model.models as models  # noqa: E402
-from cet_model.networks import CETNetwork, Dropout  # noqa: E402
+from cet_model.networks import CETNetwork  # noqa: E402
 
 _after_training = models.CETModel._after_training
 
@@ -51,35 +51,6 @@ class SharedFirstLayerCET(CETNetwork):
         self.decoder.x_proj = first
 
 
-class _SharedPlusPrivateEncoder(nn.Module):
-    """The occurrence head on [shared(x), private(x)]: the decoder's first layer beside one of its
-    own, then the default encoder's remaining layers (the first hidden layer twice as wide)."""
-
-    def __init__(self, shared: nn.Linear, n_events: int, hidden_sizes: tuple[int, ...], dropout: float):
-        super().__init__()
-        self.shared = shared
-        self.private = nn.Linear(shared.in_features, shared.out_features)
-        sizes = (2 * shared.out_features, *hidden_sizes[1:])
-        layers: list[nn.Module] = [nn.ReLU(), Dropout(dropout)]
-        for a, b in zip(sizes[:-1], sizes[1:], strict=False):
-            layers += [nn.Linear(a, b), nn.ReLU(), Dropout(dropout)]
-        layers.append(nn.Linear(sizes[-1], n_events))
-        self.net = nn.Sequential(*layers)  # net[-1]: the occurrence logits, as the model expects
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([self.shared(x), self.private(x)], dim=-1))
-
-
-class SharedPlusPrivateCET(CETNetwork):
-    """``CETNetwork`` whose encoder reads the decoder's first layer beside a first layer of its own."""
-
-    def __init__(self, n_features, n_events, hidden_sizes, dropout, *args, **kw):
-        super().__init__(n_features, n_events, hidden_sizes, dropout, *args, **kw)
-        if not hidden_sizes:
-            raise ValueError("a linear model has no first layer to share")
-        self.encoder = _SharedPlusPrivateEncoder(self.decoder.x_proj, n_events, tuple(hidden_sizes), dropout)
-
-
 def untie_then_stage(self, *args, **kw):
     """``CETModel._after_training`` that first gives the encoder its own copy of the shared layer,
     so that the encoder stage trains the occurrence head alone as it does by default."""
@@ -90,10 +61,20 @@ def untie_then_stage(self, *args, **kw):
     return _after_training(self, *args, **kw)
 
 
-VARIANTS = {"default": (CETNetwork, _after_training), "shared": (SharedFirstLayerCET, _after_training),
-            "shared-untied-stage": (SharedFirstLayerCET, untie_then_stage),
-            "shared-plus-private": (SharedPlusPrivateCET, _after_training),
-            "shared-plus-private-untied-stage": (SharedPlusPrivateCET, untie_then_stage)}
+# label: (the network class CETModel builds, its _after_training, CETModel overrides)
+VARIANTS = {"default": (CETNetwork, _after_training, {}), "shared": (SharedFirstLayerCET, _after_training, {}),
+            "shared-untied-stage": (SharedFirstLayerCET, untie_then_stage, {}),
+            "shared-plus-private": (CETNetwork, _after_training, {"shared_first_layer": True}),
+            "shared-plus-private-untied-stage": (CETNetwork, untie_then_stage, {"shared_first_layer": True})}
+
+
+def with_overrides(setting: str, overrides: dict) -> str:
+    """A ``validation_probe.py`` setting with ``overrides`` added (they win over the setting's own).
+
+    >>> with_overrides("dict(lr=0.01)", {"shared_first_layer": True})
+    "{'lr': 0.01, 'shared_first_layer': True}"
+    """
+    return repr({**validation_probe.parse(setting), **overrides})
 
 
 def main(argv=None) -> int:
@@ -110,10 +91,12 @@ def main(argv=None) -> int:
     if unknown:  # before any fit
         ap.error(f"--variants: unknown {unknown}; known: {','.join(VARIANTS)}")
     for label in labels:
-        models.CETNetwork, models.CETModel._after_training = VARIANTS[label]
+        network, after_training, overrides = VARIANTS[label]
+        models.CETNetwork, models.CETModel._after_training = network, after_training
         try:
             print(f"{label}, seed {args.seed}:", flush=True)
-            validation_probe.main(["--data", args.data, "--seed", str(args.seed), *args.settings])
+            validation_probe.main(["--data", args.data, "--seed", str(args.seed),
+                                   *(with_overrides(s, overrides) for s in args.settings)])
         finally:
             models.CETNetwork, models.CETModel._after_training = CETNetwork, _after_training
     return 0

@@ -85,6 +85,7 @@ PRESETS: dict[str, tuple[type, dict]] = {
     "CET-marginal": (CETModel, dict(max_patterns=2**MAX_EXACT_EVENTS)),
     "CET-unconditioned": (CETModel, dict(condition_on_occurrence=False)),
     "CET-uniform-init": (CETModel, dict(occurrence_init="uniform")),
+    "CET-shared": (CETModel, dict(shared_first_layer=True)),
     "ET": (ETModel, {}),
     "BC": (BCModel, {}),
     "Oracle": (BCModel, {}),

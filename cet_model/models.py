@@ -429,7 +429,9 @@ class _Base(BaseEstimator):
         if getattr(self, "feature_scaling_", None) is not None:  # JSON floats round-trip exactly
             config["feature_scaling"] = {"shift": self.feature_scaling_[0].tolist(),
                                          "scale": self.feature_scaling_[1].tolist()}
-        state = {k: v.detach().cpu().contiguous() for k, v in self.net_.state_dict().items()}
+        # a copy of each tensor: safetensors refuses tensors that share memory (a first layer shared by
+        # both heads is stored under both names; the network load() builds ties them again)
+        state = {k: v.detach().cpu().clone().contiguous() for k, v in self.net_.state_dict().items()}
         weights_tmp, config_tmp = path / "weights.safetensors.tmp", path / "config.json.tmp"
         with writing(path / "weights.safetensors", weights_tmp, config_tmp):
             save_file(state, weights_tmp)
@@ -473,8 +475,8 @@ class CETModel(_Base):
 
     Parameters: the fields of :class:`cet_model.params.CETParams` (objective, estimator,
     condition_on_occurrence, n_samples, temperature, log_epsilon, max_patterns,
-    importance_samples, occurrence_init) and of :class:`cet_model.params.ModelParams` (layers, training,
-    device), as keywords. ``CETModel()`` is the product default: the exact log marginal
+    importance_samples, occurrence_init, encoder_stage, shared_first_layer) and of
+    :class:`cet_model.params.ModelParams` (layers, training, device), as keywords. ``CETModel()`` is the product default: the exact log marginal
     likelihood, a decoder conditioned on the occurrences, an automatic training budget.
 
     Example:
@@ -505,7 +507,8 @@ class CETModel(_Base):
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
         return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
                           comment_encoder=self.comment_encoder_,
-                          condition_on_occurrence=bool(self.condition_on_occurrence))
+                          condition_on_occurrence=bool(self.condition_on_occurrence),
+                          shared_first_layer=bool(self.shared_first_layer))
 
     def _prepare(self, t, s, m):
         super()._prepare(t, s, m)

@@ -85,18 +85,43 @@ def _mlp_tail(sizes: tuple[int, ...], dropout: float) -> nn.Sequential:
 
 
 class OccurrenceEncoder(nn.Module):
-    """h(x): MLP (ReLU, dropout) -> M occurrence logits. ``hidden_sizes=()`` is logistic regression."""
+    """h(x): MLP (ReLU, dropout) -> M occurrence logits. ``hidden_sizes=()`` is logistic regression.
 
-    def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float):
+    With ``shared`` (an ``nn.Linear`` from d to ``hidden_sizes[0]``, the time decoder's first
+    layer), the first hidden layer is [shared(x), own(x)]: the decoder's first layer beside one of
+    the encoder's own, of the same width, so the first hidden layer is twice as wide
+    (``CETParams.shared_first_layer``). ``net[-1]`` is always the logits layer.
+
+    Shape: x (n, d) -> logits (n, M).
+
+    >>> enc = OccurrenceEncoder(3, 2, (4,), 0.0, shared=nn.Linear(3, 4))
+    >>> enc(torch.zeros(5, 3)).shape, enc.net[2].in_features  # ReLU, dropout, then the layer on [shared, own]
+    (torch.Size([5, 2]), 8)
+    """
+
+    def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float,
+                 shared: nn.Linear | None = None):
         super().__init__()
-        sizes = (n_features, *hidden_sizes)
+        self.shared = shared
+        self.own = None
         layers: list[nn.Module] = []
+        if shared is None:
+            sizes = (n_features, *hidden_sizes)
+        else:
+            if not hidden_sizes or shared.in_features != n_features or shared.out_features != hidden_sizes[0]:
+                raise ValueError(f"a shared first layer must map {n_features} features to the first hidden width "
+                                 f"{hidden_sizes[0] if hidden_sizes else None}; got {shared}")
+            self.own = nn.Linear(n_features, hidden_sizes[0])
+            layers += [nn.ReLU(), Dropout(dropout)]
+            sizes = (2 * hidden_sizes[0], *hidden_sizes[1:])
         for a, b in zip(sizes[:-1], sizes[1:], strict=False):
             layers += [nn.Linear(a, b), nn.ReLU(), Dropout(dropout)]
         layers.append(nn.Linear(sizes[-1], n_events))
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.shared is not None:
+            x = torch.cat([self.shared(x), self.own(x)], dim=-1)  # (n, 2 H)
         return self.net(x)  # (n, M)
 
 
@@ -111,13 +136,13 @@ class TimeDecoder(nn.Module):
     """
 
     def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float,
-                 sigma: str = "net", use_c: bool = True):
+                 sigma: str = "net", use_c: bool = True, x_proj: nn.Linear | None = None):
         super().__init__()
         self.n_events = n_events
         self.sigma = sigma
         n_out = 2 * n_events if sigma == "net" else n_events
         first = hidden_sizes[0] if hidden_sizes else n_out
-        self.x_proj = nn.Linear(n_features, first)
+        self.x_proj = nn.Linear(n_features, first) if x_proj is None else x_proj  # given: shared with the encoder
         self.c_proj = nn.Linear(n_events, first, bias=False) if use_c else None
         if hidden_sizes:
             self.tail = _mlp_tail(tuple(hidden_sizes), dropout)
@@ -162,14 +187,30 @@ def _features(n_features: int, comment_encoder: dict | None) -> tuple[nn.Module,
 
 class CETNetwork(nn.Module):
     """Occurrence encoder plus time decoder (both read ``features(x)``); the decoder also reads
-    the occurrence pattern c unless ``condition_on_occurrence=False``."""
+    the occurrence pattern c unless ``condition_on_occurrence=False``. With
+    ``shared_first_layer=True`` the decoder's first linear map of x is one ``nn.Linear`` that the
+    encoder reads beside its own first layer (``OccurrenceEncoder``'s ``shared``): the observed
+    times then shape features the occurrence head reads. Needs a hidden layer.
+
+    >>> net = CETNetwork(3, 2, (4,), 0.0, "net", shared_first_layer=True)
+    >>> net.decoder.x_proj is net.encoder.shared
+    True
+    """
 
     def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma, comment_encoder=None,
-                 condition_on_occurrence=True):
+                 condition_on_occurrence=True, shared_first_layer=False):
         super().__init__()
         self.features, d = _features(n_features, comment_encoder)
-        self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout)
-        self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence)
+        if shared_first_layer:
+            if not hidden_sizes:
+                raise ValueError("shared_first_layer needs a hidden layer (hidden_sizes=() has no first layer to share)")
+            shared = nn.Linear(d, hidden_sizes[0])
+            self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, shared=shared)
+            self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence,
+                                       x_proj=shared)
+        else:
+            self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout)
+            self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence)
 
 
 class ETNetwork(nn.Module):

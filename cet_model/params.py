@@ -140,6 +140,13 @@ class CETParams(ModelParams):
             2026-11-25). The default since 2026-11-24; ``False`` stops both heads together, as
             the original code did. Runs only when ``fit`` gets validation data and the joint stage stopped
             early. docs/results.md ("When training stops") has the evidence.
+        shared_first_layer: the time decoder's first linear map of x is also read by the
+            occurrence encoder, beside a first layer of its own (``networks.OccurrenceEncoder``):
+            the observed event times then shape features the occurrence head reads, a multi-task
+            remedy for few training rows. Needs a hidden layer. ``False`` (the default) keeps the
+            heads apart, as the original code did. With the encoder stage the shared layer keeps
+            training there (the time head's first layer with it). docs/results.md ("One first
+            layer for both heads") has the evidence.
     """
 
     objective: str = "marginal"
@@ -152,6 +159,7 @@ class CETParams(ModelParams):
     importance_samples: int = 32
     occurrence_init: str = "observed"
     encoder_stage: bool = True
+    shared_first_layer: bool = False
 
     def __post_init__(self):
         super().__post_init__()
@@ -162,9 +170,11 @@ class CETParams(ModelParams):
                              f"{self.temperature}")
         if self.occurrence_init not in OCCURRENCE_INITS:
             raise ValueError(f"occurrence_init must be one of {list(OCCURRENCE_INITS)}, got {self.occurrence_init!r}")
-        for name in ("condition_on_occurrence", "encoder_stage"):  # "false" from a config is truthy
+        for name in ("condition_on_occurrence", "encoder_stage", "shared_first_layer"):  # "false" from a config is truthy
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.shared_first_layer and not self.hidden_sizes:
+            raise ValueError("shared_first_layer=True needs a hidden layer: hidden_sizes=() has no first layer to share")
         if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:
             raise ValueError(f"max_patterns and importance_samples must be >= 1, got {self.max_patterns} "
                              f"and {self.importance_samples}")
