@@ -75,3 +75,28 @@ def test_bad_settings_are_refused_by_name(small_survival, value, message):
     hidden = (8,) if value == "yes" else ()
     with pytest.raises(ValueError, match=message):
         CETModel(shared_first_layer=value, hidden_sizes=hidden, max_epochs=1, device="cpu").fit(x, t, s)
+
+
+def test_the_cet_shared_preset_fits_through_the_experiment_harness(tmp_path):
+    from cet_experiments import synthetic
+    from cet_model.dataset import load_dataset
+    from cet_model.evaluation import evaluate, fit_preset
+
+    ds = load_dataset(synthetic.write(tmp_path / "syn", "independent", n=600, split_sizes=(400, 100, 100)))
+    model = fit_preset("CET-shared", ds.train, ds.val, seed=0, hidden_sizes=(8,), max_epochs=5, device="cpu")
+    assert model.shared_first_layer is True and model.net_.decoder.x_proj is model.net_.encoder.shared
+    scores = evaluate("CET-shared", model, ds.test, ds.event_names)
+    assert set(scores) == set(ds.event_names) and all(np.isfinite(r["auc"]) for r in scores.values())
+
+
+def test_a_comment_encoder_feeds_the_shared_layer():
+    rng = np.random.default_rng(0)
+    n, length, dim = 60, 3, 4
+    x = rng.standard_normal((n, 2 + length * dim)).astype(np.float32)
+    t, s = np.exp(rng.standard_normal((n, 2))), (rng.random((n, 2)) < 0.5).astype(float)
+    spec = {"n_aux": 2, "length": length, "dim": dim, "width": 6}
+    model = CETModel(shared_first_layer=True, hidden_sizes=(8,), comment_encoder=spec, max_epochs=2,
+                     device="cpu").fit(x, t, s)
+    shared = model.net_.encoder.shared
+    assert shared is model.net_.decoder.x_proj and shared.in_features == model.net_.features.out_features
+    assert model.predict_occurrence(x).shape == (n, 2)
