@@ -511,9 +511,23 @@ class CETModel(_Base):
                           shared_first_layer=bool(self.shared_first_layer))
 
     def _prepare(self, t, s, m):
+        self._check_lbfgs_rows(s, m)
         super()._prepare(t, s, m)
         if self.occurrence_init != "uniform":
             self._init_occurrence_bias(t, s, m)
+
+    def _check_lbfgs_rows(self, s: np.ndarray, m: np.ndarray | None) -> None:
+        """L-BFGS's line search needs the same objective at every evaluation: refuse a fit whose
+        marginal objective would draw importance samples (rows with 2^free cells > max_patterns)."""
+        if self.optimizer != "lbfgs" or not self.sums_patterns_ or not self._conditioned or self.n_events_ == 1:
+            return
+        free = (s < 0.5) if m is None else (s < 0.5) | (m < 0.5)
+        sampled = int((np.exp2(free.sum(1)) > int(self.max_patterns)).sum())
+        if sampled:
+            raise ValueError(f"optimizer='lbfgs' needs an objective without sampling, but {sampled} of {len(s)} "
+                             f"training rows have more free (censored or masked) cells than max_patterns="
+                             f"{self.max_patterns} sums exactly (the importance-weighted bound draws samples): "
+                             "raise max_patterns, set condition_on_occurrence=False, or use optimizer='adam'")
 
     def _after_training(self, batch_loss, n_train, val_loss, on_epoch) -> None:
         """The encoder stage: from the weights early stopping chose, train the occurrence encoder

@@ -40,6 +40,8 @@ class ModelParams:
         sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
         dropout: dropout rate of the hidden layers, in [0, 1).
         lr, batch_size, optimizer: Adam (default) or L-BFGS settings; ``batch_size=None`` is full batch.
+            L-BFGS (full batch, no early stopping) needs ``dropout=0``: its line search needs the same
+            objective at every evaluation.
         weight_decay: decoupled weight decay (AdamW) on every parameter, biases included; 0 (default)
             is plain Adam. Refused with L-BFGS.
         max_epochs, patience: ``None`` sizes the budget to the data (>= 100 epochs and >= 5,000
@@ -99,6 +101,10 @@ class ModelParams:
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if float(self.weight_decay) > 0 and self.optimizer == "lbfgs":
             raise ValueError("weight_decay applies to Adam only; optimizer='lbfgs' takes weight_decay=0")
+        if float(self.dropout) > 0 and self.optimizer == "lbfgs":  # a new mask at every evaluation: the line
+            # search compares losses of different networks and gives up after a few steps, silently
+            raise ValueError(f"optimizer='lbfgs' needs dropout=0 (got {self.dropout}): its line search needs the "
+                             "same objective at every evaluation, and dropout draws a new mask each time")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.dtype not in DTYPES:
@@ -163,7 +169,10 @@ class CETParams(ModelParams):
 
     def __post_init__(self):
         super().__post_init__()
-        resolve(self.objective, self.estimator)  # refuses an unknown objective or an unsupported pair
+        _, estimator = resolve(self.objective, self.estimator)  # refuses an unknown objective or an unsupported pair
+        if self.optimizer == "lbfgs" and estimator in ("gumbel", "arm"):
+            raise ValueError(f"optimizer='lbfgs' needs an objective without sampling; estimator {estimator!r} "
+                             "draws new samples at every evaluation: use estimator='exact' or optimizer='adam'")
         log_epsilon_for(self.objective, self.log_epsilon)
         if int(self.n_samples) < 1 or not float(self.temperature) > 0:
             raise ValueError(f"n_samples must be >= 1 and temperature > 0, got {self.n_samples} and "

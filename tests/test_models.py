@@ -417,9 +417,29 @@ def test_weight_decay_shrinks_the_weights_and_is_checked(small_survival):
     assert weight_norm(decayed) < 0.8 * weight_norm(plain)
     assert CETModel(weight_decay=0.5).get_params()["weight_decay"] == 0.5
     for bad, message in ((dict(weight_decay=-1.0), "weight_decay must be >= 0"),
-                         (dict(weight_decay=0.1, optimizer="lbfgs"), "weight_decay applies to Adam only")):
+                         (dict(weight_decay=0.1, optimizer="lbfgs"), "weight_decay applies to Adam only"),
+                         (dict(optimizer="lbfgs"), r"optimizer='lbfgs' needs dropout=0 \(got 0.5\)")):
         with pytest.raises(ValueError, match=message):
             ETModel(**bad).fit(x, t, s)
+
+
+@pytest.mark.bad_input
+def test_lbfgs_is_refused_where_the_objective_changes_between_evaluations():
+    """L-BFGS's line search compares losses at several points: with dropout, Gumbel/ARM samples or
+    importance samples each evaluation is another objective and the search gives up within a few
+    dozen evaluations far from the optimum. Such fits are refused, naming the setting."""
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((50, 2)), np.exp(rng.standard_normal((50, 8)))
+    s = np.zeros((50, 8))
+    s[:3] = 1.0  # 47 rows with 8 censored cells: 2^8 > 64 patterns
+    base = dict(optimizer="lbfgs", dropout=0.0, batch_size=None, max_epochs=3, device="cpu")
+    with pytest.raises(ValueError, match="estimator 'gumbel' draws new samples at every evaluation"):
+        CETModel(objective="paper", **base).fit(x, t, s)
+    with pytest.raises(ValueError, match=r"47 of 50 training rows have more free .* than max_patterns=64"):
+        CETModel(**base).fit(x, t, s)
+    # deterministic objectives are fitted: the exact sum, or the factorised form for any M
+    for ok in (dict(max_patterns=256), dict(condition_on_occurrence=False), dict(objective="paper", estimator="exact")):
+        assert np.isfinite(CETModel(**base, **ok).fit(x, t, s).predict_occurrence(x)).all()
 
 
 def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
