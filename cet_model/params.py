@@ -102,7 +102,7 @@ class ModelParams:
         if float(self.weight_decay) > 0 and self.optimizer == "lbfgs":
             raise ValueError("weight_decay applies to Adam only; optimizer='lbfgs' takes weight_decay=0")
         if float(self.dropout) > 0 and self.optimizer == "lbfgs":  # a new mask at every evaluation: the line
-            # search compares losses of different networks and gives up after a few steps, silently
+            # search compares losses of different networks and stops early, silently (tests/test_models.py)
             raise ValueError(f"optimizer='lbfgs' needs dropout=0 (got {self.dropout}): its line search needs the "
                              "same objective at every evaluation, and dropout draws a new mask each time")
         if self.optimizer not in OPTIMIZERS:
