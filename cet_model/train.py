@@ -208,6 +208,9 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
     fit); an epoch must beat it to replace them, so the stage never ends on worse weights.
     """
     if cfg.optimizer == "lbfgs":
+        if val_loss is not None:
+            warnings.warn(f"{desc}: optimizer='lbfgs' fits the training rows to convergence and does not stop "
+                          "early: the validation data are not used", UserWarning, stacklevel=3)
         return _train_lbfgs(module, batch_loss, n_train, cfg)
     if cfg.optimizer != "adam":
         raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")

@@ -440,6 +440,8 @@ def test_lbfgs_is_refused_where_the_objective_changes_between_evaluations():
     # deterministic objectives are fitted: the exact sum, or the factorised form for any M
     for ok in (dict(max_patterns=256), dict(condition_on_occurrence=False), dict(objective="paper", estimator="exact")):
         assert np.isfinite(CETModel(**base, **ok).fit(x, t, s).predict_occurrence(x)).all()
+    with pytest.warns(UserWarning, match="does not stop early: the validation data are not used"):
+        CETModel(**base, max_patterns=256).fit(x, t, s, x, t, s)
 
 
 def test_lbfgs_with_dropout_stops_far_from_the_optimum():
