@@ -476,8 +476,9 @@ class CETModel(_Base):
     Parameters: the fields of :class:`cet_model.params.CETParams` (objective, estimator,
     condition_on_occurrence, n_samples, temperature, log_epsilon, max_patterns,
     importance_samples, occurrence_init, encoder_stage, shared_first_layer) and of
-    :class:`cet_model.params.ModelParams` (layers, training, device), as keywords. ``CETModel()`` is the product default: the exact log marginal
-    likelihood, a decoder conditioned on the occurrences, an automatic training budget.
+    :class:`cet_model.params.ModelParams` (layers, training, device), as keywords. ``CETModel()``
+    is the product default: the exact log marginal likelihood, a decoder conditioned on the
+    occurrences, an automatic training budget.
 
     Example:
         >>> import numpy as np
