@@ -17,7 +17,8 @@ With ``--data``: a dataset folder whose truth is recorded; prints per init seed 
 against the true occurrence and ECE (means over tasks), then the mean, standard deviation and range.
 With ``--survset``: SurvSet sets through ``bench_survset.py``'s loading and scoring, the validation
 split scored as in ``linear_skip_probe.py`` (Harrell's C of the restricted mean, minus the
-log-normal AFT's on the same rows); per draw the spread over init seeds, then its mean over draws.
+log-normal AFT's on the same rows); per draw the spread over init seeds, then its mean over draws;
+the record keeps each fit's best joint epoch (0-based) and the draw's fitting and stopping rows.
 """
 
 from __future__ import annotations
@@ -111,14 +112,16 @@ def survset_rows(names: list[str], draws: int, init_seeds: list[int]) -> tuple[l
         for r in range(draws):
             part = draw_parts(parts, "full", r, 0, 0)
             aft = score("LogNormalAFT", fit_lifelines(part, "aft", columns)[0], part, 0.0)["harrell_c"]
-            diffs = []
+            diffs, best = [], []
             for k in init_seeds:
                 class Model(InitSeedCET):
                     init_seed_ = k
-                surv, _, _ = fit_cet(part, Model, seed=r)
+                surv, _, model = fit_cet(part, Model, seed=r)
                 diffs.append(score("CET", surv, part, 0.0)["harrell_c"] - aft)
-            rows.append({"dataset": name, "draw": r, "aft_c": round(aft, 4),
-                         "cet_minus_aft": [round(d, 4) for d in diffs]})
+                best.append(model.history_.best_epoch)
+            rows.append({"dataset": name, "draw": r, "n_fit": len(part["train"][1]), "n_stop": len(part["val"][1]),
+                         "aft_c": round(aft, 4), "cet_minus_aft": [round(d, 4) for d in diffs],
+                         "best_joint_epoch": best})
             per_draw.append(spread(diffs))
         line = {"dataset": name, "draws": draws,
                 "sd_over_init_seeds": round(float(np.mean([p["sd"] for p in per_draw])), 4),
