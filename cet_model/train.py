@@ -28,6 +28,9 @@ log = logging.getLogger("cet_model")
 DEFAULT_EPOCHS = 100
 DEFAULT_PATIENCE = 10
 MIN_STEPS = 5000
+# a first stage that keeps one of its first EARLY_KEEP epochs after running at least 10x as many
+# warns: its weights are close to their random start (docs/results.md, "How large is that floor?")
+EARLY_KEEP = 5
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,12 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
             break
     log.info("%s: %d epochs, best epoch %d, monitored loss %.5f", desc, len(hist.train_loss),
              hist.best_epoch + 1, rule.best)
+    if (start_best is None and val_loss is not None and hist.stopped_early and hist.best_epoch < EARLY_KEEP
+            and len(hist.val_loss) >= 10 * EARLY_KEEP):
+        warnings.warn(f"{desc}: early stopping kept epoch {hist.best_epoch + 1} of {len(hist.val_loss)}: the weights "
+                      "are close to their random start, which the validation objective preferred to every later "
+                      "epoch; on a small validation split that choice can be chance (compare a few seeds)",
+                      UserWarning, stacklevel=3)
     if not hist.stopped_early and max_epochs > 1:
         warnings.warn(f"{desc}: the budget of {max_epochs} epochs ended while the monitored loss was still "
                       f"improving (best at epoch {hist.best_epoch + 1}); raise max_epochs or lr",

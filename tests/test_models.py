@@ -749,3 +749,35 @@ def test_every_prediction_works_with_either_sigma(small_survival, sigma):
         assert model.predict_time(x).shape == (len(x), 2) and np.isfinite(model.predict_time(x, q=0.9)).all()
         assert model.predict_survival(x, [0.5, 2.0]).shape == (len(x), 2, 2)
         assert model.predict_occurrence(x).shape == (len(x), 2)
+
+
+def test_a_first_stage_that_keeps_one_of_its_first_epochs_warns():
+    """veteran's collapsed fits kept epoch 1 or 5 of 500 (docs/results.md): the weights near their
+    random start. The joint stage says so; a later stage (``start_best``) and a normal stop do not."""
+    import itertools
+
+    from cet_model.train import EARLY_KEEP, TrainConfig, train
+
+    x = torch.randn(40, 2)
+    net = torch.nn.Linear(2, 1)
+
+    def fit(best_at, start_best=None):
+        counter = itertools.count()
+
+        def val_loss():  # falls until epoch best_at, then rises
+            e = next(counter)
+            return float(abs(e - best_at))
+        cfg = TrainConfig(max_epochs=500, patience=60, batch_size=None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            hist = train(net, lambda idx: net(x[idx]).pow(2).mean(), 40, cfg, torch.Generator().manual_seed(0),
+                         val_loss, start_best=start_best)
+        return hist, [str(w.message) for w in caught if "close to their random start" in str(w.message)]
+
+    hist, said = fit(best_at=EARLY_KEEP - 1)
+    assert hist.best_epoch == EARLY_KEEP - 1 and hist.stopped_early
+    assert said == [f"train: early stopping kept epoch {EARLY_KEEP} of {len(hist.val_loss)}: the weights are close to "
+                    "their random start, which the validation objective preferred to every later epoch; on a small "
+                    "validation split that choice can be chance (compare a few seeds)"]
+    assert fit(best_at=EARLY_KEEP)[1] == []  # kept a later epoch
+    assert fit(best_at=0, start_best=-1.0)[1] == []  # a later stage: keeping its start is its design
