@@ -105,9 +105,9 @@ class SharedFirstLayerCETModel(CETModel):
                                    condition_on_occurrence=bool(self.condition_on_occurrence))
 
 
-class SharedPlusPrivateUntiedCETModel(CETModel):
-    """``CETModel(shared_first_layer=True)`` with the decoder given its own copy of the shared layer
-    when the encoder stage starts."""
+class _UntiedAtStage:
+    """Gives the decoder its own copy of the shared layer when the encoder stage starts
+    (``shared_layer_probe.untie_then_stage``)."""
 
     def _after_training(self, *args, **kw):
         from shared_layer_probe import untie_then_stage
@@ -115,13 +115,12 @@ class SharedPlusPrivateUntiedCETModel(CETModel):
         return untie_then_stage(self, *args, **kw)
 
 
-class SharedUntiedStageCETModel(SharedFirstLayerCETModel):
-    """The same, the encoder given its own copy of the layer when the encoder stage starts."""
+class SharedPlusPrivateUntiedCETModel(_UntiedAtStage, CETModel):
+    """``CETModel(shared_first_layer=True)``, untied when the encoder stage starts."""
 
-    def _after_training(self, *args, **kw):
-        from shared_layer_probe import untie_then_stage
 
-        return untie_then_stage(self, *args, **kw)
+class SharedUntiedStageCETModel(_UntiedAtStage, SharedFirstLayerCETModel):
+    """The plain tie, untied when the encoder stage starts."""
 
 
 VARIANTS = {"default": (CETModel, {}), "skip-time": (SkipCET, {}), "skip-both": (SkipBothCET, {}),
