@@ -4,7 +4,9 @@
     python -m cet_experiments dataset --data D --runs 5 --first-seed 5 --out parts/b   # elsewhere, or beside
     python -m cet_experiments merge parts/a parts/b --out results/D
 
-Every part must come from the same dataset (path and split sizes), the same hidden sizes, epoch
+Every part must come from the same dataset (the same data: the fingerprint of its files, which
+reports record since 2026-11-28, so that synthetic parts each writing their data under their own
+``--out`` merge; for older reports the same path; and split sizes), the same hidden sizes, epoch
 cap and patience, and the same settings for each model they share; each model's seeds must not
 overlap between parts. Runs are ordered by seed, so merging seeds 0-4 and 5-9 gives the lists a
 single ``--runs 10`` run would have written (fits are seeded, so the figures match too). The
@@ -54,7 +56,10 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
         raise ValueError(f"merge: {len(parts)} parts but {len(names)} names")
     first, first_name = parts[0], names[0]
     for part, name in zip(parts[1:], names[1:], strict=True):
-        for key in ("path", "split_sizes"):
+        # the data's fingerprint where both parts record one (reports since 2026-11-28), else the path
+        same_data = "fingerprint" if part["dataset"].get("fingerprint") and first["dataset"].get("fingerprint") \
+            else "path"
+        for key in (same_data, "split_sizes"):
             if part["dataset"].get(key) != first["dataset"].get(key):
                 raise ValueError(f"merge: {name} and {first_name} differ in dataset {key}: "
                                  f"{part['dataset'].get(key)!r} vs {first['dataset'].get(key)!r}")

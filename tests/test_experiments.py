@@ -272,3 +272,35 @@ def test_merge_refuses_rows_of_a_changed_default_and_drop_first_replaces_them(tm
     with pytest.raises(SystemExit, match="has no ET to drop"):
         experiments.main(["merge", str(tmp_path / "old"), str(tmp_path / "new"), "--drop-first", "ET",
                           "--out", str(tmp_path / "bad")])
+
+
+def test_merge_compares_the_data_not_the_folder(tmp_path, tiny_dataset):
+    """Parts run on the same data in two folders merge (a synthetic part writes its data under its
+    own --out); parts run on different data under one folder do not; reports from before the
+    fingerprint fall back to comparing paths."""
+    import shutil
+
+    import polars as pl
+
+    from cet_experiments.merge import merge_results
+
+    kw = dict(models=("BC",), hidden_sizes=(4,), max_epochs=2, patience=2, progress=False)
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_dataset.path, copy)
+    a = experiments.run(tiny_dataset, runs=1, **kw)
+    b = experiments.run(load_dataset(copy), runs=1, first_seed=1, **kw)
+    assert a["dataset"]["path"] != b["dataset"]["path"]
+    merged = merge_results([a, b])
+    assert merged["dataset"]["fingerprint"] == experiments.data_fingerprint(tiny_dataset.path)
+    assert merged["config"]["seeds"]["BC"] == [0, 1]
+    features = pl.read_parquet(copy / "features.parquet")
+    feature = tiny_dataset.feature_names[0]
+    features.with_columns(pl.col(feature) + 1.0).write_parquet(copy / "features.parquet")
+    c = experiments.run(load_dataset(copy), runs=1, first_seed=2, **kw)
+    assert c["dataset"]["path"] == b["dataset"]["path"]
+    with pytest.raises(ValueError, match="part 2 and part 1 differ in dataset fingerprint"):
+        merge_results([b, c])
+    for old in (a, b):
+        del old["dataset"]["fingerprint"]
+    with pytest.raises(ValueError, match="differ in dataset path"):
+        merge_results([a, b])
