@@ -1,5 +1,6 @@
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,7 +9,15 @@ from cet_experiments import experiments, summary, synthetic
 from cet_experiments.search import PAPER_POINT
 from cet_experiments.tables import average_table
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import PRESET_OF_ESTIMATOR, REFERENCE, cox_reference, evaluate, fit_preset
+from cet_model.evaluation import (
+    PRESET_OF_ESTIMATOR,
+    REFERENCE,
+    cox_reference,
+    cpu_model,
+    evaluate,
+    fit_preset,
+    machine,
+)
 
 
 @pytest.fixture(scope="module")
@@ -304,3 +313,17 @@ def test_merge_compares_the_data_not_the_folder(tmp_path, tiny_dataset):
         del old["dataset"]["fingerprint"]
     with pytest.raises(ValueError, match="differ in dataset path"):
         merge_results([a, b])
+
+
+def test_reports_name_the_cpu_model(tmp_path):
+    """Reports record the CPU's model name: two x86_64 machines can run one fit to different floats
+    (docs/results.md, the Reddit table's ET), and 'processor' alone cannot tell them apart."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9B14\n\n"
+                    "processor\t: 1\nmodel name\t: AMD EPYC 9B14\n")
+    assert cpu_model(str(info)) == "AMD EPYC 9B14"
+    info.write_text("processor\t: 0\nmodel name\t: \n")          # an empty name is not a name
+    assert cpu_model(str(info)) != ""
+    assert "cpu_model" in machine()
+    if (proc := Path("/proc/cpuinfo")).exists() and "model name" in proc.read_text():
+        assert machine()["cpu_model"] == cpu_model("/proc/cpuinfo") and machine()["cpu_model"]
