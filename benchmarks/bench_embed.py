@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from cet_model.host import machine  # noqa: E402
 from flows.lib.reddit.embed import DEFAULT_MODEL, embed, load_model  # noqa: E402
 from flows.lib.standin.reddit_text import TOPIC_PHRASES, realistic_texts  # noqa: E402
 
@@ -243,10 +243,7 @@ def main(argv=None) -> int:
               "ours_ratio_to_plain": t_plain / t_ours, "min_cosine": float(cos_ours.min()),
               "candidates": candidates, "ceiling": ceiling,
               "command": "python benchmarks/bench_embed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                          "cpu_count": os.cpu_count(), "torch": torch.__version__,
-                          "torch_threads": torch.get_num_threads(),
-                          "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}}
+              "machine": machine()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = args.out.with_name(f".{args.out.name}.tmp")
     tmp_out.write_text(json.dumps(result, indent=2))

@@ -58,17 +58,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from cet_model.atomic import write_text  # noqa: E402
+from cet_model.host import machine  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def _machine() -> dict:
-    """As ``cet_model.evaluation.machine`` (not imported: the embedding part needs no polars)."""
-    import platform
-
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
 def _sync(device: str) -> None:
@@ -293,7 +285,7 @@ def compiled_loss(device: str, n: int, steps: int, workdir: Path, first: int = 1
 
 
 def run_step(args) -> dict:
-    res: dict = {"machine": _machine()}
+    res: dict = {"machine": machine()}
     devices = [args.device] + (["cpu"] if args.device != "cpu" and not args.only_device else [])
     with tempfile.TemporaryDirectory() as tmp:
         for device in devices:
@@ -309,7 +301,7 @@ def run_batch(args) -> dict:
     """Larger batches on ``--device`` and the CPU: milliseconds a step and rows a second for each
     of ``--batches``; then whole default fits with each of ``--fit-batches`` (all else default),
     ``--device`` first. The figures so far are written after each part (a run cut short keeps them)."""
-    res: dict = {"machine": _machine(), "command": "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:])}
+    res: dict = {"machine": machine(), "command": "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:])}
     devices = [args.device] + (["cpu"] if args.device != "cpu" and not args.only_device else [])
     with tempfile.TemporaryDirectory() as tmp:
         for device in devices:
@@ -334,7 +326,7 @@ def run_batch(args) -> dict:
 def run_train(args) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     devices = ["cuda", "cpu"] if torch.cuda.is_available() else ["cpu"]
-    res: dict = {"machine": _machine(), "devices": devices}
+    res: dict = {"machine": machine(), "devices": devices}
     with tempfile.TemporaryDirectory() as tmp:
         for device in devices:
             res[device] = {"train_steps": train_steps(device, args.steps)}
@@ -365,7 +357,7 @@ def run_resident(args) -> dict:
     ``--epochs`` epochs at ``--users`` users, with the embeddings in memory and in float16 files."""
     sys.path.insert(0, str(Path(__file__).parent))
     reddit_shaped_epochs(args.device, 2_000, epochs=1)  # CUDA start-up
-    res: dict = {"machine": _machine(), "device": args.device}
+    res: dict = {"machine": machine(), "device": args.device}
     with tempfile.TemporaryDirectory() as tmp:
         for where in ("memory", "disk"):
             for resident in (True, False):
@@ -389,7 +381,7 @@ def run_profile(args) -> dict:
     print(res, flush=True)
     for key in ("tottime", "cumulative"):
         pstats.Stats(prof).sort_stats(key).print_stats(args.top)
-    return {"machine": _machine(), "device": args.device, "reddit_shaped": res}
+    return {"machine": machine(), "device": args.device, "reddit_shaped": res}
 
 
 def run_embed(args) -> dict:
@@ -398,7 +390,7 @@ def run_embed(args) -> dict:
     from flows.lib.reddit.embed import embed
 
     texts, distinct_share = distinct_texts(args.n)
-    res: dict = {"machine": _machine(), "texts": len(texts), "model": str(args.model),
+    res: dict = {"machine": machine(), "texts": len(texts), "model": str(args.model),
                  "mean_chars": round(float(np.mean([len(t) for t in texts])), 1)}
     vectors = {}
     devices = (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
@@ -439,7 +431,7 @@ def run_compare(args) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         cpu, _ = embed(texts[:len(gpu)], Path(cache), model=DEFAULT_MODEL, device="cpu")
     cos = np.sum(gpu * cpu, axis=1) / (np.linalg.norm(gpu, axis=1) * np.linalg.norm(cpu, axis=1))
-    return {"machine": _machine(), "texts": len(gpu), "vectors": str(args.vectors),
+    return {"machine": machine(), "texts": len(gpu), "vectors": str(args.vectors),
             "cosine_gpu_fp16_vs_pinned_cpu_fp32": {"min": round(float(cos.min()), 5), "mean": round(float(cos.mean()), 6),
                                                    "share_below_0.99": float(np.mean(cos < 0.99))}}
 

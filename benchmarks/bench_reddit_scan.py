@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson  # noqa: E402
 
+from cet_model.host import machine  # noqa: E402
 from flows.lib.reddit import cohort  # noqa: E402
 from flows.lib.reddit.pushshift import iter_lines  # noqa: E402
 from flows.lib.standin import reddit as reddit_standin  # noqa: E402
@@ -161,9 +161,7 @@ def main(argv=None) -> int:
         result["comments"]["stand_in_line_share"] = args.candidate_share if args.dumps is None else None
         result["submissions"]["stand_in_line_share"] = args.target_share if args.dumps is None else None
     result["command"] = "python benchmarks/bench_reddit_scan.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    result["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                         "cpu_count": os.cpu_count(), "python": platform.python_version(),
-                         "note": "one process, one core (the scan is single-threaded)"}
+    result["machine"] = {**machine(), "note": "one process, one core (the scan is single-threaded)"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = args.out.with_name(f".{args.out.name}.tmp")
     tmp_out.write_text(json.dumps(result, indent=2))

@@ -49,15 +49,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import platform
 
 import numpy as np
-import torch
 
 from .comments import CommentInputs
 from .dataset import Split
 from .estimators import MAX_EXACT_EVENTS
+from .host import cpu_model, machine  # noqa: F401  (re-exported: reports and models record it)
 from .metrics import (
     RiskGained,
     brier_times,
@@ -535,34 +533,6 @@ def average_over_tasks(tasks: dict, metric: str) -> list[float]:
     if not per_task:
         return []
     return _nanmean_rows(np.asarray(per_task, dtype=np.float64)).tolist()
-
-
-def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
-    """The CPU's model name (Linux: the first ``model name`` of ``cpuinfo``; elsewhere what
-    ``platform.processor()`` says), or None when neither names it. Two machines that both report
-    ``x86_64`` can run the same fit to different float results; this tells them apart.
-
-    >>> isinstance(cpu_model(), (str, type(None)))
-    True
-    """
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def machine() -> dict:
-    """The machine a figure was measured on (platform, CPU and its model, cores, torch, threads,
-    CUDA device)."""
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpu_model": cpu_model(),
-            "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
 def bounds_text(v: dict | None, signed: bool = False) -> str:

@@ -5,6 +5,7 @@
 - Real builds (``flows/lib/{infra,mimic,reddit,modeling}``) never import stand-in code: only
   the flow entry points (``flows/*.py``) pick a stand-in as the default source.
 - No import cycles inside ``cet_model``, ``cet_experiments`` or ``flows``.
+- Every record of the machine a figure ran on comes from ``cet_model.host.machine``.
 """
 
 import ast
@@ -88,3 +89,18 @@ def test_no_import_cycles(top):
     for node in sorted(graph):
         if node not in state:
             visit(node)
+
+
+def test_machine_records_come_from_one_function():
+    """A benchmark that builds its own machine dict drifts from the others (three lacked the CPU
+    model until 2026-11-28): only ``cet_model/host.py`` may ask ``platform`` for the platform."""
+    offending = []
+    for folder in ("cet_model", "cet_experiments", "flows", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "cet_model" / "host.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if (isinstance(node, ast.Attribute) and node.attr == "platform"
+                        and isinstance(node.value, ast.Name) and node.value.id == "platform"):
+                    offending.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offending == []
