@@ -21,6 +21,8 @@ same weights runs each variant of the second stage with the library's own ``trai
 - ``evaldecoder``: the default stage with the frozen time decoder in evaluation mode (its
   dropout off), so the encoder is fitted against the same decoder the validation objective and
   predictions use; a decoder that does not change could then be computed once per stage.
+- ``evaldecoder-lr0.3``, ...: both at once (the decoder's dropout off, the stage at that fraction
+  of the learning rate).
 
 It reports, per variant, the validation objective the stage ends on (lower is better; this is all
 a rule that picks a variant may use), the validation AUC of P(ever) against the true occurrence
@@ -113,11 +115,13 @@ def stage_plan(name: str) -> list[tuple[str, float, float | None]]:
     """The (part trained, learning-rate factor, weight-average decay or None) stages of variant
     ``name``, in order.
 
-    >>> stage_plan("lr0.3"), stage_plan("ema0.99")
-    ([('encoder', 0.3, None)], [('encoder', 1.0, 0.99)])
+    >>> stage_plan("lr0.3"), stage_plan("ema0.99"), stage_plan("evaldecoder-lr0.3")
+    ([('encoder', 0.3, None)], [('encoder', 1.0, 0.99)], [('encoder', 0.3, None)])
     """
     if name == "evaldecoder":
         return [("encoder", 1.0, None)]
+    if name.startswith("evaldecoder-lr"):
+        return stage_plan(name[len("evaldecoder-"):])
     if name == "alternate":
         return [("encoder", 1.0, None), ("decoder", 1.0, None), ("encoder", 1.0, None)]
     if name == "default":
@@ -131,7 +135,7 @@ def stage_plan(name: str) -> list[tuple[str, float, float | None]]:
         return [("encoder", 1.0, decay)]
     if factor is None or not factor > 0:
         raise ValueError(f"unknown variant {name!r}; use default, alternate, evaldecoder, lr<factor> "
-                         "(e.g. lr0.3) or ema<decay> (e.g. ema0.99)")
+                         "(e.g. lr0.3), evaldecoder-lr<factor> or ema<decay> (e.g. ema0.99)")
     return [("encoder", factor, None)]
 
 
@@ -139,7 +143,7 @@ def variant(model: JointOnly, name: str, joint_best: float) -> tuple[float, list
     """Run variant ``name`` of the second stage; (final validation objective, epochs per stage)."""
     best, epochs = joint_best, []
     for part, factor, ema in stage_plan(name):
-        hist = run_stage(model, part, factor, best, ema, eval_decoder=name == "evaldecoder")
+        hist = run_stage(model, part, factor, best, ema, eval_decoder=name.startswith("evaldecoder"))
         best = min(best, min(hist.val_loss))
         epochs.append(len(hist.train_loss))
     return best, epochs
