@@ -1,11 +1,15 @@
-"""Maller and Zhou's test of sufficient follow-up: how often it rejects, and what it says on real data.
+"""Two tests of sufficient follow-up, Maller and Zhou's and Yuen and Musta's: how often they
+reject, and what they say on real data.
 
-    python benchmarks/follow_up_test.py [--reps 1000] [--sizes 200,1000] [--datasets veteran,...]
+    python benchmarks/follow_up_test.py [--reps 1000] [--sizes 200,1000,5000] [--datasets veteran,...]
                                         [--out benchmarks/results/follow_up_test.json]
 
 ``cet_model.metrics.maller_zhou_test`` tests H0 "the times of those who will have the event reach
-past the longest follow-up" (insufficient follow-up) against "they end before it". This measures,
-first, how often it rejects H0 at 5 % on simulated cure-model samples where the answer is known:
+past the longest follow-up" (insufficient follow-up) against "they end before it".
+``cet_model.metrics.yuen_musta_test`` tests H0 "a share ``EPS`` or more of them have it after the
+end" (practically insufficient) against "less than that", assuming no event after ``TAU`` and a
+density that does not increase after the end. This measures, first, how often each rejects its H0
+at 5 % on simulated cure-model samples where the answer is known:
 a share ``P_EVER`` of the rows will have the event at a time drawn from the scenario's distribution,
 and each row is censored by one of two designs: ``staggered``, at a time uniform on (0, 10)
 (entry spread over the study, one study end at 10), or ``one end``, at 10 (everyone entered at
@@ -20,7 +24,10 @@ Each scenario says whether H0 holds:
   insufficient too;
 - ``exponential(1)``: H0 true in the formal sense (the support has no end), but 0.005 % of the
   events come after 10: practically sufficient, Yuen and Musta's (arXiv:2403.16832) case against the
-  formal hypothesis.
+  formal hypothesis (their H0 false);
+- ``98 % uniform(0, 5) + 2 % uniform(0, 20)``: exactly 1 % of the events after 10, spread evenly to
+  20, so the density at the end is exactly Yuen and Musta's threshold: the least favourable case of
+  their H0 (true), where their test's rejection rate is its level.
 
 Second, on the real data sets of ``benchmarks/bench_survset.py`` (their training rows, the split
 of ``bench_survset.load``): the test's p-value and window beside the Kaplan-Meier risk gained over
@@ -44,13 +51,23 @@ import numpy as np  # noqa: E402
 
 from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import RISING_SHARE, followed_until, machine, risk_gained_last_quarter  # noqa: E402
-from cet_model.metrics import kaplan_meier_risk, maller_zhou_test  # noqa: E402
+from cet_model.metrics import kaplan_meier_risk, maller_zhou_test, yuen_musta_test  # noqa: E402
 
 P_EVER = 0.6  # the share that will ever have the event
 STUDY_END = 10.0  # no row is followed past it
 LOST = 0.2  # the "one end" design: the share lost to follow-up before STUDY_END
 DESIGNS = ("staggered", "one end")
 LEVEL = 0.05
+EPS = 0.01  # Yuen and Musta's share allowed after the end (their default)
+TAU_FACTOR = 2.0  # their tau, no event after it: twice the end of follow-up (the simulation's 20)
+
+
+
+def _boundary(rng, n):
+    """98 % uniform(0, 5), 2 % uniform(0, 20): 1 % of the events after 10, the density flat at
+    0.02 / 20 from 5 to 20 (Yuen and Musta's threshold at eps = 1 %, tau = 20)."""
+    return np.where(rng.random(n) < 0.98, rng.uniform(0.0, 5.0, n), rng.uniform(0.0, 20.0, n))
+
 
 SCENARIOS = {  # name: (draw of the event times, H0 (insufficient follow-up) true, share of events after STUDY_END)
     "uniform(0, 5)": (lambda rng, n: rng.uniform(0.0, 5.0, n), False, 0.0),
@@ -58,6 +75,7 @@ SCENARIOS = {  # name: (draw of the event times, H0 (insufficient follow-up) tru
     "uniform(0, 15)": (lambda rng, n: rng.uniform(0.0, 15.0, n), True, 1.0 / 3.0),
     "log-normal(4, 0.8)": (lambda rng, n: rng.lognormal(np.log(4.0), 0.8, n), True, None),
     "exponential(1)": (lambda rng, n: rng.exponential(1.0, n), True, float(np.exp(-STUDY_END))),
+    "98 % uniform(0, 5) + 2 % uniform(0, 20)": (_boundary, True, 0.01),
 }
 
 
@@ -88,10 +106,11 @@ def rejection_rates(n: int, reps: int, seed: int) -> list[dict]:
     for d, design in enumerate(DESIGNS):
         for k, name in enumerate(SCENARIOS):
             rng = np.random.default_rng([seed, n, d, k])
-            tests, events = [], []
+            tests, events, ym = [], [], []
             for _ in range(reps):
                 t, s = sample(name, design, n, rng)
                 tests.append(maller_zhou_test(t, s))
+                ym.append(yuen_musta_test(t, s, tau=TAU_FACTOR * STUDY_END, eps=EPS))  # end: the largest time
                 events.append(s.sum())
             out.append(
                 {
@@ -104,6 +123,10 @@ def rejection_rates(n: int, reps: int, seed: int) -> list[dict]:
                     "rejected": float(np.mean([r.p_value < LEVEL for r in tests])),
                     "mean_window_events": float(np.mean([r.events for r in tests])),
                     "mean_events": float(np.mean(events)),
+                    "ym_h0_true": share_after(name) >= EPS,
+                    "ym_rejected": float(np.mean([r.p_value < LEVEL for r in ym])),
+                    "ym_no_event_after": float(np.mean([r.events_after == 0 for r in ym])),
+                    "ym_mean_followed": float(np.mean([r.followed for r in ym])),
                 }
             )
     return out
@@ -116,6 +139,7 @@ def real(name: str) -> dict:
     parts, _, facts = load(name)
     _, t, s = parts["train"]
     test = maller_zhou_test(t, s)
+    ym = yuen_musta_test(t, s, tau=TAU_FACTOR * float(np.max(t)), eps=EPS)
     until = followed_until(t)
     quarter = risk_gained_last_quarter(t, s, until)
     by_end = kaplan_meier_risk(t, s, horizon=until)
@@ -132,16 +156,22 @@ def real(name: str) -> dict:
         "km_last_quarter": quarter.gain,
         "km_last_quarter_events": quarter.events,
         "named_rising": bool(by_end > 0 and quarter.gain >= RISING_SHARE * by_end),
+        "ym_p_value": ym.p_value,
+        "ym_density": ym.density,
+        "ym_threshold": ym.threshold,
+        "ym_tau": ym.tau,
     }
 
 
 def markdown(rates: list[dict], rows: list[dict], mach: dict) -> str:
     sizes = sorted({r["n"] for r in rates})
     head = (
-        "| censoring | event times | H0 (insufficient) | events after the end | "
-        + " | ".join(f"rejected at 5 %, n = {n:,} (events in the window)" for n in sizes)
+        "| censoring | event times | events after the end | Maller–Zhou H0 (insufficient) | "
+        + " | ".join(f"Maller–Zhou rejected at 5 %, n = {n:,} (events in the window)" for n in sizes)
+        + f" | Yuen–Musta H0 (≥ {100 * EPS:g} % after the end) | "
+        + " | ".join(f"Yuen–Musta rejected at 5 %, n = {n:,} (no event after the estimate's point)" for n in sizes)
         + " |\n"
-        + "|---" * (4 + len(sizes))
+        + "|---" * (5 + 2 * len(sizes))
         + "|"
     )
     lines = []
@@ -150,26 +180,31 @@ def markdown(rates: list[dict], rows: list[dict], mach: dict) -> str:
             cells = {r["n"]: r for r in rates if r["scenario"] == name and r["design"] == design}
             first = next(iter(cells.values()))
             lines.append(
-                f"| {design} | {name} | {'true' if first['h0_true'] else 'false'} | "
-                f"{100 * first['share_after_end']:.3g} % | "
+                f"| {design} | {name} | {100 * first['share_after_end']:.3g} % | "
+                f"{'true' if first['h0_true'] else 'false'} | "
                 + " | ".join(
                     f"{100 * cells[n]['rejected']:.1f} % ({cells[n]['mean_window_events']:.1f})"
                     for n in sizes
                 )
+                + f" | {'true' if first['ym_h0_true'] else 'false'} | "
+                + " | ".join(f"{100 * cells[n]['ym_rejected']:.1f} % ({100 * cells[n]['ym_no_event_after']:.0f} %)"
+                             for n in sizes)
                 + " |"
             )
     parts = [head, *lines]
     if rows:
         parts += [
             "",
-            "| data set | training rows | events | p-value | events in the window (2t* − t, t*] | "
-            "last event / last time | Kaplan-Meier by the follow-up's end | of which in its last quarter (events) |",
-            "|---|---|---|---|---|---|---|---|",
+            "| data set | training rows | events | Maller–Zhou p | events in the window (2t* − t, t*] | "
+            "last event / last time | Kaplan-Meier by the follow-up's end | of which in its last quarter (events) | "
+            f"Yuen–Musta p (tau = {TAU_FACTOR:g} × last time) | its density estimate / threshold |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         parts += [
             f"| {r['dataset']} | {r['rows']:,} | {r['events']:,} | {r['p_value']:.2g} | {r['window_events']} | "
             f"{r['last_event']:.4g} / {r['last_time']:.4g} | {r['km_by_follow_up']:.3f} | "
-            f"+{r['km_last_quarter']:.3f} ({r['km_last_quarter_events']}){' (named)' if r['named_rising'] else ''} |"
+            f"+{r['km_last_quarter']:.3f} ({r['km_last_quarter_events']}){' (named)' if r['named_rising'] else ''} | "
+            f"{r['ym_p_value']:.2g} | {r['ym_density']:.3g} / {r['ym_threshold']:.3g} |"
             for r in rows
         ]
     parts += ["", f"machine: {mach['processor']}, {mach['cpu_count']} CPUs"]
@@ -197,7 +232,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=1000, help="samples per scenario and size")
     ap.add_argument(
-        "--sizes", type=_sizes, default=[200, 1000], help="comma-separated sample sizes"
+        "--sizes", type=_sizes, default=[200, 1000, 5000], help="comma-separated sample sizes"
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -222,6 +257,7 @@ def main(argv=None) -> int:
         "p_ever": P_EVER,
         "study_end": STUDY_END,
         "level": LEVEL,
+        "yuen_musta": {"eps": EPS, "tau": f"{TAU_FACTOR:g} x the end of follow-up"},
         "seconds": time.perf_counter() - t0,
         "rejection": rates,
         "real": rows,

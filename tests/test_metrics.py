@@ -10,16 +10,19 @@ from cet_model.metrics import (
     calibration_curve,
     concordance_index,
     expected_calibration_error,
+    grenander_density,
     horizon_auc,
     horizon_calibration,
     kaplan_meier_risk,
     kaplan_meier_risk_gained,
+    lcm_slope_sf,
     maller_zhou_test,
     mrae,
     occurrence_auc,
     resampled_auc,
     resampled_concordance_index,
     resampled_horizon_auc,
+    yuen_musta_test,
 )
 
 
@@ -247,6 +250,99 @@ def test_maller_zhou_rejects_sufficient_follow_up_and_too_often_where_it_is_not(
         rejected.append(maller_zhou_test(t, s).p_value < 0.05)
     assert lowest <= np.mean(rejected) <= highest, (h0, np.mean(rejected))
 
+
+def test_lcm_slope_tail_matches_majorants_of_simulated_brownian_paths():
+    """The closed form of P(D > a), D the right-hand slope at 1 of the least concave majorant of
+    a Brownian motion, against the majorants (convex hulls) of 400 simulated paths on [0, 100],
+    fine near 1: the shares above a = 0.5, 1, 1.5 within four standard errors plus the grid's bias.
+    (2 Phi(-a), the tail of the maximum's slope, would give 0.32 at a = 1, not 0.15.)"""
+    from scipy.spatial import ConvexHull
+
+    rng = np.random.default_rng(0)
+    grid = np.r_[np.arange(0.0, 4.0, 1e-3), np.arange(4.0, 100.0, 0.05)]
+    step = np.sqrt(np.diff(grid))
+    slopes = []
+    for _ in range(400):
+        w = np.r_[0.0, np.cumsum(rng.standard_normal(step.size) * step)]
+        v = np.sort(ConvexHull(np.c_[grid, w]).vertices)
+        upper = []
+        for i in v:  # the upper part of the hull
+            while len(upper) >= 2 and ((grid[upper[-1]] - grid[upper[-2]]) * (w[i] - w[upper[-2]])
+                                       >= (w[upper[-1]] - w[upper[-2]]) * (grid[i] - grid[upper[-2]])):
+                upper.pop()
+            upper.append(i)
+        k = np.searchsorted(grid[upper], 1.0, side="right") - 1
+        slopes.append((w[upper[k + 1]] - w[upper[k]]) / (grid[upper[k + 1]] - grid[upper[k]]))
+    slopes = np.array(slopes)
+    for a in (0.5, 1.0, 1.5):
+        p = float(lcm_slope_sf(a))
+        assert abs(np.mean(slopes > a) - p) <= 4 * np.sqrt(p * (1 - p) / slopes.size) + 0.01, (a, p)
+    assert lcm_slope_sf(-1.0) == 1.0 and lcm_slope_sf(np.array([0.0, 50.0])).tolist() == [1.0, 0.0]
+
+
+@given(st.lists(st.tuples(st.integers(1, 15), st.booleans()), min_size=2, max_size=40), st.floats(0.0, 14.9))
+def test_grenander_density_is_the_min_max_slope_of_the_kaplan_meier_risk(rows, at):
+    """The slope right of ``at`` of the least concave majorant of the points (0, 0), (t_k, F_KM(t_k)),
+    (end, F_KM(end)) is min over points v <= at of max over points w > at of the chord slope."""
+    t = np.array([r[0] for r in rows], dtype=float)
+    s = np.array([r[1] for r in rows], dtype=float)
+    assume(at < t.max())
+    times = np.unique(t)
+    x = np.r_[0.0, times]
+    y = np.r_[0.0, [kaplan_meier_risk(t, s, u) for u in times]]
+    slope = min(max((y[j] - y[i]) / (x[j] - x[i]) for j in range(len(x)) if x[j] > at)
+                for i in range(len(x)) if x[i] <= at)
+    assert float(grenander_density(t, s, at)) == pytest.approx(slope, abs=1e-12)
+
+
+def test_yuen_musta_by_hand_and_its_edges():
+    """100 rows: 9, 8, ..., 1 events at times 1, ..., 9 and 55 followed to 10 (no other censoring,
+    so 1 - G(10-) = 1). The Kaplan-Meier risk rises by 0.09, 0.08, ..., 0.01: concave, its own
+    majorant; at = 10 - 10 * 100^-0.34 = 7.91 lies in [7, 8), slope 0.02."""
+    from scipy.stats import norm
+
+    t = np.r_[np.repeat(np.arange(1.0, 10.0), np.arange(9, 0, -1)), np.full(55, 10.0)]
+    s = (t < 10).astype(float)
+    r = yuen_musta_test(t, s, tau=20.0, eps=0.5)
+    assert r.at == pytest.approx(10 - 10 * 100**-0.34) and r.density == pytest.approx(0.02)
+    assert r.threshold == pytest.approx(0.5 * 0.45 / 10) and r.followed == 1.0 and r.events_after == 3
+    scale = np.sqrt(0.02) / (100**0.33 * np.sqrt(10.0))
+    a = (0.0225 - 0.02) / scale
+    assert r.scale == pytest.approx(scale)
+    assert r.p_value == pytest.approx(2 * ((1 + a * a) * norm.sf(a) - a * norm.pdf(a)))
+    assert yuen_musta_test(t, s, tau=20.0).p_value == 1.0  # eps 1 %: 0.02 is far above 0.00045
+    # the last event before `at`: the curve is flat there, the estimate 0, p = 0
+    early = np.where(t < 10, np.minimum(t, 5.0), t)
+    flat = yuen_musta_test(early, s, tau=20.0)
+    assert flat.density == 0.0 and flat.p_value == 0.0 and flat.events_after == 0
+    with pytest.raises(ValueError, match="tau must be after the end of follow-up"):
+        yuen_musta_test(t, s, tau=10.0)
+    with pytest.raises(ValueError, match="end \\(11\\) is after the last time \\(10\\)"):
+        yuen_musta_test(t, s, tau=20.0, end=11.0)
+    with pytest.raises(ValueError, match="eps must be in"):
+        yuen_musta_test(t, s, tau=20.0, eps=1.0)
+    with pytest.raises(ValueError, match="rate must be in"):
+        yuen_musta_test(t, s, tau=20.0, rate=0.3)
+    with pytest.raises(ValueError, match=r"row 3 is not \(t=nan"):
+        yuen_musta_test(np.r_[t[:3], np.nan, t[4:]], s, tau=20.0)
+
+
+@pytest.mark.parametrize("times, lowest, highest", [
+    (lambda rng, n: rng.uniform(0.0, 9.0, n), 0.95, 1.0),    # every event by 9 < 10: sufficient
+    (lambda rng, n: rng.uniform(0.0, 15.0, n), 0.0, 0.05),   # a third after 10: H0 true, kept
+])
+def test_yuen_musta_finds_what_the_follow_up_was_where_everyone_is_followed_to_one_end(times, lowest, highest):
+    """100 cure-model samples of 1,000 rows, 60 % have the event, 80 % followed to 10 and 20 %
+    lost uniformly before (the "one end" rows of `python benchmarks/follow_up_test.py`: 100 % and
+    0 % there)."""
+    rng = np.random.default_rng(2)
+    rejected = []
+    for _ in range(100):
+        event_time = np.where(rng.random(1000) < 0.6, times(rng, 1000), np.inf)
+        censor = np.where(rng.random(1000) < 0.2, rng.uniform(0.0, 10.0, 1000), 10.0)
+        t, s = np.minimum(event_time, censor), (event_time <= censor).astype(float)
+        rejected.append(yuen_musta_test(t, s, tau=20.0).p_value < 0.05)
+    assert lowest <= np.mean(rejected) <= highest
 
 def test_horizon_calibration_groups_by_predicted_risk_and_compares_with_kaplan_meier():
     """Real data (rossi, a year of follow-up): each group's observed risk is its Kaplan-Meier risk
