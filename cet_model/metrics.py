@@ -387,6 +387,20 @@ class FollowUpTest(NamedTuple):
     last_time: float  # t_n: the largest time, event or not
 
 
+def _finite_times(t, s) -> tuple[np.ndarray, np.ndarray]:
+    """``t`` and ``s`` as float64 vectors of one length, every value finite; otherwise a
+    ValueError naming the first bad row (a NaN time would silently drop out of any comparison)."""
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    s = np.asarray(s, dtype=np.float64).reshape(-1)
+    if t.shape != s.shape or t.size == 0:
+        raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
+    bad = ~(np.isfinite(t) & np.isfinite(s))
+    if bad.any():
+        raise ValueError(f"t and s must be finite; row {int(np.argmax(bad))} is not (t={t[bad][0]}, s={s[bad][0]}), "
+                         f"{int(bad.sum())} such rows")
+    return t, s
+
+
 def maller_zhou_test(t, s) -> FollowUpTest:
     """Maller and Zhou's (1996, *Survival Analysis with Long-Term Survivors*) test of
     sufficient follow-up, the Q_n test: is the follow-up long enough that anyone who will ever have
@@ -423,14 +437,7 @@ def maller_zhou_test(t, s) -> FollowUpTest:
         >>> maller_zhou_test(t, (np.arange(200) < 50).astype(float)).p_value   # last event at the end
         1.0
     """
-    t = np.asarray(t, dtype=np.float64).reshape(-1)
-    s = np.asarray(s, dtype=np.float64).reshape(-1)
-    if t.shape != s.shape or t.size == 0:
-        raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
-    bad = ~(np.isfinite(t) & np.isfinite(s))
-    if bad.any():
-        raise ValueError(f"t and s must be finite; row {int(np.argmax(bad))} is not (t={t[bad][0]}, s={s[bad][0]}), "
-                         f"{int(bad.sum())} such rows")
+    t, s = _finite_times(t, s)
     seen = s > 0.5
     last_time = float(t.max())
     if not seen.any():
@@ -584,14 +591,7 @@ def yuen_musta_test(t, s, tau: float, *, end: float | None = None, eps: float = 
         >>> yuen_musta_test(t, s, tau=20.0).p_value
         1.0
     """
-    t = np.asarray(t, dtype=np.float64).reshape(-1)
-    s = np.asarray(s, dtype=np.float64).reshape(-1)
-    if t.shape != s.shape or t.size == 0:
-        raise ValueError(f"t and s must be non-empty and of the same length, got {t.size} and {s.size}")
-    bad = ~(np.isfinite(t) & np.isfinite(s))
-    if bad.any():
-        raise ValueError(f"t and s must be finite; row {int(np.argmax(bad))} is not (t={t[bad][0]}, s={s[bad][0]}), "
-                         f"{int(bad.sum())} such rows")
+    t, s = _finite_times(t, s)
     end = float(t.max()) if end is None else float(end)
     if end > t.max():
         raise ValueError(f"end ({end:g}) is after the last time ({t.max():g}): no row is followed to it")
