@@ -106,11 +106,12 @@ def rejection_rates(n: int, reps: int, seed: int) -> list[dict]:
     for d, design in enumerate(DESIGNS):
         for k, name in enumerate(SCENARIOS):
             rng = np.random.default_rng([seed, n, d, k])
-            tests, events, ym = [], [], []
+            tests, events, ym, ym_count = [], [], [], []
             for _ in range(reps):
                 t, s = sample(name, design, n, rng)
                 tests.append(maller_zhou_test(t, s))
                 ym.append(yuen_musta_test(t, s, tau=TAU_FACTOR * STUDY_END, eps=EPS))  # end: the largest time
+                ym_count.append(yuen_musta_test(t, s, tau=TAU_FACTOR * STUDY_END, eps=EPS, empty="count"))
                 events.append(s.sum())
             out.append(
                 {
@@ -127,6 +128,7 @@ def rejection_rates(n: int, reps: int, seed: int) -> list[dict]:
                     "ym_rejected": float(np.mean([r.p_value < LEVEL for r in ym])),
                     "ym_no_event_after": float(np.mean([r.events_after == 0 for r in ym])),
                     "ym_mean_followed": float(np.mean([r.followed for r in ym])),
+                    "ym_count_rejected": float(np.mean([r.p_value < LEVEL for r in ym_count])),
                 }
             )
     return out
@@ -170,8 +172,10 @@ def markdown(rates: list[dict], rows: list[dict], mach: dict) -> str:
         + " | ".join(f"Maller–Zhou rejected at 5 %, n = {n:,} (events in the window)" for n in sizes)
         + f" | Yuen–Musta H0 (≥ {100 * EPS:g} % after the end) | "
         + " | ".join(f"Yuen–Musta rejected at 5 %, n = {n:,} (no event after the estimate's point)" for n in sizes)
+        + " | "
+        + " | ".join(f"with `empty=\"count\"`, n = {n:,}" for n in sizes)
         + " |\n"
-        + "|---" * (5 + 2 * len(sizes))
+        + "|---" * (5 + 3 * len(sizes))
         + "|"
     )
     lines = []
@@ -189,6 +193,8 @@ def markdown(rates: list[dict], rows: list[dict], mach: dict) -> str:
                 + f" | {'true' if first['ym_h0_true'] else 'false'} | "
                 + " | ".join(f"{100 * cells[n]['ym_rejected']:.1f} % ({100 * cells[n]['ym_no_event_after']:.0f} %)"
                              for n in sizes)
+                + " | "
+                + " | ".join(f"{100 * cells[n]['ym_count_rejected']:.1f} %" for n in sizes)
                 + " |"
             )
     parts = [head, *lines]

@@ -315,6 +315,13 @@ def test_yuen_musta_by_hand_and_its_edges():
     early = np.where(t < 10, np.minimum(t, 5.0), t)
     flat = yuen_musta_test(early, s, tau=20.0)
     assert flat.density == 0.0 and flat.p_value == 0.0 and flat.events_after == 0
+    # empty="count": the chance of that empty window under H0, exp(-threshold * exposure / S(at)):
+    # 55 rows at risk over (at, 10], S_KM(at) = 0.55, threshold 0.01 * 0.45 / 10
+    counted = yuen_musta_test(early, s, tau=20.0, empty="count")
+    assert counted.p_value == pytest.approx(np.exp(-0.00045 * 55 * (10 - r.at) / 0.55))
+    assert yuen_musta_test(t, s, tau=20.0, eps=0.5, empty="count").p_value == r.p_value  # a non-empty window: unchanged
+    with pytest.raises(ValueError, match="empty must be 'zero' or 'count'"):
+        yuen_musta_test(t, s, tau=20.0, empty="none")
     with pytest.raises(ValueError, match="tau must be after the end of follow-up"):
         yuen_musta_test(t, s, tau=10.0)
     with pytest.raises(ValueError, match="end \\(11\\) is after the last time \\(10\\)"):
