@@ -459,7 +459,7 @@ class SufficientFollowUpTest(NamedTuple):
     tau: float  # no event after it
     eps: float
     n: int
-    events_after: int  # the events in (at, end]: with none the estimate is 0 and p = 0
+    events_after: int  # the events in (at, end]: with none the estimate is 0 (p = 0, or exp(-lambda0) with empty="count")
     followed: float  # 1 - G(end-), the reverse Kaplan-Meier share followed to the end
 
 
@@ -510,7 +510,7 @@ def grenander_density(t, s, at, end: float | None = None):
         >>> grenander_density(t, s, [0.5, 1.5, 3.5])   # risk 1/4 at 1, 1/2 at 2, flat after
         array([0.25, 0.25, 0.  ])
     """
-    times, deaths, at_risk = _km_counts(t, s)
+    times, deaths, at_risk = _km_counts(*_finite_times(t, s))
     end = float(times[-1]) if end is None else float(end)
     keep = times <= end
     risk = 1.0 - np.cumprod(1.0 - deaths / at_risk)[keep]

@@ -295,6 +295,11 @@ def test_grenander_density_is_the_min_max_slope_of_the_kaplan_meier_risk(rows, a
     assert float(grenander_density(t, s, at)) == pytest.approx(slope, abs=1e-12)
 
 
+def test_grenander_density_names_a_time_that_is_not_finite():
+    with pytest.raises(ValueError, match=r"row 1 is not \(t=nan"):  # it would drop out of the curve, estimate 0
+        grenander_density([1.0, np.nan, 3.0], [1.0, 0.0, 1.0], [0.5])
+
+
 def test_yuen_musta_by_hand_and_its_edges():
     """100 rows: 9, 8, ..., 1 events at times 1, ..., 9 and 55 followed to 10 (no other censoring,
     so 1 - G(10-) = 1). The Kaplan-Meier risk rises by 0.09, 0.08, ..., 0.01: concave, its own
