@@ -30,7 +30,7 @@ Each scenario says whether H0 holds:
   their H0 (true), where their test's rejection rate is its level.
 
 Second, on the real data sets of ``benchmarks/bench_survset.py`` (their training rows, the split
-of ``bench_survset.load``): the test's p-value and window beside the Kaplan-Meier risk gained over
+of ``bench_survset.load``): each test's p-value (and Maller and Zhou's window) beside the Kaplan-Meier risk gained over
 the follow-up's last quarter (``cet_model.evaluation.risk_gained_last_quarter``, what the report
 shows). No model is fitted. Seconds are wall-clock on this machine.
 """
@@ -60,7 +60,6 @@ DESIGNS = ("staggered", "one end")
 LEVEL = 0.05
 EPS = 0.01  # Yuen and Musta's share allowed after the end (their default)
 TAU_FACTOR = 2.0  # their tau, no event after it: twice the end of follow-up (the simulation's 20)
-
 
 
 def _boundary(rng, n):
