@@ -89,8 +89,13 @@ def _base36(n: int) -> str:
 
 
 def compressor() -> zstandard.ZstdCompressor:
-    """The real dumps' framing: a 2 GiB window, long-distance matching, checksum, no content size."""
-    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=31, enable_ldm=True,
+    """The real dumps' framing: a 2 GiB window, long-distance matching, checksum, no content size.
+
+    The long-distance matcher's hash table is 2^20 entries (8 MiB) instead of zstd's default for a
+    2^31 window (2^24, 128 MiB, zeroed page by page for every file): the frames decode the same and
+    carry the same header, and generation takes a sixth of the time at 150 users (docs/datasets.md).
+    """
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=31, enable_ldm=True, ldm_hash_log=20,
                                                             write_checksum=True, write_content_size=False)
     return zstandard.ZstdCompressor(compression_params=params)
 
