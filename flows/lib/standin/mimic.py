@@ -203,12 +203,17 @@ def existing(out_dir, scale: float, seed: int) -> bool:
     return all((out / f"{t}.csv.gz").is_file() for t in TABLES)
 
 
-def ensure(out_dir, scale: float, seed: int = 0, progress: bool = True) -> Path:
-    """The stand-in at ``out_dir``, generated only if it is not there yet with these parameters."""
+def ensure(out_dir, scale: float, seed: int = 0, progress: bool = True, compresslevel: int = 1) -> Path:
+    """The stand-in at ``out_dir``, generated only if it is not there yet with these parameters.
+
+    This is the pipeline's working copy, staged at once, so it is written with gzip level 1: the
+    same decompressed bytes as ``generate``'s default level 6 in 0.63 of the time, 26 % more disk
+    (``benchmarks/bench_mimic_standin.py``). A stand-in already there is reused whatever its level.
+    """
     if existing(out_dir, scale, seed):
         log.info("MIMIC stand-in at %s reused (scale %s, seed %s)", out_dir, scale, seed)
         return Path(out_dir)
-    return generate(out_dir, scale=scale, seed=seed, progress=progress, overwrite=True)
+    return generate(out_dir, scale=scale, seed=seed, compresslevel=compresslevel, progress=progress, overwrite=True)
 
 
 def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6, progress: bool = True,
