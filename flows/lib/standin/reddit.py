@@ -22,6 +22,7 @@ occurrence and first submission time *as they appear in the files*.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -156,6 +157,7 @@ def _comment(month: str, author: str, body: str, ts: int, cid: int, sub: str, rn
     return obj
 
 
+@functools.lru_cache(maxsize=1 << 16)  # bodies repeat (phrase combinations): most calls are hits
 def _slug(text: str) -> str:
     """The title slug of a permalink: lower-case words joined by '_', at most 50 characters."""
     words = "".join(c.lower() if c.isalnum() else " " for c in text).split()
