@@ -509,7 +509,7 @@ class CETModel(_Base):
         return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
                           comment_encoder=self.comment_encoder_,
                           condition_on_occurrence=bool(self.condition_on_occurrence),
-                          shared_first_layer=bool(self.shared_first_layer))
+                          shared_first_layer=bool(self.shared_first_layer), input_dropout=float(self.input_dropout))
 
     def _prepare(self, t, s, m):
         self._check_lbfgs_rows(s, m)
@@ -840,6 +840,10 @@ class BCModel(_Base):
     _network = BCNetwork
     _params_class = BCParams
     __init__ = keyword_init(BCParams)
+
+    def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
+        return BCNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout),
+                         comment_encoder=self.comment_encoder_, input_dropout=float(self.input_dropout))
 
     def _prepare(self, t, s, m):  # T is accepted (and checked) for a uniform API but not used
         if self.occurrence_init == "observed":

@@ -90,7 +90,9 @@ class OccurrenceEncoder(nn.Module):
     With ``shared`` (an ``nn.Linear`` from d to ``hidden_sizes[0]``, the time decoder's first
     layer), the first hidden layer is [shared(x), own(x)]: the decoder's first layer beside one of
     the encoder's own, of the same width, so the first hidden layer is twice as wide
-    (``CETParams.shared_first_layer``). ``net[-1]`` is always the logits layer.
+    (``CETParams.shared_first_layer``). ``net[-1]`` is always the logits layer. ``input_dropout``
+    above 0 drops inputs with that rate before the first layer while training
+    (``CETParams.input_dropout``).
 
     Shape: x (n, d) -> logits (n, M).
 
@@ -100,10 +102,13 @@ class OccurrenceEncoder(nn.Module):
     """
 
     def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float,
-                 shared: nn.Linear | None = None):
+                 shared: nn.Linear | None = None, input_dropout: float = 0.0):
         super().__init__()
         self.shared = shared
         self.own = None
+        # dropout on the inputs (the features the encoder reads), only when asked: the default
+        # network has exactly the modules it had before the option
+        self.input_dropout = Dropout(input_dropout) if input_dropout > 0 else None
         layers: list[nn.Module] = []
         if shared is None:
             sizes = (n_features, *hidden_sizes)
@@ -120,6 +125,8 @@ class OccurrenceEncoder(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.input_dropout is not None:
+            x = self.input_dropout(x)  # (n, d); the time decoder reads x undropped
         if self.shared is not None:
             x = torch.cat([self.shared(x), self.own(x)], dim=-1)  # (n, 2 H)
         return self.net(x)  # (n, M)
@@ -198,18 +205,19 @@ class CETNetwork(nn.Module):
     """
 
     def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma, comment_encoder=None,
-                 condition_on_occurrence=True, shared_first_layer=False):
+                 condition_on_occurrence=True, shared_first_layer=False, input_dropout=0.0):
         super().__init__()
         self.features, d = _features(n_features, comment_encoder)
         if shared_first_layer:
             if not hidden_sizes:
                 raise ValueError("shared_first_layer needs a hidden layer (hidden_sizes=() has no first layer to share)")
             shared = nn.Linear(d, hidden_sizes[0])
-            self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, shared=shared)
+            self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, shared=shared,
+                                             input_dropout=input_dropout)
             self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence,
                                        x_proj=shared)
         else:
-            self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout)
+            self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, input_dropout=input_dropout)
             self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence)
 
 
@@ -225,7 +233,8 @@ class ETNetwork(nn.Module):
 class BCNetwork(nn.Module):
     """The BC baseline: the same encoder, trained as a classifier of s."""
 
-    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma=None, comment_encoder=None):
+    def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma=None, comment_encoder=None,
+                 input_dropout=0.0):
         super().__init__()
         self.features, d = _features(n_features, comment_encoder)
-        self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout)
+        self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, input_dropout=input_dropout)

@@ -114,6 +114,19 @@ class ModelParams:
             raise ValueError(f"standardize must be True, False or 'auto', got {self.standardize!r}")
 
 
+def _check_input_dropout(params) -> None:
+    """The occurrence encoder's input dropout: a rate in [0, 1), none with L-BFGS (as ``dropout``)."""
+    try:
+        rate = float(params.input_dropout)
+    except (TypeError, ValueError):
+        raise ValueError(f"input_dropout must be a number in [0, 1), got {params.input_dropout!r}") from None
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"input_dropout must be in [0, 1), got {params.input_dropout}")
+    if rate > 0 and params.optimizer == "lbfgs":
+        raise ValueError(f"optimizer='lbfgs' needs input_dropout=0 (got {params.input_dropout}): its line search "
+                         "needs the same objective at every evaluation")
+
+
 @dataclass(frozen=True)
 class CETParams(ModelParams):
     """CET's own hyper-parameters on top of :class:`ModelParams`.
@@ -153,6 +166,10 @@ class CETParams(ModelParams):
             heads apart, as the original code did. With the encoder stage the shared layer keeps
             training there (the time head's first layer with it). docs/results.md ("One first
             layer for both heads") has the evidence.
+        input_dropout: dropout rate on the occurrence encoder's inputs (the features, before its
+            first layer; the time decoder reads them undropped), in [0, 1); 0 (the default) adds
+            none. BC and the oracle take the same option. docs/results.md ("Dropout on the
+            encoder's inputs") has the evidence.
     """
 
     objective: str = "marginal"
@@ -166,9 +183,11 @@ class CETParams(ModelParams):
     occurrence_init: str = "observed"
     encoder_stage: bool = True
     shared_first_layer: bool = False
+    input_dropout: float = 0.0
 
     def __post_init__(self):
         super().__post_init__()
+        _check_input_dropout(self)
         _, estimator = resolve(self.objective, self.estimator)  # refuses an unknown objective or an unsupported pair
         if self.optimizer == "lbfgs" and estimator in ("gumbel", "arm"):
             raise ValueError(f"optimizer='lbfgs' needs an objective without sampling; estimator {estimator!r} "
@@ -205,12 +224,15 @@ class BCParams(ModelParams):
             or ``"uniform"`` (PyTorch's default initialisation, p near 0.5; BC's start before
             2026-11-24). With CET started at the observed share, BC starts there too, so that the
             comparison is not decided by the start (``benchmarks/bc_init_probe.py``).
+        input_dropout: dropout rate on the encoder's inputs, as CET's (``CETParams.input_dropout``).
     """
 
     occurrence_init: str = "observed"
+    input_dropout: float = 0.0
 
     def __post_init__(self):
         super().__post_init__()
+        _check_input_dropout(self)
         if self.occurrence_init not in ("observed", "uniform"):
             raise ValueError(f"occurrence_init must be one of ['observed', 'uniform'], got {self.occurrence_init!r}")
 
