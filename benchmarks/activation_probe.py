@@ -69,10 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("settings", nargs="*", default=["dict()"],
                     help="CETModel overrides as validation_probe.py takes them (default: dict())")
     args = ap.parse_args(argv)
-    labels = args.activations.split(",")
-    unknown = [a for a in labels if a not in ACTIVATIONS]
-    if unknown:  # before any fit
-        ap.error(f"--activations: unknown {unknown}; known: {','.join(ACTIVATIONS)}")
+    labels = validation_probe.pick(ap, "--activations", args.activations, ACTIVATIONS)
     rates = [float(r) for r in args.input_dropout.split(",")]
     if any(not 0 <= r < 1 for r in rates):
         ap.error(f"--input-dropout: rates in [0, 1), got {rates}")

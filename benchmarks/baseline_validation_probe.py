@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from validation_probe import parse  # noqa: E402
+from validation_probe import parse, pick  # noqa: E402
 
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import evaluate, fit_preset, model_inputs  # noqa: E402
@@ -40,10 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(MODELS), help="which of %(default)s")
     ap.add_argument("settings", nargs="+", help="preset overrides, e.g. 'dict(input_dropout=0.4)'")
     args = ap.parse_args(argv)
-    names = args.models.split(",")
-    unknown = [m for m in names if m not in MODELS]
-    if unknown:
-        ap.error(f"--models: unknown {unknown}; known: {','.join(MODELS)}")
+    names = pick(ap, "--models", args.models, MODELS)
     settings = [(label, parse(label)) for label in args.settings]  # every setting parsed before any fit
     warnings.simplefilter("ignore")
     ds = load_dataset(args.data)

@@ -86,10 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("settings", nargs="*", default=["dict()"],
                     help="CETModel overrides as validation_probe.py takes them (default: dict())")
     args = ap.parse_args(argv)
-    labels = args.variants.split(",")
-    unknown = [v for v in labels if v not in VARIANTS]
-    if unknown:  # before any fit
-        ap.error(f"--variants: unknown {unknown}; known: {','.join(VARIANTS)}")
+    labels = validation_probe.pick(ap, "--variants", args.variants, VARIANTS)
     for label in labels:
         network, after_training, overrides = VARIANTS[label]
         models.CETNetwork, models.CETModel._after_training = network, after_training

@@ -51,6 +51,21 @@ def parse(text: str) -> dict:
     return dict(ast.literal_eval(node))
 
 
+def pick(ap, flag: str, text: str, known) -> list[str]:
+    """The comma-separated names in ``text``, each one of ``known``; otherwise ``ap.error`` names the
+    unknown ones (before any fit). For the probes' variant lists.
+
+    >>> import argparse
+    >>> pick(argparse.ArgumentParser(), "--models", "BC,Oracle", ("BC", "Oracle"))
+    ['BC', 'Oracle']
+    """
+    names = text.split(",")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        ap.error(f"{flag}: unknown {unknown}; known: {','.join(known)}")
+    return names
+
+
 def free_cells_line(s: np.ndarray, mask: np.ndarray | None, max_patterns: int = CETParams.max_patterns) -> str:
     """How the marginal objective treats the training rows: each row sums over its free cells
     (censored or masked), exactly when 2^k <= ``max_patterns``, else by the importance-weighted bound.
