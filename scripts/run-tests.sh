@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The test suite: set up .venv if needed, then run pytest (extra arguments go to pytest).
+# The test suite: set up .venv if needed, then run pytest (extra arguments go to pytest) with
+# pytest-xdist workers, one per core up to four (CET_TEST_WORKERS overrides; 0 runs in this
+# process). tests/conftest.py gives each worker one torch thread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
-exec .venv/bin/python -m pytest "$@"
+workers=${CET_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}
+exec .venv/bin/python -m pytest -n "$workers" "$@"
