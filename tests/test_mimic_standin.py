@@ -137,7 +137,6 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     assert (a / "SHA256SUMS.txt").read_text() != (c / "SHA256SUMS.txt").read_text()
 
 
-
 def test_the_pipelines_working_copy_is_level_1_and_decodes_to_the_same_bytes(tmp_path):
     kept = mimic_standin.generate(tmp_path / "kept", scale=0.0005, seed=1, progress=False)  # level 6
     work = mimic_standin.ensure(tmp_path / "work", scale=0.0005, seed=1, progress=False)
@@ -148,6 +147,7 @@ def test_the_pipelines_working_copy_is_level_1_and_decodes_to_the_same_bytes(tmp
         assert (kept / name).read_bytes() != (work / name).read_bytes(), f"{name}: not recompressed"
         assert gzip.decompress((kept / name).read_bytes()) == gzip.decompress((work / name).read_bytes()), name
     assert mimic_standin.ensure(kept, scale=0.0005, seed=1) == kept  # reused whatever its level
+
 
 @pytest.mark.slow
 def test_existing_folder_is_kept_and_a_failure_leaves_nothing(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """The suite's own set-up: one torch thread per pytest-xdist worker (docs/pipeline.md, "The suite's
-time"). Two threads in each of two workers on two cores spin against each other and made the quick
-loop five times slower."""
+time"). Two threads in each of two workers on two cores spin against each other and made fits
+about ten times slower."""
 
 import os
 
