@@ -242,8 +242,22 @@ def main(argv=None) -> int:
     mrg.add_argument("--title", default=None, help="table title (default: the first part's)")
     mrg.add_argument("--drop-first", default="", help="comma-separated models to leave out of the first part "
                      "(rows the later parts rerun, e.g. after a default changed)")
+    gl = sub.add_parser("goal", help="the model issue's occurrence goal from a report (see cet_experiments.goal)")
+    gl.add_argument("report", type=Path, help="a report folder with a metrics.json")
+    gl.add_argument("--model", default="CET", help="the row judged (default %(default)s)")
+    gl.add_argument("--baselines", default="ET,BC", help="comma-separated; the better one per run (default %(default)s)")
+    gl.add_argument("--oracle", default="Oracle", help="the row with the true occurrence (default %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.command == "goal":
+        from .goal import goal_from_folder
+
+        try:
+            print(goal_from_folder(args.report, model=args.model, oracle=args.oracle,
+                                   baselines=tuple(b.strip() for b in args.baselines.split(",") if b.strip())))
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
+        return 0
     if args.command == "merge":
         from .merge import merge_folders
 

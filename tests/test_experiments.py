@@ -327,3 +327,40 @@ def test_reports_name_the_cpu_model(tmp_path):
     assert "cpu_model" in machine()
     if (proc := Path("/proc/cpuinfo")).exists() and "model name" in proc.read_text():
         assert machine()["cpu_model"] == cpu_model("/proc/cpuinfo") and machine()["cpu_model"]
+
+
+def _goal_report(cet, bc, et, oracle, ece_cet=0.04, ece_bc=0.17) -> dict:
+    row = lambda aucs, ece: {"tasks": {"T1": {"auc": aucs, "ece": [ece] * len(aucs)},  # noqa: E731
+                                       "T2": {"auc": aucs, "ece": [ece] * len(aucs)}}}
+    return {"models": {"CET": row(cet, ece_cet), "BC": row(bc, ece_bc), "ET": row(et, 0.05),
+                       "Oracle": row(oracle, 0.01)},
+            "config": {"seeds": {"CET": [3, 4], "BC": [3, 4], "ET": [3, 4], "Oracle": [3, 4]}},
+            "dataset": {"name": "toy", "split_sizes": {"train": 5222}}}
+
+
+def test_goal_command_prints_the_share_per_run_and_the_verdict(tmp_path, capsys):
+    from cet_experiments.goal import goal_rows
+
+    # half the gap on the means, but below the better baseline in one run: missed
+    r = _goal_report(cet=[0.90, 0.715], bc=[0.70, 0.72], et=[0.60, 0.60], oracle=[0.90, 0.90])
+    runs, over = goal_rows(r)
+    assert [x["seed"] for x in runs] == [3, 4] and over["below_in"] == 1
+    assert over["share"] == pytest.approx((0.8075 - 0.71) / (0.90 - 0.71)) and over["share"] > 0.5
+    assert not over["met"]
+    # the better baseline is taken per run and on the means (ET here), and ECE worse than BC's misses
+    r = _goal_report(cet=[0.80, 0.80], bc=[0.60, 0.60], et=[0.70, 0.70], oracle=[0.85, 0.85], ece_cet=0.2)
+    runs, over = goal_rows(r)
+    assert {x["better"] for x in runs} == {"ET"} and over["share"] == pytest.approx(2 / 3) and not over["met"]
+    r = _goal_report(cet=[0.80, 0.80], bc=[0.60, 0.60], et=[0.70, 0.70], oracle=[0.85, 0.85])
+    assert goal_rows(r)[1]["met"]
+
+    (tmp_path / "rep").mkdir()
+    (tmp_path / "rep" / "metrics.json").write_text(json.dumps(r))
+    assert experiments.main(["goal", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out
+    assert "toy (5,222 training rows), 2 runs: CET closes 66.7 % of the gap between ET and Oracle" in out
+    assert out.rstrip().endswith("met") and "missed" not in out
+    with pytest.raises(SystemExit, match="no such report"):
+        experiments.main(["goal", str(tmp_path / "nothing")])
+    with pytest.raises(SystemExit, match="no 'Truth' row"):
+        experiments.main(["goal", str(tmp_path / "rep"), "--oracle", "Truth"])
