@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cet_experiments.goal import share_of_gap  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import (  # noqa: E402
@@ -88,9 +89,7 @@ def write_record(out: Path, script: str, argv, data, **payload) -> None:
     write_text(out, json.dumps(record, indent=2) + "\n")
 
 
-def gap_share(cet: float, bc: float, oracle: float) -> float:
-    """The share of the BC-to-oracle gap CET closes: (CET - BC) / (oracle - BC)."""
-    return (cet - bc) / (oracle - bc)
+gap_share = share_of_gap  # the share of the BC-to-oracle gap CET closes, as `cet_experiments goal` computes it
 
 
 def main(argv=None) -> int:

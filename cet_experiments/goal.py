@@ -52,6 +52,8 @@ def goal_rows(result: dict, model: str = "CET", baselines: tuple[str, ...] = ("E
     ('BC', 0.571, True)
     """
     names = (model, *baselines, oracle)
+    if "BC" not in baselines:
+        raise ValueError(f"the goal compares {model}'s ECE with BC's: name BC among the baselines (got {list(baselines)})")
     auc = {n: _per_seed(result, n, "auc") for n in names}
     ece = {n: _per_seed(result, n, "ece") for n in (model, *baselines)}
     seeds = sorted(set.intersection(*(set(v) for v in auc.values())))
@@ -69,7 +71,7 @@ def goal_rows(result: dict, model: str = "CET", baselines: tuple[str, ...] = ("E
     mean_ece = {n: float(np.mean([ece[n][s] for s in seeds])) for n in ece}
     over = row(mean, mean_ece, runs=len(seeds))
     over["below_in"] = sum(r["lead"] < 0 for r in runs)
-    over["met"] = bool(over["share"] >= 0.5 and over["below_in"] == 0 and mean_ece[model] <= mean_ece.get("BC", np.inf))
+    over["met"] = bool(over["share"] >= 0.5 and over["below_in"] == 0 and mean_ece[model] <= mean_ece["BC"])
     return runs, over
 
 

@@ -364,3 +364,5 @@ def test_goal_command_prints_the_share_per_run_and_the_verdict(tmp_path, capsys)
         experiments.main(["goal", str(tmp_path / "nothing")])
     with pytest.raises(SystemExit, match="no 'Truth' row"):
         experiments.main(["goal", str(tmp_path / "rep"), "--oracle", "Truth"])
+    with pytest.raises(SystemExit, match="ECE with BC's: name BC among the baselines"):
+        experiments.main(["goal", str(tmp_path / "rep"), "--baselines", "ET"])
