@@ -105,4 +105,10 @@ def goal_from_folder(folder: Path, **kwargs) -> str:
     path = Path(folder) / "metrics.json"
     if not path.is_file():
         raise ValueError(f"{path}: no such report (a folder written by `python -m cet_experiments dataset`)")
-    return goal_text(json.loads(path.read_text()), **kwargs)
+    try:
+        result = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not a report's JSON ({err})") from None
+    if not isinstance(result, dict) or not isinstance(result.get("models"), dict):
+        raise ValueError(f"{path}: no 'models' table (a folder written by `python -m cet_experiments dataset`)")
+    return goal_text(result, **kwargs)

@@ -366,3 +366,10 @@ def test_goal_command_prints_the_share_per_run_and_the_verdict(tmp_path, capsys)
         experiments.main(["goal", str(tmp_path / "rep"), "--oracle", "Truth"])
     with pytest.raises(SystemExit, match="ECE with BC's: name BC among the baselines"):
         experiments.main(["goal", str(tmp_path / "rep"), "--baselines", "ET"])
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "metrics.json").write_text('{"models": ')
+    with pytest.raises(SystemExit, match=r"bad/metrics.json: not a report's JSON"):
+        experiments.main(["goal", str(tmp_path / "bad")])
+    (tmp_path / "bad" / "metrics.json").write_text("[]")
+    with pytest.raises(SystemExit, match=r"bad/metrics.json: no 'models' table"):
+        experiments.main(["goal", str(tmp_path / "bad")])
