@@ -70,8 +70,9 @@ FAR_OUT = 1e6
 
 
 class StartKept(JointOnly):
-    """The joint stage only, keeping the occurrence encoder's initial weights (after the start of
-    its logits at the observed share) in ``encoder_start_``."""
+    """The joint stage only, keeping the occurrence encoder's and the time decoder's initial
+    weights (after the starts of the logits and of mu and log sigma) in ``encoder_start_`` and
+    ``decoder_start_``."""
 
     def _prepare(self, t, s, m):
         super()._prepare(t, s, m)
