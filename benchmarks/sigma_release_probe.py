@@ -14,7 +14,8 @@ with the default's joint stage and encoder stage from there, stopped on the vali
 (started at the hand-over's value, so it can only improve on it). Per seed it prints the default,
 the constant-sigma fit and the continued fit: validation objective (the marginal likelihood on
 the censored validation rows per row and event, lower is better; the only figure a rule without
-the truth may use), AUC against the true occurrence, share of BC's gap to the oracle, seconds.
+the truth may use), AUC against the true occurrence, share of BC's gap to the oracle, seconds, and
+(where the true times are recorded) the decoder's fit to them as ``time_head_ceiling.py`` measures it.
 Validation split only; the test split is not read.
 """
 
@@ -39,6 +40,7 @@ from early_stopping_probe import (  # noqa: E402
     write_record,
 )
 from encoder_stage_probe import JointOnly  # noqa: E402
+from time_head_ceiling import decoder_fit  # noqa: E402
 
 from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
@@ -72,6 +74,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     ds, tr, va, x_tr, x_va = validation_inputs(args.data)
     preset = PRESETS["CET"][1]
+    # the decoders' fit to the true times needs the truth and features read as an array
+    truth_known = isinstance(x_va, np.ndarray) and not np.isnan(va.C).any() and not np.isnan(va.T_true[va.C > 0.5]).any()
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         base = floor_and_ceiling(ds, x_tr, x_va, seed)
@@ -83,6 +87,8 @@ def main(argv=None) -> int:
             row[name] = {"val_objective": round(-model.score(x_va, va.T, va.S, mask=va.mask), 5),
                          "val_auc": round(auc, 4), "gap_share": round(gap_share(auc, base["BC"], base["Oracle"]), 3),
                          "seconds": round(seconds, 1)}
+            if truth_known:
+                row[name]["decoder_fit"] = {k: round(v, 4) for k, v in decoder_fit(model, x_va, va).items()}
 
         t0 = time.perf_counter()
         default = CETModel(**kw).fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
@@ -110,8 +116,10 @@ def main(argv=None) -> int:
         print(f"seed {seed}: BC {base['BC']:.4f}, oracle {base['Oracle']:.4f}; hand-over objective {handover:.5f}")
         for name in ("default", "sigma constant", "sigma constant, then per row"):
             v = row[name]
+            fit = v.get("decoder_fit")
             print(f"  {name}: objective {v['val_objective']:.5f}, AUC {v['val_auc']:.4f} ({v['gap_share']:.0%}), "
-                  f"{v['seconds']:.0f}s", flush=True)
+                  f"{v['seconds']:.0f}s" + ("" if fit is None else f"; decoder on the true times: log-density "
+                                            f"{fit['loglik']:.3f}, mu - log t {fit['bias']:+.3f}"), flush=True)
     if args.out:
         mean = {name: {k: round(float(np.mean([r[name][k] for r in rows])), 5) for k in ("val_objective", "val_auc")}
                 for name in ("default", "sigma constant", "sigma constant, then per row")}
