@@ -15,8 +15,9 @@ validation objective:
 - ``truth decoder, encoder stage`` / ``truth decoder, encoder from its start``: the default's
   joint stage then its encoder stage, or the encoder from its initial weights with the joint
   stage's budget and patience, against a decoder fitted to the truth: a CET of the same layers
-  fitted to the training and validation rows with every cell whose event happens observed at its
-  true time and every other cell censored so far out that the time head gives it no mass.
+  fitted to the training rows, and stopped early on the validation rows, with every cell whose
+  event happens observed at its true time and every other cell censored so far out that the time
+  head gives it no mass.
 - ``known-c decoder, encoder from its start``: against a decoder fitted to the *censored* times
   (observed or censored, as the data have them) of the cells whose event happens, each decoded
   with its row's true occurrence pattern: what censoring leaves of the time head once the
@@ -108,20 +109,6 @@ def truth_as_observed(split) -> tuple[np.ndarray, np.ndarray]:
     return np.where(c, split.T_true, far), c.astype(float)
 
 
-def encoder_against(model: StartKept, decoder_state: dict, encoder_state: dict | None, config) -> float:
-    """Load ``decoder_state`` into the model's time decoder (and ``encoder_state`` into its
-    occurrence encoder, if given), train the encoder alone on the model's own (censored) training
-    rows with ``config``, stopped on its validation objective; returns the best objective."""
-    batch_loss, n_train, val_loss = model.stage_inputs_
-    model.net_.decoder.load_state_dict(decoder_state)
-    if encoder_state is not None:
-        model.net_.encoder.load_state_dict(encoder_state)
-    with training_only(model.net_, model.net_.encoder):
-        hist = train(model.net_, batch_loss, n_train, config, model.shuffle_generator_, val_loss,
-                     desc="encoder vs truth decoder", start_best=float("inf"))
-    return float(min(hist.val_loss))
-
-
 def stage(model: StartKept, part: str, config, start_best: float = float("inf")) -> float:
     """Train ``model.net_.<part>`` alone on the model's own objective (the marginal likelihood of
     the censored training rows), stopped on its validation objective; returns the best objective."""
@@ -131,6 +118,16 @@ def stage(model: StartKept, part: str, config, start_best: float = float("inf"))
         hist = train(model.net_, batch_loss, n_train, config, model.shuffle_generator_, val_loss,
                      desc=f"{part} stage", start_best=start_best)
     return float(min(hist.val_loss))
+
+
+def encoder_against(model: StartKept, decoder_state: dict, encoder_state: dict | None, config) -> float:
+    """Load ``decoder_state`` into the model's time decoder (and ``encoder_state`` into its
+    occurrence encoder, if given), then train the encoder alone (``stage``); returns the best
+    validation objective."""
+    model.net_.decoder.load_state_dict(decoder_state)
+    if encoder_state is not None:
+        model.net_.encoder.load_state_dict(encoder_state)
+    return stage(model, "encoder", config)
 
 
 def decoder_on_known_occurrence(model: StartKept, x_tr, tr, x_va, va) -> dict:
@@ -157,9 +154,12 @@ def decoder_on_known_occurrence(model: StartKept, x_tr, tr, x_va, va) -> dict:
         with torch.no_grad():
             return float(loss(*va_t))
 
+    def batch_loss(idx):
+        return loss(*(a[idx] for a in tr_t))
+
     with training_only(model.net_, model.net_.decoder):
-        model.known_c_history_ = train(model.net_, lambda idx: loss(*(a[idx] for a in tr_t)), len(x_tr), model._config(),
-              model.shuffle_generator_, val_loss, desc="decoder on known c")
+        model.known_c_history_ = train(model.net_, batch_loss, len(x_tr), model._config(), model.shuffle_generator_,
+                                       val_loss, desc="decoder on known c")
     fitted = {k: v.clone() for k, v in model.net_.decoder.state_dict().items()}
     model.net_.decoder.load_state_dict(held)
     return fitted
