@@ -40,7 +40,7 @@ from early_stopping_probe import (  # noqa: E402
     write_record,
 )
 from encoder_stage_probe import JointOnly  # noqa: E402
-from time_head_ceiling import decoder_fit  # noqa: E402
+from time_head_ceiling import decoder_fit, require_truth  # noqa: E402
 
 from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
@@ -73,9 +73,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     ds, tr, va, x_tr, x_va = validation_inputs(args.data)
+    require_truth(ap, args.data, tr, va)
     preset = PRESETS["CET"][1]
     # the decoders' fit to the true times needs the truth and features read as an array
-    truth_known = isinstance(x_va, np.ndarray) and not np.isnan(va.C).any() and not np.isnan(va.T_true[va.C > 0.5]).any()
+    truth_known = isinstance(x_va, np.ndarray) and not np.isnan(va.T_true[va.C > 0.5]).any()
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         base = floor_and_ceiling(ds, x_tr, x_va, seed)

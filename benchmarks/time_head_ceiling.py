@@ -94,6 +94,12 @@ class TruthFit(JointOnly):
             bias[m:] = self._tensor(np.log(np.nanstd(happened, 0) + 1e-3))
 
 
+def require_truth(ap: argparse.ArgumentParser, data, *splits) -> None:
+    """Refuse, naming the folder, a dataset whose splits do not record the true occurrence."""
+    if any(np.isnan(sp.C).any() for sp in splits):
+        ap.error(f"{data}: the true occurrence is not recorded; this probe needs a stand-in with its truth")
+
+
 def truth_as_observed(split) -> tuple[np.ndarray, np.ndarray]:
     """(T, S) with every happening event observed at its true time and every other cell censored
     ``FAR_OUT`` times past the split's longest time.
@@ -278,8 +284,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     ds, tr, va, x_tr, x_va = validation_inputs(args.data)
-    if np.isnan(tr.C).any() or np.isnan(va.C).any():
-        ap.error(f"{args.data}: the true occurrence is not recorded; this probe needs a stand-in with its truth")
+    require_truth(ap, args.data, tr, va)
     t_tr, s_tr = truth_as_observed(tr)
     t_va, s_va = truth_as_observed(va)
     rows = []
