@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -54,48 +53,25 @@ from early_stopping_probe import (  # noqa: E402
 from time_head_ceiling import (  # noqa: E402
     StartKept,
     decoder_fit,
+    decoder_fitted,
     decoder_on_known_occurrence,
     encoder_against,
     require_truth,
     stage,
 )
 
-from cet_model import losses  # noqa: E402
 from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
 from cet_model.train import train, training_only  # noqa: E402
 
 
 def decoder_as_et(model: StartKept, x_tr, tr, x_va, va) -> dict:
-    """A time decoder fitted as if every event happens: from the model's initial decoder weights,
-    every (unmasked) cell decoded with the all-ones occurrence pattern, its time observed or
-    censored as the data have it; the joint stage's budget, stopped on the same loss over the
-    validation split. Returns the decoder's weights; the model's are put back."""
-    held = {k: v.clone() for k, v in model.net_.decoder.state_dict().items()}
-    model.net_.decoder.load_state_dict(model.decoder_start_)
-
-    def tensors(x, split):
+    """A time decoder fitted as if every event happens (``time_head_ceiling.decoder_fitted``): every
+    (unmasked) cell decoded with the all-ones occurrence pattern, its time observed or censored as
+    the data have it. Returns the decoder's weights (its History in ``model.warmup_history_``)."""
+    def every_event_happens(split):
         keep = np.ones_like(split.S) if split.mask is None else (split.mask > 0.5).astype(float)
-        return (model._x_tensor(x), model._tensor(np.log(split.T)), model._tensor(split.S), model._tensor(keep))
-
-    def loss(x, log_t, s, keep):
-        mu, log_sigma = model._decode(model.net_.features(x), torch.ones_like(keep).unsqueeze(1))
-        cell = losses.censored_lognormal_loglik(log_t, s, mu[:, 0], log_sigma[:, 0])
-        return -(cell * keep).sum() / keep.sum().clamp(min=1.0)
-
-    tr_t, va_t = tensors(x_tr, tr), tensors(x_va, va)
-
-    def val_loss() -> float:
-        with torch.no_grad():
-            return float(loss(*va_t))
-
-    def batch_loss(idx):
-        return loss(*(a[idx] for a in tr_t))
-
-    with training_only(model.net_, model.net_.decoder):
-        model.warmup_history_ = train(model.net_, batch_loss, len(x_tr), model._config(), model.shuffle_generator_,
-                                      val_loss, desc="decoder as ET")
-    fitted = {k: v.clone() for k, v in model.net_.decoder.state_dict().items()}
-    model.net_.decoder.load_state_dict(held)
+        return np.ones_like(split.S), keep
+    fitted, model.warmup_history_ = decoder_fitted(model, x_tr, tr, x_va, va, every_event_happens, "decoder as ET")
     return fitted
 
 

@@ -92,6 +92,37 @@ def write_record(out: Path, script: str, argv, data, **payload) -> None:
 gap_share = share_of_gap  # the share of the BC-to-oracle gap CET closes, as `cet_experiments goal` computes it
 
 
+def compare_fits(inputs, seeds, fitters, out: Path | None, script: str, argv, data, **payload) -> list[dict]:
+    """Per seed: BC and the oracle, then each of ``fitters`` — ``(name, fit)`` pairs, ``fit(kw, tr,
+    va, x_tr, x_va)`` returning a fitted CET given the default preset's keywords ``kw`` (the seed and
+    the dataset's comment encoder included) — scored on the validation split (its objective, the AUC
+    against the true occurrence, the share of BC's gap to the oracle, the joint stage's best epoch).
+    ``inputs``: ``validation_inputs(data)``. Prints one line a fit, writes the rows (and ``payload``)
+    to ``out`` when given, and returns them."""
+    ds, tr, va, x_tr, x_va = inputs
+    rows = []
+    for seed in seeds:
+        t0 = time.perf_counter()
+        base = floor_and_ceiling(ds, x_tr, x_va, seed)
+        kw = dict(seed=seed, comment_encoder=comment_encoder_for(tr), **PRESETS["CET"][1])
+        fits = {}
+        for name, fit in fitters:
+            model = fit(kw, tr, va, x_tr, x_va)
+            auc = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
+            fits[name] = {"val_objective": round(-model.score(x_va, va.T, va.S, mask=va.mask), 5),
+                          "val_auc": round(auc, 4), "gap_share": round(gap_share(auc, base["BC"], base["Oracle"]), 3),
+                          "best_epoch": model.history_.best_epoch + 1}
+        rows.append({"seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4),
+                     "seconds": round(time.perf_counter() - t0, 1), "fits": fits})
+        print(f"seed {seed}: BC {base['BC']:.4f}, oracle {base['Oracle']:.4f} ({rows[-1]['seconds']:.0f}s)", flush=True)
+        for k, v in fits.items():
+            print(f"  {k}: objective {v['val_objective']:.5f}, AUC {v['val_auc']:.4f} ({v['gap_share']:.0%}), "
+                  f"best joint epoch {v['best_epoch']}", flush=True)
+    if out:
+        write_record(out, script, argv, data, rows=rows, **payload)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")

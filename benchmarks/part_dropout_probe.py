@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,16 +28,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import (  # noqa: E402
-    floor_and_ceiling,
-    gap_share,
-    truth_scores,
-    validation_inputs,
-    write_record,
-)
+from early_stopping_probe import compare_fits, validation_inputs  # noqa: E402
 from time_head_ceiling import require_truth  # noqa: E402
 
-from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
 from cet_model.networks import RowDropout  # noqa: E402
 
@@ -66,33 +58,20 @@ def main(argv=None) -> int:
                     help="comma-separated decoder/encoder dropout rates (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
-    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
-    require_truth(ap, args.data, tr, va)
-    pairs = [tuple(float(r) for r in p.split("/")) for p in args.pairs.split(",")]
-    rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
-        t0 = time.perf_counter()
-        base = floor_and_ceiling(ds, x_tr, x_va, seed)
-        kw = dict(seed=seed, comment_encoder=comment_encoder_for(tr), **PRESETS["CET"][1])
-        fits = {}
-        for pair in [None] + pairs:
+    inputs = validation_inputs(args.data)
+    require_truth(ap, args.data, *inputs[1:3])
+
+    def fitter(pair: tuple[float, float] | None):
+        def fit(kw, tr, va, x_tr, x_va):
             model = CETModel(**kw) if pair is None else PartDropout(**kw)
             if pair is not None:
                 model.rates = pair
-            model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
-            auc = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
-            fits["default" if pair is None else f"decoder {pair[0]:g}, encoder {pair[1]:g}"] = {
-                "val_objective": round(-model.score(x_va, va.T, va.S, mask=va.mask), 5), "val_auc": round(auc, 4),
-                "gap_share": round(gap_share(auc, base["BC"], base["Oracle"]), 3),
-                "best_epoch": model.history_.best_epoch + 1}
-        rows.append({"seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4),
-                     "seconds": round(time.perf_counter() - t0, 1), "fits": fits})
-        print(f"seed {seed}: BC {base['BC']:.4f}, oracle {base['Oracle']:.4f} ({rows[-1]['seconds']:.0f}s)", flush=True)
-        for k, v in fits.items():
-            print(f"  {k}: objective {v['val_objective']:.5f}, AUC {v['val_auc']:.4f} ({v['gap_share']:.0%}), "
-                  f"best joint epoch {v['best_epoch']}", flush=True)
-    if args.out:
-        write_record(args.out, "part_dropout_probe.py", argv, args.data, rows=rows)
+            return model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
+        return ("default" if pair is None else f"decoder {pair[0]:g}, encoder {pair[1]:g}"), fit
+
+    pairs = [tuple(float(r) for r in p.split("/")) for p in args.pairs.split(",")]
+    compare_fits(inputs, [int(s) for s in args.seeds.split(",")], [fitter(p) for p in [None, *pairs]], args.out,
+                 "part_dropout_probe.py", argv, args.data)
     return 0
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,18 +35,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import (  # noqa: E402
-    floor_and_ceiling,
-    gap_share,
-    truth_scores,
-    validation_inputs,
-    write_record,
-)
+from early_stopping_probe import compare_fits, validation_inputs  # noqa: E402
 from time_head_ceiling import require_truth  # noqa: E402
 
 from cet_model import estimators  # noqa: E402
 from cet_model.estimators import free_patterns  # noqa: E402
-from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
 from cet_model.losses import bernoulli_log_prob, bernoulli_log_prob_cells  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
 
@@ -103,34 +95,21 @@ def main(argv=None) -> int:
     ap.add_argument("--ramp", type=int, default=20, help="epochs over which beta reaches 1 (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
-    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
-    require_truth(ap, args.data, tr, va)
-    rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
-        t0 = time.perf_counter()
-        base = floor_and_ceiling(ds, x_tr, x_va, seed)
-        kw = dict(seed=seed, comment_encoder=comment_encoder_for(tr), **PRESETS["CET"][1])
-        fits = {}
-        for start in [1.0] + [float(b) for b in args.starts.split(",")]:
+    inputs = validation_inputs(args.data)
+    require_truth(ap, args.data, *inputs[1:3])
+
+    def fitter(start: float):
+        def fit(kw, tr, va, x_tr, x_va):
             if start == 1.0:  # the default, the library's own functions
-                model = CETModel(**kw).fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
-            else:
-                with tempered(start, args.ramp) as on_epoch:
-                    model = CETModel(**kw).fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask,
-                                               on_epoch=on_epoch)
-            auc = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
-            name = "default" if start == 1.0 else f"beta from {start:g}"
-            fits[name] = {"val_objective": round(-model.score(x_va, va.T, va.S, mask=va.mask), 5),
-                          "val_auc": round(auc, 4), "gap_share": round(gap_share(auc, base["BC"], base["Oracle"]), 3),
-                          "best_epoch": model.history_.best_epoch + 1}
-        rows.append({"seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4),
-                     "seconds": round(time.perf_counter() - t0, 1), "fits": fits})
-        print(f"seed {seed}: BC {base['BC']:.4f}, oracle {base['Oracle']:.4f} ({rows[-1]['seconds']:.0f}s)", flush=True)
-        for k, v in fits.items():
-            print(f"  {k}: objective {v['val_objective']:.5f}, AUC {v['val_auc']:.4f} ({v['gap_share']:.0%}), "
-                  f"best joint epoch {v['best_epoch']}", flush=True)
-    if args.out:
-        write_record(args.out, "tempered_posterior_probe.py", argv, args.data, rows=rows, ramp=args.ramp)
+                return CETModel(**kw).fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
+            with tempered(start, args.ramp) as on_epoch:
+                return CETModel(**kw).fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask,
+                                          on_epoch=on_epoch)
+        return ("default" if start == 1.0 else f"beta from {start:g}"), fit
+
+    fitters = [fitter(b) for b in [1.0] + [float(b) for b in args.starts.split(",")]]
+    compare_fits(inputs, [int(s) for s in args.seeds.split(",")], fitters, args.out, "tempered_posterior_probe.py",
+                 argv, args.data, ramp=args.ramp)
     return 0
 
 

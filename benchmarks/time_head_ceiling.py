@@ -136,23 +136,24 @@ def encoder_against(model: StartKept, decoder_state: dict, encoder_state: dict |
     return stage(model, "encoder", config)
 
 
-def decoder_on_known_occurrence(model: StartKept, x_tr, tr, x_va, va) -> dict:
-    """A time decoder fitted to the censored times with the true occurrence known: from the
-    model's initial decoder weights, on the cells whose event happens (observed, or censored before
-    it), each decoded with the row's true occurrence pattern; the joint stage's budget, stopped on
-    the same loss over the validation split. What censoring alone leaves of the time head, with the
-    uncertainty about c taken away. Returns the decoder's weights; the model's are put back."""
+def decoder_fitted(model: StartKept, x_tr, tr, x_va, va, occurrence, desc: str):
+    """A time decoder fitted, from the model's initial decoder weights, to the censored times
+    (observed or censored, as the data have them) given an occurrence pattern:
+    ``occurrence(split)`` returns (c, w), each (n, M): the pattern each row is decoded with and the
+    cells that count. The joint stage's budget, stopped on the same loss over the validation split.
+    Returns the decoder's weights and the fit's History; the model's weights are put back."""
     held = {k: v.clone() for k, v in model.net_.decoder.state_dict().items()}
     model.net_.decoder.load_state_dict(model.decoder_start_)
 
     def tensors(x, split):
-        return (model._x_tensor(x), model._tensor(np.log(split.T)), model._tensor(split.S),
-                model._tensor((split.C > 0.5).astype(float)))
+        c, w = occurrence(split)
+        return (model._x_tensor(x), model._tensor(np.log(split.T)), model._tensor(split.S), model._tensor(c),
+                model._tensor(w))
 
-    def loss(x, log_t, s, c):
+    def loss(x, log_t, s, c, w):
         mu, log_sigma = model._decode(model.net_.features(x), c.unsqueeze(1))
         cell = losses.censored_lognormal_loglik(log_t, s, mu[:, 0], log_sigma[:, 0])
-        return -(cell * c).sum() / c.sum().clamp(min=1.0)
+        return -(cell * w).sum() / w.sum().clamp(min=1.0)
 
     tr_t, va_t = tensors(x_tr, tr), tensors(x_va, va)
 
@@ -164,10 +165,22 @@ def decoder_on_known_occurrence(model: StartKept, x_tr, tr, x_va, va) -> dict:
         return loss(*(a[idx] for a in tr_t))
 
     with training_only(model.net_, model.net_.decoder):
-        model.known_c_history_ = train(model.net_, batch_loss, len(x_tr), model._config(), model.shuffle_generator_,
-                                       val_loss, desc="decoder on known c")
+        history = train(model.net_, batch_loss, len(x_tr), model._config(), model.shuffle_generator_, val_loss,
+                        desc=desc)
     fitted = {k: v.clone() for k, v in model.net_.decoder.state_dict().items()}
     model.net_.decoder.load_state_dict(held)
+    return fitted, history
+
+
+def decoder_on_known_occurrence(model: StartKept, x_tr, tr, x_va, va) -> dict:
+    """A time decoder fitted to the censored times with the true occurrence known
+    (``decoder_fitted``): on the cells whose event happens, each decoded with the row's true
+    occurrence pattern. What censoring alone leaves of the time head, with the uncertainty about c
+    taken away. Returns the decoder's weights (its History in ``model.known_c_history_``)."""
+    def known(split):
+        c = (split.C > 0.5).astype(float)
+        return c, c
+    fitted, model.known_c_history_ = decoder_fitted(model, x_tr, tr, x_va, va, known, "decoder on known c")
     return fitted
 
 
