@@ -58,6 +58,12 @@ def main(argv=None) -> int:
                     help="comma-separated decoder/encoder dropout rates (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
+    try:
+        pairs = [tuple(float(r) for r in p.split("/")) for p in args.pairs.split(",")]
+    except ValueError:
+        pairs = []
+    if not pairs or any(len(p) != 2 or not all(0.0 <= r < 1.0 for r in p) for p in pairs):
+        ap.error(f"--pairs must be decoder/encoder dropout rates in [0, 1), such as 0.5/0.7; got {args.pairs!r}")
     inputs = validation_inputs(args.data)
     require_truth(ap, args.data, *inputs[1:3])
 
@@ -69,7 +75,6 @@ def main(argv=None) -> int:
             return model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
         return ("default" if pair is None else f"decoder {pair[0]:g}, encoder {pair[1]:g}"), fit
 
-    pairs = [tuple(float(r) for r in p.split("/")) for p in args.pairs.split(",")]
     compare_fits(inputs, [int(s) for s in args.seeds.split(",")], [fitter(p) for p in [None, *pairs]], args.out,
                  "part_dropout_probe.py", argv, args.data)
     return 0

@@ -62,6 +62,12 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", default="1,10", help="comma-separated draws per row and step (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
+    try:
+        draws = [int(k) for k in args.samples.split(",")]
+    except ValueError:
+        draws = [0]
+    if min(draws) < 1:
+        ap.error(f"--samples must be draws per row of at least 1; got {args.samples!r}")
     inputs = validation_inputs(args.data)
     require_truth(ap, args.data, *inputs[1:3])
 
@@ -72,7 +78,7 @@ def main(argv=None) -> int:
             return model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
         return ("default" if draws == 0 else f"stochastic EM, {draws} draws"), fit
 
-    fitters = [fitter(k) for k in [0] + [int(k) for k in args.samples.split(",")]]
+    fitters = [fitter(k) for k in [0] + draws]
     compare_fits(inputs, [int(s) for s in args.seeds.split(",")], fitters, args.out, "stochastic_em_probe.py",
                  argv, args.data)
     return 0

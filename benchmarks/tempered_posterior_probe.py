@@ -95,6 +95,12 @@ def main(argv=None) -> int:
     ap.add_argument("--ramp", type=int, default=20, help="epochs over which beta reaches 1 (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
+    try:
+        starts = [float(b) for b in args.starts.split(",")]
+    except ValueError:
+        starts = [0.0]
+    if not all(0.0 < b <= 1.0 for b in starts) or args.ramp < 1:
+        ap.error(f"--starts must be betas in (0, 1] and --ramp at least 1 epoch; got {args.starts!r}, {args.ramp}")
     inputs = validation_inputs(args.data)
     require_truth(ap, args.data, *inputs[1:3])
 
@@ -107,7 +113,7 @@ def main(argv=None) -> int:
                                           on_epoch=on_epoch)
         return ("default" if start == 1.0 else f"beta from {start:g}"), fit
 
-    fitters = [fitter(b) for b in [1.0] + [float(b) for b in args.starts.split(",")]]
+    fitters = [fitter(b) for b in [1.0] + starts]
     compare_fits(inputs, [int(s) for s in args.seeds.split(",")], fitters, args.out, "tempered_posterior_probe.py",
                  argv, args.data, ramp=args.ramp)
     return 0
