@@ -33,7 +33,6 @@ truth is used to diagnose, never to choose; the test split is not read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -47,7 +46,6 @@ from early_stopping_probe import (  # noqa: E402
     floor_and_ceiling,
     gap_share,
     truth_scores,
-    validation_inputs,
     write_record,
 )
 from time_head_ceiling import (  # noqa: E402
@@ -56,12 +54,12 @@ from time_head_ceiling import (  # noqa: E402
     decoder_fitted,
     decoder_on_known_occurrence,
     encoder_against,
-    require_truth,
     stage,
+    truth_inputs,
+    truth_probe_parser,
 )
 
 from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
-from cet_model.train import train, training_only  # noqa: E402
 
 
 def decoder_as_et(model: StartKept, x_tr, tr, x_va, va) -> dict:
@@ -117,18 +115,13 @@ def probe_seed(seed: int, ds, tr, va, x_tr, x_va) -> dict:
     model.net_.encoder.load_state_dict(model.encoder_start_)
     stage(model, "encoder", model._config())
     record("ET warm-up, encoder from its start")
-    net = model.net_
-    with training_only(net, net):
-        train(net, model.stage_inputs_[0], model.stage_inputs_[1], model._config(), model.shuffle_generator_,
-              model.stage_inputs_[2], desc="joint", start_best=objective())
+    stage(model, None, model._config(), start_best=objective())
     stage(model, "encoder", stage_cfg, start_best=objective())
     record("ET warm-up, encoder, then joint", decoder="ET warm-up, encoder, then joint")
 
     model.net_.decoder.load_state_dict(warm)
     model.net_.encoder.load_state_dict(model.encoder_start_)
-    with training_only(net, net):
-        train(net, model.stage_inputs_[0], model.stage_inputs_[1], model._config(), model.shuffle_generator_,
-              model.stage_inputs_[2], desc="joint")
+    stage(model, None, model._config())
     stage(model, "encoder", stage_cfg, start_best=objective())
     record("ET warm-up, joint from the encoder's start", decoder="ET warm-up, joint from the encoder's start")
 
@@ -138,15 +131,11 @@ def probe_seed(seed: int, ds, tr, va, x_tr, x_va) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    ap = truth_probe_parser(__doc__)
     args = ap.parse_args(argv)
-    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
-    require_truth(ap, args.data, tr, va)
+    ds, tr, va, x_tr, x_va = truth_inputs(ap, args.data)
     rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in args.seeds:
         row = probe_seed(seed, ds, tr, va, x_tr, x_va)
         rows.append(row)
         print(f"seed {seed}: BC {row['val_auc_bc']:.4f}, oracle {row['val_auc_oracle']:.4f} ({row['seconds']:.0f}s)",

@@ -31,7 +31,6 @@ The test split is not read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -46,10 +45,9 @@ from early_stopping_probe import (  # noqa: E402
     floor_and_ceiling,
     gap_share,
     truth_scores,
-    validation_inputs,
     write_record,
 )
-from time_head_ceiling import StartKept, require_truth, stage  # noqa: E402
+from time_head_ceiling import StartKept, stage, truth_inputs, truth_probe_parser  # noqa: E402
 
 from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
 from cet_model.train import train, training_only  # noqa: E402
@@ -142,10 +140,7 @@ def probe_seed(seed: int, ds, tr, va, x_tr, x_va, quantile: float) -> dict:
     stage(model, "decoder", model._config())
     stage(model, "encoder", stage_cfg, start_best=objective())
     record("IPCW encoder, decoder fitted, encoder stage")
-    net = model.net_
-    with training_only(net, net):
-        train(net, model.stage_inputs_[0], model.stage_inputs_[1], model._config(), model.shuffle_generator_,
-              model.stage_inputs_[2], desc="joint", start_best=objective())
+    stage(model, None, model._config(), start_best=objective())
     stage(model, "encoder", stage_cfg, start_best=objective())
     record("IPCW encoder, decoder fitted, encoder stage, then joint")
     return {"seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4),
@@ -153,18 +148,14 @@ def probe_seed(seed: int, ds, tr, va, x_tr, x_va, quantile: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default %(default)s)")
+    ap = truth_probe_parser(__doc__)
     ap.add_argument("--quantile", type=float, default=0.9, help="H: this quantile of each event's training times")
-    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     if not 0.0 < args.quantile <= 1.0:
         ap.error(f"--quantile must be in (0, 1]; got {args.quantile}")
-    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
-    require_truth(ap, args.data, tr, va)
+    ds, tr, va, x_tr, x_va = truth_inputs(ap, args.data)
     rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in args.seeds:
         rows.append(probe_seed(seed, ds, tr, va, x_tr, x_va, args.quantile))
         row = rows[-1]
         print(f"seed {seed}: BC {row['val_auc_bc']:.4f}, oracle {row['val_auc_oracle']:.4f} ({row['seconds']:.0f}s)",

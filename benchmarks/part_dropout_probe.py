@@ -19,7 +19,6 @@ test split is not read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -28,8 +27,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import compare_fits, validation_inputs  # noqa: E402
-from time_head_ceiling import require_truth  # noqa: E402
+from early_stopping_probe import compare_fits  # noqa: E402
+from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
 
 from cet_model.models import CETModel  # noqa: E402
 from cet_model.networks import RowDropout  # noqa: E402
@@ -51,12 +50,9 @@ class PartDropout(CETModel):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default %(default)s)")
+    ap = truth_probe_parser(__doc__)
     ap.add_argument("--pairs", default="0.1/0.5,0.3/0.5,0.7/0.5,0.5/0.1,0.5/0.3,0.5/0.7",
                     help="comma-separated decoder/encoder dropout rates (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     try:
         pairs = [tuple(float(r) for r in p.split("/")) for p in args.pairs.split(",")]
@@ -64,8 +60,7 @@ def main(argv=None) -> int:
         pairs = []
     if not pairs or any(len(p) != 2 or not all(0.0 <= r < 1.0 for r in p) for p in pairs):
         ap.error(f"--pairs must be decoder/encoder dropout rates in [0, 1), such as 0.5/0.7; got {args.pairs!r}")
-    inputs = validation_inputs(args.data)
-    require_truth(ap, args.data, *inputs[1:3])
+    inputs = truth_inputs(ap, args.data)
 
     def fitter(pair: tuple[float, float] | None):
         def fit(kw, tr, va, x_tr, x_va):
@@ -75,7 +70,7 @@ def main(argv=None) -> int:
             return model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
         return ("default" if pair is None else f"decoder {pair[0]:g}, encoder {pair[1]:g}"), fit
 
-    compare_fits(inputs, [int(s) for s in args.seeds.split(",")], [fitter(p) for p in [None, *pairs]], args.out,
+    compare_fits(inputs, args.seeds, [fitter(p) for p in [None, *pairs]], args.out,
                  "part_dropout_probe.py", argv, args.data)
     return 0
 

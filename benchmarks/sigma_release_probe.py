@@ -21,7 +21,6 @@ Validation split only; the test split is not read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -36,11 +35,10 @@ from early_stopping_probe import (  # noqa: E402
     floor_and_ceiling,
     gap_share,
     truth_scores,
-    validation_inputs,
     write_record,
 )
 from encoder_stage_probe import JointOnly  # noqa: E402
-from time_head_ceiling import decoder_fit, require_truth  # noqa: E402
+from time_head_ceiling import decoder_fit, truth_inputs, truth_probe_parser  # noqa: E402
 
 from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
@@ -67,18 +65,14 @@ def released(constant: CETModel, target: torch.nn.Module) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    ap = truth_probe_parser(__doc__)
     args = ap.parse_args(argv)
-    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
-    require_truth(ap, args.data, tr, va)
+    ds, tr, va, x_tr, x_va = truth_inputs(ap, args.data)
     preset = PRESETS["CET"][1]
     # the decoders' fit to the true times needs the truth and features read as an array
     truth_known = isinstance(x_va, np.ndarray) and not np.isnan(va.T_true[va.C > 0.5]).any()
     rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in args.seeds:
         base = floor_and_ceiling(ds, x_tr, x_va, seed)
         kw = dict(seed=seed, comment_encoder=comment_encoder_for(tr), **preset)
         row = {"seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4)}

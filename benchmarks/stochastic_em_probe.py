@@ -23,7 +23,6 @@ oracle. The test split is not read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -32,8 +31,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import compare_fits, validation_inputs  # noqa: E402
-from time_head_ceiling import require_truth  # noqa: E402
+from early_stopping_probe import compare_fits  # noqa: E402
+from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
 
 from cet_model.losses import bernoulli_log_prob  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
@@ -56,11 +55,8 @@ class StochasticEM(CETModel):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default %(default)s)")
+    ap = truth_probe_parser(__doc__)
     ap.add_argument("--samples", default="1,10", help="comma-separated draws per row and step (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     try:
         draws = [int(k) for k in args.samples.split(",")]
@@ -68,8 +64,7 @@ def main(argv=None) -> int:
         draws = [0]
     if min(draws) < 1:
         ap.error(f"--samples must be draws per row of at least 1; got {args.samples!r}")
-    inputs = validation_inputs(args.data)
-    require_truth(ap, args.data, *inputs[1:3])
+    inputs = truth_inputs(ap, args.data)
 
     def fitter(draws: int):
         def fit(kw, tr, va, x_tr, x_va):
@@ -79,7 +74,7 @@ def main(argv=None) -> int:
         return ("default" if draws == 0 else f"stochastic EM, {draws} draws"), fit
 
     fitters = [fitter(k) for k in [0] + draws]
-    compare_fits(inputs, [int(s) for s in args.seeds.split(",")], fitters, args.out, "stochastic_em_probe.py",
+    compare_fits(inputs, args.seeds, fitters, args.out, "stochastic_em_probe.py",
                  argv, args.data)
     return 0
 

@@ -24,7 +24,6 @@ The test split is not read.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from contextlib import contextmanager
@@ -35,8 +34,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import compare_fits, validation_inputs  # noqa: E402
-from time_head_ceiling import require_truth  # noqa: E402
+from early_stopping_probe import compare_fits  # noqa: E402
+from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
 
 from cet_model import estimators  # noqa: E402
 from cet_model.estimators import free_patterns  # noqa: E402
@@ -88,12 +87,9 @@ def tempered(start: float, ramp: int):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default %(default)s)")
+    ap = truth_probe_parser(__doc__)
     ap.add_argument("--starts", default="0.5,0.25", help="comma-separated starting betas (default %(default)s)")
     ap.add_argument("--ramp", type=int, default=20, help="epochs over which beta reaches 1 (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     try:
         starts = [float(b) for b in args.starts.split(",")]
@@ -101,8 +97,7 @@ def main(argv=None) -> int:
         starts = [0.0]
     if not all(0.0 < b <= 1.0 for b in starts) or args.ramp < 1:
         ap.error(f"--starts must be betas in (0, 1] and --ramp at least 1 epoch; got {args.starts!r}, {args.ramp}")
-    inputs = validation_inputs(args.data)
-    require_truth(ap, args.data, *inputs[1:3])
+    inputs = truth_inputs(ap, args.data)
 
     def fitter(start: float):
         def fit(kw, tr, va, x_tr, x_va):
@@ -114,7 +109,7 @@ def main(argv=None) -> int:
         return ("default" if start == 1.0 else f"beta from {start:g}"), fit
 
     fitters = [fitter(b) for b in [1.0] + starts]
-    compare_fits(inputs, [int(s) for s in args.seeds.split(",")], fitters, args.out, "tempered_posterior_probe.py",
+    compare_fits(inputs, args.seeds, fitters, args.out, "tempered_posterior_probe.py",
                  argv, args.data, ramp=args.ramp)
     return 0
 

@@ -100,6 +100,36 @@ def require_truth(ap: argparse.ArgumentParser, data, *splits) -> None:
         ap.error(f"{data}: the true occurrence is not recorded; this probe needs a stand-in with its truth")
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds``: comma-separated whole numbers.
+
+    >>> seed_list("0,1")
+    [0, 1]
+    """
+    try:
+        return [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"comma-separated whole numbers, got {text!r}") from None
+
+
+def truth_probe_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of every probe that reads a stand-in's truth: ``--data``, ``--seeds`` (a list of
+    seeds, default 0,1) and ``--out``; the probe adds its own."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
+    ap.add_argument("--seeds", type=seed_list, default=[0, 1], help="comma-separated seeds (default 0,1)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    return ap
+
+
+def truth_inputs(ap: argparse.ArgumentParser, data):
+    """``validation_inputs(data)`` of a dataset that records the true occurrence (else refused,
+    naming the folder): (dataset, train split, validation split, the model inputs of each)."""
+    inputs = validation_inputs(data)
+    require_truth(ap, data, *inputs[1:3])
+    return inputs
+
+
 def truth_as_observed(split) -> tuple[np.ndarray, np.ndarray]:
     """(T, S) with every happening event observed at its true time and every other cell censored
     ``FAR_OUT`` times past the split's longest time.
@@ -115,14 +145,15 @@ def truth_as_observed(split) -> tuple[np.ndarray, np.ndarray]:
     return np.where(c, split.T_true, far), c.astype(float)
 
 
-def stage(model: StartKept, part: str, config, start_best: float = float("inf")) -> float:
-    """Train ``model.net_.<part>`` alone on the model's own objective (the marginal likelihood of
-    the censored training rows), stopped on its validation objective; returns the best objective."""
+def stage(model: StartKept, part: str | None, config, start_best: float = float("inf")) -> float:
+    """Train ``model.net_.<part>`` alone (``None``: the whole network) on the model's own
+    objective (the marginal likelihood of the censored training rows), stopped on its validation
+    objective; returns the best objective."""
     batch_loss, n_train, val_loss = model.stage_inputs_
-    module = getattr(model.net_, part)
+    module = model.net_ if part is None else getattr(model.net_, part)
     with training_only(model.net_, module):
         hist = train(model.net_, batch_loss, n_train, config, model.shuffle_generator_, val_loss,
-                     desc=f"{part} stage", start_best=start_best)
+                     desc=f"{part or 'joint'} stage", start_best=start_best)
     return float(min(hist.val_loss))
 
 
@@ -291,13 +322,9 @@ def probe_seed(seed: int, ds, tr, va, x_tr, x_va, truth_data) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    ap = truth_probe_parser(__doc__)
     args = ap.parse_args(argv)
-    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
-    require_truth(ap, args.data, tr, va)
+    ds, tr, va, x_tr, x_va = truth_inputs(ap, args.data)
     t_tr, s_tr = truth_as_observed(tr)
     t_va, s_va = truth_as_observed(va)
     rows = []

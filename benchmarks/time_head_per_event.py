@@ -15,8 +15,8 @@ truth is used to diagnose, never to choose; the test split is not read.
 
 from __future__ import annotations
 
-import argparse
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,13 +25,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import validation_inputs, write_record  # noqa: E402
+from early_stopping_probe import write_record  # noqa: E402
 from time_head_ceiling import (  # noqa: E402
     StartKept,
     decoder_on_known_occurrence,
     encoder_against,
-    require_truth,
     stage,
+    truth_inputs,
+    truth_probe_parser,
 )
 
 from cet_model.evaluation import PRESETS, comment_encoder_for  # noqa: E402
@@ -63,6 +64,7 @@ def per_event(model, x, split, event_names) -> dict[str, dict[str, float]]:
 
 def probe_seed(seed: int, ds, tr, va, x_tr, x_va) -> dict:
     """The default (joint stage, encoder stage) and the known-c pair, per event."""
+    t0 = time.perf_counter()
     kw = dict(seed=seed, comment_encoder=comment_encoder_for(tr), **PRESETS["CET"][1])
     model = StartKept(**kw).fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
     joint = {k: v.clone() for k, v in model.net_.state_dict().items()}
@@ -74,19 +76,15 @@ def probe_seed(seed: int, ds, tr, va, x_tr, x_va) -> dict:
     known = decoder_on_known_occurrence(model, x_tr, tr, x_va, va)
     encoder_against(model, known, model.encoder_start_, model._config())
     fits["known-c pair"] = per_event(model, x_va, va, ds.event_names)
-    return {"seed": seed, "fits": fits}
+    return {"seed": seed, "seconds": round(time.perf_counter() - t0, 1), "fits": fits}
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="dataset folder (with the truth recorded)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    ap = truth_probe_parser(__doc__)
     args = ap.parse_args(argv)
-    ds, tr, va, x_tr, x_va = validation_inputs(args.data)
-    require_truth(ap, args.data, tr, va)
+    ds, tr, va, x_tr, x_va = truth_inputs(ap, args.data)
     rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in args.seeds:
         rows.append(probe_seed(seed, ds, tr, va, x_tr, x_va))
         default, known = rows[-1]["fits"]["default"], rows[-1]["fits"]["known-c pair"]
         print(f"seed {seed}: event, happens / observed / hidden of happening; AUC default -> known-c pair; "
