@@ -83,7 +83,7 @@ class SkipCET(CETModel):
         net = super()._build_network(n_features, n_events)
         d = net.decoder.x_proj.in_features
         old = net.decoder
-        net.decoder = _SkipDecoder(d, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+        net.decoder = _SkipDecoder(d, n_events, self.hidden_sizes_, float(self.dropout), self.sigma_,
                                    use_c=old.c_proj is not None)
         if self.skip_heads == "both":
             net.encoder = _SkipEncoder(d, n_events, self.hidden_sizes_, float(self.dropout))
@@ -100,7 +100,7 @@ class SharedFirstLayerCETModel(CETModel):
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
         from shared_layer_probe import SharedFirstLayerCET
 
-        return SharedFirstLayerCET(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+        return SharedFirstLayerCET(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma_,
                                    comment_encoder=self.comment_encoder_,
                                    condition_on_occurrence=bool(self.condition_on_occurrence))
 

@@ -43,6 +43,23 @@ _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds m
 _DEVICE_SHARE = 0.5  # comment inputs are copied onto a CUDA device when they take at most this share of its free memory
 ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
 AUTO_STANDARDIZE = 3.0  # standardize="auto": scale when a training column's |mean| or sd exceeds this
+AUTO_SIGMA_ROWS = 1000  # sigma="auto": one log sigma per event below this many training rows, per row from it
+
+
+def resolve_sigma(sigma: str, n_train: int | None) -> str:
+    """The time head's form of log sigma for ``sigma`` (``"auto"``, ``"net"`` or ``"constant"``)
+    fitted on ``n_train`` rows: ``"auto"`` is ``"constant"`` below ``AUTO_SIGMA_ROWS`` training
+    rows, where a log sigma per row is fitted to noise (docs/results.md, "One sigma on small
+    data"), and ``"net"`` from there on.
+
+    >>> resolve_sigma("auto", 276), resolve_sigma("auto", 5222), resolve_sigma("net", 276)
+    ('constant', 'net', 'net')
+    """
+    if sigma != "auto":
+        return sigma
+    if n_train is None:
+        raise ValueError('sigma="auto" needs the number of training rows to choose the time head\'s sigma')
+    return "constant" if n_train < AUTO_SIGMA_ROWS else "net"
 
 
 def feature_scaling(x: np.ndarray, standardize="auto") -> tuple[np.ndarray, np.ndarray] | None:
@@ -221,8 +238,12 @@ class _Base(BaseEstimator):
                            weight_decay=float(self.weight_decay))
 
     # --- tensors ------------------------------------------------------------------------------
-    def _setup(self, n_features: int, n_events: int) -> None:
+    def _setup(self, n_features: int, n_events: int, n_train: int | None = None, sigma: str | None = None) -> None:
+        """Build the network for ``n_features`` and ``n_events``; its time head's sigma is
+        ``sigma`` when given (a saved model's), else ``resolve_sigma`` of the parameter for
+        ``n_train`` training rows (``sigma_``)."""
         self._check_params()
+        self.sigma_ = resolve_sigma(self.params_.sigma, n_train) if sigma is None else sigma
         self.device_ = resolve_device(self.device)
         self.torch_dtype_ = _DTYPES[self.dtype]
         self.n_features_in_, self.n_events_ = n_features, n_events
@@ -236,7 +257,7 @@ class _Base(BaseEstimator):
         self.shuffle_generator_ = torch.Generator().manual_seed(int(self.seed) + 2)
 
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
-        return self._network(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+        return self._network(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma_,
                              comment_encoder=self.comment_encoder_)
 
     def _tensor(self, a) -> torch.Tensor:
@@ -316,7 +337,7 @@ class _Base(BaseEstimator):
         m = self.n_events_
         with torch.no_grad():
             bias[:m] = self._tensor(log_t.mean(0))
-            if self.sigma == "net":
+            if self.sigma_ == "net":
                 bias[m:] = self._tensor(np.log(log_t.std(0) + 1e-3))
             else:
                 self.net_.decoder.log_sigma.copy_(self._tensor(np.log(log_t.std(0) + 1e-3)))
@@ -343,7 +364,7 @@ class _Base(BaseEstimator):
         if (empty := unobserved_events(s, m, column_names(S))) is not None:
             warnings.warn(f"{empty}; the model can learn nothing about such an event beyond that it "
                           "was never seen", UserWarning, stacklevel=2)
-        self._setup(x.shape[1], t.shape[1])
+        self._setup(x.shape[1], t.shape[1], n_train=len(x))
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
         elif hasattr(self, "feature_names_in_"):
@@ -423,7 +444,7 @@ class _Base(BaseEstimator):
         path.mkdir(parents=True, exist_ok=True)
         config = {"format": FORMAT, "format_version": FORMAT_VERSION, "class": type(self).__name__,
                   "params": _jsonable(self.get_params()), "n_features": self.n_features_in_,
-                  "n_events": self.n_events_, "extra": self._extra_state()}
+                  "n_events": self.n_events_, "sigma": self.sigma_, "extra": self._extra_state()}
         if hasattr(self, "feature_names_in_"):
             config["feature_names"] = [str(c) for c in self.feature_names_in_]
         if getattr(self, "feature_scaling_", None) is not None:  # JSON floats round-trip exactly
@@ -452,7 +473,11 @@ class _Base(BaseEstimator):
         if unknown:
             raise ValueError(f"{Path(path) / 'config.json'}: field 'params' has unknown parameters {unknown}")
         model = cls(**params)
-        model._setup(int(config["n_features"]), int(config["n_events"]))
+        sigma = config.get("sigma", params.get("sigma"))  # the form fitted ("auto" resolved); older files: the parameter
+        if sigma not in ("net", "constant"):
+            raise ValueError(f"{Path(path) / 'config.json'}: field 'sigma' must be 'net' or 'constant' (the time head's "
+                             f"sigma as fitted), got {sigma!r}")
+        model._setup(int(config["n_features"]), int(config["n_events"]), sigma=sigma)
         if config.get("feature_names") is not None:
             model.feature_names_in_ = np.asarray(config["feature_names"], dtype=object)
         model.feature_scaling_ = _read_scaling(config, path, int(config["n_features"]))
@@ -478,7 +503,8 @@ class CETModel(_Base):
     importance_samples, occurrence_init, encoder_stage, shared_first_layer) and of
     :class:`cet_model.params.ModelParams` (layers, training, device), as keywords. ``CETModel()``
     is the product default: the exact log marginal likelihood, a decoder conditioned on the
-    occurrences, an automatic training budget.
+    occurrences, an automatic training budget, and one log sigma per event below 1,000 training
+    rows (``sigma="auto"``; the fitted ``sigma_`` says which form the time head has).
 
     Example:
         >>> import numpy as np
@@ -490,8 +516,8 @@ class CETModel(_Base):
         >>> S = (c & (t_event < cens)).astype(float)[:, None]
         >>> T = np.where(S[:, 0] == 1, t_event, cens)[:, None]
         >>> model = CETModel(hidden_sizes=(), lr=0.05, max_epochs=300, device="cpu").fit(X, T, S)
-        >>> round(float(model.predict_occurrence(X).mean()), 1)
-        0.5
+        >>> round(float(model.predict_occurrence(X).mean()), 1), model.sigma_
+        (0.5, 'constant')
     """
 
     _network = CETNetwork
@@ -506,7 +532,7 @@ class CETModel(_Base):
         self.log_epsilon_ = log_epsilon_for(self.objective_, self.log_epsilon)
 
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
-        return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma,
+        return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma_,
                           comment_encoder=self.comment_encoder_,
                           condition_on_occurrence=bool(self.condition_on_occurrence),
                           shared_first_layer=bool(self.shared_first_layer), input_dropout=float(self.input_dropout))

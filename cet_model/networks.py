@@ -145,6 +145,8 @@ class TimeDecoder(nn.Module):
     def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float,
                  sigma: str = "net", use_c: bool = True, x_proj: nn.Linear | None = None):
         super().__init__()
+        if sigma not in ("net", "constant"):  # "auto" is resolved by the model before the network is built
+            raise ValueError(f"TimeDecoder: sigma must be 'net' or 'constant', got {sigma!r}")
         self.n_events = n_events
         self.sigma = sigma
         n_out = 2 * n_events if sigma == "net" else n_events

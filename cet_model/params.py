@@ -28,6 +28,7 @@ from .objectives import log_epsilon_for, resolve
 DTYPES = ("float32", "float64")
 OPTIMIZERS = ("adam", "lbfgs")
 OCCURRENCE_INITS = ("uniform", "observed", "km")
+SIGMAS = ("auto", "net", "constant")
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,11 @@ class ModelParams:
     Attributes:
         hidden_sizes: hidden layer widths of the encoder and the time decoder; ``()`` gives
             linear models.
-        sigma: ``"net"`` (log sigma from the decoder) or ``"constant"`` (one per event).
+        sigma: the time head's log sigma: ``"net"`` (from the decoder: one per row and event),
+            ``"constant"`` (one per event, as a classical AFT has) or ``"auto"`` (the default:
+            ``"constant"`` when the model is fitted on fewer than ``models.AUTO_SIGMA_ROWS`` =
+            1,000 training rows, ``"net"`` otherwise; the fitted model's ``sigma_`` says which).
+            docs/results.md ("One sigma on small data") has the evidence.
         dropout: dropout rate of the hidden layers, in [0, 1).
         lr, batch_size, optimizer: Adam (default) or L-BFGS settings; ``batch_size=None`` is full batch.
             L-BFGS (full batch, no early stopping) needs ``dropout=0``: its line search needs the same
@@ -62,7 +67,7 @@ class ModelParams:
     """
 
     hidden_sizes: tuple[int, ...] = (100,)
-    sigma: str = "net"
+    sigma: str = "auto"
     dropout: float = 0.5
     lr: float = 1e-3
     batch_size: int = 400
@@ -85,8 +90,8 @@ class ModelParams:
         if any(h <= 0 for h in sizes):
             raise ValueError(f"hidden_sizes must be positive, got {self.hidden_sizes}")
         object.__setattr__(self, "hidden_sizes", sizes)
-        if self.sigma not in ("net", "constant"):
-            raise ValueError(f"sigma must be 'net' or 'constant', got {self.sigma!r}")
+        if self.sigma not in SIGMAS:
+            raise ValueError(f"sigma must be one of {list(SIGMAS)}, got {self.sigma!r}")
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not float(self.lr) > 0:

@@ -275,7 +275,7 @@ def test_a_non_finite_training_loss_is_an_error_naming_the_epoch_and_rows(cls):
     x, t = rng.standard_normal((40, 3)) * 1e10, rng.exponential(size=(40, 1)) + 0.1
     s = (rng.random((40, 1)) < 0.5).astype(float)
     with pytest.raises(FloatingPointError, match=r"non-finite training loss at epoch 0, rows 0\.\.7 of the shuffled"):
-        cls(lr=1e30, max_epochs=5, batch_size=8, standardize=False).fit(x, t, s)
+        cls(lr=1e30, max_epochs=5, batch_size=8, standardize=False, sigma="net").fit(x, t, s)
 
 
 @pytest.mark.parametrize("device,message", [
@@ -537,7 +537,8 @@ def _split_rows(data, n_train=200):
 
 def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survival):
     (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
-    kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1)
+    kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1,
+              sigma="net")
     joint = CETModel(encoder_stage=False, **kw).fit(x, t, s, xv, tv, sv)
     staged = CETModel(**kw).fit(x, t, s, xv, tv, sv)  # the default: encoder_stage=True
     assert joint.history_.stopped_early and joint.encoder_history_ is None
@@ -781,3 +782,42 @@ def test_a_first_stage_that_keeps_one_of_its_first_epochs_warns():
                     "validation split that choice can be chance (compare a few seeds)"]
     assert fit(best_at=EARLY_KEEP)[1] == []  # kept a later epoch
     assert fit(best_at=0, start_best=-1.0)[1] == []  # a later stage: keeping its start is its design
+
+
+def test_sigma_auto_is_one_per_event_below_1000_training_rows_and_per_row_from_there(tmp_path):
+    """sigma="auto" (the default) picks the time head's form from the training rows: one log sigma
+    per event below AUTO_SIGMA_ROWS (a parameter, the same for every row), the decoder's per row
+    from it (validation rows do not count). Explicit forms are kept at any size; the fitted form is
+    saved, so a model loads with the network it was fitted with."""
+    from cet_model.models import AUTO_SIGMA_ROWS
+
+    rng = np.random.default_rng(0)
+    n = AUTO_SIGMA_ROWS
+    x = rng.standard_normal((n + 50, 3))
+    t = np.exp(0.5 * x[:, :1] + 0.5 * rng.standard_normal((n + 50, 1)))
+    s = (rng.random((n + 50, 1)) < 0.7).astype(float)
+    small = CETModel(**FAST).fit(x[:n - 1], t[:n - 1], s[:n - 1], x[n:], t[n:], s[n:])
+    large = CETModel(**FAST).fit(x[:n], t[:n], s[:n])
+    assert CETModel().sigma == "auto" and ETModel().sigma == "auto"
+    assert small.sigma_ == "constant" and isinstance(small.net_.decoder.log_sigma, torch.nn.Parameter)
+    assert large.sigma_ == "net" and small.net_.decoder.head.out_features == 1
+    assert large.net_.decoder.head.out_features == 2  # mu and log sigma per row
+    mu_sd = small.predict_time(x[:50], q=0.9) / small.predict_time(x[:50])  # exp(z sigma): one sigma
+    assert np.allclose(mu_sd, mu_sd[0])
+    assert ETModel(**FAST).fit(x[:100], t[:100], s[:100]).sigma_ == "constant"
+    assert CETModel(sigma="net", **FAST).fit(x[:100], t[:100], s[:100]).sigma_ == "net"
+    assert CETModel(sigma="constant", **FAST).fit(x[:n], t[:n], s[:n]).sigma_ == "constant"
+    # saved with the form fitted; loaded, the same predictions
+    small.save(tmp_path / "m")
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert cfg["params"]["sigma"] == "auto" and cfg["sigma"] == "constant"
+    again = load_model(tmp_path / "m")
+    assert again.sigma_ == "constant" and again.sigma == "auto"
+    np.testing.assert_array_equal(again.predict_time(x[:20]), small.predict_time(x[:20]))
+    # a file that does not say which form was fitted cannot be read as "auto"
+    del cfg["sigma"]
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"config.json: field 'sigma' must be 'net' or 'constant'.*got 'auto'"):
+        load_model(tmp_path / "m")
+    with pytest.raises(ValueError, match=r"sigma must be one of \['auto', 'net', 'constant'\], got 'wide'"):
+        CETModel(sigma="wide", **FAST).fit(x[:20], t[:20], s[:20])

@@ -36,7 +36,8 @@ def test_fit_progress_counts_models_whole_and_throttles_the_updates(tmp_path):
     raw = write_fixture(tmp_path / "mimic", n_admissions=40)
     ds_dir = build(raw, tmp_path / "ds", tmp_path / "work", MimicParams(n_chart=2, n_lab=1, n_output=1))
     calls = []
-    params = TrainParams(models=("CET", "ET"), hidden=8, max_epochs=60, patience=2, overrides={"CET": {"lr": 0.05}})
+    params = TrainParams(models=("CET", "ET"), hidden=8, max_epochs=60, patience=2,
+                         overrides={"CET": {"lr": 0.05, "sigma": "net"}})  # a fit whose encoder stage runs
     version, _ = train_version(ds_dir, tmp_path / "models", "mimic", params,
                                progress=lambda model, epoch, hist: calls.append((model, epoch)))
     metrics = json.loads((version / "metrics.json").read_text())
@@ -150,7 +151,8 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     from flows.lib.modeling.train_eval import promoted_on_candidate_rows
 
     root = tmp_path / "models"
-    params = TrainParams(models=("CET",), hidden=16, max_epochs=150, patience=10, overrides={"CET": {"lr": 0.02}})
+    params = TrainParams(models=("CET",), hidden=16, max_epochs=150, patience=10,
+                         overrides={"CET": {"lr": 0.02, "sigma": "net"}})  # the fits this test was written with
     easy = _drifted(tmp_path / "easy", noise=0.05, seed=0)
     v1, _ = train_version(easy, root, "d", params, id_key=KEY)
     assert registry.decide(root, "d", v1, registry.Rule())["promoted"]
