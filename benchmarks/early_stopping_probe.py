@@ -92,6 +92,21 @@ def write_record(out: Path, script: str, argv, data, **payload) -> None:
 gap_share = share_of_gap  # the share of the BC-to-oracle gap CET closes, as `cet_experiments goal` computes it
 
 
+def variant_fitters(variant_class, attribute: str, variants: dict, default_class) -> list[tuple]:
+    """``compare_fits``'s fitters for the default (``default_class``) and one ``variant_class``
+    model per ``variants`` item (label: value), the value set as the model's ``attribute`` before
+    it is fitted on the training split, stopped on the validation split."""
+    def fitter(cls, value):
+        def fit(kw, tr, va, x_tr, x_va):
+            model = cls(**kw)
+            if value is not None:
+                setattr(model, attribute, value)
+            return model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
+        return fit
+    return [("default", fitter(default_class, None))] + [(label, fitter(variant_class, value))
+                                                         for label, value in variants.items()]
+
+
 def compare_fits(inputs, seeds, fitters, out: Path | None, script: str, argv, data, **payload) -> list[dict]:
     """Per seed: BC and the oracle, then each of ``fitters`` — ``(name, fit)`` pairs, ``fit(kw, tr,
     va, x_tr, x_va)`` returning a fitted CET given the default preset's keywords ``kw`` (the seed and

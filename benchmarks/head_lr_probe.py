@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import compare_fits  # noqa: E402
+from early_stopping_probe import compare_fits, variant_fitters  # noqa: E402
 from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
 
 import cet_model.train as training  # noqa: E402
@@ -74,15 +74,8 @@ def main(argv=None) -> int:
         ap.error(f"--factors must be decoder/encoder multipliers > 0, such as 3/1; got {args.factors!r}")
     inputs = truth_inputs(ap, args.data)
 
-    def fitter(pair: tuple[float, float] | None):
-        def fit(kw, tr, va, x_tr, x_va):
-            model = CETModel(**kw) if pair is None else HeadLR(**kw)
-            if pair is not None:
-                model.factors = pair
-            return model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
-        return ("default" if pair is None else f"decoder x{pair[0]:g}, encoder x{pair[1]:g}"), fit
-
-    compare_fits(inputs, args.seeds, [fitter(p) for p in [None, *pairs]], args.out,
+    fitters = variant_fitters(HeadLR, "factors", {f"decoder x{p[0]:g}, encoder x{p[1]:g}": p for p in pairs}, CETModel)
+    compare_fits(inputs, args.seeds, fitters, args.out,
                  "head_lr_probe.py", argv, args.data)
     return 0
 

@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import compare_fits  # noqa: E402
+from early_stopping_probe import compare_fits, variant_fitters  # noqa: E402
 from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
 
 from cet_model.models import CETModel  # noqa: E402
@@ -62,15 +62,8 @@ def main(argv=None) -> int:
         ap.error(f"--pairs must be decoder/encoder dropout rates in [0, 1), such as 0.5/0.7; got {args.pairs!r}")
     inputs = truth_inputs(ap, args.data)
 
-    def fitter(pair: tuple[float, float] | None):
-        def fit(kw, tr, va, x_tr, x_va):
-            model = CETModel(**kw) if pair is None else PartDropout(**kw)
-            if pair is not None:
-                model.rates = pair
-            return model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
-        return ("default" if pair is None else f"decoder {pair[0]:g}, encoder {pair[1]:g}"), fit
-
-    compare_fits(inputs, args.seeds, [fitter(p) for p in [None, *pairs]], args.out,
+    fitters = variant_fitters(PartDropout, "rates", {f"decoder {p[0]:g}, encoder {p[1]:g}": p for p in pairs}, CETModel)
+    compare_fits(inputs, args.seeds, fitters, args.out,
                  "part_dropout_probe.py", argv, args.data)
     return 0
 

@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from early_stopping_probe import compare_fits  # noqa: E402
+from early_stopping_probe import compare_fits, variant_fitters  # noqa: E402
 from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
 
 from cet_model.models import CETModel  # noqa: E402
@@ -104,15 +104,8 @@ def main(argv=None) -> int:
         ap.error(f"--variants: unknown {bad}; use dropoutR (R in [0, 1)), lrF (F > 0), dropoutR-lrF or fresh")
     inputs = truth_inputs(ap, args.data)
 
-    def fitter(name: str | None):
-        def fit(kw, tr, va, x_tr, x_va):
-            model = CETModel(**kw) if name is None else StageVariant(**kw)
-            if name is not None:
-                model.stage = variants[name]
-            return model.fit(x_tr, tr.T, tr.S, x_va, va.T, va.S, mask=tr.mask, mask_val=va.mask)
-        return ("default" if name is None else f"stage {name}"), fit
-
-    compare_fits(inputs, args.seeds, [fitter(n) for n in [None, *variants]], args.out,
+    fitters = variant_fitters(StageVariant, "stage", {f"stage {name}": v for name, v in variants.items()}, CETModel)
+    compare_fits(inputs, args.seeds, fitters, args.out,
                  "stage_regularisation_probe.py", argv, args.data)
     return 0
 
