@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from early_stopping_probe import compare_fits, variant_fitters  # noqa: E402
-from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
+from time_head_ceiling import head_pairs, truth_inputs, truth_probe_parser  # noqa: E402
 
 import cet_model.train as training  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
@@ -66,12 +66,7 @@ def main(argv=None) -> int:
     ap.add_argument("--factors", default="0.3/1,3/1,1/0.3,1/3",
                     help="comma-separated decoder/encoder learning-rate multipliers (default %(default)s)")
     args = ap.parse_args(argv)
-    try:
-        pairs = [tuple(float(r) for r in p.split("/")) for p in args.factors.split(",")]
-    except ValueError:
-        pairs = []
-    if not pairs or any(len(p) != 2 or not all(r > 0 for r in p) for p in pairs):
-        ap.error(f"--factors must be decoder/encoder multipliers > 0, such as 3/1; got {args.factors!r}")
+    pairs = head_pairs(ap, "--factors", args.factors, lambda r: r > 0, "learning-rate multipliers > 0")
     inputs = truth_inputs(ap, args.data)
 
     fitters = variant_fitters(HeadLR, "factors", {f"decoder x{p[0]:g}, encoder x{p[1]:g}": p for p in pairs}, CETModel)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from early_stopping_probe import compare_fits, variant_fitters  # noqa: E402
-from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
+from time_head_ceiling import head_pairs, truth_inputs, truth_probe_parser  # noqa: E402
 
 from cet_model.models import CETModel  # noqa: E402
 from cet_model.networks import RowDropout  # noqa: E402
@@ -54,12 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", default="0.1/0.5,0.3/0.5,0.7/0.5,0.5/0.1,0.5/0.3,0.5/0.7",
                     help="comma-separated decoder/encoder dropout rates (default %(default)s)")
     args = ap.parse_args(argv)
-    try:
-        pairs = [tuple(float(r) for r in p.split("/")) for p in args.pairs.split(",")]
-    except ValueError:
-        pairs = []
-    if not pairs or any(len(p) != 2 or not all(0.0 <= r < 1.0 for r in p) for p in pairs):
-        ap.error(f"--pairs must be decoder/encoder dropout rates in [0, 1), such as 0.5/0.7; got {args.pairs!r}")
+    pairs = head_pairs(ap, "--pairs", args.pairs, lambda r: 0.0 <= r < 1.0, "dropout rates in [0, 1)")
     inputs = truth_inputs(ap, args.data)
 
     fitters = variant_fitters(PartDropout, "rates", {f"decoder {p[0]:g}, encoder {p[1]:g}": p for p in pairs}, CETModel)

@@ -112,6 +112,22 @@ def seed_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"comma-separated whole numbers, got {text!r}") from None
 
 
+def head_pairs(ap: argparse.ArgumentParser, flag: str, text: str, valid, meaning: str) -> list[tuple[float, float]]:
+    """A probe's comma-separated decoder/encoder pairs (``0.5/0.7,3/1``), each value passing
+    ``valid``; otherwise ``ap.error`` names ``flag``, what the values must be (``meaning``) and the text.
+
+    >>> head_pairs(argparse.ArgumentParser(), "--pairs", "0.5/0.7,3/1", lambda r: r > 0, "> 0")
+    [(0.5, 0.7), (3.0, 1.0)]
+    """
+    try:
+        pairs = [tuple(float(r) for r in p.split("/")) for p in text.split(",")]
+    except ValueError:
+        pairs = []
+    if not pairs or any(len(p) != 2 or not all(valid(r) for r in p) for p in pairs):
+        ap.error(f"{flag} must be decoder/encoder pairs of {meaning}, such as 0.5/0.7; got {text!r}")
+    return pairs
+
+
 def truth_probe_parser(doc: str) -> argparse.ArgumentParser:
     """The options of every probe that reads a stand-in's truth: ``--data``, ``--seeds`` (a list of
     seeds, default 0,1) and ``--out``; the probe adds its own."""
