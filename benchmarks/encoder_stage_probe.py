@@ -62,9 +62,10 @@ from cet_model.train import train, training_only  # noqa: E402
 class JointOnly(CETModel):
     """CET whose fit ends after the joint stage, keeping what a further stage needs."""
 
-    def _after_training(self, batch_loss, n_train, val_loss, on_epoch) -> None:
+    def _after_training(self, batch_loss, n_train, val_loss, val_tensors, on_epoch) -> None:
         self.encoder_history_ = None
         self.stage_inputs_ = (batch_loss, n_train, val_loss)
+        self.stage_val_tensors_ = val_tensors
 
 
 def run_stage(model: JointOnly, part: str, lr_factor: float, start_best: float, ema: float | None = None,

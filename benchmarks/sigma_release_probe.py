@@ -104,7 +104,7 @@ def main(argv=None) -> int:
                               desc="released joint", start_best=handover)
         # the encoder stage starts from the best objective so far, the hand-over's included
         cont.history_.val_loss.append(min(handover, *cont.history_.val_loss))
-        CETModel._after_training(cont, batch_loss, n_train, val_loss, None)
+        CETModel._after_training(cont, batch_loss, n_train, val_loss, cont.stage_val_tensors_, None)
         record("sigma constant, then per row", cont, seconds_constant + time.perf_counter() - t1)
         row["handover_objective"] = round(handover, 5)
         rows.append(row)

@@ -75,7 +75,7 @@ class StageVariant(CETModel):
         config = super()._encoder_stage_config(n_train)
         return dataclasses.replace(config, lr=config.lr * self.stage["factor"])
 
-    def _after_training(self, batch_loss, n_train, val_loss, on_epoch) -> None:
+    def _after_training(self, batch_loss, n_train, val_loss, val_tensors, on_epoch) -> None:
         dropouts = [m for m in self.net_.encoder.modules()
                     if isinstance(m, torch.nn.Dropout) and m is not self.net_.encoder.input_dropout]
         rates = [m.p for m in dropouts]
@@ -86,7 +86,7 @@ class StageVariant(CETModel):
         for m in dropouts:
             m.p = rates[0] if self.stage["rate"] is None else self.stage["rate"]
         try:
-            super()._after_training(batch_loss, n_train, val_loss, on_epoch)
+            super()._after_training(batch_loss, n_train, val_loss, val_tensors, on_epoch)
         finally:
             self.history_.val_loss = joint_losses
             for m, r in zip(dropouts, rates, strict=True):

@@ -120,10 +120,26 @@ def factorised_marginal_loglik(logits, log_t, s, mu, log_sigma):
     >>> round(float(factorised_marginal_loglik(z, z, z, z, z)), 6)  # log(0.5 + 0.5 * 0.5)
     -0.287682
     """
+    return mixture_cure_loglik(logits, s, lognormal_log_pdf(log_t, mu, log_sigma),
+                               lognormal_log_survival(log_t, mu, log_sigma))
+
+
+def mixture_cure_loglik(logits, s, log_f, log_surv):
+    """log [ s p f + (1 - s) (1 - p + p S) ] from the time head's log density ``log_f`` and log
+    survival ``log_surv`` at the recorded times: :func:`factorised_marginal_loglik` with the time
+    head already evaluated (a frozen time head's values can be computed once and reused).
+
+    Shape: all (n, M); returns (n, M).
+
+    >>> import torch
+    >>> z = torch.zeros(1, 1)
+    >>> round(float(mixture_cure_loglik(z, z, z, torch.log(torch.full((1, 1), 0.5)))), 6)
+    -0.287682
+    """
     log_p = torch.nn.functional.logsigmoid(logits)
     log_1mp = torch.nn.functional.logsigmoid(-logits)
-    observed = log_p + lognormal_log_pdf(log_t, mu, log_sigma)
-    censored = torch.logaddexp(log_1mp, log_p + lognormal_log_survival(log_t, mu, log_sigma))
+    observed = log_p + log_f
+    censored = torch.logaddexp(log_1mp, log_p + log_surv)
     return torch.where(s > 0.5, observed, censored)
 
 

@@ -562,6 +562,50 @@ def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survi
     assert not any(stops(5))
 
 
+@pytest.mark.parametrize("case", ["one event", "unconditioned, masked", "shared first layer"])
+def test_encoder_stage_reuses_the_frozen_decoder_on_validation_rows_with_the_same_result(small_survival, case):
+    """The stage computes the frozen decoder's terms on the validation rows once (closed-form
+    objectives): the fit must be the one that re-runs the decoder every epoch, to the bit."""
+    (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
+    kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1)
+    fit_kw = {}
+    if case == "one event":
+        t, s, tv, sv = t[:, :1], s[:, :1], tv[:, :1], sv[:, :1]
+    elif case == "unconditioned, masked":
+        kw["condition_on_occurrence"] = False
+        mask = np.ones_like(s)
+        mask[::7, 1] = 0.0
+        fit_kw = dict(mask=mask, mask_val=np.ones_like(sv))
+        fit_kw["mask_val"][::5, 0] = 0.0
+    else:
+        t, s, tv, sv = t[:, :1], s[:, :1], tv[:, :1], sv[:, :1]
+        kw["shared_first_layer"] = True
+    calls = []
+
+    class Uncached(CETModel):
+        def _frozen_decoder_val_loss(self, *rows):
+            calls.append("uncached")
+            return lambda: self._objective_value(*rows)
+
+    class Counted(CETModel):
+        def _frozen_decoder_val_loss(self, *rows):
+            calls.append("cached")
+            return super()._frozen_decoder_val_loss(*rows)
+
+    plain = Uncached(**kw).fit(x, t, s, xv, tv, sv, **fit_kw)
+    cached = Counted(**kw).fit(x, t, s, xv, tv, sv, **fit_kw)
+    assert cached.encoder_history_ is not None and len(cached.encoder_history_.val_loss) > 1
+    # the shared layer is trained by the stage: the decoder is not frozen there, nothing is reused
+    assert calls == ([] if case == "shared first layer" else ["uncached", "cached"])
+    assert cached.encoder_history_.val_loss == plain.encoder_history_.val_loss
+    a, b = plain.net_.state_dict(), cached.net_.state_dict()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
+    if calls:  # and the reused terms give the objective of the model as it stands
+        rows = cached._tensors(xv, tv, sv, fit_kw.get("mask_val"))
+        assert cached._frozen_decoder_val_loss(*rows)() == cached._objective_value(*rows)
+
+
 def test_encoder_stage_needs_validation_data_and_an_early_stop(small_survival):
     (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
     kw = dict(hidden_sizes=(16,), lr=0.05, batch_size=50, device="cpu", encoder_stage=True)
