@@ -701,15 +701,20 @@ class CETModel(_Base):
         The draws come from a CPU generator on every device: the same model gives the same value
         on a GPU and on a CPU."""
         gen = torch.Generator().manual_seed(int(self.seed) + 3)
+        total = 0.0
+        for sl in self._objective_chunks(len(x)):
+            m = mask[sl] if mask is not None else None
+            total += self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum().item()
+        return -total / (len(x) * self.n_events_)
+
+    def _objective_chunks(self, n: int):
+        """The row slices ``_objective_value`` evaluates one at a time (bounded memory: rows x
+        patterns or samples x hidden units)."""
         if self.sums_patterns_:
             k = max(int(self.importance_samples) + 1, int(self.max_patterns)) if self._conditioned else 1
         else:
             k = max(int(self.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)
-        total = 0.0
-        for sl in self._chunks(len(x), self._hidden() * k):
-            m = mask[sl] if mask is not None else None
-            total += self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum().item()
-        return -total / (len(x) * self.n_events_)
+        return self._chunks(n, self._hidden() * k)
 
     def _frozen_decoder_val_loss(self, x, log_t, s, mask):
         """``_objective_value`` on these rows for a closed-form objective while only the occurrence
@@ -719,7 +724,7 @@ class CETModel(_Base):
         the bit, for a fraction of the time on a small fit."""
         parts = []
         with torch.no_grad():
-            for sl in self._chunks(len(x), self._hidden()):
+            for sl in self._objective_chunks(len(x)):  # the same slices: the same sums, in the same order
                 h = self.net_.features(x[sl])
                 if self._conditioned:
                     mu, log_sigma = (a[:, 0] for a in self.net_.decoder(h, torch.ones((len(h), 1, self.n_events_),

@@ -562,14 +562,20 @@ def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survi
     assert not any(stops(5))
 
 
-@pytest.mark.parametrize("case", ["one event", "unconditioned, masked", "shared first layer"])
-def test_encoder_stage_reuses_the_frozen_decoder_on_validation_rows_with_the_same_result(small_survival, case):
+@pytest.mark.parametrize("case", ["one event", "one event, in chunks", "unconditioned, masked", "shared first layer"])
+def test_encoder_stage_reuses_the_frozen_decoder_on_validation_rows_with_the_same_result(small_survival, case,
+                                                                                         monkeypatch):
     """The stage computes the frozen decoder's terms on the validation rows once (closed-form
-    objectives): the fit must be the one that re-runs the decoder every epoch, to the bit."""
+    objectives): the fit must be the one that re-runs the decoder every epoch, to the bit, also
+    where the validation rows are evaluated in several chunks."""
+    import cet_model.models as models
+
     (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
     kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1)
     fit_kw = {}
-    if case == "one event":
+    if case == "one event, in chunks":  # 7 rows a chunk for the objective (16 hidden x 64 patterns)
+        monkeypatch.setattr(models, "_EVAL_ELEMENTS", 7 * 16 * 64)
+    if case.startswith("one event"):
         t, s, tv, sv = t[:, :1], s[:, :1], tv[:, :1], sv[:, :1]
     elif case == "unconditioned, masked":
         kw["condition_on_occurrence"] = False
