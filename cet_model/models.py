@@ -654,16 +654,21 @@ class CETModel(_Base):
         independent given x (a decoder that does not read c), or with one event."""
         return self.sums_patterns_ and (not self._conditioned or self.n_events_ == 1)
 
+    def _closed_form_decoder(self, h):
+        """(mu, log sigma), each (n, M), of the closed form: at c = 1 for a conditioned decoder (M = 1),
+        from x alone otherwise. ``h``: the features, (n, d)."""
+        if self._conditioned:
+            c = torch.ones((len(h), 1, self.n_events_), dtype=h.dtype, device=h.device)
+            return tuple(a[:, 0] for a in self.net_.decoder(h, c))
+        return self.net_.decoder(h)
+
     def _estimate(self, x, log_t, s, mask, *, train: bool, generator=None):
         x = self.net_.features(x)
         logits = self.net_.encoder(x)
         if self._closed_form:
             # closed form: the events are independent given x, or M = 1, where the decoder only
             # matters at c = 1 (c = 0 makes an observed event impossible and a censored one certain)
-            if self._conditioned:
-                mu, log_sigma = (a[:, 0] for a in self.net_.decoder(x, torch.ones_like(logits).unsqueeze(1)))
-            else:
-                mu, log_sigma = self.net_.decoder(x)
+            mu, log_sigma = self._closed_form_decoder(x)
             cell = losses.factorised_marginal_loglik(logits, log_t, s, mu, log_sigma)
             if mask is not None:
                 cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
@@ -726,11 +731,7 @@ class CETModel(_Base):
         with torch.no_grad():
             for sl in self._objective_chunks(len(x)):  # the same slices: the same sums, in the same order
                 h = self.net_.features(x[sl])
-                if self._conditioned:
-                    mu, log_sigma = (a[:, 0] for a in self.net_.decoder(h, torch.ones((len(h), 1, self.n_events_),
-                                                                                     dtype=h.dtype, device=h.device)))
-                else:
-                    mu, log_sigma = self.net_.decoder(h)
+                mu, log_sigma = self._closed_form_decoder(h)
                 lt = log_t[sl]
                 parts.append((h, s[sl], losses.lognormal_log_pdf(lt, mu, log_sigma),
                               losses.lognormal_log_survival(lt, mu, log_sigma), None if mask is None else mask[sl]))
