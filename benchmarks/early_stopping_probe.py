@@ -107,13 +107,14 @@ def variant_fitters(variant_class, attribute: str, variants: dict, default_class
                                                          for label, value in variants.items()]
 
 
-def compare_fits(inputs, seeds, fitters, out: Path | None, script: str, argv, data, **payload) -> list[dict]:
+def compare_fits(inputs, seeds, fitters, out: Path | None, script: str, argv, data, extra=None, **payload) -> list[dict]:
     """Per seed: BC and the oracle, then each of ``fitters`` — ``(name, fit)`` pairs, ``fit(kw, tr,
     va, x_tr, x_va)`` returning a fitted CET given the default preset's keywords ``kw`` (the seed and
     the dataset's comment encoder included) — scored on the validation split (its objective, the AUC
     against the true occurrence, the share of BC's gap to the oracle, the joint stage's best epoch).
-    ``inputs``: ``validation_inputs(data)``. Prints one line a fit, writes the rows (and ``payload``)
-    to ``out`` when given, and returns them."""
+    ``inputs``: ``validation_inputs(data)``. ``extra(model, va, x_va)`` (optional) returns more
+    figures of a fit (a dict), recorded and printed with it. Prints one line a fit, writes the rows
+    (and ``payload``) to ``out`` when given, and returns them."""
     ds, tr, va, x_tr, x_va = inputs
     rows = []
     for seed in seeds:
@@ -126,13 +127,15 @@ def compare_fits(inputs, seeds, fitters, out: Path | None, script: str, argv, da
             auc = truth_scores(model.predict_occurrence(x_va), va.C, va.mask)[0]
             fits[name] = {"val_objective": round(-model.score(x_va, va.T, va.S, mask=va.mask), 5),
                           "val_auc": round(auc, 4), "gap_share": round(gap_share(auc, base["BC"], base["Oracle"]), 3),
-                          "best_epoch": model.history_.best_epoch + 1}
+                          "best_epoch": model.history_.best_epoch + 1, **(extra(model, va, x_va) if extra else {})}
         rows.append({"seed": seed, "val_auc_bc": round(base["BC"], 4), "val_auc_oracle": round(base["Oracle"], 4),
                      "seconds": round(time.perf_counter() - t0, 1), "fits": fits})
         print(f"seed {seed}: BC {base['BC']:.4f}, oracle {base['Oracle']:.4f} ({rows[-1]['seconds']:.0f}s)", flush=True)
         for k, v in fits.items():
             print(f"  {k}: objective {v['val_objective']:.5f}, AUC {v['val_auc']:.4f} ({v['gap_share']:.0%}), "
-                  f"best joint epoch {v['best_epoch']}", flush=True)
+                  f"best joint epoch {v['best_epoch']}"
+                  + "".join(f", {key} {val}" for key, val in v.items()
+                            if key not in ("val_objective", "val_auc", "gap_share", "best_epoch")), flush=True)
     if out:
         write_record(out, script, argv, data, rows=rows, **payload)
     return rows
