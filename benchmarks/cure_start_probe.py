@@ -1,7 +1,7 @@
 """Does a start at the classical mixture-cure fit lead CET's joint fit to the better optimum? Validation only.
 
     python benchmarks/cure_start_probe.py --data data/experiments/mimic-standin [--seeds 0,1] \
-        [--starts both,decoder,encoder] [--out benchmarks/results/cure_start_mimic.json]
+        [--starts both,decoder,encoder,both-fresh] [--out benchmarks/results/cure_start_mimic.json]
 
 The default CET starts each event's occurrence logit at its observed share (a lower bound on
 P(c = 1)) and each event's time head at the mean log of its training times, censored ones
@@ -15,7 +15,10 @@ event's unmasked training cells; P(c = 1) bounded to [observed share, 1 - 1e-3],
 unbounded fit may run to 1 where censoring ends before the tail). ``--starts``: ``both`` (the
 occurrence logit at logit P(c = 1), the time head's output bias at mu and its log sigma at log
 sigma), ``decoder`` (the time head only, the occurrence logit at the observed share), ``encoder``
-(the occurrence logit only). Every other setting is the default's.
+(the occurrence logit only), ``both-fresh`` (as ``both``, then the encoder stage starts the occurrence
+encoder again from its initial weights and the default's start, the observed share, against the
+time head the joint stage left: does the occurrence head learn more against that time head?).
+Every other setting is the default's.
 
 Per seed: BC and the oracle (the goal's floor and ceiling), the default CET and CET from each
 start; per fit the validation objective (lower is better; the only figure a rule without the truth
@@ -45,7 +48,7 @@ from validation_probe import pick  # noqa: E402
 
 from cet_model.models import CETModel  # noqa: E402
 
-STARTS = ("both", "decoder", "encoder")
+STARTS = ("both", "decoder", "encoder", "both-fresh")
 
 
 def cure_nll(theta: np.ndarray, log_t: np.ndarray, s: np.ndarray) -> float:
@@ -91,20 +94,36 @@ class CureStart(CETModel):
 
     def _prepare(self, t, s, m):
         super()._prepare(t, s, m)
+        self.encoder_start_ = {k: v.detach().clone() for k, v in self.net_.encoder.state_dict().items()}
         w = np.ones_like(s) if m is None else m
         fits = np.array([cure_fit(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j]) for j in range(s.shape[1])])
         self.cure_fits_ = fits
         k = self.n_events_
         with torch.no_grad():
-            if self.start in ("both", "encoder"):
+            if self.start in ("both", "encoder", "both-fresh"):
                 self.net_.encoder.net[-1].bias.copy_(self._tensor(special.logit(fits[:, 0])))
-            if self.start in ("both", "decoder"):
+            if self.start in ("both", "decoder", "both-fresh"):
                 bias = self.net_.decoder.output_bias()
                 bias[:k] = self._tensor(fits[:, 1])
                 if self.sigma_ == "net":
                     bias[k:] = self._tensor(np.log(fits[:, 2]))
                 else:
                     self.net_.decoder.log_sigma.copy_(self._tensor(np.log(fits[:, 2])))
+
+    def _after_training(self, batch_loss, n_train, val_loss, val_tensors, on_epoch) -> None:
+        if self.start != "both-fresh" or val_loss is None or not self.history_.stopped_early:
+            return super()._after_training(batch_loss, n_train, val_loss, val_tensors, on_epoch)
+        joint_losses, joint_encoder = self.history_.val_loss, self.net_.encoder.state_dict()
+        joint_encoder = {k: v.detach().clone() for k, v in joint_encoder.items()}
+        self.net_.encoder.load_state_dict(self.encoder_start_)
+        self.history_.val_loss = [float("inf")]  # the stage's start_best: any epoch replaces the start
+        try:
+            super()._after_training(batch_loss, n_train, val_loss, val_tensors, on_epoch)
+        finally:
+            self.history_.val_loss = joint_losses
+        self.fresh_stage_objective_ = min(self.encoder_history_.val_loss)
+        if self.fresh_stage_objective_ > min(joint_losses):  # keep the joint stop's encoder when it was better
+            self.net_.encoder.load_state_dict(joint_encoder)
 
 
 def p_ever_level(model, va, x_va) -> dict:
@@ -118,7 +137,8 @@ def p_ever_level(model, va, x_va) -> dict:
 
 def main(argv=None) -> int:
     ap = truth_probe_parser(__doc__)
-    ap.add_argument("--starts", default=",".join(STARTS), help="comma-separated, of %(default)s")
+    ap.add_argument("--starts", default="both,decoder,encoder",
+                    help=f"comma-separated, of {','.join(STARTS)} (default %(default)s)")
     args = ap.parse_args(argv)
     starts = pick(ap, "--starts", args.starts, STARTS)
     inputs = truth_inputs(ap, args.data)
