@@ -25,7 +25,8 @@ start; per fit the validation objective (lower is better; the only figure a rule
 may use), the validation AUC against the true occurrence, the share of BC's gap to the oracle and
 the joint stage's best epoch, and the level of P(ever): the mean over events of the fit's mean
 P(ever) minus the true share on the validation rows (``p_ever_bias``), and the mean of its absolute
-value over events (``p_ever_abs_bias``). First it prints, per event, the observed share, the
+value over events (``p_ever_abs_bias``), and the mean over events of the expected calibration error
+of P(ever) against the true occurrence (``ece``, as the experiments' tables compute it). First it prints, per event, the observed share, the
 cure fit's P(c = 1), the true share of the training rows, the cure fit's mu and the default's
 start (the mean log time). The test split is not read.
 """
@@ -46,6 +47,7 @@ from early_stopping_probe import compare_fits, variant_fitters  # noqa: E402
 from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
 from validation_probe import pick  # noqa: E402
 
+from cet_model.metrics import expected_calibration_error  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
 
 STARTS = ("both", "decoder", "encoder", "both-fresh")
@@ -128,11 +130,14 @@ class CureStart(CETModel):
 
 def p_ever_level(model, va, x_va) -> dict:
     """The fit's mean P(ever) minus the true share on the validation rows: the mean over events of
-    that difference and of its absolute value (unmasked cells)."""
+    that difference and of its absolute value, and the mean over events of the expected calibration
+    error of P(ever) against the true occurrence (as the experiments' ECE; unmasked cells)."""
     p = model.predict_occurrence(x_va)
     keep = np.ones_like(va.C, bool) if va.mask is None else va.mask > 0.5
     diff = np.array([p[keep[:, j], j].mean() - va.C[keep[:, j], j].mean() for j in range(p.shape[1])])
-    return {"p_ever_bias": round(float(diff.mean()), 4), "p_ever_abs_bias": round(float(np.abs(diff).mean()), 4)}
+    ece = np.mean([expected_calibration_error(va.C[keep[:, j], j], p[keep[:, j], j]) for j in range(p.shape[1])])
+    return {"p_ever_bias": round(float(diff.mean()), 4), "p_ever_abs_bias": round(float(np.abs(diff).mean()), 4),
+            "ece": round(float(ece), 4)}
 
 
 def main(argv=None) -> int:
