@@ -26,7 +26,10 @@ may use), the validation AUC against the true occurrence, the share of BC's gap 
 the joint stage's best epoch, and the level of P(ever): the mean over events of the fit's mean
 P(ever) minus the true share on the validation rows (``p_ever_bias``), and the mean of its absolute
 value over events (``p_ever_abs_bias``), and the mean over events of the expected calibration error
-of P(ever) against the true occurrence (``ece``, as the experiments' tables compute it). First it prints, per event, the observed share, the
+of P(ever) against the true occurrence (``ece``, as the experiments' tables compute it); and the
+time head's fit to the true times as ``time_head_ceiling.py`` measures it (``decoder_loglik``, the
+mean log-density of the true log time over the cells whose event happens, given the true
+occurrence pattern; ``decoder_bias``, the mean of mu − log t there). First it prints, per event, the observed share, the
 cure fit's P(c = 1), the true share of the training rows, the cure fit's mu and the default's
 start (the mean log time). The test split is not read.
 """
@@ -44,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from early_stopping_probe import compare_fits, variant_fitters  # noqa: E402
-from time_head_ceiling import truth_inputs, truth_probe_parser  # noqa: E402
+from time_head_ceiling import decoder_fit, truth_inputs, truth_probe_parser  # noqa: E402
 from validation_probe import pick  # noqa: E402
 
 from cet_model.metrics import expected_calibration_error  # noqa: E402
@@ -130,14 +133,17 @@ class CureStart(CETModel):
 
 def p_ever_level(model, va, x_va) -> dict:
     """The fit's mean P(ever) minus the true share on the validation rows: the mean over events of
-    that difference and of its absolute value, and the mean over events of the expected calibration
-    error of P(ever) against the true occurrence (as the experiments' ECE; unmasked cells)."""
+    that difference and of its absolute value, the mean over events of the expected calibration
+    error of P(ever) against the true occurrence (as the experiments' ECE; unmasked cells), and the
+    time head's fit to the true times (``time_head_ceiling.decoder_fit``)."""
     p = model.predict_occurrence(x_va)
     keep = np.ones_like(va.C, bool) if va.mask is None else va.mask > 0.5
     diff = np.array([p[keep[:, j], j].mean() - va.C[keep[:, j], j].mean() for j in range(p.shape[1])])
     ece = np.mean([expected_calibration_error(va.C[keep[:, j], j], p[keep[:, j], j]) for j in range(p.shape[1])])
+    fit = decoder_fit(model, x_va, va)
     return {"p_ever_bias": round(float(diff.mean()), 4), "p_ever_abs_bias": round(float(np.abs(diff).mean()), 4),
-            "ece": round(float(ece), 4)}
+            "ece": round(float(ece), 4), "decoder_loglik": round(fit["loglik"], 4),
+            "decoder_bias": round(fit["bias"], 4)}
 
 
 def main(argv=None) -> int:
