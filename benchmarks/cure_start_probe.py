@@ -17,7 +17,11 @@ occurrence logit at logit P(c = 1), the time head's output bias at mu and its lo
 sigma), ``decoder`` (the time head only, the occurrence logit at the observed share), ``encoder``
 (the occurrence logit only), ``both-fresh`` (as ``both``, then the encoder stage starts the occurrence
 encoder again from its initial weights and the default's start, the observed share, against the
-time head the joint stage left: does the occurrence head learn more against that time head?).
+time head the joint stage left: does the occurrence head learn more against that time head?),
+``decoder-em`` (as ``decoder``, then one round of block EM as ``time_head_ceiling.py`` runs it
+from the default: the time head refitted alone from its start, the cure fit, against the frozen
+occurrence encoder, then the encoder stage again; the round's weights kept only where they lower
+the validation objective: do the two small gains add up?).
 Every other setting is the default's.
 
 Per seed: BC and the oracle (the goal's floor and ceiling), the default CET and CET from each
@@ -52,8 +56,9 @@ from validation_probe import pick  # noqa: E402
 
 from cet_model.metrics import expected_calibration_error  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
+from cet_model.train import train, training_only  # noqa: E402
 
-STARTS = ("both", "decoder", "encoder", "both-fresh")
+STARTS = ("both", "decoder", "encoder", "both-fresh", "decoder-em")
 
 
 def cure_nll(theta: np.ndarray, log_t: np.ndarray, s: np.ndarray) -> float:
@@ -107,15 +112,35 @@ class CureStart(CETModel):
         with torch.no_grad():
             if self.start in ("both", "encoder", "both-fresh"):
                 self.net_.encoder.net[-1].bias.copy_(self._tensor(special.logit(fits[:, 0])))
-            if self.start in ("both", "decoder", "both-fresh"):
+            if self.start in ("both", "decoder", "both-fresh", "decoder-em"):
                 bias = self.net_.decoder.output_bias()
                 bias[:k] = self._tensor(fits[:, 1])
                 if self.sigma_ == "net":
                     bias[k:] = self._tensor(np.log(fits[:, 2]))
                 else:
                     self.net_.decoder.log_sigma.copy_(self._tensor(np.log(fits[:, 2])))
+        self.decoder_start_ = {k: v.detach().clone() for k, v in self.net_.decoder.state_dict().items()}
+
+    def _em_round(self, batch_loss, n_train, val_loss) -> None:
+        """One round of block EM after the default's stages (``decoder-em``), kept where it lowers
+        the validation objective."""
+        before, kept = val_loss(), {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
+        self.net_.decoder.load_state_dict(self.decoder_start_)
+        with training_only(self.net_, self.net_.decoder):
+            train(self.net_, batch_loss, n_train, self._config(), self.shuffle_generator_, val_loss, desc="EM decoder")
+        with training_only(self.net_, self.net_.encoder):
+            train(self.net_, batch_loss, n_train, self._encoder_stage_config(n_train), self.shuffle_generator_,
+                  val_loss, desc="EM encoder", start_best=val_loss())
+        self.em_objectives_ = (before, val_loss())
+        if self.em_objectives_[1] >= before:
+            self.net_.load_state_dict(kept)
 
     def _after_training(self, batch_loss, n_train, val_loss, val_tensors, on_epoch) -> None:
+        if self.start == "decoder-em":
+            super()._after_training(batch_loss, n_train, val_loss, val_tensors, on_epoch)
+            if val_loss is not None and self.history_.stopped_early:
+                self._em_round(batch_loss, n_train, val_loss)
+            return None
         if self.start != "both-fresh" or val_loss is None or not self.history_.stopped_early:
             return super()._after_training(batch_loss, n_train, val_loss, val_tensors, on_epoch)
         joint_losses, joint_encoder = self.history_.val_loss, self.net_.encoder.state_dict()
