@@ -1,7 +1,7 @@
 """Does a start at the classical mixture-cure fit lead CET's joint fit to the better optimum? Validation only.
 
     python benchmarks/cure_start_probe.py --data data/experiments/mimic-standin [--seeds 0,1] \
-        [--starts both,decoder,encoder,both-fresh] [--out benchmarks/results/cure_start_mimic.json]
+        [--starts both,decoder,encoder,both-fresh,decoder-em,em] [--out benchmarks/results/cure_start_mimic.json]
 
 The default CET starts each event's occurrence logit at its observed share (a lower bound on
 P(c = 1)) and each event's time head at the mean log of its training times, censored ones
@@ -21,7 +21,8 @@ time head the joint stage left: does the occurrence head learn more against that
 ``decoder-em`` (as ``decoder``, then one round of block EM as ``time_head_ceiling.py`` runs it
 from the default: the time head refitted alone from its start, the cure fit, against the frozen
 occurrence encoder, then the encoder stage again; the round's weights kept only where they lower
-the validation objective: do the two small gains add up?).
+the validation objective: do the two small gains add up?), ``em`` (the default's own starts and
+stages, then that guarded round: the round alone).
 Every other setting is the default's.
 
 Per seed: BC and the oracle (the goal's floor and ceiling), the default CET and CET from each
@@ -58,7 +59,7 @@ from cet_model.metrics import expected_calibration_error  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
 from cet_model.train import train, training_only  # noqa: E402
 
-STARTS = ("both", "decoder", "encoder", "both-fresh", "decoder-em")
+STARTS = ("both", "decoder", "encoder", "both-fresh", "decoder-em", "em")
 
 
 def cure_nll(theta: np.ndarray, log_t: np.ndarray, s: np.ndarray) -> float:
@@ -122,8 +123,8 @@ class CureStart(CETModel):
         self.decoder_start_ = {k: v.detach().clone() for k, v in self.net_.decoder.state_dict().items()}
 
     def _em_round(self, batch_loss, n_train, val_loss) -> None:
-        """One round of block EM after the default's stages (``decoder-em``), kept where it lowers
-        the validation objective."""
+        """One round of block EM after the default's stages (``decoder-em``, ``em``), kept where it
+        lowers the validation objective."""
         before, kept = val_loss(), {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
         self.net_.decoder.load_state_dict(self.decoder_start_)
         with training_only(self.net_, self.net_.decoder):
@@ -136,7 +137,7 @@ class CureStart(CETModel):
             self.net_.load_state_dict(kept)
 
     def _after_training(self, batch_loss, n_train, val_loss, val_tensors, on_epoch) -> None:
-        if self.start == "decoder-em":
+        if self.start in ("decoder-em", "em"):
             super()._after_training(batch_loss, n_train, val_loss, val_tensors, on_epoch)
             if val_loss is not None and self.history_.stopped_early:
                 self._em_round(batch_loss, n_train, val_loss)
