@@ -100,6 +100,13 @@ def cure_fit(t: np.ndarray, s: np.ndarray) -> tuple[float, float, float]:
     return float(special.expit(res.x[0])), float(res.x[1]), float(np.exp(res.x[2]))
 
 
+def cure_fits(t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> np.ndarray:
+    """(M, 3): ``cure_fit`` of each event's unmasked cells of times ``t`` and indicators ``s`` (n, M);
+    ``m`` (n, M) the mask (None: every cell counts)."""
+    w = np.ones_like(s) if m is None else m
+    return np.array([cure_fit(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j]) for j in range(s.shape[1])])
+
+
 class CureStart(CETModel):
     """CET whose occurrence logits and/or time head start at the per-event intercept-only
     mixture-cure fit (``start``: one of ``STARTS``)."""
@@ -109,9 +116,7 @@ class CureStart(CETModel):
     def _prepare(self, t, s, m):
         super()._prepare(t, s, m)
         self.encoder_start_ = {k: v.detach().clone() for k, v in self.net_.encoder.state_dict().items()}
-        w = np.ones_like(s) if m is None else m
-        fits = np.array([cure_fit(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j]) for j in range(s.shape[1])])
-        self.cure_fits_ = fits
+        fits = self.cure_fits_ = cure_fits(t, s, m)
         k = self.n_events_
         with torch.no_grad():
             if self.start in ("both", "encoder", "both-fresh"):
@@ -188,7 +193,7 @@ def main(argv=None) -> int:
     inputs = truth_inputs(ap, args.data)
     tr = inputs[1]
     w = np.ones_like(tr.S) if tr.mask is None else tr.mask
-    fits = np.array([cure_fit(tr.T[w[:, j] > 0.5, j], tr.S[w[:, j] > 0.5, j]) for j in range(tr.S.shape[1])])
+    fits = cure_fits(tr.T, tr.S, tr.mask)
     true_share = np.nanmean(np.where(w > 0.5, tr.C, np.nan), axis=0)
     print("per event: observed share / cure-fit P(c=1) / true share / cure-fit mu / mean log time (the default's start)")
     for j in range(tr.S.shape[1]):
