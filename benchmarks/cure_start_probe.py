@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import optimize, special, stats
+from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,53 +58,18 @@ from early_stopping_probe import compare_fits, variant_fitters  # noqa: E402
 from time_head_ceiling import decoder_fit, truth_inputs, truth_probe_parser  # noqa: E402
 from validation_probe import pick  # noqa: E402
 
-from cet_model.metrics import expected_calibration_error  # noqa: E402
+from cet_model.metrics import expected_calibration_error, mixture_cure_fit  # noqa: E402
 from cet_model.models import CETModel  # noqa: E402
 from cet_model.train import train, training_only  # noqa: E402
 
 STARTS = ("both", "decoder", "encoder", "both-fresh", "decoder-em", "em", "decoder-em-slow")
 
 
-def cure_nll(theta: np.ndarray, log_t: np.ndarray, s: np.ndarray) -> float:
-    """Negative log-likelihood of the intercept-only mixture-cure log-normal model, theta =
-    (logit p, mu, log sigma), at log times ``log_t`` (n,) with indicators ``s`` (n,).
-
-    >>> round(cure_nll(np.array([0.0, 0.0, 0.0]), np.zeros(2), np.array([1.0, 0.0])), 4)
-    1.8998
-    """
-    logit_p, mu, log_sigma = theta
-    log_p, log_1mp = -np.logaddexp(0, -logit_p), -np.logaddexp(0, logit_p)
-    z = (log_t - mu) / np.exp(log_sigma)
-    log_f = stats.norm.logpdf(z) - log_sigma - log_t
-    ll = np.where(s == 1, log_p + log_f, np.logaddexp(log_1mp, log_p + special.log_ndtr(-z)))
-    return float(-ll.sum())
-
-
-def cure_fit(t: np.ndarray, s: np.ndarray) -> tuple[float, float, float]:
-    """(P(c = 1), mu, sigma) of the intercept-only mixture-cure log-normal maximum likelihood on
-    times ``t`` and indicators ``s`` (n,), P(c = 1) bounded to [observed share, 1 - 1e-3].
-
-    >>> rng = np.random.default_rng(0)
-    >>> c = rng.random(20_000) < 0.6
-    >>> t_true, cens = np.exp(1.0 + 0.5 * rng.standard_normal(20_000)), rng.uniform(0, 8, 20_000)
-    >>> p, mu, sigma = cure_fit(np.where(c, np.minimum(t_true, cens), cens), (c & (t_true < cens)).astype(float))
-    >>> round(p, 1), round(mu, 1), round(sigma, 1)
-    (0.6, 1.0, 0.5)
-    """
-    log_t = np.log(t)
-    lo = float(np.clip(s.mean(), 1e-3, 1 - 2e-3))
-    x0 = [special.logit(min(max(lo, 0.5), 1 - 2e-3)), float(log_t[s == 1].mean() if s.any() else log_t.mean()),
-          float(np.log(log_t.std() + 1e-3))]
-    res = optimize.minimize(cure_nll, x0, args=(log_t, s), method="L-BFGS-B",
-                            bounds=[(special.logit(lo), special.logit(1 - 1e-3)), (None, None), (np.log(1e-2), None)])
-    return float(special.expit(res.x[0])), float(res.x[1]), float(np.exp(res.x[2]))
-
-
 def cure_fits(t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> np.ndarray:
-    """(M, 3): ``cure_fit`` of each event's unmasked cells of times ``t`` and indicators ``s`` (n, M);
+    """(M, 3): ``cet_model.metrics.mixture_cure_fit`` of each event's unmasked cells of times ``t`` and indicators ``s`` (n, M);
     ``m`` (n, M) the mask (None: every cell counts)."""
     w = np.ones_like(s) if m is None else m
-    return np.array([cure_fit(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j]) for j in range(s.shape[1])])
+    return np.array([mixture_cure_fit(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j]) for j in range(s.shape[1])])
 
 
 class CureStart(CETModel):
@@ -112,6 +77,9 @@ class CureStart(CETModel):
     mixture-cure fit (``start``: one of ``STARTS``)."""
 
     start: str = "both"
+
+    def _resolve_block_em(self) -> bool:  # the starts below are this probe's own (the library's block_em off)
+        return False
 
     def _prepare(self, t, s, m):
         super()._prepare(t, s, m)

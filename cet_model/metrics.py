@@ -19,6 +19,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from scipy import optimize, special, stats
 from sklearn.metrics import roc_auc_score
 
 log = logging.getLogger("cet_model.metrics")
@@ -283,6 +284,55 @@ def kaplan_meier_plateau(t, s) -> float:
         0.625
     """
     return kaplan_meier_risk(t, s)
+
+
+def _cure_nll(theta: np.ndarray, log_t: np.ndarray, s: np.ndarray) -> float:
+    """Negative log-likelihood of the intercept-only mixture-cure log-normal model, theta =
+    (logit p, mu, log sigma), at log times ``log_t`` (n,) with indicators ``s`` (n,).
+
+    >>> round(_cure_nll(np.array([0.0, 0.0, 0.0]), np.zeros(2), np.array([1.0, 0.0])), 4)
+    1.8998
+    """
+    logit_p, mu, log_sigma = theta
+    log_p, log_1mp = -np.logaddexp(0, -logit_p), -np.logaddexp(0, logit_p)
+    z = (log_t - mu) / np.exp(log_sigma)
+    log_f = stats.norm.logpdf(z) - log_sigma - log_t
+    ll = np.where(s == 1, log_p + log_f, np.logaddexp(log_1mp, log_p + special.log_ndtr(-z)))
+    return float(-ll.sum())
+
+
+def mixture_cure_fit(t, s) -> tuple[float, float, float]:
+    """The intercept-only mixture-cure log-normal maximum likelihood: (P(c = 1), mu, sigma) with
+    log T | c = 1 ~ N(mu, sigma^2), fitted by L-BFGS-B (scipy) to times ``t`` and indicators ``s``.
+
+    P(c = 1) is bounded to [observed share, 1 - 1e-3]: where follow-up ends before the tail of the
+    times an unbounded fit may run to 1. With fewer than two observed events there is nothing to
+    fit: the observed share (at least 1e-3), the mean log time and its standard deviation.
+
+    Args:
+        t: times, shape (n,), > 0.
+        s: 1 = event observed, 0 = censored, shape (n,).
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> c = rng.random(20_000) < 0.6                           # 60 % ever have the event
+        >>> t_event, cens = np.exp(1.0 + 0.5 * rng.standard_normal(20_000)), rng.uniform(0, 8, 20_000)
+        >>> s = (c & (t_event < cens)).astype(float)
+        >>> p, mu, sigma = mixture_cure_fit(np.where(s == 1, t_event, cens), s)
+        >>> round(p, 1), round(mu, 1), round(sigma, 1), round(float(s.mean()), 2)   # observed share 0.37
+        (0.6, 1.0, 0.5, 0.37)
+    """
+    log_t = np.log(np.asarray(t, dtype=np.float64).reshape(-1))
+    s = np.asarray(s, dtype=np.float64).reshape(-1)
+    if log_t.shape != s.shape or log_t.size == 0:
+        raise ValueError(f"t and s must be non-empty and of the same length, got {log_t.size} and {s.size}")
+    lo = float(np.clip(s.mean(), 1e-3, 1 - 2e-3))
+    if s.sum() < 2:
+        return lo, float(log_t.mean()), float(log_t.std() + 1e-3)
+    x0 = [special.logit(min(max(lo, 0.5), 1 - 2e-3)), float(log_t[s == 1].mean()), float(np.log(log_t.std() + 1e-3))]
+    res = optimize.minimize(_cure_nll, x0, args=(log_t, s), method="L-BFGS-B",
+                            bounds=[(special.logit(lo), special.logit(1 - 1e-3)), (None, None), (np.log(1e-2), None)])
+    return float(special.expit(res.x[0])), float(res.x[1]), float(np.exp(res.x[2]))
 
 
 def _km_counts(t, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

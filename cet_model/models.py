@@ -17,6 +17,7 @@ import json
 import math
 import os
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ from . import losses
 from .atomic import writing
 from .comments import CommentInputs, check_spec
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
-from .metrics import kaplan_meier_plateau
+from .metrics import kaplan_meier_plateau, mixture_cure_fit
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import BCParams, CETParams, ModelParams, keyword_init
@@ -42,6 +43,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
 _DEVICE_SHARE = 0.5  # comment inputs are copied onto a CUDA device when they take at most this share of its free memory
 ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
+BLOCK_EM_STAGE_LR = 0.3  # with block_em: the encoder stages' learning rate, this fraction of the joint stage's
 AUTO_STANDARDIZE = 3.0  # standardize="auto": scale when a training column's |mean| or sd exceeds this
 AUTO_SIGMA_ROWS = 1000  # sigma="auto": one log sigma per event below this many training rows, per row from it
 
@@ -501,7 +503,8 @@ class CETModel(_Base):
 
     Parameters: the fields of :class:`cet_model.params.CETParams` (objective, estimator,
     condition_on_occurrence, n_samples, temperature, log_epsilon, max_patterns,
-    importance_samples, occurrence_init, encoder_stage, shared_first_layer) and of
+    importance_samples, occurrence_init, encoder_stage, shared_first_layer, input_dropout,
+    block_em) and of
     :class:`cet_model.params.ModelParams` (layers, training, device), as keywords. ``CETModel()``
     is the product default: the exact log marginal likelihood, a decoder conditioned on the
     occurrences, an automatic training budget, and one log sigma per event below 1,000 training
@@ -540,9 +543,39 @@ class CETModel(_Base):
 
     def _prepare(self, t, s, m):
         self._check_lbfgs_rows(s, m)
+        self.block_em_ = self._resolve_block_em()
         super()._prepare(t, s, m)
+        if self.block_em_:
+            self._init_time_bias_cure(t, s, m)
+            self._decoder_start = {k: v.detach().clone() for k, v in self.net_.decoder.state_dict().items()}
         if self.occurrence_init != "uniform":
             self._init_occurrence_bias(t, s, m)
+
+    def _resolve_block_em(self) -> bool:
+        """``block_em`` with ``"auto"`` resolved (``CETParams.block_em``)."""
+        if self.block_em != "auto":
+            return bool(self.block_em)
+        return (self.objective_ == "marginal" and self._conditioned and self.n_events_ > 1
+                and bool(self.encoder_stage) and not self.shared_first_layer)
+
+    def _init_time_bias_cure(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
+        """Start each event's mu and log sigma at its intercept-only mixture-cure fit on the
+        unmasked training cells (``metrics.mixture_cure_fit``); an event without unmasked cells
+        keeps the mean-log-time start."""
+        w = np.ones_like(s) if m is None else m
+        k = self.n_events_
+        bias = self.net_.decoder.output_bias()
+        with torch.no_grad():
+            for j in range(k):
+                keep = w[:, j] > 0.5
+                if not keep.any():
+                    continue
+                _, mu, sigma = mixture_cure_fit(t[keep, j], s[keep, j])
+                bias[j] = float(mu)
+                if self.sigma_ == "net":
+                    bias[k + j] = float(np.log(sigma))
+                else:
+                    self.net_.decoder.log_sigma[j] = float(np.log(sigma))
 
     def _check_lbfgs_rows(self, s: np.ndarray, m: np.ndarray | None) -> None:
         """L-BFGS's line search needs the same objective at every evaluation: refuse a fit whose
@@ -572,9 +605,11 @@ class CETModel(_Base):
         when the stage did not run). Where the objective has its closed form (M = 1, or a decoder
         that does not read c), the frozen decoder's terms on the validation rows are computed once
         for the stage (``_frozen_decoder_val_loss``): the same monitored values, to the bit."""
-        self.encoder_history_ = None
+        self.encoder_history_ = self.em_round_ = None
+        decoder_start = self.__dict__.pop("_decoder_start", None)
         if not self.encoder_stage or val_loss is None or not self.history_.stopped_early:
             return
+        full_val_loss = val_loss
         encoder = {id(p) for p in self.net_.encoder.parameters()}
         if self._closed_form and not any(id(p) in encoder for p in self.net_.decoder.parameters()):
             val_loss = self._frozen_decoder_val_loss(*val_tensors)  # (a first layer shared with the decoder trains)
@@ -585,11 +620,41 @@ class CETModel(_Base):
                                           self.shuffle_generator_,
                                           val_loss, desc=self._desc() + "/encoder", on_epoch=shifted,
                                           start_best=min(self.history_.val_loss))
+        if self.block_em_:
+            self._block_em_round(batch_loss, n_train, full_val_loss, decoder_start, on_epoch)
+
+    def _block_em_round(self, batch_loss, n_train, val_loss, decoder_start: dict, on_epoch) -> None:
+        """One round of block EM after the encoder stage (``block_em``): the time decoder started
+        again at ``decoder_start`` (its weights after ``_prepare``: the cure-fit start) and fitted
+        alone against the frozen occurrence encoder with the joint stage's budget and patience,
+        then the encoder stage again; the round's weights are kept only where they lower the
+        validation objective. ``em_round_``: the objective before and after, and whether it was kept."""
+        before = val_loss()
+        kept = {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
+        offset = len(self.history_.train_loss) + len(self.encoder_history_.train_loss)
+
+        def shifted(start):
+            return None if on_epoch is None else (lambda epoch, hist: on_epoch(start + epoch, hist))
+
+        self.net_.decoder.load_state_dict(decoder_start)
+        with training_only(self.net_, self.net_.decoder):
+            decoder_history = train(self.net_, batch_loss, n_train, self._config(), self.shuffle_generator_, val_loss,
+                                    desc=self._desc() + "/em-decoder", on_epoch=shifted(offset))
+        with training_only(self.net_, self.net_.encoder):
+            encoder_history = train(self.net_, batch_loss, n_train, self._encoder_stage_config(n_train),
+                                    self.shuffle_generator_, val_loss, desc=self._desc() + "/em-encoder",
+                                    on_epoch=shifted(offset + len(decoder_history.train_loss)), start_best=val_loss())
+        after = val_loss()
+        if not after < before:
+            self.net_.load_state_dict(kept)
+        self.em_round_ = {"objective_before": before, "objective_after": after, "kept": bool(after < before),
+                          "epochs": [len(decoder_history.train_loss), len(encoder_history.train_loss)]}
 
     def _encoder_stage_config(self, n_train: int) -> TrainConfig:
         """The encoder stage's training configuration: the joint stage's, with its epoch budget
         and ``ENCODER_STAGE_PATIENCE`` of its patience."""
-        return later_stage(self._config(), n_train, ENCODER_STAGE_PATIENCE)
+        config = later_stage(self._config(), n_train, ENCODER_STAGE_PATIENCE)
+        return replace(config, lr=config.lr * BLOCK_EM_STAGE_LR) if self.block_em_ else config
 
     def _init_occurrence_bias(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
         """Start each event's occurrence logit at a training-data estimate of P(c = 1) instead of

@@ -175,6 +175,21 @@ class CETParams(ModelParams):
             first layer; the time decoder reads them undropped), in [0, 1); 0 (the default) adds
             none. BC and the oracle take the same option. docs/results.md ("Dropout on the
             encoder's inputs") has the evidence.
+        block_em: ``True``: the time head starts at each event's intercept-only mixture-cure
+            maximum likelihood (:func:`cet_model.metrics.mixture_cure_fit`: mu and sigma of the
+            times of those who ever have the event) instead of the mean log time of every row
+            (censored ones counted as if they were event times: early where censoring hides late
+            events); the encoder stages run at ``models.BLOCK_EM_STAGE_LR`` = 0.3 of the learning
+            rate; and after the encoder stage one round of block EM: the time head fitted again
+            alone from that start against the frozen occurrence encoder, then the encoder stage
+            again, the round's weights kept only where they lower the validation objective.
+            ``False``: none of the three (the default before 2026-12-01). ``"auto"`` (the default):
+            ``True`` for the marginal objective with a decoder that reads the occurrences and
+            more than one event (a conditioned decoder, where the two heads trade against each
+            other), without a shared first layer; ``False`` otherwise (every single-event fit, an
+            unconditioned decoder, ``paper`` and ``bound`` as the original code ran them). The
+            fitted ``block_em_`` says which. Needs ``encoder_stage=True`` and no shared first
+            layer. docs/results.md ("Block EM from the cure fit") has the evidence.
     """
 
     objective: str = "marginal"
@@ -189,6 +204,7 @@ class CETParams(ModelParams):
     encoder_stage: bool = True
     shared_first_layer: bool = False
     input_dropout: float = 0.0
+    block_em: bool | str = "auto"
 
     def __post_init__(self):
         super().__post_init__()
@@ -206,6 +222,12 @@ class CETParams(ModelParams):
         for name in ("condition_on_occurrence", "encoder_stage", "shared_first_layer"):  # "false" from a config is truthy
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if not (self.block_em == "auto" or isinstance(self.block_em, (bool, np.bool_))):
+            raise ValueError(f"block_em must be True, False or 'auto', got {self.block_em!r}")
+        if self.block_em != "auto" and bool(self.block_em) and (self.shared_first_layer or not self.encoder_stage):
+            raise ValueError("block_em=True needs encoder_stage=True and shared_first_layer=False (its round refits "
+                             f"the time head alone, then runs the encoder stage); got encoder_stage="
+                             f"{self.encoder_stage}, shared_first_layer={self.shared_first_layer}")
         if self.shared_first_layer and not self.hidden_sizes:
             raise ValueError("shared_first_layer=True needs a hidden layer: hidden_sizes=() has no first layer to share")
         if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:

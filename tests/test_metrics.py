@@ -17,6 +17,7 @@ from cet_model.metrics import (
     kaplan_meier_risk_gained,
     lcm_slope_sf,
     maller_zhou_test,
+    mixture_cure_fit,
     mrae,
     occurrence_auc,
     resampled_auc,
@@ -430,3 +431,31 @@ def test_horizon_auc_at_the_end_of_follow_up_counts_those_censored_there_as_cont
     plain = ((risk[case][:, None] > risk[control][None, :]) + 0.5 * (risk[case][:, None] == risk[control][None, :])).mean()
     # rossi has no censoring before week 52: every weight is 1, so this is the plain AUC
     assert got == pytest.approx(plain, rel=1e-12) and 0.5 < got < 0.8
+
+
+def test_mixture_cure_fit_is_lifelines_mixture_cure_fit_on_real_data():
+    """Lymphoma (lifelines; 80 patients, 54 deaths): the intercept-only mixture-cure log-normal
+    fit equals lifelines' own MixtureCureFitter (an independent implementation) on P(c = 1), mu
+    and sigma; with fewer than two events there is nothing to fit; bad input is refused."""
+    from lifelines import LogNormalFitter, MixtureCureFitter
+    from lifelines.datasets import load_lymphoma
+
+    df = load_lymphoma()
+    t, s = df["Time"].to_numpy(float), df["Censor"].to_numpy(float)
+    ref = MixtureCureFitter(base_fitter=LogNormalFitter()).fit(t, s).params_
+    p, mu, sigma = mixture_cure_fit(t, s)
+    assert p == pytest.approx(1 - ref["cured_fraction_"], abs=1e-3)
+    assert (mu, sigma) == pytest.approx((ref["mu_"], ref["sigma_"]), abs=2e-3)
+    assert p == pytest.approx(0.805, abs=1e-3) and p > s.mean()
+    # censoring ends before the tail: an unbounded fit could run anywhere in (0, 1]; the bound
+    # keeps P(c = 1) at or above the observed share (here the MLE is P = 1: no plateau)
+    rng = np.random.default_rng(0)
+    t_event = rng.exponential(size=500)
+    s_all = (t_event < 0.5).astype(float)
+    p_all, _, _ = mixture_cure_fit(np.minimum(t_event, 0.5), s_all)
+    assert s_all.mean() <= p_all <= 1 - 1e-3 + 1e-9 and p_all > 0.9
+    one = np.array([0.0, 1.0, 0.0])
+    assert mixture_cure_fit(np.array([1.0, 2.0, 4.0]), one) == pytest.approx(
+        (1 / 3, np.log([1.0, 2.0, 4.0]).mean(), np.log([1.0, 2.0, 4.0]).std() + 1e-3))
+    with pytest.raises(ValueError, match="same length"):
+        mixture_cure_fit(np.ones(3), np.ones(2))

@@ -538,7 +538,7 @@ def _split_rows(data, n_train=200):
 def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survival):
     (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
     kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1,
-              sigma="net")
+              sigma="net", block_em=False)  # the stage alone (block_em: its own test)
     joint = CETModel(encoder_stage=False, **kw).fit(x, t, s, xv, tv, sv)
     staged = CETModel(**kw).fit(x, t, s, xv, tv, sv)  # the default: encoder_stage=True
     assert joint.history_.stopped_early and joint.encoder_history_ is None
@@ -560,6 +560,81 @@ def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survi
         return [rule.update(e, v)[1] for e, v in enumerate(h.val_loss)]
     assert h.stopped_early and stops(2).index(True) == len(h.val_loss) - 1
     assert not any(stops(5))
+
+
+def test_block_em_is_on_by_default_only_for_a_conditioned_multi_event_marginal_fit(small_survival):
+    """``block_em="auto"``: on for the default (marginal objective, decoder reading c, M > 1), off
+    for one event, an unconditioned decoder, the original code's objectives and a shared first
+    layer; ``True`` / ``False`` override it; a string that is not "auto" is refused."""
+    x, t, s, _ = small_survival
+    fast = dict(hidden_sizes=(4,), max_epochs=1, patience=1, device="cpu")
+    assert CETModel().get_params()["block_em"] == "auto"
+    cases = {(): True, (("block_em", False),): False, (("condition_on_occurrence", False),): False,
+             (("objective", "paper"),): False, (("objective", "bound"),): False,
+             (("shared_first_layer", True),): False, (("encoder_stage", False),): False,
+             (("condition_on_occurrence", False), ("block_em", True)): True}
+    for case, expected in cases.items():
+        assert CETModel(**fast, **dict(case)).fit(x, t, s).block_em_ is expected, case
+    assert CETModel(**fast).fit(x, t[:, :1], s[:, :1]).block_em_ is False  # one event
+    with pytest.raises(ValueError, match="block_em must be True, False or 'auto', got 'yes'"):
+        CETModel(block_em="yes").fit(x, t, s)
+    with pytest.raises(ValueError, match="block_em=True needs encoder_stage=True and shared_first_layer=False"):
+        CETModel(block_em=True, shared_first_layer=True).fit(x, t, s)
+
+
+def test_block_em_starts_the_time_head_at_each_events_mixture_cure_fit():
+    """With block_em the time head's mu and sigma start at ``mixture_cure_fit`` of each event's
+    unmasked training cells (a fit that cannot move: lr 1e-12, one epoch); without it, at the
+    mean log time and its standard deviation, every cell counted."""
+    from cet_model.metrics import mixture_cure_fit
+
+    rng = np.random.default_rng(5)
+    n = 600
+    x = np.zeros((n, 1))
+    c = rng.random((n, 2)) < [0.4, 0.7]
+    t_event, cens = np.exp(1.0 + 0.6 * rng.standard_normal((n, 2))), rng.uniform(0.5, 6, (n, 2))
+    s = (c & (t_event < cens)).astype(float)
+    t = np.where(s == 1, t_event, cens)
+    mask = np.ones_like(s)
+    mask[:100, 1] = 0
+    still = dict(hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu", sigma="constant")
+    for block_em, sl in ((True, slice(100, None)), (False, slice(None))):
+        model = CETModel(**still, block_em=block_em).fit(x, t, s, mask=mask)
+        mu = model.net_.decoder.output_bias().detach().numpy()[:2]
+        sigma = np.exp(model.net_.decoder.log_sigma.detach().numpy())
+        if block_em:
+            fits = [mixture_cure_fit(t[:, 0], s[:, 0]), mixture_cure_fit(t[sl, 1], s[sl, 1])]
+            np.testing.assert_allclose(mu, [f[1] for f in fits], rtol=1e-5)
+            np.testing.assert_allclose(sigma, [f[2] for f in fits], rtol=1e-5)
+            assert (mu > np.log(t).mean(0) + 0.1).all()  # later than the mean log time: censoring hid late events
+        else:
+            np.testing.assert_allclose(mu, np.log(t).mean(0), rtol=1e-5)
+
+
+def test_block_em_round_is_kept_only_where_it_lowers_the_validation_objective(small_survival):
+    """After the encoder stage (at 0.3 of the learning rate), one round of block EM: the time head
+    refitted from its start, then the encoder stage again; ``em_round_`` records the validation
+    objective before and after, and the model holds the better of the two weights."""
+    from cet_model.models import BLOCK_EM_STAGE_LR
+
+    (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
+    kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", sigma="net")
+    seen = []
+    for seed in (1, 2, 3):
+        epochs = []
+        model = CETModel(seed=seed, **kw).fit(x, t, s, xv, tv, sv, on_epoch=lambda e, h, epochs=epochs: epochs.append(e))
+        r = model.em_round_
+        assert model.block_em_ and model.encoder_history_ is not None and r is not None
+        assert min(r["epochs"]) >= 1 and r["kept"] == (r["objective_after"] < r["objective_before"])
+        assert -model.score(xv, tv, sv) == pytest.approx(min(r["objective_before"], r["objective_after"]), rel=1e-6)
+        assert model._encoder_stage_config(len(x)).lr == pytest.approx(0.01 * BLOCK_EM_STAGE_LR)
+        assert epochs == list(range(len(epochs))) and len(epochs) == (  # progress goes on through the round
+            len(model.history_.train_loss) + len(model.encoder_history_.train_loss) + sum(r["epochs"]))
+        seen.append(r["kept"])
+    assert True in seen  # the round moves the fit: kept at least once here (seeds 1-3)
+    plain = CETModel(seed=1, block_em=False, **kw).fit(x, t, s, xv, tv, sv)
+    assert plain.em_round_ is None and plain._encoder_stage_config(len(x)).lr == 0.01
+    assert CETModel(seed=1, **kw).fit(x, t, s).em_round_ is None  # no validation data: no stage, no round
 
 
 @pytest.mark.parametrize("case", ["one event", "one event, in chunks", "unconditioned, masked", "shared first layer"])
