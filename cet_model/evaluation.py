@@ -20,7 +20,9 @@ Presets (``PRESETS``):
 - ``CET``: the product default, ``CETModel()`` -- the exact log marginal likelihood (observed
   cells pinned, censored cells summed), conditioned decoder, occurrence logits started at each
   event's observed share, Adam lr 1e-3, automatic budget, early stopping per head (the encoder
-  trained on alone after the joint stop).
+  trained on alone after the joint stop), and for M > 1 block EM from the mixture-cure start
+  (``block_em="auto"``: the time head started at each event's cure fit, the encoder stages at
+  0.3 of the learning rate, one guarded round).
 - ``CET-paper``: the paper's model as the original code trained it (Gumbel-Softmax, tau 0.3,
   100 samples, penalty -log eps - log p with eps = 0.7, Adam lr 3e-4, logits started near 0,
   one joint early stop): what produced Tables 3-5.
