@@ -160,6 +160,16 @@ def drop_models(result: dict, models, name: str = "part 1") -> dict:
     return out
 
 
+def _keep_order(result: dict, order: list[str]) -> None:
+    """Put ``result``'s models (and their config entries) in ``order``, any others after it."""
+    ranked = [m for m in order if m in result["models"]] + [m for m in result["models"] if m not in order]
+    result["models"] = {m: result["models"][m] for m in ranked}
+    for key in ("model_runs", "seeds", "models", "resolved"):
+        entries = result["config"].get(key)
+        if isinstance(entries, dict):
+            result["config"][key] = {m: entries[m] for m in ranked if m in entries}
+
+
 def merge_folders(folders: list[Path], out: Path, title: str | None = None, drop_first=()) -> dict:
     """Read each folder's ``metrics.json``, merge, and write the report to ``out`` (atomically).
 
@@ -174,9 +184,11 @@ def merge_folders(folders: list[Path], out: Path, title: str | None = None, drop
         table = Path(folders[0]) / "table.md"
         head = table.read_text().splitlines()[0] if table.is_file() else ""
         title = head[2:] if head.startswith("# ") else f"Dataset {Path(parts[0]['dataset']['path']).name}"
+    order = list(parts[0]["models"])  # the first report's rows keep their places, rerun or not
     if drop_first:
         parts[0] = drop_models(parts[0], drop_first, str(folders[0]))
     result = merge_results(parts, [str(f) for f in folders])
+    _keep_order(result, order)
     result["command"] += (" + python -m cet_experiments merge " + " ".join(str(f) for f in folders)
                           + (f" --drop-first {','.join(drop_first)}" if drop_first else "") + f" --out {out}")
     write_report(result, Path(out), title)

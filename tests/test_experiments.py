@@ -276,6 +276,7 @@ def test_merge_refuses_rows_of_a_changed_default_and_drop_first_replaces_them(tm
                              "--out", str(tmp_path / "m")]) == 0
     merged = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert merged["config"]["seeds"] == {"BC": [0, 1], "CET": [1]}
+    assert list(merged["models"]) == list(merged["config"]["seeds"]) == ["CET", "BC"]  # the rows keep their order
     assert merged["config"]["resolved"]["CET"]["occurrence_init"] == "observed"
     assert "--drop-first CET" in merged["command"]
     with pytest.raises(SystemExit, match="has no ET to drop"):
