@@ -139,6 +139,10 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
             "command": " + ".join(commands)}
 
 
+# the config entries keyed by model
+_PER_MODEL_CONFIG = ("model_runs", "seeds", "models", "resolved")
+
+
 def drop_models(result: dict, models, name: str = "part 1") -> dict:
     """A copy of a ``metrics.json`` dict without ``models``; a model it lacks is a ValueError."""
     models = [m for m in models if m]
@@ -151,7 +155,7 @@ def drop_models(result: dict, models, name: str = "part 1") -> dict:
         config["seeds"] = {m: seeds_of(result, m) for m in result["models"]}
     for m in models:
         del out["models"][m]
-        for key in ("model_runs", "seeds", "models", "resolved"):
+        for key in _PER_MODEL_CONFIG:
             (config.get(key) or {}).pop(m, None)
         for curves in ((out.get("figures") or {}).get("calibration") or {}).values():
             curves.pop(m, None)
@@ -164,7 +168,7 @@ def _keep_order(result: dict, order: list[str]) -> None:
     """Put ``result``'s models (and their config entries) in ``order``, any others after it."""
     ranked = [m for m in order if m in result["models"]] + [m for m in result["models"] if m not in order]
     result["models"] = {m: result["models"][m] for m in ranked}
-    for key in ("model_runs", "seeds", "models", "resolved"):
+    for key in _PER_MODEL_CONFIG:
         entries = result["config"].get(key)
         if isinstance(entries, dict):
             result["config"][key] = {m: entries[m] for m in ranked if m in entries}

@@ -28,7 +28,7 @@ def test_metrics_record_the_encoder_stage_epochs(tmp_path):
     b = json.loads((joint / "metrics.json").read_text())
     assert a["epochs"]["CET"] == b["epochs"]["CET"] < 80  # the same seeded joint stage, stopped early
     assert a["encoder_epochs"]["CET"] >= 1  # then the stage ran, and its epochs are counted
-    assert b["encoder_epochs"]["CET"] == 0 and a["em_epochs"]["CET"] == b["em_epochs"]["CET"] == 0
+    assert b["encoder_epochs"]["CET"] == 0 and "CET" not in a["em_round"] and "CET" not in b["em_round"]
 
 
 def test_fit_progress_counts_models_whole_and_throttles_the_updates(tmp_path):
@@ -44,9 +44,9 @@ def test_fit_progress_counts_models_whole_and_throttles_the_updates(tmp_path):
                                progress=lambda model, epoch, hist: calls.append((model, epoch)))
     metrics = json.loads((version / "metrics.json").read_text())
     assert metrics["encoder_epochs"]["CET"] >= 1  # the stage ran, so its epochs are in the calls too
-    assert metrics["em_epochs"]["CET"] >= 1  # and the default block-EM round (decoder, then encoder) after it
-    assert metrics["em_round"]["CET"]["epochs"][0] + metrics["em_round"]["CET"]["epochs"][1] == metrics["em_epochs"]["CET"]
-    assert len(calls) == sum(metrics["epochs"].values()) + metrics["encoder_epochs"]["CET"] + metrics["em_epochs"]["CET"]
+    em_epochs = metrics["em_round"]["CET"]["epochs"]  # the default block-EM round after it: decoder, then encoder
+    assert len(em_epochs) == 2 and sum(em_epochs) >= 1
+    assert len(calls) == sum(metrics["epochs"].values()) + metrics["encoder_epochs"]["CET"] + sum(em_epochs)
     ticks = iter(0.1 * i for i in range(len(calls))).__next__
     progress = FitProgress(params.models, interval=0.5, clock=ticks)
     sent = [(model, progress.epoch(model, epoch)) for model, epoch in calls]
