@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import re
 import shutil
 import tempfile
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -127,4 +129,127 @@ def save_figure(fig, path) -> Path:
             os.replace(tmp, path)
     finally:
         plt.close(fig)
+    return path
+
+
+# --- which folders a write may replace -------------------------------------------------------
+# Every folder this project writes whole (a dataset, a stand-in's tables) carries MARKER, which
+# lists the entries it wrote. A folder is replaced only when it is absent, empty, or holds the
+# marker and nothing besides what the marker lists and the project's stamps: never a folder of the
+# user's, never one the user added a file to.
+MARKER = ".cet-output.json"
+STAMPS = frozenset({MARKER, ".stage.json"})
+# what a dataset folder held before folders were marked (read as the project's own, see owned_entries)
+_DATASET_FILES = frozenset({"manifest.json", "features.parquet", "events.parquet", "sequences.npy"})
+
+
+def mark(folder, kind: str) -> Path:
+    """Write ``MARKER`` into ``folder`` listing its present entries (call it last, before the rename)."""
+    folder = Path(folder)
+    entries = sorted(p.name for p in folder.iterdir() if p.name not in STAMPS)
+    (folder / MARKER).write_text(json.dumps({"written_by": "cet", "kind": kind, "entries": entries}, indent=2))
+    return folder / MARKER
+
+
+def owned_entries(folder) -> set[str] | None:
+    """The entries of ``folder`` this project wrote (its ``MARKER``'s list), or None when it holds
+    no mark of this project. A folder written before folders were marked counts as the project's
+    when it holds a dataset's ``manifest.json`` and only dataset files, or a stand-in's
+    ``SHA256SUMS.txt`` and only the files it lists."""
+    folder = Path(folder)
+    try:
+        record = json.loads((folder / MARKER).read_text())
+        if isinstance(record, dict) and record.get("written_by") == "cet" and isinstance(record.get("entries"), list):
+            return {str(e) for e in record["entries"]}
+    except (OSError, ValueError):
+        pass
+    if (folder / "manifest.json").is_file():
+        return set(_DATASET_FILES)
+    sums = folder / "SHA256SUMS.txt"
+    if sums.is_file():
+        try:
+            return {"SHA256SUMS.txt"} | {line.split()[-1].lstrip("*") for line in sums.read_text().splitlines()
+                                         if len(line.split()) >= 2}
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None
+
+
+def check_replaceable(path, what: str = "output folder") -> Path:
+    """Raise FileExistsError naming ``path`` unless a write may replace it: absent, an empty folder,
+    or a folder this project wrote that holds nothing else (``owned_entries``). A symbolic link is
+    followed to the folder it names, which must then pass the same test; returns the real path to
+    write (a link to nothing is refused)."""
+    path = Path(path)
+    if path.is_symlink():
+        target = path.resolve()
+        if not target.exists():
+            raise FileExistsError(f"{path}: a symbolic link to {target}, which does not exist; give an existing "
+                                  f"folder or a path that is not a link as the {what}")
+        path = target
+    path = Path(os.path.abspath(path))
+    if not path.exists():
+        return path
+    if not path.is_dir():
+        raise FileExistsError(f"{path}: exists and is not a folder; the {what} must be a folder this project "
+                              "writes: choose another path")
+    entries = {p.name for p in path.iterdir()}
+    if not entries:
+        return path
+    owned = owned_entries(path)
+    if owned is None:
+        raise FileExistsError(f"{path}: exists, is not empty and was not written by CET (no {MARKER}); CET "
+                              f"replaces only folders it wrote: choose another {what}, or empty it yourself")
+    foreign = sorted(entries - owned - STAMPS)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise FileExistsError(f"{path}: holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} CET did not "
+                              f"write ({shown}); replacing the folder would delete {'it' if len(foreign) == 1 else 'them'}"
+                              f": move {'it' if len(foreign) == 1 else 'them'} out or choose another {what}")
+    return path
+
+
+def replace_folder(src, dst, kind: str) -> Path:
+    """Mark the finished ``src`` and move it to ``dst``; an old ``dst`` is replaced only when
+    ``check_replaceable`` allows it, and only once ``src`` is complete."""
+    src, dst = Path(src), check_replaceable(dst)
+    mark(src, kind)
+    if dst.exists():
+        old = dst.parent / f"{temporary_name(dst, 'old')}{uuid.uuid4().hex[:8]}"
+        os.replace(dst, old)
+        os.replace(src, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+    return dst
+
+
+# a cell a spreadsheet would run as a formula (OWASP's list): written with a leading apostrophe
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value):
+    """``value`` with a leading ``'`` when it is text a spreadsheet would read as a formula.
+
+    >>> spreadsheet_safe("@SUM(A1:A9)"), spreadsheet_safe("age"), spreadsheet_safe(-1.5)
+    ("'@SUM(A1:A9)", 'age', -1.5)
+    """
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+
+
+def write_csv(frame, path) -> Path:
+    """Write a polars frame as CSV atomically, every text cell and column name ``spreadsheet_safe``."""
+    import polars as pl
+
+    path = Path(path)
+    text = [c for c, t in frame.schema.items() if t == pl.Utf8]
+    frame = frame.with_columns(pl.col(c).map_elements(spreadsheet_safe, return_dtype=pl.Utf8) for c in text)
+    frame = frame.rename({c: spreadsheet_safe(c) for c in frame.columns if spreadsheet_safe(c) != c})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path))
+    os.close(fd)
+    with writing(path, tmp):
+        frame.write_csv(tmp)
+        os.replace(tmp, path)
     return path

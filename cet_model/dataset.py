@@ -17,18 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 import shutil
 import tempfile
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from .atomic import temporary_name, writing
+from .atomic import check_replaceable, replace_folder, temporary_name, writing
 from .comments import NpyRows, RowView
 
 SPLITS = ("train", "val", "test")
@@ -115,7 +113,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
                   sequences: np.ndarray | None = None) -> Path:
     """Check the frames against the contract, then write the folder atomically. ``sequences``:
     an (n, L, D) array or a ``RowView`` (written by blocks of rows, see ``save_rows``)."""
-    out_dir = Path(out_dir)
+    out_dir = check_replaceable(out_dir, "dataset folder")  # before any work: never a folder of the user's
     manifest = dict(manifest)
     manifest.setdefault("split_sizes", {s: int((features["split"] == s).sum()) for s in SPLITS})
     manifest["n_rows"] = features.height
@@ -130,7 +128,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
             if write is not None:
                 with writing(out_dir / name):  # errors name the file the dataset would have
                     write(tmp / name)
-        _replace_dir(tmp, out_dir)
+        replace_folder(tmp, out_dir, "dataset")
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -585,16 +583,6 @@ def save_rows(path, array, rows_per_write: int = 4096) -> None:
         np.lib.format.write_array_header_1_0(f, header)
         for lo in range(0, shape[0], rows_per_write):
             f.write(np.ascontiguousarray(array[slice(lo, lo + rows_per_write)], dtype=dtype).tobytes())
-
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    if dst.exists():
-        old = dst.parent / f"{temporary_name(dst, 'old')}{uuid.uuid4().hex[:8]}"
-        os.replace(dst, old)
-        os.replace(src, dst)
-        shutil.rmtree(old)
-    else:
-        os.replace(src, dst)
 
 
 def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, where: str,

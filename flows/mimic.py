@@ -21,6 +21,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
 from flows.lib.flow_params import MimicBuildParams, recipe
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -83,6 +84,7 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
     if not mimic_dir and not download_demo_url and s.mimic_dir:
         mimic_dir = str(s.mimic_dir)
     standin_scale = params.standin_scale if params.standin_scale is not None else s.mimic_standin_scale
+    check_output_folder(out, {"--mimic-dir": mimic_dir}, params.work_dir)
     build_params = params.build_params()
     source = ({"mimic_dir": "given"} if mimic_dir else {"demo_url": download_demo_url} if download_demo_url
               else {"standin_scale": standin_scale, "standin_seed": standin_seed})
@@ -160,6 +162,8 @@ def main(argv=None) -> int:
                                   split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit,
                                   window_events=args.window_events, standin_scale=args.standin_scale,
                                   split_method=args.split_method)
+        check_output_folder(params.out or str(Settings().dataset_dir("mimic")),
+                            {"--mimic-dir": params.mimic_dir or Settings().mimic_dir}, params.work_dir)
         if not params.mimic_dir and not params.download_demo_url and not Settings().mimic_dir:
             out = params.out or str(Settings().dataset_dir("mimic"))
             refuse_standin_over_real("build-mimic-features", out, work_dir_for(out, params.work_dir),

@@ -28,6 +28,7 @@ from prefect.logging import get_run_logger
 from flows.common import work_dir_for
 from flows.lib.flow_params import PredictParams
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -81,12 +82,23 @@ def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, 
     return str(path)
 
 
+def check_scores_out(params, s: Settings) -> None:
+    """The output file checked before anything is read (``folders.check_output_file``): parquet, apart
+    from the inputs, outside dataset folders and the registry, and an existing file only when it
+    is a scores file predict wrote. ``params``: the flow's parameters or the parsed command line."""
+    check_output_file(params.out, "--out", ".parquet", {"--features": params.features, "--mimic-dir": params.mimic_dir,
+                                                       "--dumps": params.dumps, "--sequences": params.sequences,
+                                                       "--work-dir": params.work_dir},
+                      registries=[s.models_dir], ours=predict_lib.written_scores)
+
+
 @flow(name="predict", task_runner=thread_runner())
 def predict(params: PredictParams) -> str:
     """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
     s = Settings()
     version = str(predict_lib.resolve_version(s.models_dir, params.dataset or s.retrain_dataset, params.version))
     qs, hs = list(params.quantiles), list(params.horizons)
+    check_scores_out(params, s)
     work = work_dir_for(params.out, params.work_dir)
     with output_lock(params.out, s.lock_wait, "predict"):
         if params.mimic_dir:
@@ -119,6 +131,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sequences", help="comment embeddings .npy, with --features for models trained on Reddit")
     args = ap.parse_args(argv)
     apply_log_level(args)
+    try:  # before anything is read: never write over an input, a dataset or the registry
+        check_scores_out(args, Settings())
+    except ValueError as exc:
+        ap.error(str(exc))
     require_path(ap, "--features", args.features, "file")
     require_path(ap, "--mimic-dir", args.mimic_dir, "dir")
     require_path(ap, "--sequences", args.sequences, "file")

@@ -20,6 +20,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
 from flows.lib.flow_params import RedditBuildParams, recipe
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -111,6 +112,7 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
     out = request.out or str(s.dataset_dir("reddit"))
     work = Path(work_dir_for(out, request.work_dir))
     dumps = request.dumps or s.reddit_dumps
+    check_output_folder(out, {"--dumps": dumps, "--embedding-cache": request.embedding_cache}, request.work_dir)
     standin_users, standin_seed = request.standin_users or s.reddit_standin_users, request.standin_seed
     standin_text = request.standin_text or s.reddit_standin_text
     start, comment_end, submission_end = request.start, request.comment_end, request.submission_end
@@ -225,6 +227,8 @@ def main(argv=None) -> int:
                                    model=args.model, device=args.device,
                                    split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate,
                                    split_method=args.split_method)
+        check_output_folder(params.out or str(Settings().dataset_dir("reddit")),
+                            {"--dumps": params.dumps or Settings().reddit_dumps}, params.work_dir)
         if not params.dumps and not Settings().reddit_dumps:
             out = params.out or str(Settings().dataset_dir("reddit"))
             refuse_standin_over_real("build-reddit-features", out, work_dir_for(out, params.work_dir),

@@ -14,6 +14,7 @@ from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
 from flows.lib.flow_params import SyntheticParams, recipe
 from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -35,6 +36,7 @@ def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
     s = Settings()
     out = params.out or str(s.dataset_dir("synthetic"))
     mode, n, seed = params.mode or s.synthetic_mode, params.n or s.synthetic_n, params.seed
+    check_output_folder(out, {})
     with output_lock(out, s.lock_wait, "build-synthetic"):
         key, current = check_cache("build-synthetic", out, {}, {"mode": mode, "n": n, "seed": seed}, CODE)
         if current:
@@ -53,6 +55,7 @@ def main(argv=None) -> int:
     apply_log_level(args)
     try:
         params = SyntheticParams(out=args.out, mode=args.mode, n=args.n, seed=args.seed)
+        check_output_folder(params.out or str(Settings().dataset_dir("synthetic")), {})
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     print(build_synthetic(params))

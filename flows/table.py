@@ -31,6 +31,7 @@ from flows.common import check_cache, record_stage
 from flows.lib import tables
 from flows.lib.flow_params import TableBuildParams
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -55,6 +56,7 @@ def build_table_dataset(params: TableBuildParams) -> str:
     s = Settings()
     out = params.out or str(s.dataset_dir(params.name))
     options = params.model_dump(exclude={"table", "out"})
+    check_output_folder(out, {"--table": params.table})
     with output_lock(out, s.lock_wait, tables.STAGE):
         key, current = check_cache(tables.STAGE, out, {"table": params.table}, options, CODE)
         if current:
@@ -121,6 +123,7 @@ def main(argv=None) -> int:
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     try:  # a bad value is a usage error naming file, column and row now, not a failed flow's tracebacks
+        check_output_folder(params.out or str(Settings().dataset_dir(params.name)), {"--table": params.table})
         tables.write(params.table, None, params.model_dump(exclude={"table", "out"}))
     except ValueError as exc:
         ap.error(str(exc))

@@ -42,6 +42,7 @@ from flows.lib.flow_params import (
 )
 from flows.lib.infra import registry
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -291,6 +292,12 @@ def explain_command(ap, args, s: Settings, name: str) -> int:
         ap.error("--repeats and --top must be at least 1, --max-rows at least 2")
     if args.out and Path(args.out).is_dir():
         ap.error(f"--out {args.out}: a folder; give a file name, e.g. importance.csv")
+    if args.out:
+        try:
+            check_output_file(args.out, "--out", ".csv", {"--data": args.data}, registries=[s.models_dir],
+                              ours=explain.written_csv)
+        except ValueError as exc:
+            ap.error(str(exc))
     try:
         version = resolve_version(s.models_dir, name, args.model_version)
         result = explain.explain(version, model=args.model, split=args.split, repeats=args.repeats, seed=args.seed,

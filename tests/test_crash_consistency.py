@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow  # kills the pipeline inside every stage, then rer
 
 REPO = Path(__file__).resolve().parents[1]
 # the order the pipeline reaches them: synthetic is trained before MIMIC is staged
-ORDER = ("train", "staging", "sql", "scan", "embed", "report")
+ORDER = ("train", "promote", "staging", "sql", "scan", "embed", "report")
 LEFTOVER = re.compile(r"\.(tmp|partial|old)-\d+(-[^-]+)?$|^\.incoming-")
 VOLATILE = {"decision.json", "history.jsonl", "promoted.json"}  # carry wall-clock times by design
 
@@ -79,6 +79,8 @@ def _nothing_unfinished_is_taken_as_finished(root: Path, point: str) -> None:
     if point == "train":  # inside synthetic training: its dataset is done, no model version exists
         assert (data / "synthetic" / "manifest.json").is_file()
         assert not list((models / "synthetic").glob("v*")), "a version was registered by a killed training"
+    if point == "promote":  # synthetic's first version judged and recorded, its promotion not yet written
+        assert (models / "synthetic" / "history.jsonl").is_file() and not (models / "synthetic" / "promoted.json").exists()
     if point == "staging":  # a table's parquet was written under a temporary name only
         staged = data / ".mimic-work" / "staged"
         assert list(staged.glob(".*.parquet.tmp-*")), "the kill did not land inside staging"

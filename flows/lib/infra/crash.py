@@ -4,7 +4,8 @@
 as a power cut or the kernel's OOM killer would: no exception, no cleanup, no flushing. Unset
 (always, outside those tests) a crash point does nothing. Points: ``staging`` (a MIMIC table
 half staged), ``sql`` (after the first SQL model ran), ``train`` (after a model's second
-epoch), ``scan`` (a Reddit comment dump scanned but its part not yet in place), ``embed``
+epoch), ``promote`` (a registry decision in ``history.jsonl``, ``promoted.json`` not yet
+written), ``scan`` (a Reddit comment dump scanned but its part not yet in place), ``embed``
 (after the first block of embeddings was saved), ``report`` (figures written, report.md not).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("staging", "sql", "train", "scan", "embed", "report")
+POINTS = ("staging", "sql", "train", "promote", "scan", "embed", "report")
 
 
 def crash_point(name: str) -> None:

@@ -1,17 +1,23 @@
-"""Folders that appear whole: build under a temporary sibling name, then swap into place."""
+"""Folders that appear whole: build under a temporary sibling name, then swap into place; and
+the checks that keep an output away from what the user owns (docs/reliability.md, "Outputs")."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-from cet_model.atomic import remove_dead_leftovers
+from cet_model.atomic import check_replaceable, owned_entries, remove_dead_leftovers, replace_folder
 
 
-def refuse_non_empty(out: Path, overwrite: bool) -> None:
-    if out.exists() and any(out.iterdir()) and not overwrite:
+def refuse_non_empty(out: Path, overwrite: bool) -> Path:
+    """Refuse a non-empty ``out`` unless ``overwrite``; even then only a folder this project wrote
+    is replaced (``check_replaceable``). Returns the real path to write (links followed)."""
+    real = check_replaceable(out)
+    if real.exists() and any(real.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty (pass overwrite=True / --force to replace it)")
+    return real
 
 
 def temporary_sibling(out: Path) -> Path:
@@ -24,14 +30,85 @@ def temporary_sibling(out: Path) -> Path:
     return tmp
 
 
-def publish(tmp: Path, out: Path) -> Path:
-    """Move the finished ``tmp`` to ``out``, replacing an old ``out`` only once ``tmp`` is complete."""
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
+def publish(tmp: Path, out: Path, kind: str = "standin") -> Path:
+    """Move the finished ``tmp`` to ``out``, replacing an old ``out`` (only one this project
+    wrote) once ``tmp`` is complete."""
+    return replace_folder(tmp, out, kind)
+
+
+def _real(path) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(str(path))))
+
+
+def overlap(a, b) -> str | None:
+    """How path ``a`` sits against ``b`` ("is", "is inside", "contains"), links followed; None when apart."""
+    a, b = _real(a), _real(b)
+    if a == b:
+        return "is"
+    if b in a.parents:
+        return "is inside"
+    if a in b.parents:
+        return "contains"
+    return None
+
+
+def refuse_overlap(out, what: str, sources: dict) -> None:
+    """ValueError when the output ``out`` (named ``what``, e.g. ``--out``) is, is inside or contains
+    any of ``sources`` ({option: path or list of paths or None}): a build must not write into, or
+    replace a folder holding, what it reads."""
+    for option, paths in sources.items():
+        for p in paths if isinstance(paths, (list, tuple)) else [paths]:
+            if p is None or str(p).startswith(("http://", "https://")):
+                continue
+            how = overlap(out, p)
+            if how is not None:
+                raise ValueError(f"{what} {out} {how} {option} {p}: an output must lie apart from the inputs it is "
+                                 "built from (replacing it could delete them): choose another path")
+
+
+def check_output_folder(out, sources: dict, work_dir=None, what: str = "--out") -> Path:
+    """Everything a build checks of its output folder before it starts: apart from its sources
+    and its work folder, and replaceable (absent, empty or written by CET). Returns the real path."""
+    refuse_overlap(out, what, sources)
+    if work_dir is not None:
+        refuse_overlap(work_dir, "--work-dir", sources)
+        how = overlap(out, work_dir)
+        if how is not None:
+            raise ValueError(f"{what} {out} {how} the work folder {work_dir}: give them apart")
+    try:
+        return check_replaceable(out, "dataset folder")
+    except FileExistsError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def inside_project_folder(path) -> Path | None:
+    """The nearest folder above ``path`` that this project wrote whole (a dataset, a stand-in), or None."""
+    for parent in _real(path).parents:
+        if owned_entries(parent) is not None:
+            return parent
+    return None
+
+
+def check_output_file(out, what: str, suffix: str, sources: dict, registries=(),
+                      ours: Callable[[Path], bool] | None = None) -> Path:
+    """Everything a command checks of an output file before it writes it; ValueError naming ``what``:
+    the format's ``suffix``; apart from every input in ``sources`` (``refuse_overlap``); not inside a
+    dataset folder or a model registry (``registries``: their root folders); an existing file only
+    when ``ours`` says this project wrote it. Returns the path."""
+    out = Path(out)
+    if out.suffix.lower() != suffix:
+        raise ValueError(f"{what} {out}: this command writes {suffix[1:]}; give a file name ending in {suffix}")
+    refuse_overlap(out, what, sources)
+    folder = inside_project_folder(out)
+    if folder is not None:
+        raise ValueError(f"{what} {out}: inside {folder}, a folder CET wrote whole (a dataset or a stand-in); "
+                         "write elsewhere, so that the folder stays as it was built")
+    for root in registries:
+        if root is not None and overlap(out, root) in ("is", "is inside"):
+            raise ValueError(f"{what} {out}: inside the model registry {root}; write elsewhere")
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        raise ValueError(f"{what} {out}: exists and is not a plain file; give another name")
+    if out.exists() and (ours is None or not ours(out)):
+        raise ValueError(f"{what} {out}: exists and was not written by this command; CET overwrites only its own "
+                         "outputs: give another name, or move the file away")
     return out

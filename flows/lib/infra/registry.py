@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cet_model.atomic import remove_dead_leftovers, write_text
 from cet_model.evaluation import difference_text
+from flows.lib.infra.crash import crash_point
 
 # metric -> +1 when higher is better, -1 when lower is better
 METRIC_DIRECTION = {"val_auc": 1, "val_ci": 1, "val_ci_rmst": 1, "val_mrae": -1, "val_ece": -1, "always": 0}
@@ -138,6 +139,11 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     not None, replace the recorded values (kept as
     ``previous_recorded_value`` and ``candidate_recorded_value``), its ``difference`` (candidate
     minus promoted, with a paired bootstrap interval) is kept, and its ``note`` as ``comparison``."""
+    recorded = _recorded_decision(root, dataset, candidate)
+    if recorded is not None and recorded.get("promoted") and not _names(root, dataset, candidate):
+        # promoted and recorded, then killed before promoted.json: finish the promotion from the audit line
+        _write_json(Path(root) / dataset / "promoted.json", {"version": candidate.name, "since": recorded["time"]})
+        return recorded
     current = promoted(root, dataset)
     decision = {"candidate": candidate.name, "metric": rule.metric, "tolerance": rule.tolerance,
                 **({"evidence": rule.evidence} if rule.evidence != "point" else {}),
@@ -145,8 +151,12 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
                 **({"comparison": rescored["note"]} if rescored else {}),
                 **({"difference": rescored["difference"]} if rescored and rescored.get("difference") else {}),
                 "model": model, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    if current is not None and current.resolve() == Path(candidate).resolve():
-        return decision | {"promoted": True, "previous": current.name, "reason": "already the promoted version"}
+    if current is not None and current.resolve() == Path(candidate).resolve():  # promoted by hand, or no audit line
+        decision |= {"promoted": True, "previous": current.name, "reason": "already the promoted version"}
+        if not _in_history(root, dataset, candidate.name):
+            _append_history(root, dataset, decision | {"reconciled": True, "reason": "already the promoted version; "
+                                                       "the history had no line for it (added on a rerun)"})
+        return decision
     if current is None:
         decision |= {"promoted": True, "previous": None, "reason": "the first version: nothing was promoted before"}
     elif rule.metric == "always":
@@ -183,12 +193,60 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
                      "reason": (f"{rule.metric} {new:.4f} vs {old:.4f} for {current.name}"
                                 + (_rows_text(candidate.name, rescored) if same_rows else "") + f" ({terms}): "
                                 + verdict)}
+    # the audit line before the promotion it records: a kill between the two leaves the line, and the
+    # rerun finishes the promotion from it (above) instead of promoting unrecorded
     _write_json(candidate / "decision.json", decision)
+    _append_history(root, dataset, decision)
+    crash_point("promote")
     if decision["promoted"]:
         _write_json(Path(root) / dataset / "promoted.json", {"version": candidate.name, "since": decision["time"]})
-    with open(Path(root) / dataset / "history.jsonl", "a") as fh:
-        fh.write(json.dumps(decision, sort_keys=True) + "\n")
     return decision
+
+
+def _append_history(root: Path, dataset: str, record: dict) -> None:
+    """One line on ``history.jsonl``, flushed to the disk before anything that depends on it."""
+    with open(Path(root) / dataset / "history.jsonl", "a") as fh:
+        fh.write(json.dumps(record, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _history(root: Path, dataset: str) -> list[dict]:
+    path = Path(root) / dataset / "history.jsonl"
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line a killed writer left half: not a decision
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _in_history(root: Path, dataset: str, version: str) -> bool:
+    return any(r.get("candidate") == version for r in _history(root, dataset))
+
+
+def _names(root: Path, dataset: str, candidate: Path) -> bool:
+    current = promoted(root, dataset)
+    return current is not None and current.name == candidate.name
+
+
+def _recorded_decision(root: Path, dataset: str, candidate: Path) -> dict | None:
+    """The rule's decision on ``candidate`` when its ``decision.json`` and the history's last line
+    are the same record (written by one run), else None."""
+    try:
+        decision = json.loads((Path(candidate) / "decision.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    rows = _history(root, dataset)  # its line must be the last: nothing (a promotion by hand) came after it
+    last = rows[-1] if rows else {}
+    same = last.get("candidate") == candidate.name and not last.get("by_hand") and all(
+        last.get(k) == decision.get(k) for k in ("time", "promoted", "reason"))
+    return decision if same else None
 
 
 def promote_by_hand(root: Path, dataset: str, version: str, reason: str) -> dict:
@@ -219,9 +277,9 @@ def promote_by_hand(root: Path, dataset: str, version: str, reason: str) -> dict
               "time": now, "reason": f"promoted by hand: {reason.strip()}"}
     if current is not None and current.name == version:
         return record | {"reason": f"{version} is already the promoted version: nothing changed"}
+    _append_history(root, dataset, record)  # the audit line first, as in decide
+    crash_point("promote")
     _write_json(Path(root) / dataset / "promoted.json", {"version": version, "since": now, "by_hand": True})
-    with open(Path(root) / dataset / "history.jsonl", "a") as fh:
-        fh.write(json.dumps(record, sort_keys=True) + "\n")
     return record
 
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from cet_model.atomic import temporary_name, writing
+from cet_model.atomic import write_csv as write_safe_csv
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import CI_RMST, difference_text, rmst_horizons
 from cet_model.importance import (
@@ -195,9 +194,18 @@ def write_csv(result: dict, out) -> Path:
                                 "baseline": result["baseline"][metric][j], "importance": g[metric]["mean"][j],
                                 "sd": g[metric]["sd"][j], "repeats": result["repeats"], "split": result["split"],
                                 "rows": result["rows"], "observed": result["observed"][j]})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f"{temporary_name(out)}w"
-    with writing(out, tmp):
-        pl.DataFrame(records).with_columns(pl.col("baseline", "importance", "sd").fill_nan(None)).write_csv(tmp)
-        os.replace(tmp, out)
-    return out
+    frame = pl.DataFrame(records).with_columns(pl.col("baseline", "importance", "sd").fill_nan(None))
+    return write_safe_csv(frame, out)  # text cells a spreadsheet would run as formulas are escaped
+
+
+CSV_COLUMNS = ("input", "label", "features", "event", "score", "baseline", "importance", "sd", "repeats", "split",
+               "rows", "observed")
+
+
+def written_csv(path) -> bool:
+    """Whether ``path`` is an importance CSV this command wrote (its header is ``CSV_COLUMNS``)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.readline().rstrip("\r\n") == ",".join(CSV_COLUMNS)
+    except (OSError, UnicodeDecodeError):
+        return False

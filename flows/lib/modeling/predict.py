@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -382,6 +383,26 @@ def shifted_from_training(x, data: dict) -> dict[str, float] | None:
     return dict(sorted(out.items(), key=lambda kv: -abs(kv[1])))
 
 
+SCORES_MARK = {"written_by": "cet", "kind": "scores"}  # parquet key-value metadata of every scores file
+_SCORE_COLUMN = re.compile(r"^(p|t_q\d+|risk_[^_]+|rmst_[^_]+)_.+$")
+
+
+def written_scores(path) -> bool:
+    """Whether ``path`` is a scores file this project wrote (``SCORES_MARK``; one from before the
+    mark: a parquet whose columns are an id and score columns only), so predict may replace it."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(path)
+    except Exception:  # not parquet, unreadable: not ours
+        return False
+    kv = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (meta.metadata or {}).items()}
+    if all(kv.get(k) == v for k, v in SCORES_MARK.items()):
+        return True
+    names = meta.schema.names
+    return len(names) >= 2 and all(_SCORE_COLUMN.match(n) for n in names[1:])
+
+
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
                  horizons=(), rmst: bool = False) -> Path:
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
@@ -446,7 +467,7 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f"{temporary_name(out)}w"  # sweeps a killed run's leftovers
     with writing(out, tmp):
-        pl.DataFrame(cols).write_parquet(tmp)
+        pl.DataFrame(cols).write_parquet(tmp, metadata=SCORES_MARK)
         os.replace(tmp, out)
     log.info("scored %d rows of %s with %s -> %s", len(ids), source, version_dir, out)
     return out

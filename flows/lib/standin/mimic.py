@@ -221,8 +221,7 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
     """Write the stand-in folder; returns its path. ``scale`` 1.0 is the full release's size."""
     if not 0 < scale <= 1:
         raise ValueError(f"scale must be in (0, 1] (1 = the full release), got {scale}")
-    out = Path(out_dir)
-    refuse_non_empty(out, overwrite)
+    out = refuse_non_empty(Path(out_dir), overwrite)
     if list(EVENT_PLAN) != list(EVENTS):
         raise RuntimeError("EVENT_PLAN and mimic_build.EVENTS must list the same events in the same order")
     started = time.perf_counter()

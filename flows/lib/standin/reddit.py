@@ -263,8 +263,7 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
         raise ValueError(f"n_users must be >= 1, got {n_users}")
     if not months.start <= months.comment_end <= months.submission_end:
         raise ValueError(f"need start <= comment_end <= submission_end, got {months}")
-    out = Path(out_dir)
-    refuse_non_empty(out, overwrite)
+    out = refuse_non_empty(Path(out_dir), overwrite)
     started = time.perf_counter()
     users = make_users(n_users, months, seed)
     n = n_users

@@ -1,0 +1,225 @@
+"""Users' files are sacred (docs/reliability.md, "Outputs"): a command replaces only what this
+project wrote, never writes into or over its own inputs, follows a link to the folder it names,
+and a kill between a registry decision and its promotion loses neither.
+
+Each test runs the command or function a user would, on real files in ``tmp_path``.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from cet_experiments import synthetic
+from cet_model.atomic import MARKER, spreadsheet_safe, write_csv
+from flows import mimic as mimic_cli
+from flows import predict as predict_cli
+from flows import synthetic as synthetic_cli
+from flows import table as table_cli
+from flows.lib.infra import registry
+from flows.lib.infra.folders import check_output_file
+from flows.lib.modeling import explain
+from flows.lib.modeling.predict import written_scores
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO.parent / "shared" / "data" / "mimic-iii-demo"
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _usage_error(main, argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.fixture
+def users_folder(tmp_path):
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("x")
+    return keep
+
+
+def _table(path: Path, n: int = 60) -> Path:
+    pl.DataFrame({"age": [float(40 + i % 30) for i in range(n)], "days": [float(1 + i) for i in range(n)],
+                  "died": [i % 3 == 0 for i in range(n)]}).with_columns(pl.col("died").cast(pl.Int8)).write_csv(path)
+    return path
+
+
+def test_synthetic_build_refuses_a_folder_the_user_owns(users_folder, capsys):
+    err = _usage_error(synthetic_cli.main, ["--out", str(users_folder), "--n", "500"], capsys)
+    assert "was not written by CET" in err and str(users_folder) in err
+    assert _tree(users_folder) == {"notes.txt": b"x"}
+
+
+def test_table_build_refuses_a_folder_the_user_owns_and_one_holding_the_table(tmp_path, users_folder, capsys):
+    table = _table(tmp_path / "cohort.csv")
+    argv = ["--table", str(table), "--name", "c", "--event", "death=days,died", "--time-unit", "days"]
+    assert "was not written by CET" in _usage_error(table_cli.main, argv + ["--out", str(users_folder)], capsys)
+    assert _tree(users_folder) == {"notes.txt": b"x"}
+    err = _usage_error(table_cli.main, argv + ["--out", str(tmp_path)], capsys)
+    assert "contains --table" in err and table.is_file()
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "containing"])
+def test_mimic_build_refuses_an_out_that_overlaps_the_raw_tables(tmp_path, where, capsys):
+    raw = tmp_path / "raw" / "mimic"
+    raw.mkdir(parents=True)
+    for f in DEMO.iterdir():
+        os.symlink(f, raw / f.name)  # the real tables, linked: the test must not copy 28 files
+    before = sorted(p.name for p in raw.iterdir())
+    out = {"same": raw, "inside": raw / "features", "containing": tmp_path / "raw"}[where]
+    err = _usage_error(mimic_cli.main, ["build", "--mimic-dir", str(raw), "--out", str(out)], capsys)
+    word = {"same": "is --mimic-dir", "inside": "is inside --mimic-dir", "containing": "contains --mimic-dir"}[where]
+    assert word in err
+    assert sorted(p.name for p in raw.iterdir()) == before and not (raw / "features").exists()
+
+
+def test_a_dataset_folder_is_replaced_only_while_it_holds_nothing_but_what_cet_wrote(tmp_path):
+    out = tmp_path / "ds"
+    synthetic.write(out, n=300, split_sizes=(180, 60, 60))
+    assert json.loads((out / MARKER).read_text())["entries"] == ["events.parquet", "features.parquet",
+                                                                 "manifest.json"]
+    synthetic.write(out, n=400, split_sizes=(240, 80, 80))  # its own folder: replaced
+    assert json.loads((out / "manifest.json").read_text())["n_rows"] == 400
+    (out / "my-analysis.ipynb").write_text("{}")
+    before = _tree(out)
+    with pytest.raises(FileExistsError, match=r"holds 1 entry CET did not write \(my-analysis.ipynb\)"):
+        synthetic.write(out, n=500, split_sizes=(300, 100, 100))
+    assert _tree(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # no temporary left beside it
+
+
+def test_a_dataset_folder_written_before_folders_were_marked_is_still_replaced(tmp_path):
+    out = synthetic.write(tmp_path / "old", n=300, split_sizes=(180, 60, 60))
+    (out / MARKER).unlink()  # as an earlier version left it: the contract's files only
+    synthetic.write(out, n=400, split_sizes=(240, 80, 80))
+    assert json.loads((out / "manifest.json").read_text())["n_rows"] == 400
+
+
+def test_a_linked_output_folder_is_written_through_the_link(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "out"
+    link.symlink_to(target)
+    synthetic.write(link, n=300, split_sizes=(180, 60, 60))
+    synthetic.write(link, n=400, split_sizes=(240, 80, 80))  # and replaced through it
+    assert link.is_symlink() and json.loads((target / "manifest.json").read_text())["n_rows"] == 400
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "out"]  # no .old-* or .partial-* left
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "missing")
+    with pytest.raises(FileExistsError, match="a symbolic link to .*missing, which does not exist"):
+        synthetic.write(dangling, n=300, split_sizes=(180, 60, 60))
+    assert not (tmp_path / "missing").exists()
+
+
+def test_predict_refuses_to_write_over_its_input_a_dataset_or_the_registry(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CET_MODELS_DIR", str(tmp_path / "models"))
+    features = _table(tmp_path / "new.csv")
+    before = features.read_bytes()
+    err = _usage_error(predict_cli.main, ["--dataset", "d", "--features", str(features), "--out", str(features)],
+                       capsys)
+    assert "writes parquet; give a file name ending in .parquet" in err and features.read_bytes() == before
+    same = tmp_path / "new.parquet"
+    pl.read_csv(features).write_parquet(same)
+    err = _usage_error(predict_cli.main, ["--dataset", "d", "--features", str(same), "--out", str(same)], capsys)
+    assert "is --features" in err
+    ds = synthetic.write(tmp_path / "data" / "d", n=300, split_sizes=(180, 60, 60))
+    data_file = ds / "features.parquet"
+    before = data_file.read_bytes()
+    err = _usage_error(predict_cli.main, ["--dataset", "d", "--features", str(same), "--out", str(data_file)],
+                       capsys)
+    assert "a folder CET wrote whole" in err and data_file.read_bytes() == before
+    err = _usage_error(predict_cli.main, ["--dataset", "d", "--features", str(same), "--out",
+                                          str(tmp_path / "models" / "d" / "s.parquet")], capsys)
+    assert "inside the model registry" in err
+    theirs = tmp_path / "report.parquet"
+    pl.DataFrame({"patient": [1], "note": ["x"]}).write_parquet(theirs)
+    err = _usage_error(predict_cli.main, ["--dataset", "d", "--features", str(same), "--out", str(theirs)], capsys)
+    assert "exists and was not written by this command" in err
+
+
+def test_an_existing_scores_file_is_recognised_as_predicts_own(tmp_path):
+    ours = tmp_path / "scores.parquet"
+    pl.DataFrame({"id": [1], "p_death": [0.5]}).write_parquet(ours, metadata={"written_by": "cet", "kind": "scores"})
+    assert written_scores(ours)
+    check_output_file(ours, "--out", ".parquet", {}, ours=written_scores)
+    older = tmp_path / "older.parquet"  # written before the mark: an id and score columns only
+    pl.DataFrame({"id": [1], "p_death": [0.5], "t_q50_death": [3.0], "risk_30_death": [0.1]}).write_parquet(older)
+    assert written_scores(older)
+    assert not written_scores(tmp_path / "none.parquet") and not written_scores(_table(tmp_path / "t.csv"))
+
+
+def test_explain_writes_formula_like_cells_escaped_and_keeps_a_users_csv(tmp_path):
+    out = tmp_path / "imp.csv"
+    write_csv(pl.DataFrame({"input": ["@SUM(A1:A9)", "=1+1", "age", "-2"], "importance": [0.1, -0.2, 0.3, 0.0]}), out)
+    rows = pl.read_csv(out)
+    assert rows["input"].to_list() == ["'@SUM(A1:A9)", "'=1+1", "age", "'-2"]
+    assert rows["importance"].to_list() == [0.1, -0.2, 0.3, 0.0]  # numbers stay numbers
+    assert spreadsheet_safe("+cmd") == "'+cmd" and spreadsheet_safe(None) is None
+    result = {"groups": [{"name": "@SUM(A1:A9)", "features": ["@SUM(A1:A9)"], "auc": {"mean": [0.1], "sd": [0.0]}}],
+              "metrics": ["auc"], "events": ["death"], "baseline": {"auc": [0.7]}, "repeats": 1, "split": "val",
+              "rows": 10, "observed": [3]}
+    written = explain.write_csv(result, tmp_path / "e.csv")
+    assert "@SUM" not in written.read_text().replace("'@SUM", "") and explain.written_csv(written)
+    theirs = tmp_path / "theirs.csv"
+    theirs.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="exists and was not written by this command"):
+        check_output_file(theirs, "--out", ".csv", {}, ours=explain.written_csv)
+    check_output_file(written, "--out", ".csv", {}, ours=explain.written_csv)
+
+
+def _version(root, dataset, auc):
+    tmp = registry.staging_dir(root, dataset)
+    (tmp / "metrics.json").write_text(json.dumps({"summary": {"CET": {"val_auc": auc}}}))
+    return registry.commit(root, dataset, tmp)
+
+
+DECIDE = """
+import sys
+from pathlib import Path
+from flows.lib.infra import registry
+root = Path(sys.argv[1])
+print(registry.decide(root, "d", root / "d" / sys.argv[2], registry.Rule())["reason"])
+"""
+
+
+def test_a_kill_between_the_decision_and_the_promotion_keeps_both_on_the_rerun(tmp_path):
+    v1 = _version(tmp_path, "d", 0.70)
+    registry.decide(tmp_path, "d", v1, registry.Rule())
+    v2 = _version(tmp_path, "d", 0.75)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CET_CRASH_AT": "promote"}
+    killed = subprocess.run([sys.executable, "-c", DECIDE, str(tmp_path), v2.name], env=env, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL
+    history = [json.loads(line) for line in (tmp_path / "d" / "history.jsonl").read_text().splitlines()]
+    assert [h["candidate"] for h in history] == ["v0001", "v0002"]  # the audit line came first
+    assert registry.promoted(tmp_path, "d") == v1
+    env.pop("CET_CRASH_AT")
+    rerun = subprocess.run([sys.executable, "-c", DECIDE, str(tmp_path), v2.name], env=env, capture_output=True,
+                           text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert registry.promoted(tmp_path, "d") == v2  # finished from the recorded decision
+    history = [json.loads(line) for line in (tmp_path / "d" / "history.jsonl").read_text().splitlines()]
+    assert [h["candidate"] for h in history] == ["v0001", "v0002"]  # recorded once
+    assert [r["decision"] for r in registry.version_rows(tmp_path, "d")][1] == history[1]["reason"]
+
+
+def test_a_promotion_without_its_history_line_is_recorded_on_the_rerun(tmp_path):
+    v1 = _version(tmp_path, "d", 0.70)
+    registry.decide(tmp_path, "d", v1, registry.Rule())
+    (tmp_path / "d" / "history.jsonl").unlink()  # as a kill left it before the audit line came first
+    d = registry.decide(tmp_path, "d", v1, registry.Rule())
+    assert d["reason"] == "already the promoted version"
+    history = [json.loads(line) for line in (tmp_path / "d" / "history.jsonl").read_text().splitlines()]
+    assert len(history) == 1 and history[0]["candidate"] == "v0001" and history[0]["reconciled"]
+    registry.decide(tmp_path, "d", v1, registry.Rule())
+    assert len((tmp_path / "d" / "history.jsonl").read_text().splitlines()) == 1
