@@ -21,6 +21,7 @@ from flows.common import check_cache, record_stage, refuse_standin_over_real, wo
 from flows.lib.flow_params import RedditBuildParams, recipe
 from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.folders import check_output_folder
+from flows.lib.infra.keys import check_key
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.settings import Settings
@@ -229,6 +230,8 @@ def main(argv=None) -> int:
                                    split_method=args.split_method)
         check_output_folder(params.out or str(Settings().dataset_dir("reddit")),
                             {"--dumps": params.dumps or Settings().reddit_dumps}, params.work_dir)
+        if Settings().pseudonym_key is not None:  # a weak key: refused now, before any dump is read
+            check_key(Settings().pseudonym_key.get_secret_value())
         if not params.dumps and not Settings().reddit_dumps:
             out = params.out or str(Settings().dataset_dir("reddit"))
             refuse_standin_over_real("build-reddit-features", out, work_dir_for(out, params.work_dir),

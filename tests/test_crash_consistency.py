@@ -36,7 +36,7 @@ def _env(root: Path, api_url: str, crash: str | None) -> dict:
     env.update(CET_DATA_DIR=str(root / "data"), CET_MODELS_DIR=str(root / "models"),
                CET_REPORTS_DIR=str(root / "reports"), CET_SYNTHETIC_N="1000", CET_MAX_EPOCHS="3",
                CET_PATIENCE="3", CET_HIDDEN="16", CET_MIMIC_STANDIN_SCALE="0.001",
-               CET_REDDIT_STANDIN_USERS="150", CET_EMBED_BLOCK="400", CET_PSEUDONYM_KEY="crash-test-key",
+               CET_REDDIT_STANDIN_USERS="150", CET_EMBED_BLOCK="400", CET_PSEUDONYM_KEY="crash-test-key-7d793037a0760186574b0282f2f435e7",
                PREFECT_API_URL=api_url, PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
                PYTHONPATH=str(REPO))
     if crash:

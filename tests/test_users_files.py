@@ -223,3 +223,25 @@ def test_a_promotion_without_its_history_line_is_recorded_on_the_rerun(tmp_path)
     assert len(history) == 1 and history[0]["candidate"] == "v0001" and history[0]["reconciled"]
     registry.decide(tmp_path, "d", v1, registry.Rule())
     assert len((tmp_path / "d" / "history.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_weak_pseudonym_key_is_refused_and_its_fingerprint_is_slow(tmp_path, monkeypatch, capsys):
+    from flows import reddit as reddit_cli
+    from flows.lib.infra.keys import check_key, key_digest, key_matches, kept_key
+
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", "a")
+    err = _usage_error(reddit_cli.main, ["build", "--out", str(tmp_path / "r")], capsys)
+    assert "CET_PSEUDONYM_KEY: too weak" in err and "token_hex(32)" in err and not (tmp_path / "r").exists()
+    for weak in ("change-me", "a" * 100, "ab" * 40, "correct horse battery staple"):
+        with pytest.raises(ValueError, match="too weak"):
+            check_key(weak)
+    with pytest.raises(ValueError, match="too weak"):
+        kept_key("hunter2", tmp_path / "k", "key")
+    made = kept_key(None, tmp_path / "pseudonym.key", "key")  # none given: 32 random bytes, kept mode 600
+    assert len(made) == 64 and (tmp_path / "pseudonym.key").stat().st_mode & 0o777 == 0o600
+    check_key(made.decode())
+    digest = key_digest(made, "cet-pseudonym-key")
+    assert digest.startswith("scrypt:") and made.decode() not in digest
+    assert key_matches(digest, made, "cet-pseudonym-key") and not key_matches(digest, made, "cet-row-ids")
+    import hashlib  # a record from before the KDF still matches its key
+    assert key_matches(hashlib.sha256(b"cet-pseudonym-key:" + made).hexdigest()[:12], made, "cet-pseudonym-key")

@@ -212,7 +212,7 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     assert second < first / 2, (first, second)
 
 
-KEY_MARKER = "pseudonym-key-MARKER-7f3a"
+KEY_MARKER = "pseudonym-key-MARKER-7f3a-0b9c4d2e81f6a3b5c7d9e0f1"
 
 
 def assert_no_private_markers(root, captured) -> None:

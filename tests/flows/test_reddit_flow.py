@@ -26,7 +26,7 @@ def dumps(tmp_path_factory):
 
 @pytest.mark.parametrize("ranges", [True, False])
 def test_flow_over_loopback_with_a_dropped_connection(dumps, tmp_path, monkeypatch, capsys, ranges):
-    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key")
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
     monkeypatch.setenv("CET_EMBEDDING_CACHE", str(dumps.parent / "embedding-cache"))  # shared by both runs
     victim = "RC_2016-02.zst"
     with FileServer(dumps) as srv:
@@ -94,7 +94,7 @@ def test_local_dumps_outside_the_months_are_a_usage_error_before_the_flow(dumps,
     flow's tracebacks); nothing is written."""
     import re
 
-    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key")
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
     late = ["--start", "2017-01", "--comment-end", "2017-03", "--submission-end", "2017-06"]
     with pytest.raises(SystemExit) as exit_:
         main(["build", "--dumps", str(dumps), "--out", str(tmp_path / "ds"), *late])

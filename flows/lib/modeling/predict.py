@@ -30,7 +30,8 @@ from cet_model.dataset import (
 from cet_model.evaluation import BEYOND_SHARE, FOLLOWED_ROWS, occurrence_beyond_follow_up
 from cet_model.models import load_model
 from flows.lib.infra import registry
-from flows.lib.reddit.cohort import key_digest
+from flows.lib.infra.keys import key_matches
+from flows.lib.reddit.cohort import PSEUDONYM_KEY
 
 log = logging.getLogger("flows.predict")
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
@@ -251,7 +252,7 @@ def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DE
     if seqs.shape[1:] != want:
         raise ValueError(f"{record['embedding_model']}: embeddings of shape {seqs.shape[1:]}, the model "
                          f"expects {want}")
-    if record.get("pseudonym_key_id") and record["pseudonym_key_id"] != key_digest(key):
+    if record.get("pseudonym_key_id") and not key_matches(record["pseudonym_key_id"], key, PSEUDONYM_KEY):
         log.warning("the pseudonymisation key differs from the training build's: ids will not match "
                     "the training dataset's")
     x = CommentInputs(frame.select(data["feature_names"]).to_numpy().astype(np.float64), seqs)

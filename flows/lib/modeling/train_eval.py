@@ -51,7 +51,7 @@ from cet_model.metrics import horizon_auc, horizon_calibration, kaplan_meier_ris
 from cet_model.models import CETModel
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
-from flows.lib.infra.keys import kept_key, key_digest
+from flows.lib.infra.keys import kept_key, key_digest, key_matches
 
 log = logging.getLogger("flows.train")
 
@@ -267,7 +267,7 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     if not (current / TRAIN_IDS).is_file():
         return out | {"note": f"{current.name} was trained on other data and does not record which rows (a version "
                               f"from before {TRAIN_IDS}), so its training rows cannot be left out: {fallback}"}
-    if old.get("train_ids_key") != key_digest(key, ROW_IDS):
+    if not key_matches(old.get("train_ids_key"), key, ROW_IDS):
         return out | {"note": f"{current.name} was trained on other data and its training rows were hashed with "
                               f"another key than this one (CET_PSEUDONYM_KEY, or row-ids.key in the data folder), so "
                               f"they cannot be left out: {fallback}"}

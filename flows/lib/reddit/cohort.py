@@ -247,6 +247,9 @@ def combine_comments(parts: list[Path]) -> pl.DataFrame:
     return frame.filter(pl.col("user").is_in(full.implode())).drop("order").sort("user", "rank")
 
 
+PSEUDONYM_KEY = "cet-pseudonym-key"  # the purpose its fingerprints are salted with
+
+
 def key_digest(key: bytes) -> str:
-    """A fingerprint of the pseudonymisation key for manifests (never the key itself)."""
-    return keys.key_digest(key, "cet-pseudonym-key")
+    """A fingerprint of the pseudonymisation key for manifests (never the key itself; a slow KDF)."""
+    return keys.key_digest(key, PSEUDONYM_KEY)
