@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from . import losses
+from . import losses, model_folder
 from .atomic import writing
 from .comments import CommentInputs, check_spec
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
@@ -37,8 +37,7 @@ from .params import BCParams, CETParams, ModelParams, keyword_init
 from .train import TrainConfig, later_stage, train, training_only
 from .validation import check_features, check_survival, column_names, unobserved_events
 
-FORMAT = "cet-model"
-FORMAT_VERSION = 2  # 2: objectives paper/bound/marginal, condition_on_occurrence, feature names
+FORMAT, FORMAT_VERSION = model_folder.FORMAT, model_folder.FORMAT_VERSION
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
 _DEVICE_SHARE = 0.5  # comment inputs are copied onto a CUDA device when they take at most this share of its free memory
@@ -480,15 +479,23 @@ class _Base(BaseEstimator):
         if sigma not in ("net", "constant"):
             raise ValueError(f"{Path(path) / 'config.json'}: field 'sigma' must be 'net' or 'constant' (the time head's "
                              f"sigma as fitted), got {sigma!r}")
-        model._setup(int(config["n_features"]), int(config["n_events"]), sigma=sigma)
+        n_features, n_events = config["n_features"], config["n_events"]
+        weights = Path(path) / "weights.safetensors"
+        shapes = model_folder.weight_shapes(weights)  # the header only: nothing allocated yet
+        model._check_params()
+        model.sigma_ = sigma
+        with torch.device("meta"), warnings.catch_warnings():  # the network the config describes, without memory
+            warnings.filterwarnings("ignore", "Initializing zero-element tensors is a no-op", UserWarning)
+            model_folder.check_shapes(model._build_network(n_features, n_events), shapes, path)
+        model._setup(n_features, n_events, sigma=sigma)
         if config.get("feature_names") is not None:
             model.feature_names_in_ = np.asarray(config["feature_names"], dtype=object)
-        model.feature_scaling_ = _read_scaling(config, path, int(config["n_features"]))
+        model.feature_scaling_ = _read_scaling(config, path, n_features)
         try:
-            state = load_file(str(Path(path) / "weights.safetensors"), device=str(model.device_))
+            state = load_file(str(weights), device=str(model.device_))
         except Exception as exc:  # safetensors raises its own error type for a damaged file
-            raise ValueError(f"{Path(path) / 'weights.safetensors'}: not a readable safetensors file "
-                             f"({type(exc).__name__}: {exc})") from None
+            raise ValueError(f"{weights}: not a readable safetensors file ({type(exc).__name__}: {exc})") from None
+        model_folder.check_finite(state, weights)
         try:
             model.net_.load_state_dict(state)
         except RuntimeError as exc:
@@ -1008,24 +1015,8 @@ MODELS = {"CETModel": CETModel, "ETModel": ETModel, "BCModel": BCModel}
 
 
 def read_model_config(path) -> dict:
-    """Read and check a model folder's config.json; errors name the file and the field."""
-    cfg_path = Path(path) / "config.json"
-    if not cfg_path.is_file():
-        raise FileNotFoundError(f"{cfg_path}: missing; not a saved model folder")
-    if not (Path(path) / "weights.safetensors").is_file():
-        raise FileNotFoundError(f"{Path(path) / 'weights.safetensors'}: missing")
-    try:
-        config = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{cfg_path}: not valid JSON ({exc})") from None
-    if config.get("format") != FORMAT:
-        raise ValueError(f"{cfg_path}: field 'format' is {config.get('format')!r}, expected {FORMAT!r}")
-    if config.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{cfg_path}: field 'format_version' is {config.get('format_version')!r}; this "
-                         f"version of cet_model reads format_version {FORMAT_VERSION}")
-    if config.get("class") not in MODELS:
-        raise ValueError(f"{cfg_path}: field 'class' is {config.get('class')!r}, expected one of {sorted(MODELS)}")
-    return config
+    """Read and check a model folder's config.json (``model_folder.read_config``); errors name the file and the field."""
+    return model_folder.read_config(path, MODELS)
 
 
 def load_model(path, device: str = "auto"):
@@ -1044,6 +1035,9 @@ def _read_scaling(config: dict, path, n_features: int) -> tuple[np.ndarray, np.n
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"{Path(path) / 'config.json'}: field 'feature_scaling' needs lists 'shift' and "
                          "'scale'") from None
+    if not (np.isfinite(shift).all() and np.isfinite(scale).all()):
+        raise ValueError(f"{Path(path) / 'config.json'}: field 'feature_scaling' holds a value that is not finite "
+                         "(NaN or infinite): the model cannot scale its inputs; retrain it")
     if shift.ndim != 1 or shift.shape != scale.shape or len(shift) > n_features or not (scale > 0).all():
         raise ValueError(f"{Path(path) / 'config.json'}: field 'feature_scaling' does not fit {n_features} "
                          "features (one shift and one scale > 0 per scaled column)")

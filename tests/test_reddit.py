@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # builds a whole dataset once per module (tens of
 
 MONTHS = reddit_standin.Months("2015-09", "2016-06", "2016-12")  # includes string created_utc months
 PARAMS = RedditParams(start="2015-09", comment_end="2016-06", submission_end="2016-12")
-KEY = "test-pseudonym-key"
+KEY = "test-pseudonym-key-9b2f61c04e8d37a5b1c6e0f2d4a8"
 
 
 @pytest.fixture(scope="session")
@@ -101,7 +101,7 @@ def test_rerun_embeds_nothing_new(reddit_dumps, reddit_ds, embedding_cache, tmp_
 
 def test_another_key_gives_other_ids(reddit_dumps, embedding_cache, reddit_ds, tmp_path):
     params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
-    other = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key="another key")
+    other = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key="another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0")
     assert not set(pl.read_parquet(other / "events.parquet")["id"]) & set(pl.read_parquet(reddit_ds[0] / "events.parquet")["id"])
 
 
@@ -161,7 +161,7 @@ def test_the_dataset_does_not_depend_on_the_pseudonymisation_key(reddit_dumps, r
     followed the pseudonyms, so a cold build with a fresh random key gave other results.)"""
     path, _ = reddit_ds
     params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
-    other = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key="another-key")
+    other = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key="another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0")
     for name in ("features.parquet", "events.parquet"):
         a, b = pl.read_parquet(path / name), pl.read_parquet(other / name)
         assert not a["id"].equals(b["id"])

@@ -227,7 +227,7 @@ def test_a_promotion_without_its_history_line_is_recorded_on_the_rerun(tmp_path)
 
 def test_a_weak_pseudonym_key_is_refused_and_its_fingerprint_is_slow(tmp_path, monkeypatch, capsys):
     from flows import reddit as reddit_cli
-    from flows.lib.infra.keys import check_key, key_digest, key_matches, kept_key
+    from flows.lib.infra.keys import check_key, kept_key, key_digest, key_matches
 
     monkeypatch.setenv("CET_PSEUDONYM_KEY", "a")
     err = _usage_error(reddit_cli.main, ["build", "--out", str(tmp_path / "r")], capsys)

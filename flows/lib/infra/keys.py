@@ -31,8 +31,8 @@ def key_bits(text: str) -> float:
     """An upper bound of the bits of a key written as ``text``: its length times the bits of the
     smallest alphabet that holds it (hex, base64, printable).
 
-    >>> key_bits("0" * 64), round(key_bits("a" * 43)), key_bits("a")
-    (256.0, 258, 6.0)
+    >>> key_bits("0" * 64), round(key_bits("z" * 43)), key_bits("a")
+    (256.0, 258, 4.0)
     """
     alphabet = 16 if set(text) <= _HEX else 64 if set(text) <= _B64 else 95
     return len(text) * math.log2(alphabet)

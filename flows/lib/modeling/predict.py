@@ -384,6 +384,24 @@ def shifted_from_training(x, data: dict) -> dict[str, float] | None:
     return dict(sorted(out.items(), key=lambda kv: -abs(kv[1])))
 
 
+def check_finite_scores(cols: dict, ids, source: str, named: int = 5) -> None:
+    """ValueError naming the rows' ids (never their values) when a score is NaN or infinite: a
+    value far outside what the model was trained on, or a damaged model; nothing is written."""
+    bad = np.zeros(len(ids), dtype=bool)
+    columns = []
+    for name, values in list(cols.items())[1:]:
+        wrong = ~np.isfinite(np.asarray(values, dtype=np.float64))
+        if wrong.any():
+            bad |= wrong
+            columns.append(name)
+    if bad.any():
+        shown = [str(i) for i in np.asarray(ids)[bad][:named]]
+        raise ValueError(f"{source}: {int(bad.sum())} of {len(ids)} rows scored NaN or infinite (ids "
+                         f"{', '.join(shown)}{' ...' if bad.sum() > named else ''}; in {', '.join(columns[:4])}"
+                         f"{' ...' if len(columns) > 4 else ''}): check those rows' values against the training "
+                         "data's range and units; nothing was written")
+
+
 SCORES_MARK = {"written_by": "cet", "kind": "scores"}  # parquet key-value metadata of every scores file
 _SCORE_COLUMN = re.compile(r"^(p|t_q\d+|risk_[^_]+|rmst_[^_]+)_.+$")
 
@@ -465,6 +483,7 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs) + len(hs) + len(means)):
         raise ValueError(f"quantiles {qs} or horizons {hs} give the same column name twice (quantile names keep "
                          "whole percents, horizon names six significant digits)")
+    check_finite_scores(cols, ids, source)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f"{temporary_name(out)}w"  # sweeps a killed run's leftovers
     with writing(out, tmp):
