@@ -14,6 +14,7 @@ splits). Writes are atomic: the folder appears whole or not at all.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
@@ -192,11 +193,16 @@ def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = 
         labels[order[places]] = sequence
         empty = [name for name, share in zip(SPLITS, fractions, strict=True) if share > 0 and not (labels == name).any()]
         if empty:
-            raise ValueError(f"stratified split of {n} keys left {empty} empty; too few keys")
+            raise ValueError(f"stratified split of {n} keys left {empty} empty; too few keys (at least "
+                         f"{min_keys(fractions)})")
         return labels.astype(str)
     if method == "random":
         perm = np.random.default_rng(seed).permutation(n)
-        n_train, n_val = int(round(fractions[0] * n)), int(round(fractions[1] * n))
+        n_train, n_val = _random_counts(n, fractions)
+        if any(share > 0 and size == 0 for share, size in zip(fractions, (n_train, n_val, n - n_train - n_val),
+                                                              strict=True)):
+            raise ValueError(f"random split of {n} keys leaves a split empty: at least {min_keys(fractions)} keys "
+                             f"for the fractions {tuple(fractions)}")
         by_rank = np.empty(n, dtype=object)
         by_rank[perm[:n_train]], by_rank[perm[n_train:n_train + n_val]] = "train", "val"
         by_rank[perm[n_train + n_val:]] = "test"
@@ -209,8 +215,27 @@ def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = 
     labels = np.where(u < fractions[0], "train", np.where(u < fractions[0] + fractions[1], "val", "test"))
     empty = [name for name, share in zip(SPLITS, fractions, strict=True) if share > 0 and not (labels == name).any()]
     if empty:
-        raise ValueError(f"hash split of {n} keys left {empty} empty; with so few, use the random split")
+        raise ValueError(f"hash split of {n} keys left {empty} empty: its shares hold only on average; with so "
+                         f"few keys use the random split (at least {min_keys(fractions)} keys)")
     return labels.astype(str)
+
+
+def _random_counts(n: int, fractions) -> tuple[int, int]:
+    return int(round(fractions[0] * n)), int(round(fractions[1] * n))
+
+
+def min_keys(fractions=(0.6, 0.2, 0.2)) -> int:
+    """The fewest keys the random split gives every split with a share > 0.
+
+    >>> min_keys(), min_keys((0.8, 0.1, 0.1))
+    (4, 8)
+    """
+    for n in range(1, 10_000):
+        n_train, n_val = _random_counts(n, fractions)
+        if all(share == 0 or size > 0 for share, size in zip(fractions, (n_train, n_val, n - n_train - n_val),
+                                                              strict=True)):
+            return n
+    raise ValueError(f"fractions {tuple(fractions)}: no number of keys fills every split")
 
 
 def _proportional_sequence(n: int, fractions) -> np.ndarray:
@@ -286,6 +311,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         return row_at(row, first_line)
     if not events:
         raise ValueError("events: name at least one event as {name: (time column, indicator column)}")
+    check_column_names(where, table.columns)
     chosen = features is None
     if chosen:
         named = {c for pair in events.values() for c in pair} | {id_column, split_column, group_column}
@@ -296,6 +322,13 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     features = [str(f) for f in features]
     categorical = [str(c) for c in (categorical or ())]
     features += [c for c in categorical if c not in features]  # a categorical column is a feature
+    reserved = [c for c in features if c in ("id", "split", GROUP_COLUMN)]
+    if reserved:  # the contract's own columns in features.parquet
+        c = reserved[0]
+        how = {"id": "name it as the ids with --id-column id (id_column)", "split": "name it as the split with "
+               "--split-column split (split_column)", GROUP_COLUMN: "rename it"}[c]
+        raise ValueError(f"{where}: column {c!r} would be a feature, but the dataset keeps {c!r} for its own "
+                         f"column: {how}, leave it out with --features, or rename it")
     if group_column is not None and split_column is not None:
         raise ValueError("group_column draws the split by groups; split_column gives it: name one of them")
     if split_method == "hash" and split_column is not None:
@@ -326,8 +359,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         bad = ~split.is_in(list(SPLITS)).fill_null(False)
         if bad.any():
             row = int(bad.arg_max())
-            raise ValueError(f"{where}: column {split_column!r} {at(row)} is {table[split_column][row]!r}; "
-                             f"expected one of {SPLITS}")
+            raise ValueError(f"{where}: column {split_column!r} {at(row)} is not one of {SPLITS}"
+                             f"{' (it is missing)' if table[split_column][row] is None else ''}")
     else:
         if group_column is not None:
             groups = table[group_column]
@@ -349,6 +382,12 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             strata = np.array(["".join("1" if v else "0" for v in row) for row in per_unit])
         labels = assign_splits(names, seed, fractions, split_method, strata=strata)
         split = pl.Series(labels[unit].tolist(), dtype=pl.String)
+    sizes = {k: int((split == k).sum()) for k in SPLITS}
+    if any(v == 0 for v in sizes.values()):  # a given split column too: training, selection and test each need rows
+        empty = [k for k, v in sizes.items() if v == 0]
+        raise ValueError(f"{where}: {n} rows give the splits {sizes}: {' and '.join(empty)} would be empty; every "
+                         f"split needs rows (with the seeded 60/20/20 split, at least {min_keys(fractions)} "
+                         f"{'groups' if group_column else 'rows'}; a model evaluated on a handful of rows says little)")
     if impute not in IMPUTE:
         raise ValueError(f"impute: None (refuse missing feature values), 'median' or 'median+indicator', got "
                          f"{impute!r}")
@@ -566,6 +605,32 @@ def check_csv_header(path, columns) -> None:
             raise ValueError(f"{path}: one column named {columns[0][:60]!r}: the file seems separated by {sep!r}; a "
                              "CSV file here is separated by commas (with '.' as the decimal mark): convert it, or "
                              "save it as parquet")
+    try:  # the header as written: the reader renames a repeated name ("age_duplicated_0") and names an empty one
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return
+    check_column_names(path, header)
+
+
+def check_column_names(where, names) -> None:
+    """ValueError naming ``where`` and the column when a name is empty or repeated.
+
+    >>> check_column_names("cohort.csv", ["age", "sofa", "age"])
+    Traceback (most recent call last):
+    ...
+    ValueError: cohort.csv: column 'age' comes 2 times in the header (columns 0, 2); give each column its own name
+    """
+    for i, name in enumerate(names):
+        if not str(name).strip():
+            raise ValueError(f"{where}: column {i} (counted from 0) has an empty name in the header; name it")
+    seen: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        seen.setdefault(str(name), []).append(i)
+    for name, at in seen.items():
+        if len(at) > 1:
+            raise ValueError(f"{where}: column {name!r} comes {len(at)} times in the header (columns "
+                             f"{', '.join(map(str, at))}); give each column its own name")
 
 
 def save_rows(path, array, rows_per_write: int = 4096) -> None:

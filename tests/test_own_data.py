@@ -201,7 +201,7 @@ def test_a_categorical_identifier_or_an_untrained_column_is_refused(rossi, tmp_p
         write_follow_up_dataset(tmp_path / "a", rossi.assign(subject=[f"s{i}" for i in range(432)]), ["age"],
                                 {"arrest": ("week", "arrest")}, name="r", time_unit="weeks", categorical=["subject"])
     with pytest.raises(ValueError, match=r"table: categorical column 'site' has no value on any training row"):
-        write_follow_up_dataset(tmp_path / "b", rossi.assign(site=None, part=["train"] * 300 + ["val"] * 132),
+        write_follow_up_dataset(tmp_path / "b", rossi.assign(site=None, part=["train"] * 300 + ["val"] * 66 + ["test"] * 66),
                                 ["age"], {"arrest": ("week", "arrest")}, name="r", time_unit="weeks",
                                 split_column="part", categorical=["site"])
     assert list(tmp_path.iterdir()) == []
@@ -443,7 +443,7 @@ def test_repeated_ids_and_a_bad_split_column_are_refused(rossi, tmp_path):
         write_follow_up_dataset(tmp_path / "p", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
                                 time_unit="weeks", id_column="prio")  # prio (prior convictions) repeats
     part = ["train"] * 300 + ["dev"] + ["test"] * 131
-    with pytest.raises(ValueError, match=r"table: column 'part' row 300 is 'dev'; expected one of \('train'"):
+    with pytest.raises(ValueError, match=r"table: column 'part' row 300 is not one of \('train'"):
         write_follow_up_dataset(tmp_path / "p", rossi.assign(part=part), FEATURES, {"arrest": ("week", "arrest")},
                                 name="rossi", time_unit="weeks", split_column="part")
     with pytest.raises(ValueError, match=r"fractions: three shares"):

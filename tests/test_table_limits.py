@@ -1,0 +1,69 @@
+"""Tables a build must refuse before any flow starts (docs/reliability.md, "Tables too small or
+clashing"): too few rows for every split, whatever the split method, and column names that clash
+with the dataset contract or with each other. Each error names the file and the column."""
+
+import polars as pl
+import pytest
+
+from cet_model.dataset import assign_splits, min_keys, write_follow_up_dataset
+from flows import table as table_cli
+
+pytestmark = pytest.mark.bad_input
+ARGS = ["--name", "c", "--event", "death=days,died", "--time-unit", "days"]
+
+
+def _csv(path, header: str, rows: list[str]):
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _rows(n: int) -> list[str]:
+    return [f"{40 + i},{1 + i},{i % 2}" for i in range(n)]
+
+
+def _refused(argv, capsys, tmp_path) -> str:
+    with pytest.raises(SystemExit) as exc:
+        table_cli.main(argv + ["--out", str(tmp_path / "out")])
+    assert exc.value.code == 2 and not (tmp_path / "out").exists()
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["random", "hash", "stratified"])
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_table_too_small_for_a_split_is_refused_for_every_method(tmp_path, capsys, n, method):
+    table = _csv(tmp_path / "tiny.csv", "age,days,died", _rows(n))
+    err = _refused(["--table", str(table), *ARGS, "--split-method", method], capsys, tmp_path)
+    assert "tiny.csv" in err or "split of" in err
+    assert "empty" in err and f"at least {min_keys()}" in err
+
+
+def test_a_given_split_column_with_an_empty_split_is_refused(tmp_path, capsys):
+    table = _csv(tmp_path / "t.csv", "age,days,died,part", [r + ",train" for r in _rows(8)] + ["50,3,1,val"])
+    err = _refused(["--table", str(table), *ARGS, "--split-column", "part"], capsys, tmp_path)
+    assert "t.csv: 9 rows give the splits {'train': 8, 'val': 1, 'test': 0}: test would be empty" in err
+
+
+def test_the_smallest_table_the_random_split_fills_builds(tmp_path):
+    table = pl.DataFrame({"age": [60.0, 71, 55, 80], "days": [5.0, 9, 2, 7], "died": [1, 0, 1, 0]})
+    assert min_keys() == 4
+    assert write_follow_up_dataset(None, table, ["age"], {"death": ("days", "died")}, name="m", time_unit="d") is None
+    with pytest.raises(ValueError, match="random split of 3 keys leaves a split empty: at least 4 keys"):
+        assign_splits([1, 2, 3])
+
+
+@pytest.mark.parametrize("column", ["id", "split"])
+def test_a_column_named_as_the_contracts_own_is_refused_by_name(tmp_path, capsys, column):
+    values = ["7", "3"] * 5 if column == "split" else [str(i) for i in range(10)]
+    table = _csv(tmp_path / "t.csv", f"age,days,died,{column}", [f"{r},{v}" for r, v in zip(_rows(10), values)])
+    err = _refused(["--table", str(table), *ARGS], capsys, tmp_path)
+    assert f"t.csv: column '{column}' would be a feature, but the dataset keeps '{column}' for its own column" in err
+
+
+def test_an_empty_or_repeated_header_name_is_refused_by_name(tmp_path, capsys):
+    empty = _csv(tmp_path / "e.csv", "age,,days,died", [f"{r.split(',')[0]},1,{','.join(r.split(',')[1:])}"
+                                                       for r in _rows(10)])
+    err = _refused(["--table", str(empty), *ARGS], capsys, tmp_path)
+    assert "e.csv: column 1 (counted from 0) has an empty name in the header" in err
+    twice = _csv(tmp_path / "d.csv", "age,age,days,died", [f"{r.split(',')[0]},{r}" for r in _rows(10)])
+    err = _refused(["--table", str(twice), *ARGS], capsys, tmp_path)
+    assert "d.csv: column 'age' comes 2 times in the header (columns 0, 1)" in err
