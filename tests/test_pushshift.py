@@ -125,3 +125,51 @@ def test_progress_counts_every_compressed_byte(tmp_path, capsys, suffix):
     assert path.name in capsys.readouterr().err  # shown when asked for
     assert sum(1 for _ in iter_lines(path)) == 4000
     assert path.name not in capsys.readouterr().err  # by default only on a terminal; tests have none
+
+
+BOMB = """
+import resource, sys
+import zstandard
+from flows.lib.reddit.pushshift import ReadStats, iter_records
+path = sys.argv[1]
+with open(path, "wb") as fh, zstandard.ZstdCompressor(level=3).stream_writer(fh) as w:
+    block = b"x" * (1 << 20)
+    for _ in range(512):  # 512 MiB in one frame, no newline: a few KB compressed
+        w.write(block)
+    w.write(b'\\n{"author": "a", "created_utc": 1}\\n')
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+stats = ReadStats(path)
+records = list(iter_records(path, stats))
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+print(len(records), stats.too_long, stats.lines, after - before)
+"""
+
+
+def test_a_file_built_to_explode_is_read_in_bounded_memory(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-c", BOMB, str(tmp_path / "RC_2010-01.zst")], capture_output=True,
+                         text=True, timeout=300, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0, run.stderr
+    records, too_long, lines, grew = map(int, run.stdout.split())
+    assert (tmp_path / "RC_2010-01.zst").stat().st_size < 1 << 20
+    assert (records, too_long, lines) == (1, 1, 2)  # the long line skipped and counted, the next one read
+    assert grew <= 256, f"peak memory grew by {grew} MiB reading it"
+
+
+def test_a_line_over_the_cap_is_skipped_counted_and_keeps_the_line_numbers(tmp_path):
+    from flows.lib.reddit.pushshift import iter_line_batches
+
+    long = b'{"author": "' + b"y" * (3 << 20) + b'"}'
+    rows = [orjson.dumps({"author": f"u{i}", "created_utc": i}) for i in range(3)]
+    path = _write_zst(tmp_path / "RC_2010-01.zst", b"\n".join([rows[0], long, rows[1], b"{broken", rows[2]]) + b"\n")
+    stats = ReadStats(str(path))
+    got = list(iter_records(path, stats, max_error_rate=0.5))
+    assert [r["author"] for r in got] == ["u0", "u1", "u2"]
+    assert (stats.too_long, stats.lines, stats.examples) == (1, 5, [4])  # the broken line is still line 4
+    small = ReadStats(str(path))  # a cap below a normal line: each counted, none held
+    lines = [x for batch in iter_line_batches(path, read_size=4096, stats=small, max_line=10) for x in batch]
+    assert len(lines) == 5 and small.too_long == 4 and lines[3] == b"{broken"

@@ -10,7 +10,10 @@
   newline is kept; leading NUL bytes are stripped; lines are parsed with orjson.
 - Malformed lines (bad JSON, not an object) are counted per file; above ``max_error_rate``
   the file fails with an error naming it. A corrupt or truncated stream fails naming the file.
-- Memory is bounded by the read size plus one partial line.
+- Memory is bounded whatever the input: zstd is fed ``ZSTD_STEP`` compressed bytes at a time,
+  and no zstd block turns a byte into more than 32 KiB, so one step decompresses to at most
+  64 MiB even for a file built to explode; a line longer than ``MAX_LINE`` is skipped (counted in
+  ``ReadStats.too_long``, its line number kept) instead of being held whole.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from tqdm.auto import tqdm
 NAME = re.compile(r"^(RC|RS)_(\d{4})-(\d{2})\.(zst|bz2|xz)$")
 ZSTD_MAX_WINDOW = 2**31
 READ_SIZE = 1 << 24  # 16 MiB
-ZSTD_RAW_READ = 1 << 20  # compressed bytes per zstd step (bounds the decompressed piece)
+ZSTD_RAW_READ = 1 << 20  # compressed bytes read from the file at a time
+ZSTD_STEP = 1 << 11  # compressed bytes per decompression call: at most 2 KiB x 32 Ki = 64 MiB out
+MAX_LINE = 1 << 20  # a longer line is no Reddit record (the longest body is 40,000 characters): skipped
 
 
 log = logging.getLogger("flows.reddit.pushshift")
@@ -121,21 +126,35 @@ def _zstd_chunks(path: Path, read_size: int, bar=None):
     library's stream reader would end quietly there (silent truncation)."""
     dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     dobj, fed = dctx.decompressobj(), False
+    pieces, held = [], 0
     with open(path, "rb") as fh:
-        while raw := fh.read(read_size):
+        while block := fh.read(read_size):
             if bar is not None:
-                bar.update(len(raw))
-            while raw:
-                fed = True
-                out = dobj.decompress(raw)
-                if out:
-                    yield out
-                if dobj.eof:  # a frame ended; what follows belongs to the next one
-                    raw, dobj, fed = dobj.unused_data, dctx.decompressobj(), False
-                else:
-                    raw = b""
+                bar.update(len(block))
+            view = memoryview(block)
+            for at in range(0, len(view), ZSTD_STEP):
+                raw = view[at:at + ZSTD_STEP]
+                while raw:
+                    fed = True
+                    out = dobj.decompress(raw)
+                    if out:
+                        pieces.append(out)
+                        held += len(out)
+                    if dobj.eof:  # a frame ended; what follows belongs to the next one
+                        raw, dobj, fed = dobj.unused_data, dctx.decompressobj(), False
+                    else:
+                        raw = b""
+                if held >= read_size:  # pieces gathered to about the read size: fewer, larger splits
+                    whole, pieces, held = _joined(pieces), [], 0
+                    yield whole
+    if pieces:
+        yield _joined(pieces)
     if fed and not dobj.eof:
         raise EOFError("the last zstd frame is incomplete (truncated file)")
+
+
+def _joined(pieces: list[bytes]) -> bytes:
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def _stream_chunks(path: Path, read_size: int, bar=None):
@@ -155,27 +174,52 @@ def _stream_chunks(path: Path, read_size: int, bar=None):
             yield chunk
 
 
-def iter_line_batches(path: Path, read_size: int = READ_SIZE, progress: bool | None = None) -> Iterator[list[bytes]]:
+def iter_line_batches(path: Path, read_size: int = READ_SIZE, progress: bool | None = None,
+                      stats: ReadStats | None = None, max_line: int = MAX_LINE) -> Iterator[list[bytes]]:
     """The lines of the decompressed dump as bytes (no newline), one list per decompressed
     piece; the last line is kept even without '\\n'. Loops over a list cost less per line than
-    a generator does, which matters at a billion lines.
+    a generator does, which matters at a billion lines. A line longer than ``max_line`` bytes
+    comes as ``b""`` (its number kept) and is counted in ``stats.too_long``; it is never held whole.
 
     ``progress``: a bar over the compressed bytes read (None: only when stderr is a terminal,
     so logs and tests stay clean); a multi-GB month is otherwise silent for minutes."""
-    rest = b""
+    rest, skipping = b"", False  # skipping: inside a line already longer than max_line
     bar = tqdm(total=Path(path).stat().st_size, unit="B", unit_scale=True, desc=Path(path).name, leave=False,
                disable=None if progress is None else not progress)
     try:
         for chunk in _stream_chunks(path, read_size, bar):
+            if skipping:
+                cut = chunk.find(b"\n")
+                if cut < 0:
+                    continue
+                chunk, skipping = chunk[cut + 1:], False
+                if stats is not None:
+                    stats.too_long += 1
+                yield [b""]
+            if b"\n" not in chunk:  # a piece inside one line: no split, and a line too long is dropped now
+                if len(rest) + len(chunk) > max_line:
+                    rest, skipping = b"", True
+                else:
+                    rest += chunk
+                continue
             parts = (rest + chunk).split(b"\n")
             rest = parts.pop()
+            if len(rest) > max_line:
+                rest, skipping = b"", True
             if parts:
+                if max(map(len, parts)) > max_line:  # a whole long line inside one piece
+                    if stats is not None:
+                        stats.too_long += sum(len(p) > max_line for p in parts)
+                    parts = [b"" if len(p) > max_line else p for p in parts]
                 yield parts
     except (zstandard.ZstdError, OSError, EOFError, lzma.LZMAError) as exc:
         raise DumpError(f"{path}: cannot be decompressed ({type(exc).__name__}: {exc}); "
                         "the file is corrupt or truncated") from None
     finally:
         bar.close()
+    if skipping and stats is not None:
+        stats.too_long += 1
+        yield [b""]
     if rest:
         yield [rest]
 
@@ -193,6 +237,7 @@ class ReadStats:
     blank: int = 0
     malformed: int = 0
     examples: list[int] = field(default_factory=list)  # line numbers of the first malformed lines
+    too_long: int = 0  # lines over MAX_LINE bytes, skipped unread (also counted as blank)
 
     @property
     def error_rate(self) -> float:
@@ -257,7 +302,7 @@ def iter_records(path: Path, stats: ReadStats | None = None, max_error_rate: flo
         return obj
 
     if select is None:
-        for batch in iter_line_batches(path, read_size or READ_SIZE):
+        for batch in iter_line_batches(path, read_size or READ_SIZE, stats=stats):
             for line in batch:
                 lines += 1
                 stats.lines = lines
@@ -267,7 +312,7 @@ def iter_records(path: Path, stats: ReadStats | None = None, max_error_rate: flo
     else:
         marker = b'"' + select.field.encode() + b'":"'
         width, decide, skipped, nested, cache = len(marker), select.decide, select.skipped, select.nested, {}
-        for batch in iter_line_batches(path, read_size or READ_SIZE):
+        for batch in iter_line_batches(path, read_size or READ_SIZE, stats=stats):
             for line in batch:
                 lines += 1
                 # the hot path: a line shaped {...} whose field decides it is not wanted (ints
@@ -292,6 +337,9 @@ def iter_records(path: Path, stats: ReadStats | None = None, max_error_rate: flo
                 if obj is not None:
                     yield obj
     stats.lines = lines
+    if stats.too_long:
+        log.warning("%s: %d line(s) longer than %d MiB skipped unread (no Reddit record is that long)", path,
+                    stats.too_long, MAX_LINE >> 20)
     if stats.malformed and stats.error_rate > max_error_rate:
         _fail(path, stats, max_error_rate)
 
