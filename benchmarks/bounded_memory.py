@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-KEY = "bounded-memory-benchmark-key"
+KEY = "bounded-memory-benchmark-key-4f1c9a2e7b3d5086c1e2a4f6b8d0"
 
 
 def stage_scan(dumps: Path, work: Path) -> dict:

@@ -88,6 +88,32 @@ def test_no_username_or_key_in_any_output(reddit_dumps, reddit_ds):
     assert KEY not in text
 
 
+def test_nothing_that_finds_an_author_stays_on_disk_after_the_build(reddit_dumps, reddit_ds, embedding_cache):
+    import hashlib
+
+    from flows.lib.reddit.pushshift import iter_records
+
+    _, work = reddit_ds
+    ids, bodies = set(), set()
+    for f in sorted(reddit_dumps.rglob("RC_*")):
+        for r in iter_records(f, max_error_rate=1.0):
+            if isinstance(r.get("id"), str) and len(r["id"]) >= 5:
+                ids.add(r["id"])
+            if isinstance(r.get("body"), str) and len(r["body"]) >= 30:
+                bodies.add(r["body"])
+    assert len(ids) > 1000 and len(bodies) > 1000
+    assert not (work / "rc").exists() and not (work / "rs").exists() and not (work / "first.parquet").exists()
+    files = [f for root in (work, embedding_cache) for f in root.rglob("*") if f.is_file()]
+    assert any(f.suffix == ".npz" for f in files), "the cache holds the build's vectors"
+    raw = b"\n".join(f.read_bytes() for f in files)
+    text = raw.decode("latin-1")
+    assert not [b for b in list(bodies)[:3000] if b in text], "a comment body is on disk"
+    tables = "\n".join(pl.read_parquet(f).write_csv() for f in files if f.suffix == ".parquet")
+    assert not [i for i in ids if i in tables], "a comment id is on disk"
+    digests = [hashlib.sha256(b.encode()).digest() for b in bodies]
+    assert not [d for d in digests if d in raw], "a plain hash of a comment body is on disk"
+
+
 def test_rerun_embeds_nothing_new(reddit_dumps, reddit_ds, embedding_cache, tmp_path, caplog):
     params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
     with caplog.at_level("INFO", logger="flows.reddit.build"):

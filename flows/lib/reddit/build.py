@@ -211,7 +211,7 @@ def finish(files: list[str], first: pl.DataFrame, comment_parts: list[Path], out
     comments = reddit_cohort.combine_comments(comment_parts)
     cache = Path(params.embedding_cache) if params.embedding_cache else work / "embeddings"
     vectors, emb_stats = embed(comments["body"].to_list(), cache, params.model, params.device, params.batch_size,
-                               shard_size=params.embed_block)
+                               shard_size=params.embed_block, key=secret)
     # how this run got its vectors (cache or model) is logged, not stored: the dataset is the same
     # bytes however often the build was interrupted and resumed
     log.info("embeddings: %d texts, %d unique, %d from the cache, %d embedded now", emb_stats["texts"],
@@ -223,4 +223,6 @@ def finish(files: list[str], first: pl.DataFrame, comment_parts: list[Path], out
         "cohort_funnel": {"users_with_a_target_submission": int(first["user"].n_unique()),
                           "users_with_20_comments_before_it": int(comments["user"].n_unique())},
     }
-    return assemble(comments, cohort_first, vectors, out, params, extra)
+    path = assemble(comments, cohort_first, vectors, out, params, extra)
+    reddit_cohort.remove_scan_parts(work)  # comment ids, bodies, exact submission times: not kept once built
+    return path

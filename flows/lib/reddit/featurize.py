@@ -57,6 +57,7 @@ def featurize(dumps, record: dict, feature_names: list[str], work_dir, key: byte
                                     every_author=True)
     seen = pl.concat([pl.read_parquet(p, columns=["user"]) for p in parts])["user"].n_unique()
     comments = reddit_cohort.combine_comments(parts)
+    reddit_cohort.remove_scan_parts(work)  # comment ids and bodies, submission times: held in memory only now
     per_user = user_summary(comments)
     n = per_user.height
     counts = {"authors_with_usable_comments": int(seen), "scored": n,
@@ -68,7 +69,7 @@ def featurize(dumps, record: dict, feature_names: list[str], work_dir, key: byte
         return pl.DataFrame(schema={"id": pl.String, **{c: pl.Float64 for c in feature_names}}), \
             np.zeros((0, reddit_cohort.N_COMMENTS, 0), np.float32), counts
     cache = Path(embedding_cache) if embedding_cache else work / "embeddings"
-    vectors, _ = embed(comments["body"].to_list(), cache, record["embedding_model"], device, batch_size)
+    vectors, _ = embed(comments["body"].to_list(), cache, record["embedding_model"], device, batch_size, key=key)
     seqs = vectors.reshape(n, reddit_cohort.N_COMMENTS, -1).astype(np.float32, copy=False)
     raw = aux_features(per_user)
     scaling = record["feature_scaling"]
