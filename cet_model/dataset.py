@@ -29,6 +29,7 @@ import polars as pl
 
 from .atomic import check_replaceable, replace_folder, temporary_name, writing
 from .comments import NpyRows, RowView
+from .validation import kind_of
 
 SPLITS = ("train", "val", "test")
 DATASET_FILES = ("manifest.json", "features.parquet", "events.parquet")  # every dataset folder has these
@@ -480,7 +481,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
         if bad.any():
             row = int(bad.arg_max())
-            raise ValueError(f"{where}: column {seen_col!r} {at(row)} is {table[seen_col][row]!r}{other_rows(bad)}; "
+            raise ValueError(f"{where}: column {seen_col!r} {at(row)} is {kind_of(table[seen_col][row])}{other_rows(bad)}; "
                              "expected 0 or 1 "
                              f"(1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
         t, s, c, tt = event_columns(e)
@@ -580,14 +581,14 @@ def first_non_number(column: pl.Series, at=lambda row: f"row {row}") -> str:
     (``at`` names a row), or "" when every value is a number or missing.
 
     >>> first_non_number(pl.Series(["61", None, "n/a", "70"]))
-    " (row 2 is 'n/a')"
+    ' (row 2 is text that is not a number)'
     """
     text = column.cast(pl.String)
     bad = text.is_not_null() & text.str.strip_chars().cast(pl.Float64, strict=False).is_null()
     if not bad.any():
         return ""
     row = int(bad.arg_max())
-    return f" ({at(row)} is {text[row]!r})"
+    return f" ({at(row)} is {'text that is not a number' if text[row].strip() else 'empty text'})"
 
 
 def check_csv_header(path, columns) -> None:
@@ -677,13 +678,11 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
     bad_split = ~features["split"].is_in(list(SPLITS)).fill_null(False)  # a null split is bad too
     if bad_split.any():
         row = int(bad_split.arg_max())
-        raise ValueError(f"{fpath}: column 'split' row {row} is {features['split'][row]!r}; "
-                         f"expected one of {SPLITS}")
+        raise ValueError(f"{fpath}: column 'split' row {row} is not one of {SPLITS}")
     differ = (features["split"] != events["split"]).fill_null(True)
     if differ.any():
         row = int(differ.arg_max())
-        raise ValueError(f"{epath}: column 'split' row {row} is {events['split'][row]!r} but features.parquet "
-                         f"has {features['split'][row]!r}")
+        raise ValueError(f"{epath}: column 'split' row {row} differs from features.parquet's split of that row")
     if GROUP_COLUMN in feats:
         raise ValueError(f"{where}/manifest.json: {GROUP_COLUMN!r} is the column of the split's groups, not a "
                          "feature name; rename the feature")
@@ -707,7 +706,7 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
             bad = unreadable | (known & ~vals.is_in([0.0, 1.0]).fill_null(False))
             if bad.any():
                 row = int(bad.arg_max())
-                raise ValueError(f"{epath}: column {col!r} row {row} is {events[col][row]!r}{other_rows(bad)}; "
+                raise ValueError(f"{epath}: column {col!r} row {row} is {kind_of(events[col][row])}{other_rows(bad)}; "
                                  "expected 0 or 1"
                                  + (", or null where the true occurrence is not known" if unknown else ""))
         if f"mask_{e}" in events.columns:
@@ -715,13 +714,13 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
             bad = vals.is_null() | ~vals.is_in([0.0, 1.0])
             if bad.any():
                 row = int(bad.arg_max())
-                raise ValueError(f"{epath}: column 'mask_{e}' row {row} is {events[f'mask_{e}'][row]!r}; "
+                raise ValueError(f"{epath}: column 'mask_{e}' row {row} is {kind_of(events[f'mask_{e}'][row])}; "
                                  f"expected 0 or 1")
         true_t = events[tt].cast(pl.Float64, strict=False).fill_null(float("nan")).to_numpy()
         bad_t = ~np.isnan(true_t) & ~(np.isfinite(true_t) & (true_t > 0))  # null / NaN: no true time
         if bad_t.any():
             row = int(np.flatnonzero(bad_t)[0])
-            raise ValueError(f"{epath}: column {tt!r} row {row} is {float(true_t[row])!r}; a true time must be "
+            raise ValueError(f"{epath}: column {tt!r} row {row} is {kind_of(float(true_t[row]))}; a true time must be "
                              "finite and > 0, or null")
         bad = ((events[s] == 1) & (events[c].cast(pl.Float64, strict=False) == 0)).fill_null(False)
         if bad.any():
@@ -743,7 +742,7 @@ def _check_groups(features: pl.DataFrame, fpath: str) -> None:
     spread = features.group_by(GROUP_COLUMN).agg(pl.col("split").n_unique().alias("n")).filter(pl.col("n") > 1)
     if spread.height:
         first = int(features[GROUP_COLUMN].is_in(spread[GROUP_COLUMN].implode()).arg_max())
-        raise ValueError(f"{fpath}: column {GROUP_COLUMN!r} row {first} is {groups[first]!r}, whose rows are in more "
+        raise ValueError(f"{fpath}: column {GROUP_COLUMN!r} row {first} holds a group whose rows are in more "
                          f"than one split ({spread.height} such groups); a group's rows must share one split")
 
 
@@ -795,7 +794,7 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         need = "finite and > 0" if positive else "finite"
-        value = "missing (null)" if col[row] is None else repr(float(vals[row]))
+        value = "missing (null)" if col[row] is None else kind_of(float(vals[row]))
         raise ValueError(f"{path}: column {name!r} {row_at(row, first_line)} is {value}{other_rows(bad)}; "
                          f"values must be {need}")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .comments import CommentInputs
@@ -15,8 +17,32 @@ def column_names(a) -> list[str] | None:
     return [str(c) for c in list(cols)]
 
 
+def kind_of(value) -> str:
+    """What a bad cell holds, for an error message, never the content itself (a cell of a
+    clinical table is data about a person; messages reach logs and APIs).
+
+    >>> [kind_of(v) for v in (None, "M", " ", float("nan"), float("inf"), -3.0, 0, 2, True)]
+    ['missing', 'text', 'empty text', 'NaN', 'infinite', 'negative', '0', 'a number', 'a boolean']
+    """
+    if value is None:
+        return "missing"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "text" if value.strip() else "empty text"
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return f"a {type(value).__name__}"
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "infinite"
+    return "negative" if f < 0 else "0" if f == 0 else "a number"
+
+
 def _unreadable_cell(a) -> str:
-    """Where a data frame holds a value that is not a number: ``" (column 'sex', row 0: 'M')"``,
+    """Where a data frame holds a value that is not a number: ``" (column 'sex', row 0: text)"``,
     or "" when ``a`` is not a data frame or no single cell is to blame."""
     cols = getattr(a, "columns", None)
     for label in ([] if cols is None or isinstance(a, np.ndarray) else list(cols)):
@@ -28,7 +54,7 @@ def _unreadable_cell(a) -> str:
             try:
                 float(v)
             except (TypeError, ValueError):
-                return f" (column {str(label)!r}, row {row}: {v!r})"
+                return f" (column {str(label)!r}, row {row}: {kind_of(v)})"
     return ""
 
 
@@ -38,7 +64,8 @@ def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
     try:
         arr = np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: cannot be read as a numeric array{_unreadable_cell(a)} ({exc})") from None
+        cell = _unreadable_cell(a)  # the library's message would quote the cell: its type only
+        raise ValueError(f"{name}: cannot be read as a numeric array{cell or f' ({type(exc).__name__})'}") from None
     if arr.ndim == 1:
         if n_cols is not None and n_cols != 1:
             hint = f"; one row is {name}.reshape(1, -1)" if arr.size == n_cols else ""

@@ -56,35 +56,35 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
 
 @pytest.mark.bad_input
 @pytest.mark.parametrize("change,match", [
-    (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is 2; expected 0 or 1"),
-    (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0.0; values must be finite and > 0 \(a log-normal time must be > 0"),
+    (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is a number; expected 0 or 1"),
+    (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0; values must be finite and > 0 \(a log-normal time must be > 0"),
     # every row that breaks the rule is counted, so that all are fixed in one go
     (lambda d: d.assign(week=d["week"].where(~d.index.isin([7, 40, 41]), 0)),
-     r"table: column 'week' row 7 is 0.0 \(and 2 other rows\); values must be finite and > 0"),
+     r"table: column 'week' row 7 is 0 \(and 2 other rows\); values must be finite and > 0"),
     (lambda d: d.assign(arrest=d["arrest"].where(~d.index.isin([5, 6]), 2)),
-     r"table: column 'arrest' row 5 is 2 \(and 1 other row\); expected 0 or 1"),
+     r"table: column 'arrest' row 5 is a number \(and 1 other row\); expected 0 or 1"),
     (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.nan)),
      r"table: column 'age' row 9 is missing \(null\); values must be finite \(the models take no missing values: "
      r"impute them, e.g. impute='median'"),
     (lambda d: d.assign(age=d["age"].astype(float).where(d.index != 9, np.inf)),
-     r"table: column 'age' row 9 is inf; values must be finite"),
+     r"table: column 'age' row 9 is infinite; values must be finite"),
     (lambda d: d.drop(columns="prio"), r"table: missing columns \['prio'\]; the columns are week, arrest, fin, age, "
                                        r"race, wexp, mar, paro$"),
     (lambda d: d.rename(columns={"week": "Week", "age": "agee"}),  # another case, a typo: the close name is offered
      r"table: missing columns \['age', 'week'\]; did you mean 'agee' for 'age', 'Week' for 'week'\?$"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"})),
-     r"table: column 'race' has type String, expected numbers \(row 0 is 'black'\); name it as categorical \(one 0/1 "
+     r"table: column 'race' has type String, expected numbers \(row 0 is text that is not a number\); name it as categorical \(one 0/1 "
      r"column per level\) or encode it first"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"}).astype("category")),
      r"table: column 'race' has type Categorical"),
     # dates where a number is expected: said so, with what to give instead
     (lambda d: d.assign(week=pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D")),
-     r"table: column 'week' has type Datetime\(.*\), expected a number \(row 0 is '2020-05-20 00:00:00.*'\): it holds "
+     r"table: column 'week' has type Datetime\(.*\), expected a number \(row 0 is text that is not a number\): it holds "
      r"dates; give the time from each subject's start of follow-up instead"),
     (lambda d: d.assign(week=(pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D")).dt.strftime("%Y-%m-%d")),
-     r"table: column 'week' has type String, expected a number \(row 0 is '2020-05-20'\): it holds dates"),
+     r"table: column 'week' has type String, expected a number \(row 0 is text that is not a number\): it holds dates"),
     (lambda d: d.assign(age=(pd.Timestamp("1990-01-01") + pd.to_timedelta(d["age"], unit="D")).dt.strftime("%Y-%m-%d")),
-     r"table: column 'age' has type String, expected numbers \(row 0 is '1990-01-28'\): it holds dates; give what they "
+     r"table: column 'age' has type String, expected numbers \(row 0 is text that is not a number\): it holds dates; give what they "
      r"mean as a number \(an age, days since a reference date\) or leave it out of the features$"),
 ])
 def test_bad_follow_up_tables_name_the_column_and_row(rossi, tmp_path, change, match):
@@ -261,7 +261,7 @@ def test_an_event_seen_without_its_time_is_not_masked(rossi, tmp_path):
                                 time_unit="weeks", missing_times="mask")
     followed = _two_events(rossi).with_columns(  # a missing indicator beside a time is an error, not a 0
         arrest2=pl.when(pl.col("i") == 11).then(None).otherwise(pl.col("arrest2")))
-    with pytest.raises(ValueError, match=r"table: column 'arrest2' row 11 is None; expected 0 or 1"):
+    with pytest.raises(ValueError, match=r"table: column 'arrest2' row 11 is missing; expected 0 or 1"):
         write_follow_up_dataset(tmp_path / "b", followed, FEATURES, {"second": ("week2", "arrest2")}, name="r",
                                 time_unit="weeks", missing_times="mask")
     text = _two_events(rossi).with_columns(week2=pl.col("week2").cast(pl.String))  # times as text: named, masked or not
@@ -271,7 +271,7 @@ def test_an_event_seen_without_its_time_is_not_masked(rossi, tmp_path):
                                 time_unit="weeks", missing_times="mask")
     worded = text.with_columns(week2=pl.when(pl.col("i") == 4).then(pl.lit("52 weeks")).otherwise(pl.col("week2")))
     with pytest.raises(ValueError, match=r"table: column 'week2' has type String, expected a number \(row 4 is "
-                                         r"'52 weeks'\) \(a log-normal time must be > 0"):
+                                         r"text that is not a number\) \(a log-normal time must be > 0"):
         write_follow_up_dataset(tmp_path / "w", worded, FEATURES, {"second": ("week2", "arrest2")}, name="r",
                                 time_unit="weeks", missing_times="mask")
     with pytest.raises(ValueError, match=r"missing_times: 'refuse' or 'mask', got 'drop'"):
@@ -502,11 +502,11 @@ def test_a_bad_csv_file_is_named_with_the_line_and_checked_without_writing(rossi
     ';' is named as such, not as a table missing every column."""
     path = tmp_path / "cohort.csv"
     rossi.assign(arrest=rossi["arrest"].where(rossi.index != 5, 2)).to_csv(path, index=False)
-    with pytest.raises(ValueError, match=r"cohort\.csv: column 'arrest' row 5 \(line 7\) is 2; expected 0 or 1"):
+    with pytest.raises(ValueError, match=r"cohort\.csv: column 'arrest' row 5 \(line 7\) is a number; expected 0 or 1"):
         write_follow_up_dataset(None, path, FEATURES, {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
     assert path.read_text().splitlines()[6].split(",")[1] == "2"  # line 7 of the file holds it
     rossi.assign(week=rossi["week"].where(rossi.index != 7, 0)).to_parquet(tmp_path / "cohort.parquet")
-    with pytest.raises(ValueError, match=r"cohort\.parquet: column 'week' row 7 is 0\.0; values must be"):
+    with pytest.raises(ValueError, match=r"cohort\.parquet: column 'week' row 7 is 0; values must be"):
         write_follow_up_dataset(None, tmp_path / "cohort.parquet", FEATURES, {"arrest": ("week", "arrest")},
                                 name="rossi", time_unit="weeks")
     rossi.to_csv(path, index=False)
