@@ -24,6 +24,7 @@ from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
+from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.mimic import build as mimic_build
 from flows.lib.mimic import download as mimic_download
@@ -78,6 +79,7 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
     already holds a build of the same inputs, parameters and code.
     """
     s = Settings()
+    confine(params, s)
     out = params.out or str(s.dataset_dir("mimic"))
     work = work_dir_for(out, params.work_dir)
     mimic_dir, download_demo_url, standin_seed = params.mimic_dir, params.download_demo_url, params.standin_seed

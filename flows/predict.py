@@ -31,6 +31,7 @@ from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
+from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import predict as predict_lib
 from flows.lib.reddit import build as reddit_build
@@ -96,6 +97,7 @@ def check_scores_out(params, s: Settings) -> None:
 def predict(params: PredictParams) -> str:
     """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
     s = Settings()
+    confine(params, s)
     version = str(predict_lib.resolve_version(s.models_dir, params.dataset or s.retrain_dataset, params.version))
     qs, hs = list(params.quantiles), list(params.horizons)
     check_scores_out(params, s)

@@ -24,6 +24,7 @@ from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.keys import check_key
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
+from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.reddit import build as reddit_build
 from flows.lib.reddit import cohort as reddit_cohort
@@ -109,6 +110,7 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
     the work folder (never a flow parameter, so it is never stored by Prefect).
     """
     s = Settings()
+    confine(params, s)
     request = params
     out = request.out or str(s.dataset_dir("reddit"))
     work = Path(work_dir_for(out, request.work_dir))

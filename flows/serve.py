@@ -1,9 +1,15 @@
 """Serve every flow as a Prefect deployment named ``<flow>/<flow>``.
 
+    export PREFECT_SERVER_API_AUTH_STRING=$(python -c "import secrets; print(secrets.token_hex(32))")
+    export PREFECT_API_AUTH_STRING=$PREFECT_SERVER_API_AUTH_STRING PREFECT_API_URL=http://127.0.0.1:4200/api
     prefect server start --host 127.0.0.1 --port 4200 --analytics-off &      # once
-    export PREFECT_API_URL=http://127.0.0.1:4200/api
     python -m flows.serve                                                     # from the repo root
     prefect deployment run build-mimic-features/build-mimic-features --watch
+
+Serving refuses a Prefect API that answers without credentials (anyone who reaches it could start
+runs as you, with any parameters), unless ``--single-user`` says no one else uses the machine.
+A served run may only name files and folders inside the configured folders (``CET_DATA_DIR``,
+``CET_MODELS_DIR``, ``CET_REPORTS_DIR``, the configured sources and ``CET_SOURCE_ROOTS``).
 
 ``retrain`` runs on the CET_RETRAIN_CRON schedule (timezone CET_RETRAIN_TIMEZONE). Schedules
 stay active when this process stops (``pause_on_shutdown=False``), so a restarted or
@@ -25,10 +31,11 @@ import httpx
 from prefect import serve
 from prefect.deployments.runner import EntrypointType
 from prefect.schedules import Cron
-from prefect.settings import PREFECT_API_URL
+from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL
 
 from flows.full_pipeline import full_pipeline
 from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.served import check_api_locked
 from flows.lib.infra.settings import Settings
 from flows.mimic import build_mimic_features
 from flows.predict import predict
@@ -91,11 +98,20 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=2, help="flow runs at once (default %(default)s; 2 cores)")
     ap.add_argument("--retry-seconds", type=float, default=5.0,
                     help="while the Prefect API is unreachable, check it this often (default %(default)s)")
+    ap.add_argument("--single-user", action="store_true",
+                    help="serve even when the Prefect API asks for no credentials: only on a machine where no other "
+                         "user or untrusted process can reach it")
     ap.add_argument("--max-outages", type=int, default=0,
                     help="API outages to wait out; the next one ends serve with its error (default 0: wait out every one)")
     args = ap.parse_args(argv)
     apply_log_level(args)
     log.setLevel(logging.INFO)  # Prefect has configured logging already (basicConfig would do nothing)
+    auth = PREFECT_API_AUTH_STRING.value()  # a SecretStr, or the text itself in some Prefect versions
+    auth = auth.get_secret_value() if hasattr(auth, "get_secret_value") else auth
+    try:
+        log.info("%s", check_api_locked(PREFECT_API_URL.value(), auth, args.single_user))
+    except ValueError as exc:
+        ap.error(str(exc))
     outages = 0
     while True:
         try:

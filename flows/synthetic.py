@@ -17,6 +17,7 @@ from flows.lib.infra.cli import apply_log_level, command_parser
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
+from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 
 CODE = ["cet_experiments.synthetic", "cet_model.censoring", "cet_model.dataset"]
@@ -34,6 +35,7 @@ def generate(out: str, mode: str, n: int, seed: int) -> str:
 def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
     """The paper's synthetic dataset (Section 5.1): 60/20/20 split, uniform censoring on (0, 3)."""
     s = Settings()
+    confine(params, s)
     out = params.out or str(s.dataset_dir("synthetic"))
     mode, n, seed = params.mode or s.synthetic_mode, params.n or s.synthetic_n, params.seed
     check_output_folder(out, {})

@@ -34,6 +34,7 @@ from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
+from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 
 CODE = ["cet_model.dataset", "flows.lib.tables"]
@@ -54,6 +55,7 @@ def write_table_dataset(table: str, out: str, params: dict) -> str:
 def build_table_dataset(params: TableBuildParams) -> str:
     """A table of your own (``params.table``) -> a dataset folder with no true occurrence."""
     s = Settings()
+    confine(params, s)
     out = params.out or str(s.dataset_dir(params.name))
     options = params.model_dump(exclude={"table", "out"})
     check_output_folder(out, {"--table": params.table})

@@ -45,6 +45,7 @@ from flows.lib.infra.cli import apply_log_level, command_parser, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
+from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import explain, subgroups, train_eval
 from flows.lib.modeling.predict import resolve_version
@@ -155,6 +156,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     ``reference`` asks for it) to CET_REPORTS_DIR/<name>/.
     """
     s = Settings()
+    confine(params, s)
     name = params.dataset or s.retrain_dataset
     path = Path(params.data) if params.data else s.dataset_dir(name)
     training = train_eval.TrainParams(

@@ -1,5 +1,6 @@
 """A real ``prefect server`` on a free 127.0.0.1 port, for tests that run flows in subprocesses."""
 
+import base64
 import os
 import signal
 import socket
@@ -39,10 +40,15 @@ def _stop(proc: subprocess.Popen, timeout: float = 30) -> None:
             proc.wait()
 
 
-def _start_server(home: Path, port: int) -> tuple[subprocess.Popen, dict]:
-    """``prefect server start`` on 127.0.0.1:port with its database under ``home``; waits for health."""
+def _start_server(home: Path, port: int, auth: str | None = None) -> tuple[subprocess.Popen, dict]:
+    """``prefect server start`` on 127.0.0.1:port with its database under ``home``; waits for health.
+    ``auth``: the API's auth string (PREFECT_SERVER_API_AUTH_STRING); the returned client ``env``
+    carries it as PREFECT_API_AUTH_STRING and ``headers`` as the Basic credentials."""
     env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
     env.pop("PREFECT_API_URL", None)
+    env.pop("PREFECT_API_AUTH_STRING", None)
+    if auth:
+        env["PREFECT_SERVER_API_AUTH_STRING"] = auth
     log = open(home / "server.log", "a")
     proc = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port),
                              "--analytics-off", "--no-ui"], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -58,4 +64,7 @@ def _start_server(home: Path, port: int) -> tuple[subprocess.Popen, dict]:
             return False
 
     _wait(healthy, 120, "the Prefect server")
-    return proc, {"url": url, "env": dict(env, PREFECT_API_URL=url), "home": home}
+    client = {k: v for k, v in env.items() if k != "PREFECT_SERVER_API_AUTH_STRING"}
+    client |= {"PREFECT_API_URL": url} | ({"PREFECT_API_AUTH_STRING": auth} if auth else {})
+    headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+    return proc, {"url": url, "env": client, "home": home, "headers": headers}

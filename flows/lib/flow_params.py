@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -41,6 +41,9 @@ PROMOTE_METRICS = tuple(METRIC_DIRECTION)
 
 class FlowParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # the fields that name files or folders: a run started through the served API may only name
+    # paths inside the configured folders (flows.lib.infra.served.confine)
+    PATHS: ClassVar[tuple[str, ...]] = ()
 
 
 def recipe(params: FlowParams, paths: tuple[str, ...] = (), out=None) -> dict:
@@ -74,6 +77,8 @@ def recorded_params(folder, stage: str, cls: type[FlowParams]) -> FlowParams | N
 class SyntheticParams(FlowParams):
     """build-synthetic: the paper's synthetic data."""
 
+    PATHS: ClassVar[tuple[str, ...]] = ("out",)
+
     out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/synthetic)")
     mode: Literal["reference", "independent"] | None = Field(
         None, description="reference (the original generator) or independent (default: $CET_SYNTHETIC_MODE)")
@@ -83,6 +88,8 @@ class SyntheticParams(FlowParams):
 
 class MimicBuildParams(FlowParams):
     """build-mimic-features: MIMIC-III tables -> the dataset folder."""
+
+    PATHS: ClassVar[tuple[str, ...]] = ("out", "mimic_dir", "work_dir")
 
     out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/mimic)")
     mimic_dir: str | None = Field(None, description="folder of the MIMIC-III tables (default: $CET_MIMIC_DIR, "
@@ -121,6 +128,8 @@ class MimicBuildParams(FlowParams):
 
 class RedditBuildParams(FlowParams):
     """build-reddit-features: Pushshift dumps -> the dataset folder."""
+
+    PATHS: ClassVar[tuple[str, ...]] = ("out", "dumps", "work_dir", "embedding_cache", "model")
 
     out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/reddit)")
     dumps: str | list[str] | None = Field(None, description="folders of RC_/RS_YYYY-MM dumps, searched "
@@ -162,6 +171,8 @@ class TableBuildParams(FlowParams):
     """build-table-dataset: a table of your own (a row per subject, follow-up time and indicator
     per event, censored by follow-up; no true occurrence) -> the dataset folder."""
 
+    PATHS: ClassVar[tuple[str, ...]] = ("table", "out")
+
     table: str = Field(description="a .csv or .parquet file, one row per subject")
     name: str = Field(pattern=NAME, description="the dataset's name: models/<name>/, $CET_DATA_DIR/<name>")
     events: dict[str, tuple[str, str]] = Field(min_length=1, description="{event: [time column, indicator column "
@@ -191,6 +202,8 @@ class TableBuildParams(FlowParams):
 
 class TrainEvaluateParams(FlowParams):
     """train-evaluate: a dataset folder -> a registered, judged model version."""
+
+    PATHS: ClassVar[tuple[str, ...]] = ("data",)
 
     dataset: str | None = Field(None, pattern=NAME, description="the dataset's name: its models are registered "
                                 "under models/<name>/ (default: $CET_RETRAIN_DATASET)")
@@ -242,6 +255,8 @@ class PredictParams(FlowParams):
     """predict: score new data with a registered model. Exactly one source: a prepared features
     parquet, raw MIMIC-III tables, or Pushshift dumps (the raw sources are featurised with the
     training build's items and statistics, nothing refitted)."""
+
+    PATHS: ClassVar[tuple[str, ...]] = ("features", "mimic_dir", "dumps", "out", "work_dir", "sequences")
 
     out: str = Field(description="output parquet")
     features: str | None = Field(None, description="parquet with id and the model's feature columns")

@@ -1,6 +1,7 @@
 """One real ``prefect server`` on a free loopback port, ``python -m flows.serve``, and
 deployments triggered with the CLI, as the README tells users to do."""
 
+import base64
 import subprocess
 import sys
 import time
@@ -13,11 +14,13 @@ import requests
 from tests.prefect_server import PREFECT, _free_port, _start_server, _stop, _wait
 
 REPO = Path(__file__).resolve().parents[2]
+AUTH = "serve-test-auth-string-5f4dcc3b5aa765d61d8327deb882cf99"
+HEADERS = {"Authorization": "Basic " + base64.b64encode(AUTH.encode()).decode()}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    proc, info = _start_server(tmp_path_factory.mktemp("prefect-server"), _free_port())
+    proc, info = _start_server(tmp_path_factory.mktemp("prefect-server"), _free_port(), auth=AUTH)
     yield info
     _stop(proc)
 
@@ -32,7 +35,7 @@ def _serve(server, workdir: Path, cron: str = "*/5 * * * *") -> subprocess.Popen
 
 
 def _deployment(url: str, name: str) -> dict | None:
-    r = requests.get(f"{url}/deployments/name/{name}", timeout=10)
+    r = requests.get(f"{url}/deployments/name/{name}", timeout=10, headers=HEADERS)
     return r.json() if r.ok else None
 
 
@@ -57,6 +60,21 @@ def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, 
         assert "Completed" in done.stdout
         assert (tmp_path / "data" / "synthetic" / "manifest.json").is_file()
 
+        # no credentials, no run; with them, a path outside the configured folders is refused by name
+        dep = _deployment(url, "build-synthetic/build-synthetic")
+        keep = tmp_path / "outside" / "keep"
+        keep.mkdir(parents=True)
+        (keep / "notes.txt").write_text("x")
+        anyone = requests.post(f"{url}/deployments/{dep['id']}/create_flow_run", timeout=10,
+                               json={"parameters": {"params": {"out": str(keep)}}})
+        assert anyone.status_code == 401
+        refused = _run(server, "build-synthetic/build-synthetic", f'params={{"out": "{keep}"}}')
+        assert refused.returncode != 0 and "Completed" not in refused.stdout
+        runs = requests.post(f"{url}/flow_runs/filter", timeout=10, headers=HEADERS, json={
+            "deployments": {"id": {"any_": [dep["id"]]}}, "flow_runs": {"state": {"type": {"any_": ["FAILED"]}}}}).json()
+        assert runs and "parameter 'out'" in runs[0]["state"]["message"] + refused.stdout
+        assert sorted(p.name for p in keep.iterdir()) == ["notes.txt"]
+
         retrain = _deployment(url, "retrain/retrain")
         assert not retrain["paused"]
         assert [(s["schedule"]["cron"], s["active"]) for s in retrain["schedules"]] == [("*/5 * * * *", True)]
@@ -77,7 +95,7 @@ def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, 
 
         # the server's scheduler creates the cron's future runs for the restarted deployment
         def scheduled():
-            r = requests.post(f"{url}/flow_runs/filter", timeout=10, json={
+            r = requests.post(f"{url}/flow_runs/filter", timeout=10, headers=HEADERS, json={
                 "deployments": {"id": {"any_": [retrain["id"]]}},
                 "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}})
             return r.ok and len(r.json()) > 0
@@ -85,6 +103,51 @@ def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, 
         _wait(scheduled, 120, "scheduled retrain runs")
     finally:
         _stop(serve)
+
+
+@pytest.mark.slow
+def test_serve_refuses_an_api_that_lets_anyone_in(server, tmp_path):
+    home = tmp_path / "open"
+    home.mkdir()
+    proc, open_server = _start_server(home, _free_port())  # no auth string: anyone may call it
+    try:
+        def serve(env, *args):
+            return subprocess.run([sys.executable, "-m", "flows.serve", *args], cwd=tmp_path, capture_output=True,
+                                  text=True, timeout=120, env=dict(env, PYTHONPATH=str(REPO)))
+
+        done = serve(dict(open_server["env"], PREFECT_API_AUTH_STRING=AUTH))
+        assert done.returncode == 2 and "answered a request without credentials (HTTP 200)" in done.stderr
+        done = serve(open_server["env"])
+        assert done.returncode == 2 and "PREFECT_API_AUTH_STRING is unset" in done.stderr
+        done = serve(dict(server["env"], PREFECT_API_AUTH_STRING="a"))
+        assert done.returncode == 2 and "PREFECT_API_AUTH_STRING: too weak" in done.stderr
+        wrong = serve(dict(server["env"], PREFECT_API_AUTH_STRING=AUTH.replace("5f4", "000")))
+        assert wrong.returncode == 2 and "refused PREFECT_API_AUTH_STRING" in wrong.stderr
+    finally:
+        _stop(proc)
+
+
+def test_a_served_run_names_only_configured_folders(tmp_path, monkeypatch):
+    from flows.lib.flow_params import PredictParams, SyntheticParams, TableBuildParams
+    from flows.lib.infra.served import confine
+    from flows.lib.infra.settings import Settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CET_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CET_SOURCE_ROOTS", str(tmp_path / "sources"))
+    s = Settings()
+    confine(SyntheticParams(out=str(tmp_path / "data" / "x")), s, force=True)
+    confine(TableBuildParams(table=str(tmp_path / "sources" / "t.csv"), name="t", events={"d": ("a", "b")},
+                             time_unit="days"), s, force=True)
+    with pytest.raises(ValueError, match=r"parameter 'table': /etc/passwd lies outside the folders a served run"):
+        confine(TableBuildParams(table="/etc/passwd", name="t", events={"d": ("a", "b")}, time_unit="days"), s,
+                force=True)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "link").symlink_to("/etc")  # a link inside is followed to where it leads
+    with pytest.raises(ValueError, match="parameter 'features'"):
+        confine(PredictParams(features=str(tmp_path / "data" / "link" / "passwd"), out=str(tmp_path / "data" / "s.parquet")),
+                s, force=True)
+    confine(SyntheticParams(out="/anywhere"), s)  # a command run by hand (no deployment) names what it is given
 
 
 OUTAGE_SECONDS = 20
@@ -101,7 +164,7 @@ def test_a_scheduled_run_still_happens_after_the_server_restarts(tmp_path):
     version is registered."""
     home, port = tmp_path / "home", _free_port()
     home.mkdir()
-    proc, server = _start_server(home, port)
+    proc, server = _start_server(home, port, auth=AUTH)
     serve = None
     try:
         serve = _serve(server, tmp_path, cron="* * * * *")
@@ -110,12 +173,12 @@ def test_a_scheduled_run_still_happens_after_the_server_restarts(tmp_path):
         _stop(proc)  # the server goes away for longer than Prefect's runner tolerates (3 polls of 2 s)
         time.sleep(OUTAGE_SECONDS)
         restarted = time.time()
-        proc, server = _start_server(home, port)
+        proc, server = _start_server(home, port, auth=AUTH)
         retrain = _deployment(url, "retrain/retrain")
         assert retrain and not retrain["paused"] and retrain["schedules"][0]["active"]
 
         def completed_after_restart():
-            r = requests.post(f"{url}/flow_runs/filter", timeout=10, json={
+            r = requests.post(f"{url}/flow_runs/filter", timeout=10, headers=HEADERS, json={
                 "deployments": {"id": {"any_": [retrain["id"]]}},
                 "flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}})
             runs = r.json() if r.ok else []
@@ -198,7 +261,8 @@ def test_max_outages_ends_serve_on_the_next_outage_and_other_errors_at_once(stat
         env = dict(PATH="/usr/bin:/bin", HOME=str(tmp_path), PREFECT_HOME=str(tmp_path / "prefect"),
                    PREFECT_API_URL=api.url, PREFECT_CLIENT_MAX_RETRIES="0", PREFECT_SERVER_ANALYTICS_ENABLED="false",
                    DO_NOT_TRACK="1", PYTHONPATH=str(REPO))
-        done = subprocess.run([sys.executable, "-m", "flows.serve", "--max-outages", "1", "--retry-seconds", "0.2"],
+        done = subprocess.run([sys.executable, "-m", "flows.serve", "--single-user", "--max-outages", "1",
+                               "--retry-seconds", "0.2"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     finally:
         api.httpd.shutdown()

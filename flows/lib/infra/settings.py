@@ -49,6 +49,7 @@ class Settings(BaseSettings):
     mimic_dir: Path | None = None
     mimic_standin_scale: float = Field(default=0.05, gt=0, le=1)  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
     reddit_dumps: str | None = None  # a folder or a base URL of RC_/RS_ dumps
+    source_roots: str | None = None  # more folders a served run may read or write (os.pathsep-separated)
     reddit_standin_users: int = Field(default=2000, ge=10)
     reddit_standin_text: Literal["phrases", "realistic"] = "phrases"  # realistic: real length, few repeats (slow to embed)
     synthetic_mode: Literal["reference", "independent"] = "reference"
