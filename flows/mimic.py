@@ -20,7 +20,7 @@ from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
 from flows.lib.flow_params import MimicBuildParams, recipe
-from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.cli import apply_log_level, command_parser, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -172,9 +172,7 @@ def main(argv=None) -> int:
                                      "MIMIC-III tables", "no --mimic-dir, CET_MIMIC_DIR unset")
     except ValueError as exc:  # pydantic's ValidationError names the field; the guard names the folder
         ap.error(str(exc))
-    path = build_mimic_features(params)
-    print(path)
-    return 0
+    return run_build(build_mimic_features, params, params.out or str(Settings().dataset_dir("mimic")))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
 from flows.lib.flow_params import RedditBuildParams, recipe
-from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.cli import apply_log_level, command_parser, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.keys import check_key
 from flows.lib.infra.locks import output_lock
@@ -242,9 +242,7 @@ def main(argv=None) -> int:
             reddit_build.local_dumps(params.dumps, params)
     except (ValueError, FileNotFoundError) as exc:  # pydantic's ValidationError names the field; the guard
         ap.error(str(exc))  # names the folder
-    path = build_reddit_features(params)
-    print(path)
-    return 0
+    return run_build(build_reddit_features, params, params.out or str(Settings().dataset_dir("reddit")))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from prefect.schedules import Cron
 from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL
 
 from flows.full_pipeline import full_pipeline
-from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.cli import api_outage, apply_log_level, command_parser
 from flows.lib.infra.served import check_api_locked
 from flows.lib.infra.settings import Settings
 from flows.mimic import build_mimic_features
@@ -59,26 +59,6 @@ def deployments(settings: Settings | None = None) -> list:
                                    entrypoint_type=EntrypointType.MODULE_PATH,
                                    description=(f.description or "").split("\n\n")[0]))
     return out
-
-
-def api_outage(exc: BaseException) -> bool:
-    """True when ``exc``, or an exception it groups or wraps, says the Prefect API could not be
-    reached: a transport error, a 5xx answer, or Prefect's poller giving up after them."""
-    stack, seen = [exc], set()
-    while stack:
-        e = stack.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, httpx.TransportError):
-            return True
-        if isinstance(e, httpx.HTTPStatusError) and e.response.status_code >= 500:
-            return True
-        if isinstance(e, RuntimeError) and "exceeded error threshold" in str(e):
-            return True
-        stack.extend(getattr(e, "exceptions", None) or ())
-        stack.extend((e.__cause__, e.__context__))
-    return False
 
 
 def wait_for_api(url: str, poll_seconds: float) -> None:

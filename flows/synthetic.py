@@ -13,7 +13,7 @@ from prefect.logging import get_run_logger
 from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
 from flows.lib.flow_params import SyntheticParams, recipe
-from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.cli import apply_log_level, command_parser, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -60,8 +60,7 @@ def main(argv=None) -> int:
         check_output_folder(params.out or str(Settings().dataset_dir("synthetic")), {})
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
-    print(build_synthetic(params))
-    return 0
+    return run_build(build_synthetic, params, params.out or str(Settings().dataset_dir("synthetic")))
 
 
 if __name__ == "__main__":

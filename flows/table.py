@@ -30,7 +30,7 @@ from cet_model.dataset import IMPUTE, TABLE_SPLIT_METHODS
 from flows.common import check_cache, record_stage
 from flows.lib import tables
 from flows.lib.flow_params import TableBuildParams
-from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.cli import apply_log_level, command_parser, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -129,8 +129,7 @@ def main(argv=None) -> int:
         tables.write(params.table, None, params.model_dump(exclude={"table", "out"}))
     except ValueError as exc:
         ap.error(str(exc))
-    print(build_table_dataset(params))
-    return 0
+    return run_build(build_table_dataset, params, params.out or str(Settings().dataset_dir(params.name)))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
+import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+import httpx
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -65,3 +69,45 @@ def require_path(ap: argparse.ArgumentParser, flag: str, value: str | None, kind
     missing = [name for name in contains if not (path / name).is_file()]
     if missing:
         ap.error(f"{flag} {value}: missing {', '.join(missing)}; not a dataset folder")
+
+
+def api_outage(exc: BaseException) -> bool:
+    """True when ``exc``, or an exception it groups or wraps, says the Prefect API could not be
+    reached: a transport error, a 5xx answer, or Prefect's poller giving up after them."""
+    stack, seen = [exc], set()
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, httpx.TransportError):
+            return True
+        if isinstance(e, httpx.HTTPStatusError) and e.response.status_code >= 500:
+            return True
+        if isinstance(e, RuntimeError) and "exceeded error threshold" in str(e):
+            return True
+        stack.extend(getattr(e, "exceptions", None) or ())
+        stack.extend((e.__cause__, e.__context__))
+    return False
+
+
+def run_build(flow, params, out: str, what: str = "dataset") -> int:
+    """Run a build ``flow`` from its command line and print the folder it wrote. When the Prefect
+    API goes away during the run (``api_outage``) after ``out`` was written and stamped, say so and
+    exit 0: the folder is complete, only the run's last state is not on the server. Any other
+    error, or an outage before the stamp, propagates."""
+    from flows.lib.infra.stage_cache import STAMP
+
+    started = time.time()
+    try:
+        print(flow(params))
+        return 0
+    except Exception as exc:
+        stamp = Path(out) / STAMP
+        if not api_outage(exc) or not stamp.is_file() or stamp.stat().st_mtime < started - 1:
+            raise
+        print(out)
+        print(f"warning: the Prefect API went away during the run ({type(exc).__name__}), after the {what} was "
+              f"written: {out} is complete and stamped; the flow run's last state is not recorded on the server",
+              file=sys.stderr)
+        return 0
