@@ -115,7 +115,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
                   sequences: np.ndarray | None = None) -> Path:
     """Check the frames against the contract, then write the folder atomically. ``sequences``:
     an (n, L, D) array or a ``RowView`` (written by blocks of rows, see ``save_rows``)."""
-    out_dir = check_replaceable(out_dir, "dataset folder")  # before any work: never a folder of the user's
+    given, out_dir = Path(out_dir), check_replaceable(out_dir, "dataset folder")  # never a folder of the user's
     manifest = dict(manifest)
     manifest.setdefault("split_sizes", {s: int((features["split"] == s).sum()) for s in SPLITS})
     manifest["n_rows"] = features.height
@@ -134,7 +134,7 @@ def write_dataset(out_dir, features: pl.DataFrame, events: pl.DataFrame, manifes
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
-    return out_dir
+    return given
 
 
 def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = "random",

@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 # the order the pipeline reaches them: synthetic is trained before MIMIC is staged
 ORDER = ("train", "promote", "staging", "sql", "scan", "embed", "report")
 LEFTOVER = re.compile(r"\.(tmp|partial|old)-\d+(-[^-]+)?$|^\.incoming-")
-VOLATILE = {"decision.json", "history.jsonl", "promoted.json"}  # carry wall-clock times by design
+# the registry's records carry wall-clock times by design: compared without them
+TIMES = {"decision.json": ("time",), "history.jsonl": ("time",), "promoted.json": ("since",)}
 
 
 def _env(root: Path, api_url: str, crash: str | None) -> dict:
@@ -56,16 +57,21 @@ def _digest(path: Path) -> str:
         m = json.loads(path.read_text())
         m.pop("seconds", None)
         return hashlib.sha256(json.dumps(m, sort_keys=True).encode()).hexdigest()
+    if path.name in TIMES:  # every record and line the same but for its time
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        kept = [{k: v for k, v in r.items() if k not in TIMES[path.name]} for r in lines]
+        return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _outputs(root: Path) -> dict[str, str]:
-    """sha256 of every finished output: datasets, model versions, report and figures."""
+    """sha256 of every finished output: datasets, model versions and the registry's records,
+    report and figures."""
     out = {}
     for top in ("data", "models", "reports"):
         for p in sorted((root / top).rglob("*")):
             rel = p.relative_to(root)
-            if p.is_file() and not any(part.startswith(".") for part in rel.parts) and p.name not in VOLATILE:
+            if p.is_file() and not any(part.startswith(".") for part in rel.parts):
                 out[str(rel)] = _digest(p)
     return out
 

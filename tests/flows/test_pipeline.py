@@ -384,7 +384,7 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env, ca
     for name, frame in bad.items():
         frame.write_csv(cet_env / name)
     (cet_env / "semi.csv").write_text(new.write_csv(separator=";"))
-    expected = {"text.csv": r"column 'age' has type String, expected numbers \(row 2 \(line 4\) is 'n/a'\)",
+    expected = {"text.csv": r"column 'age' has type String, expected numbers \(row 2 \(line 4\) is text that is not a number\)",
                 "gap.csv": r"column 'age' row 3 \(line 5\): missing or non-finite value \(1 such rows\) \(this model's "
                            r"dataset was built without imputation",
                 "twice.csv": r"column 'id' row 4 \(line 6\) repeats row 1's id \(2 rows share an id\)",
