@@ -154,8 +154,8 @@ def mark(folder, kind: str) -> Path:
 def owned_entries(folder) -> set[str] | None:
     """The entries of ``folder`` this project wrote (its ``MARKER``'s list), or None when it holds
     no mark of this project. A folder written before folders were marked counts as the project's
-    when it holds a dataset's ``manifest.json`` and only dataset files, or a stand-in's
-    ``SHA256SUMS.txt`` and only the files it lists."""
+    when it holds a dataset's ``manifest.json`` (and then only dataset files are its), or a
+    stand-in's ``standin.json`` (its truth, its checksum file and the files that lists)."""
     folder = Path(folder)
     try:
         record = json.loads((folder / MARKER).read_text())
@@ -165,14 +165,20 @@ def owned_entries(folder) -> set[str] | None:
         pass
     if (folder / "manifest.json").is_file():
         return set(_DATASET_FILES)
-    sums = folder / "SHA256SUMS.txt"
-    if sums.is_file():
+    try:  # a stand-in's record names its generator; its tables or dumps are listed in its checksum file
+        record = json.loads((folder / "standin.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(record, dict) and str(record.get("generator", "")).startswith("flows.lib.standin.")):
+        return None
+    owned = {"standin.json", "standin_truth.parquet"}
+    for name in ("SHA256SUMS.txt", "sha256sums.txt"):
         try:
-            return {"SHA256SUMS.txt"} | {line.split()[-1].lstrip("*") for line in sums.read_text().splitlines()
-                                         if len(line.split()) >= 2}
+            lines = (folder / name).read_text().splitlines()
         except (OSError, UnicodeDecodeError):
-            return None
-    return None
+            continue
+        owned |= {name} | {line.split()[-1].lstrip("*") for line in lines if len(line.split()) >= 2}
+    return owned
 
 
 def check_replaceable(path, what: str = "output folder") -> Path:

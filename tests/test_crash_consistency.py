@@ -58,7 +58,9 @@ def _digest(path: Path) -> str:
         m.pop("seconds", None)
         return hashlib.sha256(json.dumps(m, sort_keys=True).encode()).hexdigest()
     if path.name in TIMES:  # every record and line the same but for its time
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        text = path.read_text()
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" else [
+            json.loads(text)]
         kept = [{k: v for k, v in r.items() if k not in TIMES[path.name]} for r in lines]
         return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
     return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -245,3 +245,16 @@ def test_a_weak_pseudonym_key_is_refused_and_its_fingerprint_is_slow(tmp_path, m
     assert key_matches(digest, made, "cet-pseudonym-key") and not key_matches(digest, made, "cet-row-ids")
     import hashlib  # a record from before the KDF still matches its key
     assert key_matches(hashlib.sha256(b"cet-pseudonym-key:" + made).hexdigest()[:12], made, "cet-pseudonym-key")
+
+
+def test_a_stand_in_written_before_folders_were_marked_is_still_replaced(tmp_path):
+    from flows.lib.standin import reddit as reddit_standin
+
+    months = reddit_standin.Months("2016-01", "2016-02", "2016-03")
+    out = reddit_standin.generate(tmp_path / "s", n_users=20, seed=1, months=months, progress=False)
+    (out / MARKER).unlink()  # as an earlier version left it
+    again = reddit_standin.generate(out, n_users=20, seed=2, months=months, progress=False, overwrite=True)
+    assert json.loads((again / "standin.json").read_text())["seed"] == 2
+    (again / "mine.txt").write_text("x")
+    with pytest.raises(FileExistsError, match=r"CET did not write \(mine.txt\)"):
+        reddit_standin.generate(out, n_users=20, seed=3, months=months, progress=False, overwrite=True)
