@@ -140,7 +140,7 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
     ``previous_recorded_value`` and ``candidate_recorded_value``), its ``difference`` (candidate
     minus promoted, with a paired bootstrap interval) is kept, and its ``note`` as ``comparison``."""
     recorded = _recorded_decision(root, dataset, candidate)
-    if recorded is not None and recorded.get("promoted") and not _names(root, dataset, candidate):
+    if recorded is not None and recorded.get("promoted") and not _is_promoted(root, dataset, candidate):
         # promoted and recorded, then killed before promoted.json: finish the promotion from the audit line
         _write_json(Path(root) / dataset / "promoted.json", {"version": candidate.name, "since": recorded["time"]})
         return recorded
@@ -230,7 +230,7 @@ def _in_history(root: Path, dataset: str, version: str) -> bool:
     return any(r.get("candidate") == version for r in _history(root, dataset))
 
 
-def _names(root: Path, dataset: str, candidate: Path) -> bool:
+def _is_promoted(root: Path, dataset: str, candidate: Path) -> bool:
     current = promoted(root, dataset)
     return current is not None and current.name == candidate.name
 
