@@ -201,6 +201,11 @@ def parse_model_runs(text: str, models) -> dict:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["real"]:  # its own options (cet_experiments.real)
+        from .real import main as real_main
+
+        return real_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m cet_experiments", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -232,6 +237,8 @@ def main(argv=None) -> int:
                             "without the true occurrence), cox (also with it) or none (default %(default)s)")
         p.add_argument("--model-runs", default="", metavar="MODEL=N,...",
                        help="fewer runs for costly rows, e.g. CET-exact=3,CET-marginal=3 (default: --runs each)")
+    sub.add_parser("real", add_help=False, help="the real-data benchmark: published multi-event cohorts, two protocols "
+                   "(python -m cet_experiments real --help)")
     summ = sub.add_parser("summary", help="rewrite the generated results block of docs/results.md")
     summ.add_argument("--results", type=Path, default=Path("docs/results"), help="report folders (default: %(default)s)")
     summ.add_argument("--doc", type=Path, default=Path("docs/results.md"),
@@ -302,7 +309,7 @@ def main(argv=None) -> int:
                  model_runs=parse_model_runs(args.model_runs, models), reference=args.reference)
     if search is not None:
         result["search"] = search
-    result["command"] = "python -m cet_experiments " + " ".join(argv if argv is not None else sys.argv[1:])
+    result["command"] = "python -m cet_experiments " + " ".join(argv)
     write_report(result, args.out, title)
     print(table_markdown(result, title))
     return 0

@@ -401,12 +401,31 @@ class _Base(BaseEstimator):
 
     def score(self, X, T, S, mask=None) -> float:
         """Mean log-likelihood (CET: the objective) per row and event; dropout off. Higher is better."""
-        self._check_fitted()
-        self._check_columns(X)
-        x, t, s, m = check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_, mask=mask)
+        tensors = self._checked_tensors(X, T, S, mask)
         self.net_.eval()
         with torch.no_grad():
-            return -self._eval_loss(*self._tensors(x, t, s, m))
+            return -self._eval_loss(*tensors)
+
+    def score_samples(self, X, T, S, mask=None) -> np.ndarray:
+        """Each row's log-likelihood of its times and indicators, divided by the number of
+        events, shape (n,); dropout off. CET: the log marginal likelihood (the occurrences summed
+        out, exactly within ``max_patterns``), whatever objective trained the network. A cell the
+        mask leaves out adds nothing. Held-out rows' mean is comparable across models of the same
+        data (higher is better)."""
+        tensors = self._checked_tensors(X, T, S, mask)
+        self.net_.eval()
+        with torch.no_grad():
+            return self._row_loglik_values(*tensors) / self.n_events_
+
+    def _checked_tensors(self, X, T, S, mask) -> list:
+        self._check_fitted()
+        self._check_columns(X)
+        return self._tensors(*check_survival(X, T, S, n_features=self.n_features_in_, n_events=self.n_events_,
+                                             mask=mask))
+
+    def _row_loglik_values(self, x, log_t, s, mask) -> np.ndarray:
+        """(n,) each row's log-likelihood summed over its events, chunk by chunk."""
+        raise NotImplementedError
 
     def _tensors(self, x, t, s, m) -> list:
         if not isinstance(x, CommentInputs):
@@ -784,6 +803,17 @@ class CETModel(_Base):
             total += self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum().item()
         return -total / (len(x) * self.n_events_)
 
+    def _row_loglik_values(self, x, log_t, s, mask) -> np.ndarray:
+        gen = torch.Generator().manual_seed(int(self.seed) + 3)
+        trained = (self.objective_, self.sums_patterns_, self.log_epsilon_)
+        self.objective_, self.sums_patterns_, self.log_epsilon_ = "marginal", True, log_epsilon_for("marginal", None)
+        try:
+            parts = [self._estimate(x[sl], log_t[sl], s[sl], None if mask is None else mask[sl], train=False,
+                                    generator=gen).value.cpu().numpy() for sl in self._objective_chunks(len(x))]
+        finally:
+            self.objective_, self.sums_patterns_, self.log_epsilon_ = trained
+        return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+
     def _objective_chunks(self, n: int):
         """The row slices ``_objective_value`` evaluates one at a time (bounded memory: rows x
         patterns or samples x hidden units)."""
@@ -930,6 +960,11 @@ class ETModel(_Base):
             cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
         return cell.sum(-1)
 
+    def _row_loglik_values(self, x, log_t, s, mask) -> np.ndarray:
+        parts = [self._loglik(x[sl], log_t[sl], s[sl], None if mask is None else mask[sl]).cpu().numpy()
+                 for sl in self._chunks(len(x), x.shape[1])]
+        return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+
     def _params(self, X):
         """(mu, log sigma), each (n, M), detached (with ``sigma="constant"`` log sigma is the
         parameter itself, which ``no_grad`` does not detach)."""
@@ -1003,6 +1038,11 @@ class BCModel(_Base):
         if mask is not None:
             cell = torch.where(mask > 0.5, cell, torch.zeros_like(cell))
         return cell.sum(-1)
+
+    def _row_loglik_values(self, x, log_t, s, mask) -> np.ndarray:
+        parts = [-self._nll(x[sl], s[sl], None if mask is None else mask[sl]).cpu().numpy()
+                 for sl in self._chunks(len(x), x.shape[1])]
+        return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
 
     @_streamed
     def predict_occurrence(self, X) -> np.ndarray:

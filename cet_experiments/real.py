@@ -1,0 +1,519 @@
+"""The real-data benchmark: published multi-event cohorts under two protocols.
+
+    python -m cet_experiments real --out DIR [--cohorts lymph_node,mgus2] [--seeds 5]
+    python -m cet_experiments real --out DIR --data FOLDER      # any dataset folder (flows.table)
+
+Protocol ``a`` (the paper's, as it evaluates MIMIC): the events seen in the full follow-up are
+the truth (``c``, and their times ``t_true``); uniform censoring U(0, 2 x the training median of
+the true times) is drawn on top (``cet_model.censoring.censor_by_median``, once, seed 0); the
+models learn from the censored times; the test AUC and ECE of P(ever) are scored against the
+truth, and MRAE and Harrell's C where defined (``cet_model.evaluation.evaluate``). Rows: CET,
+CET-paper, ET, BC, Oracle (``cet_model.evaluation.PRESETS``).
+
+Protocol ``b`` (the natural one): the data as recorded, no added censoring. Per event, on the
+test rows: Harrell's and Uno's C of three rankings (the predicted median time, the restricted
+mean event-free time up to the 90th percentile of the training follow-up, and the risk by the
+training median: the median time of the training rows' observed events), the integrated Brier
+score, the calibration of that risk against Kaplan-Meier in groups of predicted risk
+(``cet_model.metrics.horizon_calibration``) and the held-out log-likelihood per row and event
+(where the model has a density). Rows: CET, CET-paper and ET (every seed), and per event
+lifelines' CoxPH and LogNormalAFT (ridge 0.01) and scikit-survival's RandomSurvivalForest
+(200 trees, 15 rows a leaf, seed 0), fitted once.
+
+"The predicted median time" is each model's own: CET's median time given the event happens
+(the paper's C), ET's and the AFT's median, and for Cox and the forest their risk score (which
+orders rows as their median survival does, where finite, without its ties at infinity).
+
+Every model sees the same split (stratified by the events seen, 60/20/20, seed 0); the network
+rows are refitted per seed (``--seeds``: 0, 1, ...). Each cohort writes ``DIR/<cohort>/metrics.json``;
+``DIR/table.md`` is rewritten from every cohort folder in ``DIR`` (so cohorts may run in parallel
+processes into one ``DIR``), with the goals of the model issue judged per cohort.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from cet_model.atomic import write_text
+from cet_model.censoring import censor_by_median
+from cet_model.dataset import Dataset, Split, load_dataset
+from cet_model.evaluation import evaluate, fit_preset, machine
+from cet_model.metrics import (
+    brier_times,
+    concordance_index,
+    horizon_calibration,
+    integrated_brier_score,
+    uno_c,
+)
+
+log = logging.getLogger("cet_experiments.real")
+
+PAPER_ROWS = ("CET", "CET-paper", "ET", "BC", "Oracle")  # protocol a
+NATURAL_ROWS = ("CET", "CET-paper", "ET")  # protocol b, the networks (every seed)
+CLASSICAL_ROWS = ("CoxPH", "LogNormalAFT", "RSF")  # protocol b, per event, fitted once
+RANKINGS = ("median", "rmst", "risk")  # what the C's of protocol b rank
+CENSOR_FACTOR = 2.0  # protocol a: U(0, factor x the training median of the true times)
+RIDGE = 0.01  # lifelines' penalizer for CoxPH and LogNormalAFT (one-hot columns without events stay finite)
+RMST_QUANTILE = 0.9  # the restricted mean's horizon: this quantile of the training follow-up
+GRID = 512  # points of the survival curves from 0 to the last horizon (restricted means by the trapezoid rule)
+GOAL_TOLERANCE = {"auc": 0.0, "ece": 0.01, "c": 0.005, "ibs": 0.005}  # the model issue's goals
+
+
+# --- protocol a: the truth is what the full follow-up saw --------------------------------------
+def with_truth(ds: Dataset, seed: int = 0, factor: float = CENSOR_FACTOR) -> Dataset:
+    """Dataset ``ds`` (data censored by follow-up) for the paper's protocol: ``C`` = the event
+    seen in the full follow-up, ``T_true`` = its time (NaN where unseen), and ``T``, ``S`` drawn
+    again under uniform censoring U(0, ``factor`` x the training median of the true times) per
+    event (``censor_by_median``, ``seed``). Cells the mask leaves out keep C NaN.
+
+    >>> one = lambda n, t, s: Split(np.arange(n), np.zeros((n, 1)), np.array(t)[:, None], np.array(s)[:, None],
+    ...                             np.full((n, 1), np.nan), np.full((n, 1), np.nan))
+    >>> ds = Dataset(None, {}, ["x"], ["e"], {"train": one(4, [1.0, 2, 3, 4], [1, 1, 0, 1]),
+    ...                                      "val": one(1, [5.0], [1]), "test": one(1, [1.0], [0])})
+    >>> a = with_truth(ds)
+    >>> a.train.C[:, 0].tolist(), a.train.T_true[:, 0].tolist()   # the truth: seen in the full follow-up
+    ([1.0, 1.0, 0.0, 1.0], [1.0, 2.0, nan, 4.0])
+    >>> bool((a.train.S <= a.train.C).all()), bool((a.train.T <= 2 * 2.0).all())   # censored on top, U(0, 2 x 2]
+    (True, True)
+    """
+    names = list(ds.splits)
+    parts = [ds.splits[k] for k in names]
+    s = np.concatenate([p.S for p in parts])
+    t = np.concatenate([p.T for p in parts])
+    mask = np.concatenate([np.ones_like(p.S) if p.mask is None else p.mask for p in parts])
+    c = np.where(mask > 0.5, (s > 0.5).astype(float), np.nan)
+    t_true = np.where(c == 1, t, np.nan)
+    train = np.concatenate([np.full(len(p), k == "train") for k, p in zip(names, parts, strict=True)])
+    t_new, s_new, params = censor_by_median(t_true, np.nan_to_num(c), train, factor=factor, seed=seed,
+                                            event_names=ds.event_names, fallback=True)
+    t_new = np.where(mask > 0.5, t_new, t)  # a masked cell keeps its placeholder time (never used)
+    s_new = np.where(mask > 0.5, s_new, 0.0).astype(float)
+    splits, start = {}, 0
+    for k, p in zip(names, parts, strict=True):
+        rows = slice(start, start + len(p))
+        splits[k] = Split(ids=p.ids, X=p.X, T=t_new[rows], S=s_new[rows], C=c[rows], T_true=t_true[rows],
+                          sequences=p.sequences, mask=p.mask, groups=p.groups)
+        start += len(p)
+    manifest = dict(ds.manifest, censoring={"kind": "artificial", "artificial": True, **params,
+                                            "truth": "the events seen in the full follow-up"})
+    return Dataset(ds.path, manifest, ds.feature_names, ds.event_names, splits)
+
+
+# --- protocol b: survival metrics per event ----------------------------------------------------
+class Curves:
+    """One fitted model's predictions for one event on the scored rows: ``median`` (n,), a time
+    (larger = later), and ``survival(times)`` (n, len(times)) on any grid."""
+
+    def __init__(self, median, survival):
+        self.median, self.survival = np.asarray(median, float), survival
+
+
+def horizons(train: Split, j: int) -> tuple[float, float]:
+    """Event j's (restricted-mean horizon, risk horizon) from the training rows the mask keeps:
+    the ``RMST_QUANTILE`` quantile of their follow-up times, and the median time of their observed
+    events (the follow-up's median when none is observed)."""
+    keep = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] > 0.5
+    t, s = train.T[keep, j], train.S[keep, j]
+    seen = t[s > 0.5]
+    return float(np.quantile(t, RMST_QUANTILE)), float(np.median(seen if seen.size else t))
+
+
+def natural_scores(curves: Curves, train: Split, test: Split, j: int) -> dict[str, float]:
+    """Protocol b's metrics of ``curves`` (on ``test``'s rows the mask keeps for event j)."""
+    keep_tr = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] > 0.5
+    keep = np.ones(len(test), bool) if test.mask is None else test.mask[:, j] > 0.5
+    t_tr, s_tr = train.T[keep_tr, j], train.S[keep_tr, j]
+    t, s = test.T[keep, j], test.S[keep, j]
+    h_rmst, h_risk = horizons(train, j)
+    times = brier_times(t)
+    grid = np.linspace(0.0, max(h_rmst, h_risk), GRID + 1)
+    at = np.unique(np.concatenate([grid, times, [h_risk]]))
+    surv = np.clip(curves.survival(at), 0.0, 1.0)  # (n, len(at))
+    upto = at <= h_rmst
+    rmst = np.trapezoid(surv[:, upto], at[upto], axis=1) + surv[:, upto][:, -1] * (h_rmst - at[upto][-1])
+    risk = 1.0 - surv[:, np.searchsorted(at, h_risk)]
+    ranked = {"median": curves.median, "rmst": rmst, "risk": -risk}  # each as a time: larger = later
+    out = {}
+    for name, score in ranked.items():
+        out[f"harrell_{name}"] = _harrell(t, score, s)
+        out[f"uno_{name}"] = uno_c(t_tr, s_tr, t, s, score)
+    curves_at = surv[:, np.searchsorted(at, times)] if len(times) >= 2 else None
+    out["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, curves_at, times) if curves_at is not None else math.nan
+    out["calibration"] = horizon_calibration(t, s, risk, h_risk)["ece"]
+    return out
+
+
+def _harrell(t, score, s) -> float:
+    try:
+        return concordance_index(t, score, s)
+    except ZeroDivisionError:
+        return math.nan
+
+
+def network_curves(model, test: Split) -> list[Curves]:
+    """Per event, the ``Curves`` of a fitted CET or ET."""
+    x = test.X
+    median = model.predict_time(x)
+    return [Curves(median[:, j], lambda at, j=j: model.predict_survival(x, at)[:, :, j])
+            for j in range(median.shape[1])]
+
+
+def standardised(train: Split, *splits: Split) -> list[np.ndarray]:
+    """The features of ``splits`` scaled by the training mean and sd, without the columns that are
+    constant on the training rows (a level no training row has): what the classical fits read."""
+    x = np.asarray(train.X, float)
+    mean, sd = x.mean(0), x.std(0)
+    keep = sd > 0
+    return [(np.asarray(sp.X, float)[:, keep] - mean[keep]) / sd[keep] for sp in splits]
+
+
+def classical_fits(kind: str, train: Split, test: Split, seed: int = 0) -> tuple[list[Curves], float]:
+    """Per event, the ``Curves`` on ``test`` of a classical model fitted on ``train``'s rows the
+    mask keeps (``kind`` in ``CLASSICAL_ROWS``), and the held-out log-likelihood per row and event
+    (NaN for the models without a density: Cox's and the forest's are step functions)."""
+    import pandas as pd
+
+    x_tr, x_te = standardised(train, train, test)
+    columns = [f"x{i}" for i in range(x_tr.shape[1])]
+    frame_te = pd.DataFrame(x_te, columns=columns)
+    curves, total = [], 0.0
+    for j in range(train.T.shape[1]):
+        keep = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] > 0.5
+        t, s = train.T[keep, j], train.S[keep, j]
+        frame = pd.DataFrame(x_tr[keep], columns=columns).assign(_t=t, _s=s)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # lifelines' convergence and scaling notes, per event
+            if kind == "CoxPH":
+                from lifelines import CoxPHFitter
+
+                cox = CoxPHFitter(penalizer=RIDGE).fit(frame, "_t", "_s")
+                lp = cox.predict_log_partial_hazard(frame_te).to_numpy()
+                curves.append(Curves(-lp, lambda at, m=cox: m.predict_survival_function(frame_te, times=at)
+                                     .to_numpy().T))
+                total = math.nan
+            elif kind == "LogNormalAFT":
+                from lifelines import LogNormalAFTFitter
+
+                aft = LogNormalAFTFitter(penalizer=RIDGE).fit(frame, "_t", "_s")
+                mu = aft.params_["mu_"][columns].to_numpy() @ x_te.T + aft.params_["mu_"]["Intercept"]
+                sigma = float(np.exp(aft.params_["sigma_"]["Intercept"]))
+                curves.append(Curves(np.exp(mu), lambda at, mu=mu, sigma=sigma: _lognormal_survival(at, mu, sigma)))
+                keep_te = np.ones(len(test), bool) if test.mask is None else test.mask[:, j] > 0.5
+                total += _lognormal_loglik(test.T[keep_te, j], test.S[keep_te, j], mu[keep_te], sigma).sum()
+            elif kind == "RSF":
+                from sksurv.ensemble import RandomSurvivalForest
+
+                y = np.array(list(zip(s > 0.5, t, strict=True)), dtype=[("event", bool), ("time", float)])
+                rsf = RandomSurvivalForest(n_estimators=200, min_samples_leaf=15, random_state=seed, n_jobs=1)
+                rsf.fit(x_tr[keep], y)
+                curves.append(Curves(-rsf.predict(x_te), lambda at, m=rsf: _step_survival(m, x_te, at)))
+                total = math.nan
+            else:
+                raise ValueError(f"unknown classical model {kind!r}; one of {CLASSICAL_ROWS}")
+    return curves, total / (len(test) * train.T.shape[1])
+
+
+def _lognormal_survival(at, mu, sigma) -> np.ndarray:
+    from scipy.special import ndtr
+
+    with np.errstate(divide="ignore"):
+        z = (np.log(np.asarray(at, float))[None, :] - mu[:, None]) / sigma
+    return ndtr(-z)
+
+
+def _lognormal_loglik(t, s, mu, sigma) -> np.ndarray:
+    from scipy.special import log_ndtr
+
+    z = (np.log(t) - mu) / sigma
+    log_f = -0.5 * z**2 - np.log(sigma * t * math.sqrt(2 * math.pi))
+    return np.where(s > 0.5, log_f, log_ndtr(-z))
+
+
+def _step_survival(forest, x, at) -> np.ndarray:
+    steps = np.asarray(forest.unique_times_, float)
+    surv = forest.predict_survival_function(x, return_array=True)  # (n, steps)
+    k = np.searchsorted(steps, np.asarray(at, float), side="right") - 1
+    return np.where(k >= 0, surv[:, np.maximum(k, 0)], 1.0)
+
+
+# --- the runs ------------------------------------------------------------------------------------
+# recipe variants of the default CET for the ablation: {row: CETModel parameters changed}
+VARIANTS: dict[str, dict] = {
+    "CET/no-block-em": {"block_em": False},
+    "CET/no-encoder-stage": {"encoder_stage": False},
+    "CET/uniform-init": {"occurrence_init": "uniform"},
+    "CET/km-init": {"occurrence_init": "km"},
+    "CET/shared-first-layer": {"shared_first_layer": True},
+    "CET/input-dropout": {"input_dropout": 0.2},
+    "CET/sigma-net": {"sigma": "net"},
+    "CET/sigma-constant": {"sigma": "constant"},
+    "CET/standardize-all": {"standardize": True},
+    "CET/standardize-none": {"standardize": False},
+    "CET/sampled": {"max_patterns": 1},
+    "CET/unconditioned": {"condition_on_occurrence": False},
+}
+
+
+def preset_of(row: str) -> tuple[str, dict]:
+    """(the ``cet_model.evaluation`` preset, parameters changed) of a row name."""
+    if row in VARIANTS:
+        return "CET", VARIANTS[row]
+    return row, {}
+
+
+def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_ROWS, classical=CLASSICAL_ROWS,
+               progress: bool = True, max_epochs: int | None = None) -> dict:
+    """Both protocols on one dataset; returns the cohort's record (``metrics.json``).
+    ``max_epochs``: the networks' epoch cap (None: their automatic budget)."""
+    name = ds.manifest.get("name", Path(str(ds.path)).name)
+    events = ds.event_names
+    ds_a = with_truth(ds)
+    result = {"cohort": name, "events": events, "split_sizes": {k: len(v) for k, v in ds.splits.items()},
+              "shares": _shares(ds), "censoring": ds_a.manifest["censoring"], "seeds": list(seeds),
+              "a": {}, "b": {}}
+
+    def say(text):
+        if progress:
+            print(f"{name}: {text}", flush=True)
+
+    for seed in seeds:
+        for row in paper_rows:
+            preset, params = preset_of(row)
+            t0 = time.perf_counter()
+            model = fit_preset(preset, ds_a.train, ds_a.val, seed=seed, device="cpu", params=params,
+                               max_epochs=max_epochs)
+            secs = time.perf_counter() - t0
+            scores = evaluate(preset, model, ds_a.test, events, train=ds_a.train, warn_no_truth=False)
+            _append(result["a"], row, scores, secs)
+            say(f"a seed {seed} {row:<24} {secs:6.1f}s AUC " + " ".join(f"{e}={v['auc']:.3f}" for e, v in scores.items()))
+        for row in natural_rows:
+            preset, params = preset_of(row)
+            t0 = time.perf_counter()
+            model = fit_preset(preset, ds.train, ds.val, seed=seed, device="cpu", params=params,
+                               max_epochs=max_epochs)
+            secs = time.perf_counter() - t0
+            curves = network_curves(model, ds.test)
+            scores = {e: natural_scores(curves[j], ds.train, ds.test, j) for j, e in enumerate(events)}
+            loglik = float(np.mean(model.score_samples(ds.test.X, ds.test.T, ds.test.S, mask=ds.test.mask)))
+            _append(result["b"], row, scores, secs, loglik=loglik)
+            say(f"b seed {seed} {row:<24} {secs:6.1f}s C(rmst) "
+                + " ".join(f"{e}={v['harrell_rmst']:.3f}" for e, v in scores.items()))
+    for kind in classical:
+        t0 = time.perf_counter()
+        curves, loglik = classical_fits(kind, ds.train, ds.test)
+        secs = time.perf_counter() - t0
+        scores = {e: natural_scores(curves[j], ds.train, ds.test, j) for j, e in enumerate(events)}
+        _append(result["b"], kind, scores, secs, loglik=loglik)
+        say(f"b {kind:<31} {secs:6.1f}s C(rmst) " + " ".join(f"{e}={v['harrell_rmst']:.3f}" for e, v in scores.items()))
+    result["machine"] = machine()
+    return result
+
+
+def _append(table: dict, row: str, scores: dict, secs: float, loglik: float | None = None) -> None:
+    entry = table.setdefault(row, {"tasks": {}, "seconds": []})
+    entry["seconds"].append(secs)
+    if loglik is not None:
+        entry.setdefault("loglik", []).append(loglik)
+    for e, metrics in scores.items():
+        for k, v in metrics.items():
+            entry["tasks"].setdefault(e, {}).setdefault(k, []).append(float(v))
+
+
+def _shares(ds: Dataset) -> dict[str, float]:
+    """Per event, the share of the rows (the mask keeps) whose event the full follow-up saw."""
+    s = np.concatenate([p.S for p in ds.splits.values()])
+    m = np.concatenate([np.ones_like(p.S) if p.mask is None else p.mask for p in ds.splits.values()])
+    return {e: float(s[m[:, j] > 0.5, j].mean()) for j, e in enumerate(ds.event_names)}
+
+
+# --- tables and goals ----------------------------------------------------------------------------
+def _mean(values) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return float(np.mean(values)) if values else math.nan
+
+
+def event_mean(record: dict, protocol: str, row: str, metric: str, event: str | None = None) -> float:
+    """A row's metric, the mean over seeds (and over events when ``event`` is None)."""
+    entry = record[protocol].get(row)
+    if entry is None:
+        return math.nan
+    tasks = entry["tasks"] if event is None else {event: entry["tasks"][event]}
+    return _mean([_mean(v[metric]) for v in tasks.values() if metric in v])
+
+
+def paper_goal(record: dict, model: str = "CET") -> dict:
+    """Protocol a's goals: AUC >= max(ET, BC), ECE <= min(ET, BC) + 0.01 (means over events, seeds)."""
+    auc = {r: event_mean(record, "a", r, "auc") for r in (model, "ET", "BC")}
+    ece = {r: event_mean(record, "a", r, "ece") for r in (model, "ET", "BC")}
+    auc_margin = auc[model] - max(auc["ET"], auc["BC"])
+    ece_margin = min(ece["ET"], ece["BC"]) + GOAL_TOLERANCE["ece"] - ece[model]
+    return {"auc_margin": auc_margin, "ece_margin": ece_margin,
+            "met": bool(auc_margin >= -1e-12 and ece_margin >= -1e-12)}
+
+
+C_METRICS = tuple(f"{kind}_{r}" for kind in ("harrell", "uno") for r in RANKINGS)
+
+
+def natural_goal(record: dict, model: str = "CET") -> dict:
+    """Protocol b's goals per event: each C of ``model`` no more than 0.005 below the better of
+    CoxPH and LogNormalAFT, its IBS no more than 0.005 above the better; {event: {metric: margin}}
+    (negative: missed by that much) and the worst margin."""
+    out, worst = {}, math.inf
+    for e in record["events"]:
+        margins = {}
+        for metric in C_METRICS:
+            best = max(event_mean(record, "b", r, metric, e) for r in ("CoxPH", "LogNormalAFT"))
+            margins[metric] = event_mean(record, "b", model, metric, e) - best + GOAL_TOLERANCE["c"]
+        best = min(event_mean(record, "b", r, "ibs", e) for r in ("CoxPH", "LogNormalAFT"))
+        margins["ibs"] = best + GOAL_TOLERANCE["ibs"] - event_mean(record, "b", model, "ibs", e)
+        defined = [v for v in margins.values() if not math.isnan(v)]
+        worst = min(worst, *defined) if defined else worst
+        out[e] = margins
+    return {"events": out, "worst": worst, "met": bool(worst >= -1e-12)}
+
+
+def _f(v: float, digits: int = 3) -> str:
+    return "—" if v is None or math.isnan(v) else f"{v:.{digits}f}"
+
+
+def _signed(v: float) -> str:
+    return "—" if math.isnan(v) else f"{round(v, 3) + 0.0:+.3f}"
+
+
+def tables_markdown(records: list[dict]) -> str:
+    """The benchmark's tables from cohort records, protocol a first, with the goals judged."""
+    records = sorted(records, key=lambda r: r["split_sizes"].get("train", 0))
+    a_rows = [r for r in PAPER_ROWS if any(r in rec["a"] for rec in records)]
+    extra_a = sorted({r for rec in records for r in rec["a"]} - set(a_rows))
+    lines = ["## Protocol a: the truth is what the full follow-up saw (test AUC and ECE of P(ever))", "",
+             "Mean over events, then over seeds. Goal: CET's AUC >= max(ET, BC); its ECE <= min(ET, BC) + 0.01.", "",
+             "| cohort | training rows | events (share seen) | " + " | ".join(a_rows) + " | AUC goal | ECE CET / ET / BC | ECE goal |",
+             "|---" * (6 + len(a_rows)) + "|"]
+    for rec in records:
+        goal = paper_goal(rec)
+        shares = ", ".join(f"{e} {rec['shares'][e]:.0%}" for e in rec["events"])
+        aucs = " | ".join(_f(event_mean(rec, "a", r, "auc")) for r in a_rows)
+        eces = " / ".join(_f(event_mean(rec, "a", r, "ece")) for r in ("CET", "ET", "BC"))
+        lines.append(f"| {rec['cohort']} | {rec['split_sizes']['train']:,} | {shares} | {aucs} | "
+                     f"{_signed(goal['auc_margin'])} {'met' if goal['auc_margin'] >= 0 else '**missed**'} | {eces} | "
+                     f"{_signed(goal['ece_margin'])} {'met' if goal['ece_margin'] >= 0 else '**missed**'} |")
+    lines += ["", "Per event (AUC; ECE in brackets):", "",
+              "| cohort | event | share | " + " | ".join(a_rows + extra_a) + " |", "|---" * (3 + len(a_rows) + len(extra_a)) + "|"]
+    for rec in records:
+        for e in rec["events"]:
+            cells = " | ".join(f"{_f(event_mean(rec, 'a', r, 'auc', e))} ({_f(event_mean(rec, 'a', r, 'ece', e))})"
+                               if r in rec["a"] else "" for r in a_rows + extra_a)
+            lines.append(f"| {rec['cohort']} | {e} | {rec['shares'][e]:.0%} | {cells} |")
+    b_rows = [r for r in (*NATURAL_ROWS, *CLASSICAL_ROWS) if any(r in rec["b"] for rec in records)]
+    b_rows += sorted({r for rec in records for r in rec["b"]} - set(b_rows))
+    heads = ["Harrell median", "Harrell RMST", "Harrell risk", "Uno median", "Uno RMST", "Uno risk"]
+    lines += ["", "## Protocol b: the data as recorded (per-event survival metrics on the test rows)", "",
+              "Goal: per event, each of CET's six C's no more than 0.005 below the better of CoxPH and "
+              "LogNormalAFT, and its IBS no more than 0.005 above the better. Margins (negative: missed by that much):", "",
+              "| cohort | event | " + " | ".join(heads) + " | IBS | met |", "|---" * 10 + "|"]
+    for rec in records:
+        goal = natural_goal(rec)
+        for e, margins in goal["events"].items():
+            cells = " | ".join(_signed(margins[m]) for m in (*C_METRICS, "ibs"))
+            ok = all(v >= 0 for v in margins.values() if not math.isnan(v))
+            lines.append(f"| {rec['cohort']} | {e} | {cells} | {'yes' if ok else '**no**'} |")
+    lines += ["", "Means over events (networks: over seeds too); log-likelihood per row and event on the test rows; "
+              "calibration: the mean gap to Kaplan-Meier of the risk by the training median, in groups of predicted risk:", "",
+              "| cohort | model | " + " | ".join(heads) + " | IBS | calibration | log-lik | fit s |", "|---" * 12 + "|"]
+    for rec in records:
+        for r in b_rows:
+            if r not in rec["b"]:
+                continue
+            cells = " | ".join(_f(event_mean(rec, "b", r, m)) for m in (*C_METRICS, "ibs", "calibration"))
+            lines.append(f"| {rec['cohort']} | {r} | {cells} | {_f(_mean(rec['b'][r].get('loglik', [math.nan])))} | "
+                         f"{_f(_mean(rec['b'][r]['seconds']), 1)} |")
+    fit_rows = [r for r in a_rows + extra_a]
+    lines += ["", "Fit seconds (protocol a, mean over seeds):", "",
+              "| cohort | " + " | ".join(fit_rows) + " |", "|---" * (1 + len(fit_rows)) + "|"]
+    for rec in records:
+        lines.append(f"| {rec['cohort']} | " + " | ".join(_f(_mean(rec["a"][r]["seconds"]), 1) if r in rec["a"] else ""
+                                                          for r in fit_rows) + " |")
+    machines = sorted({json.dumps(rec.get("machine", {}), sort_keys=True) for rec in records})
+    lines += ["", "Machine: " + "; ".join(_machine_text(json.loads(m)) for m in machines) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _machine_text(m: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, str | int | float))
+
+
+def write_tables(out: Path) -> str:
+    """``out/table.md`` from every ``out/*/metrics.json``; returns the text."""
+    records = [json.loads(p.read_text()) for p in sorted(Path(out).glob("*/metrics.json"))]
+    text = "# Real-data benchmark\n\n" + tables_markdown(records)
+    write_text(Path(out) / "table.md", text)
+    return text
+
+
+def main(argv=None) -> int:
+    from .cohorts import COHORTS, write_cohort
+
+    parser = argparse.ArgumentParser(prog="python -m cet_experiments real", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for <cohort>/metrics.json and table.md")
+    parser.add_argument("--cohorts", default=",".join(COHORTS), help="comma-separated (default: all: %(default)s)")
+    parser.add_argument("--data", type=Path, action="append", default=[],
+                        help="a dataset folder of your own (flows.table) in place of the cohorts; repeatable")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per network row (default %(default)s)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seed of the first run (default %(default)s)")
+    parser.add_argument("--models", default=",".join(PAPER_ROWS),
+                        help="rows of protocol a; those with times also run protocol b (default %(default)s; "
+                             f"recipe variants: {', '.join(VARIANTS)})")
+    parser.add_argument("--protocols", default="a,b", help="a, b or both (default %(default)s)")
+    parser.add_argument("--no-classical", action="store_true", help="leave out CoxPH, LogNormalAFT and RSF")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default %(default)s: run "
+                        "cohorts side by side in processes instead)")
+    parser.add_argument("--max-epochs", type=int, default=None, help="the networks' epoch cap (default: their "
+                        "automatic budget)")
+    parser.add_argument("--tables-only", action="store_true", help="only rewrite table.md from the cohort folders")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    if args.tables_only:
+        print(write_tables(args.out))
+        return 0
+    import torch
+
+    torch.set_num_threads(args.threads)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    from cet_model.evaluation import PRESETS
+
+    unknown = [m for m in models if m not in PRESETS and m not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"--models: unknown {unknown}; presets {sorted(PRESETS)} or variants {sorted(VARIANTS)}")
+    protocols = {p.strip() for p in args.protocols.split(",") if p.strip()}
+    if not protocols <= {"a", "b"}:
+        raise SystemExit(f"--protocols: a, b or a,b; got {args.protocols!r}")
+    paper_rows = models if "a" in protocols else []
+    natural_rows = [m for m in models if m not in ("BC", "Oracle")] if "b" in protocols else []
+    classical = () if args.no_classical or "b" not in protocols else CLASSICAL_ROWS
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    if args.data:
+        folders = [(p.name, p) for p in args.data]
+    else:
+        names = [c.strip() for c in args.cohorts.split(",") if c.strip()]
+        bad = [c for c in names if c not in COHORTS]
+        if bad:
+            raise SystemExit(f"--cohorts: unknown {bad}; choose from {', '.join(COHORTS)}")
+        folders = [(c, write_cohort(c, args.out / c / "data")) for c in names]
+    for name, folder in folders:
+        ds = load_dataset(folder)
+        record = run_cohort(ds, seeds, paper_rows, natural_rows, classical, max_epochs=args.max_epochs)
+        if name in COHORTS:
+            record["source"], record["note"] = COHORTS[name].source, COHORTS[name].note
+        record["command"] = "python -m cet_experiments real " + " ".join(sys.argv[2:] if argv is None else argv)
+        write_text(args.out / name / "metrics.json", json.dumps(record, indent=1))
+    print(write_tables(args.out))
+    return 0

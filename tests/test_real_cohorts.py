@@ -1,0 +1,191 @@
+"""The real-data benchmark (cet_experiments.cohorts, cet_experiments.real): every loader against
+its published counts, protocol a against a hand computation, protocol b's metrics against
+independent ones, and the command end to end on a table of one's own."""
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy.stats import norm
+
+from cet_experiments import cohorts, real
+from cet_model import CETModel, ETModel
+from cet_model.dataset import Dataset, Split, load_dataset, write_follow_up_dataset
+from cet_model.metrics import concordance_index, occurrence_auc
+
+
+@pytest.mark.parametrize("name", list(cohorts.COHORTS))
+def test_each_cohort_has_its_published_rows_and_events(name):
+    cohort = cohorts.COHORTS[name]
+    table = cohort.table()
+    counts = {"rows": len(table), **{e: int(table[s].sum()) for e, (_, s) in cohort.events.items()}}
+    assert counts == cohort.published
+    for e, (t, s) in cohort.events.items():
+        times = table[t].to_numpy(float)
+        assert (times[~np.isnan(times)] > 0).all(), e  # log-normal times
+        assert set(np.unique(table[s])) <= {0, 1}
+        assert (table[s][np.isnan(times)] == 0).all()  # a cell left out has no event seen
+    features = [c for c in table.columns if c not in {x for pair in cohort.events.values() for x in pair}]
+    assert features and set(cohort.categorical) <= set(features)
+
+
+def test_outcome_dates_are_not_features():
+    """lymph_node's recurrence and death dates would give the outcomes away."""
+    table = cohorts.COHORTS["lymph_node"].table()
+    assert not {"recdate", "deathdate", "diagdateb"} & set(table.columns)
+
+
+def test_nafld_leaves_out_a_comorbidity_present_at_entry():
+    table = cohorts.COHORTS["nafld"].table()
+    for event in cohorts.NAFLD_EVENTS:
+        prevalent = table[f"{event}_at_entry"] == 1
+        assert table[f"t_{event}"][prevalent].isna().all()
+        assert table[f"t_{event}"][~prevalent].notna().all()
+        seen = table[f"s_{event}"] == 1
+        assert (table[f"t_{event}"][seen] <= table["t_death"][seen]).all()  # seen within the follow-up
+
+
+def test_a_cohort_becomes_a_dataset_folder_as_a_users_table_does(tmp_path):
+    ds = load_dataset(cohorts.write_cohort("myeloid", tmp_path / "myeloid"))
+    assert ds.event_names == ["response", "transplant", "relapse", "death"]
+    assert sum(len(s) for s in ds.splits.values()) == 646
+    assert np.isnan(ds.train.C).all()  # follow-up data: no truth until protocol a makes one
+    assert any(name.startswith("flt3=") for name in ds.feature_names)  # one column per level
+
+
+def _split(t, s, ids, mask=None):
+    n = len(t)
+    t, s = np.asarray(t, float)[:, None], np.asarray(s, float)[:, None]
+    return Split(ids=np.asarray(ids), X=np.zeros((n, 1)), T=t, S=s, C=np.full((n, 1), np.nan),
+                 T_true=np.full((n, 1), np.nan), mask=None if mask is None else np.asarray(mask, float)[:, None])
+
+
+def test_protocol_a_is_the_papers_censoring_on_top_of_what_follow_up_saw():
+    """By hand: the truth is s, its time t; then C ~ U(0, 2 x the training median of the true
+    times], drawn in the order train, val, test from one seeded generator; a row's event is seen
+    when it happened before its censoring time."""
+    train = _split([2.0, 4.0, 6.0, 8.0, 3.0], [1, 1, 0, 1, 0], [0, 1, 2, 3, 4], mask=[1, 1, 1, 1, 0])
+    val, test = _split([5.0, 1.0], [1, 0], [5, 6]), _split([7.0, 9.0], [1, 1], [7, 8])
+    ds = Dataset(None, {"name": "hand"}, ["x"], ["e"], {"train": train, "val": val, "test": test})
+    a = real.with_truth(ds, seed=3)
+    c = np.array([1, 1, 0, 1, np.nan, 1, 0, 1, 1])
+    t_true = np.array([2, 4, np.nan, 8, np.nan, 5, np.nan, 7, 9])
+    upper = 2 * np.median([2.0, 4.0, 8.0])  # the training rows the mask keeps whose event was seen
+    cens = upper * (1 - np.random.default_rng(3).random((9, 1)))[:, 0]
+    seen = (c == 1) & (np.nan_to_num(t_true, nan=np.inf) < cens)
+    got = {k: np.concatenate([getattr(a.splits[s], k)[:, 0] for s in ("train", "val", "test")])
+           for k in ("C", "T_true", "T", "S")}
+    np.testing.assert_array_equal(got["C"], c)
+    np.testing.assert_array_equal(got["T_true"], t_true)
+    np.testing.assert_array_equal(got["S"], np.where(np.arange(9) == 4, 0, seen))
+    want_t = np.where(seen, t_true, cens)
+    want_t[4] = 3.0  # the masked cell keeps its time, never used
+    np.testing.assert_allclose(got["T"], want_t)
+    assert a.manifest["censoring"]["upper"] == [upper]
+
+
+def test_protocol_a_scores_p_ever_against_the_truth_by_hand():
+    """AUC: the share of (event, no event) pairs of the truth that P(ever) orders right (ties
+    half), computed pair by pair; the goal compares the means over events and seeds."""
+    c = np.array([1, 0, 1, 0, 1, 0])
+    p = np.array([0.9, 0.2, 0.4, 0.4, 0.3, 0.8])
+    pairs = [(i, k) for i in np.flatnonzero(c == 1) for k in np.flatnonzero(c == 0)]
+    hand = sum(1.0 if p[i] > p[k] else 0.5 if p[i] == p[k] else 0.0 for i, k in pairs) / len(pairs)
+    assert occurrence_auc(c, p) == pytest.approx(hand)
+    record = {"a": {r: {"tasks": {"e1": {"auc": [a, a], "ece": [e, e]}, "e2": {"auc": [b, b], "ece": [e, e]}}}
+                    for r, a, b, e in (("CET", 0.70, 0.60, 0.05), ("ET", 0.66, 0.62, 0.03), ("BC", 0.69, 0.60, 0.10))}}
+    goal = real.paper_goal(record)
+    assert goal["auc_margin"] == pytest.approx(0.65 - 0.645)  # mean over events: 0.65 against max(0.64, 0.645)
+    assert goal["ece_margin"] == pytest.approx(0.03 + 0.01 - 0.05) and not goal["met"]  # ECE 0.01 too high
+    for task in record["a"]["CET"]["tasks"].values():
+        task["ece"] = [0.035, 0.035]
+    assert real.paper_goal(record)["met"]
+
+
+def test_protocol_b_metrics_of_a_known_log_normal_model():
+    """Curves of a known log-normal model: the restricted mean by the trapezoid rule against its
+    closed form, the C's against the concordance of each ranking, the risk at the training median."""
+    rng = np.random.default_rng(0)
+    n = 400
+    mu, sigma = rng.normal(1.0, 0.5, n), 0.6
+    t = np.exp(mu + sigma * rng.standard_normal(n))
+    cens = rng.uniform(1, 8, n)
+    s, t = (t < cens).astype(float), np.minimum(t, cens)
+    train = _split(t[:200], s[:200], np.arange(200))
+    test = _split(t[200:], s[200:], np.arange(200, 400))
+    m = mu[200:]
+    curves = real.Curves(np.exp(m), lambda at: norm.sf((np.log(np.maximum(at, 1e-300))[None, :] - m[:, None]) / sigma))
+    out = real.natural_scores(curves, train, test, 0)
+    h_rmst, h_risk = real.horizons(train, 0)
+    assert h_rmst == pytest.approx(np.quantile(t[:200], 0.9))
+    assert h_risk == pytest.approx(np.median(t[:200][s[:200] == 1]))
+    # E[min(T, h)] = exp(mu + s^2/2) Phi((log h - mu - s^2) / s) + h (1 - Phi((log h - mu) / s))
+    lh = np.log(h_rmst)
+    rmst = np.exp(m + sigma**2 / 2) * norm.cdf((lh - m - sigma**2) / sigma) + h_rmst * norm.sf((lh - m) / sigma)
+    risk = norm.cdf((np.log(h_risk) - m) / sigma)
+    assert out["harrell_median"] == pytest.approx(concordance_index(t[200:], np.exp(m), s[200:]))
+    assert out["harrell_rmst"] == pytest.approx(concordance_index(t[200:], rmst, s[200:]), abs=1e-3)
+    assert out["harrell_risk"] == pytest.approx(concordance_index(t[200:], -risk, s[200:]))
+    assert 0.5 < out["uno_median"] < 1 and 0 < out["ibs"] < 0.25 and 0 <= out["calibration"] < 0.1
+
+
+def test_the_aft_rows_log_likelihood_is_lifelines_own():
+    from lifelines import LogNormalAFTFitter
+
+    rng = np.random.default_rng(1)
+    n = 300
+    x = rng.standard_normal((n, 2))
+    t = np.exp(0.5 + x @ [0.4, -0.3] + 0.7 * rng.standard_normal(n))
+    s = (rng.random(n) < 0.7).astype(float)
+    sp = Split(ids=np.arange(n), X=x, T=t[:, None], S=s[:, None], C=np.full((n, 1), np.nan), T_true=np.full((n, 1), np.nan))
+    curves, loglik = real.classical_fits("LogNormalAFT", sp, sp)
+    import pandas as pd
+
+    z = (x - x.mean(0)) / x.std(0)
+    frame = pd.DataFrame(z, columns=["x0", "x1"]).assign(_t=t, _s=s)
+    aft = LogNormalAFTFitter(penalizer=real.RIDGE).fit(frame, "_t", "_s")
+    assert loglik == pytest.approx(aft.score(frame, scoring_method="log_likelihood"), rel=1e-6)
+    np.testing.assert_allclose(curves[0].median, aft.predict_median(frame).to_numpy(), rtol=1e-6)
+
+
+def test_score_samples_is_the_per_row_score_and_the_marginal_likelihood_of_any_objective(small_survival):
+    x, t, s, _ = small_survival
+    for model in (CETModel(hidden_sizes=(8,), max_epochs=3, device="cpu"), ETModel(hidden_sizes=(8,), max_epochs=3)):
+        model.fit(x, t, s)
+        rows = model.score_samples(x, t, s)
+        assert rows.shape == (len(x),) and rows.mean() == pytest.approx(model.score(x, t, s), abs=1e-6)
+    paper = CETModel(hidden_sizes=(8,), max_epochs=3, objective="paper", estimator="gumbel").fit(x, t, s)
+    marginal = CETModel(hidden_sizes=(8,), max_epochs=1).fit(x, t, s)
+    marginal.net_.load_state_dict(paper.net_.state_dict())
+    assert paper.score_samples(x, t, s).mean() == pytest.approx(marginal.score(x, t, s), abs=1e-6)
+    assert paper.score(x, t, s) != pytest.approx(marginal.score(x, t, s), abs=1e-3)  # the paper's objective
+
+
+@pytest.mark.slow
+def test_the_command_on_a_table_of_ones_own(tmp_path):
+    """``--data``: the two protocols on a user's dataset folder, every row and metric filled."""
+    rng = np.random.default_rng(0)
+    n = 240
+    age = rng.normal(60, 10, n)
+    c = rng.random((n, 2)) < 1 / (1 + np.exp(-(age[:, None] - 60) / 10))
+    t = np.exp(rng.normal(2, 0.5, (n, 2)))
+    follow = rng.uniform(2, 20, (n, 2))
+    seen = c & (t < follow)
+    table = pl.DataFrame({"age": age, "t_a": np.where(seen[:, 0], t[:, 0], follow[:, 0]), "s_a": seen[:, 0].astype(int),
+                          "t_b": np.where(seen[:, 1], t[:, 1], follow[:, 1]), "s_b": seen[:, 1].astype(int)})
+    folder = write_follow_up_dataset(tmp_path / "mine", table, ["age"], {"a": ("t_a", "s_a"), "b": ("t_b", "s_b")},
+                                     name="mine", time_unit="days", split_method="stratified")
+    out = tmp_path / "bench"
+    assert real.main(["--out", str(out), "--data", str(folder), "--seeds", "1", "--models", "CET,ET,BC,Oracle",
+                      "--max-epochs", "5"]) == 0
+    record = json.loads((out / "mine" / "metrics.json").read_text())
+    assert set(record["a"]) == {"CET", "ET", "BC", "Oracle"}
+    assert set(record["b"]) == {"CET", "ET", "CoxPH", "LogNormalAFT", "RSF"}
+    for row in ("CET", "ET", "CoxPH", "LogNormalAFT", "RSF"):
+        for e in ("a", "b"):
+            assert not math.isnan(record["b"][row]["tasks"][e]["harrell_rmst"][0])
+    assert not math.isnan(record["b"]["LogNormalAFT"]["loglik"][0]) and math.isnan(record["b"]["CoxPH"]["loglik"][0])
+    text = (out / "table.md").read_text()
+    assert "| mine | a |" in text and "## Protocol b" in text
