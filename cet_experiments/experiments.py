@@ -202,10 +202,6 @@ def parse_model_runs(text: str, models) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["real"]:  # its own options (cet_experiments.real)
-        from .real import main as real_main
-
-        return real_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m cet_experiments", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)

@@ -55,6 +55,8 @@ from cet_model.metrics import (
     uno_c,
 )
 
+from .experiments import data_fingerprint
+
 log = logging.getLogger("cet_experiments.real")
 
 PAPER_ROWS = ("CET", "CET-paper", "ET", "BC", "Oracle")  # protocol a
@@ -137,11 +139,11 @@ def natural_scores(curves: Curves, train: Split, test: Split, j: int) -> dict[st
     times = brier_times(t)
     grid = np.linspace(0.0, max(h_rmst, h_risk), GRID + 1)
     at = np.unique(np.concatenate([grid, times, [h_risk]]))
-    surv = np.clip(curves.survival(at), 0.0, 1.0)  # (n, len(at))
+    surv = np.clip(curves.survival(at), 0.0, 1.0)[keep]  # (n, len(at)) on the rows kept
     upto = at <= h_rmst
     rmst = np.trapezoid(surv[:, upto], at[upto], axis=1) + surv[:, upto][:, -1] * (h_rmst - at[upto][-1])
     risk = 1.0 - surv[:, np.searchsorted(at, h_risk)]
-    ranked = {"median": curves.median, "rmst": rmst, "risk": -risk}  # each as a time: larger = later
+    ranked = {"median": curves.median[keep], "rmst": rmst, "risk": -risk}  # each as a time: larger = later
     out = {}
     for name, score in ranked.items():
         out[f"harrell_{name}"] = _harrell(t, score, s)
@@ -328,6 +330,30 @@ def _append(table: dict, row: str, scores: dict, secs: float, loglik: float | No
             entry["tasks"].setdefault(e, {}).setdefault(k, []).append(float(v))
 
 
+def merge_records(old: dict, new: dict) -> dict:
+    """A cohort's record with the rows of ``new`` added to (or replacing) those of ``old``: rows
+    run in separate commands on the same data and seeds form one table. Other data (another
+    fingerprint) or other seeds are a ValueError.
+
+    >>> old = {"fingerprint": "f", "seeds": [0], "a": {"ET": 1}, "b": {"ET": 1, "CoxPH": 2}, "command": "x"}
+    >>> new = {"fingerprint": "f", "seeds": [0], "a": {"CET": 3}, "b": {"ET": 4}, "command": "y"}
+    >>> out = merge_records(old, new)
+    >>> out["a"], out["b"], out["commands"]
+    ({'ET': 1, 'CET': 3}, {'ET': 4, 'CoxPH': 2}, {'ET': 'y', 'CoxPH': 'x', 'CET': 'y'})
+    """
+    for key in ("fingerprint", "seeds"):
+        if old.get(key) != new.get(key):
+            raise ValueError(f"{new.get('cohort')}: the record there has other {key} ({old.get(key)} against "
+                             f"{new.get(key)}); write to another --out")
+    commands = dict(old.get("commands") or {r: old.get("command") for p in ("a", "b") for r in old[p]})
+    commands.update({r: new.get("command") for p in ("a", "b") for r in new[p]})
+    merged = dict(old, **{k: v for k, v in new.items() if k not in ("a", "b")})
+    for protocol in ("a", "b"):
+        merged[protocol] = {**old[protocol], **new[protocol]}
+    merged["commands"] = commands
+    return merged
+
+
 def _shares(ds: Dataset) -> dict[str, float]:
     """Per event, the share of the rows (the mask keeps) whose event the full follow-up saw."""
     s = np.concatenate([p.S for p in ds.splits.values()])
@@ -378,11 +404,17 @@ def natural_goal(record: dict, model: str = "CET") -> dict:
         defined = [v for v in margins.values() if not math.isnan(v)]
         worst = min(worst, *defined) if defined else worst
         out[e] = margins
-    return {"events": out, "worst": worst, "met": bool(worst >= -1e-12)}
+    return {"events": out, "worst": worst, "met": bool(worst >= -1e-12) if worst < math.inf else None}
 
 
 def _f(v: float, digits: int = 3) -> str:
     return "—" if v is None or math.isnan(v) else f"{v:.{digits}f}"
+
+
+def _verdict(margin: float) -> str:
+    if math.isnan(margin):
+        return "—"
+    return f"{_signed(margin)} {'met' if margin >= -1e-12 else '**missed**'}"
 
 
 def _signed(v: float) -> str:
@@ -404,8 +436,7 @@ def tables_markdown(records: list[dict]) -> str:
         aucs = " | ".join(_f(event_mean(rec, "a", r, "auc")) for r in a_rows)
         eces = " / ".join(_f(event_mean(rec, "a", r, "ece")) for r in ("CET", "ET", "BC"))
         lines.append(f"| {rec['cohort']} | {rec['split_sizes']['train']:,} | {shares} | {aucs} | "
-                     f"{_signed(goal['auc_margin'])} {'met' if goal['auc_margin'] >= 0 else '**missed**'} | {eces} | "
-                     f"{_signed(goal['ece_margin'])} {'met' if goal['ece_margin'] >= 0 else '**missed**'} |")
+                     f"{_verdict(goal['auc_margin'])} | {eces} | {_verdict(goal['ece_margin'])} |")
     lines += ["", "Per event (AUC; ECE in brackets):", "",
               "| cohort | event | share | " + " | ".join(a_rows + extra_a) + " |", "|---" * (3 + len(a_rows) + len(extra_a)) + "|"]
     for rec in records:
@@ -424,8 +455,9 @@ def tables_markdown(records: list[dict]) -> str:
         goal = natural_goal(rec)
         for e, margins in goal["events"].items():
             cells = " | ".join(_signed(margins[m]) for m in (*C_METRICS, "ibs"))
-            ok = all(v >= 0 for v in margins.values() if not math.isnan(v))
-            lines.append(f"| {rec['cohort']} | {e} | {cells} | {'yes' if ok else '**no**'} |")
+            defined = [v for v in margins.values() if not math.isnan(v)]
+            ok = "—" if not defined else "yes" if min(defined) >= -1e-12 else "**no**"
+            lines.append(f"| {rec['cohort']} | {e} | {cells} | {ok} |")
     lines += ["", "Means over events (networks: over seeds too); log-likelihood per row and event on the test rows; "
               "calibration: the mean gap to Kaplan-Meier of the risk by the training median, in groups of predicted risk:", "",
               "| cohort | model | " + " | ".join(heads) + " | IBS | calibration | log-lik | fit s |", "|---" * 12 + "|"]
@@ -514,6 +546,10 @@ def main(argv=None) -> int:
         if name in COHORTS:
             record["source"], record["note"] = COHORTS[name].source, COHORTS[name].note
         record["command"] = "python -m cet_experiments real " + " ".join(sys.argv[2:] if argv is None else argv)
-        write_text(args.out / name / "metrics.json", json.dumps(record, indent=1))
+        record["fingerprint"] = data_fingerprint(folder)
+        path = args.out / name / "metrics.json"
+        if path.is_file():
+            record = merge_records(json.loads(path.read_text()), record)
+        write_text(path, json.dumps(record, indent=1))
     print(write_tables(args.out))
     return 0
