@@ -55,7 +55,7 @@ from cet_model.metrics import (
     uno_c,
 )
 
-from .experiments import data_fingerprint
+from .fingerprint import data_fingerprint
 
 log = logging.getLogger("cet_experiments.real")
 

@@ -70,11 +70,27 @@ def section(name: str, heading: str, command: str | None, note: str, folder: Pat
     return "\n".join(parts)
 
 
+def real_section(folder: Path) -> str:
+    """The real-data benchmark's tables (``cet_experiments.real``) from its cohort records."""
+    from .real import tables_markdown
+
+    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*/metrics.json"))]
+    commands = sorted({c for r in records for c in (r.get("commands") or {"": r.get("command")}).values() if c})
+    lines = ["### Real cohorts (issue: real data decides the model)", "",
+             f"`docs/results/{folder.name}/`, one record per cohort, from "
+             + ("the command" if len(commands) == 1 else "the commands") + " "
+             + "; ".join(f"`{scratch_paths(c)[0]}`" for c in commands) + ".", ""]
+    body = tables_markdown(records).replace("\n## ", "\n#### ")
+    return "\n".join(lines) + "\n" + body.replace("## Protocol", "#### Protocol", 1)
+
+
 def block(results_dir: Path) -> str:
-    """The generated block (markers included) for every section whose folder exists."""
+    """The generated block (markers included): the real cohorts first, then every report section
+    whose folder exists."""
+    real = [real_section(results_dir / "real")] if any((results_dir / "real").glob("*/metrics.json")) else []
     body = [section(name, *spec, results_dir / name) for name, spec in SECTIONS.items()
             if (results_dir / name / "metrics.json").is_file()]
-    return "\n".join([START, "", *body, END])
+    return "\n".join([START, "", *real, *body, END])
 
 
 def update_results_block(doc: Path, results_dir: Path) -> bool:
