@@ -42,7 +42,7 @@ from cet_model.evaluation import (
 from cet_model.metrics import calibration_curve, expected_calibration_error
 
 from . import figures, synthetic
-from .fingerprint import DATA_FILES, data_fingerprint  # noqa: F401  (re-exported)
+from .records import DATA_FILES, data_fingerprint, resolved_params  # noqa: F401  (re-exported)
 from .report import write_figures, write_report  # noqa: F401  (re-exported)
 from .search import overrides_from, random_search
 from .tables import table_markdown
@@ -113,20 +113,6 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
                          "split_sizes": ds.manifest.get("split_sizes"), "fingerprint": data_fingerprint(ds.path)}
     result["machine"] = machine()
     return result
-
-
-_RUN_SPECIFIC = ("seed", "device", "verbose", "comment_encoder")
-
-
-def resolved_params(model) -> dict:
-    """A fitted model's full settings, defaults included, less the per-run ones (seed, device):
-    what makes two reports' rows of one model comparable even after a default changes."""
-    out = {}
-    for k, v in sorted(model.get_params().items()):
-        if k in _RUN_SPECIFIC:
-            continue
-        out[k] = list(v) if isinstance(v, tuple) else v
-    return out
 
 
 def _figure_data(result: dict, name: str, model, ds, x_te) -> None:

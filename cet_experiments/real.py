@@ -55,7 +55,7 @@ from cet_model.metrics import (
     uno_c,
 )
 
-from .fingerprint import data_fingerprint
+from .records import data_fingerprint, resolved_params
 
 log = logging.getLogger("cet_experiments.real")
 
@@ -262,7 +262,17 @@ VARIANTS: dict[str, dict] = {
     "CET/standardize-none": {"standardize": False},
     "CET/sampled": {"max_patterns": 1},
     "CET/unconditioned": {"condition_on_occurrence": False},
+    "CET/unconditioned-sigma-net": {"condition_on_occurrence": False, "sigma": "net"},
 }
+_U = VARIANTS["CET/unconditioned-sigma-net"]
+VARIANTS.update({  # each switch on the unconditioned base with one sigma per row
+    "U/no-encoder-stage": {**_U, "encoder_stage": False},
+    "U/uniform-init": {**_U, "occurrence_init": "uniform"},
+    "U/km-init": {**_U, "occurrence_init": "km"},
+    "U/shared-first-layer": {**_U, "shared_first_layer": True},
+    "U/input-dropout": {**_U, "input_dropout": 0.2},
+    "U/standardize-all": {**_U, "standardize": True},
+})
 
 
 def preset_of(row: str) -> tuple[str, dict]:
@@ -296,6 +306,7 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
             secs = time.perf_counter() - t0
             scores = evaluate(preset, model, ds_a.test, events, train=ds_a.train, warn_no_truth=False)
             _append(result["a"], row, scores, secs)
+            result["a"][row]["params"] = resolved_params(model)
             say(f"a seed {seed} {row:<24} {secs:6.1f}s AUC " + " ".join(f"{e}={v['auc']:.3f}" for e, v in scores.items()))
         for row in natural_rows:
             preset, params = preset_of(row)
@@ -307,6 +318,7 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
             scores = {e: natural_scores(curves[j], ds.train, ds.test, j) for j, e in enumerate(events)}
             loglik = float(np.mean(model.score_samples(ds.test.X, ds.test.T, ds.test.S, mask=ds.test.mask)))
             _append(result["b"], row, scores, secs, loglik=loglik)
+            result["b"][row]["params"] = resolved_params(model)
             say(f"b seed {seed} {row:<24} {secs:6.1f}s C(rmst) "
                 + " ".join(f"{e}={v['harrell_rmst']:.3f}" for e, v in scores.items()))
     for kind in classical:
@@ -474,8 +486,43 @@ def tables_markdown(records: list[dict]) -> str:
     for rec in records:
         lines.append(f"| {rec['cohort']} | " + " | ".join(_f(_mean(rec["a"][r]["seconds"]), 1) if r in rec["a"] else ""
                                                           for r in fit_rows) + " |")
+    lines.append(ablation_markdown(records))
     machines = sorted({json.dumps(rec.get("machine", {}), sort_keys=True) for rec in records})
     lines += ["", "Machine: " + "; ".join(_machine_text(json.loads(m)) for m in machines) + "."]
+    return "\n".join(lines) + "\n"
+
+
+ABLATION_METRICS = (("a", "auc", "AUC", 1), ("a", "ece", "ECE", -1), ("b", "harrell_rmst", "Harrell RMST", 1),
+                    ("b", "uno_risk", "Uno risk", 1), ("b", "ibs", "IBS", -1), ("b", "calibration", "calibration", -1))
+
+
+def ablation_markdown(records: list[dict], reference: str = "CET") -> str:
+    """Each recipe variant against ``reference`` on the cohorts that have both: per metric the
+    mean over cohorts of (variant - reference) (each cohort's figure a mean over its events and
+    seeds), the cohorts where the variant is better, and the fit time's ratio. Empty without variants."""
+    variants = sorted({r for rec in records for p in ("a", "b") for r in rec[p] if r in VARIANTS})
+    if not variants:
+        return ""
+    heads = [label for _, _, label, _ in ABLATION_METRICS]
+    lines = ["", f"## Recipe variants against {reference}", "",
+             "Per metric: the mean over cohorts of variant minus default (each cohort: the mean over events and "
+             "seeds), and in brackets the cohorts where the variant is better / where both ran. Time: the mean "
+             "ratio of fit seconds (protocol a).", "",
+             "| variant | " + " | ".join(heads) + " | log-lik | time |", "|---" * (3 + len(heads)) + "|"]
+    for v in variants:
+        cells = []
+        for protocol, metric, _, sign in ABLATION_METRICS:
+            deltas = [event_mean(rec, protocol, v, metric) - event_mean(rec, protocol, reference, metric)
+                      for rec in records if v in rec[protocol] and reference in rec[protocol]]
+            deltas = [d for d in deltas if not math.isnan(d)]
+            better = sum(sign * d > 0 for d in deltas)
+            cells.append(f"{_signed(float(np.mean(deltas)))} ({better}/{len(deltas)})" if deltas else "—")
+        ll = [_mean(rec["b"][v]["loglik"]) - _mean(rec["b"][reference]["loglik"]) for rec in records
+              if v in rec["b"] and reference in rec["b"]]
+        ratio = [_mean(rec["a"][v]["seconds"]) / _mean(rec["a"][reference]["seconds"]) for rec in records
+                 if v in rec["a"] and reference in rec["a"]]
+        lines.append(f"| {v} | " + " | ".join(cells) + f" | {_signed(float(np.mean(ll))) if ll else '—'} | "
+                     f"{f'{np.mean(ratio):.2f}x' if ratio else '—'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,5 @@
-"""The identity of a dataset folder's contents, which reports record and merges compare."""
+"""What reports record to be compared and merged: the identity of a dataset folder's contents and
+a fitted model's full settings."""
 
 from __future__ import annotations
 
@@ -35,3 +36,17 @@ def data_fingerprint(path) -> str:
             for block in iter(lambda: fh.read(1 << 22), b""):
                 h.update(block)
     return h.hexdigest()
+
+
+_RUN_SPECIFIC = ("seed", "device", "verbose", "comment_encoder")
+
+
+def resolved_params(model) -> dict:
+    """A fitted model's full settings, defaults included, less the per-run ones (seed, device):
+    what makes two reports' rows of one model comparable even after a default changes."""
+    out = {}
+    for k, v in sorted(model.get_params().items()):
+        if k in _RUN_SPECIFIC:
+            continue
+        out[k] = list(v) if isinstance(v, tuple) else v
+    return out
