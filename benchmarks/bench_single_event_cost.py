@@ -50,7 +50,8 @@ def timed(make, X, t, s) -> float:
     return time.perf_counter() - t0
 
 
-WHOLE_FIT_MODELS = {"CET": (CETModel, {}), "CET-one-stop": (CETModel, {"encoder_stage": False}), "ET": (ETModel, {})}
+WHOLE_FIT_MODELS = {"CET": (CETModel, {}), "CET-one-stop": (CETModel.with_recipe(encoder_stage=False), {}),
+                    "ET": (ETModel, {})}
 
 
 def whole_fits(names, seeds=(0, 1, 2)) -> list[dict]:

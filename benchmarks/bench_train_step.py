@@ -45,8 +45,9 @@ def _model(d, m, hidden, samples, estimator, device, tiled=False, objective="pap
     x = rng.standard_normal((400, d))
     t = rng.exponential(size=(400, m)) + 0.01
     s = (rng.random((400, m)) < 0.3).astype(float)
-    model = CETModel(hidden_sizes=(hidden,), objective=objective, estimator=estimator, n_samples=samples, max_epochs=1,
-                     batch_size=400, device=device).fit(x, t, s)  # builds the network
+    model = CETModel.with_recipe(estimator=estimator, n_samples=samples)(
+        hidden_sizes=(hidden,), objective=objective, condition_on_occurrence=True, max_epochs=1, batch_size=400,
+        device=device).fit(x, t, s)  # builds the network
     if tiled:
         model.net_.decoder = TiledDecoder(d, m, hidden, 0.5).to(model.device_)
     net = model.net_.train()

@@ -3,6 +3,7 @@ a fitted model's full settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -45,8 +46,15 @@ def resolved_params(model) -> dict:
     """A fitted model's full settings, defaults included, less the per-run ones (seed, device):
     what makes two reports' rows of one model comparable even after a default changes."""
     out = {}
-    for k, v in sorted(model.get_params().items()):
+    settings = {**model.get_params(), **dataclasses.asdict(getattr(model, "recipe_", None) or _no_recipe())}
+    for k, v in sorted(settings.items()):
         if k in _RUN_SPECIFIC:
             continue
         out[k] = list(v) if isinstance(v, tuple) else v
     return out
+
+
+def _no_recipe():
+    from cet_model.recipe import Recipe
+
+    return Recipe()

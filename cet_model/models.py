@@ -12,12 +12,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import os
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +30,10 @@ from . import losses, model_folder
 from .atomic import writing
 from .comments import CommentInputs, check_spec
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
-from .metrics import kaplan_meier_plateau, mixture_cure_fit
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import BCParams, CETParams, ModelParams, keyword_init
+from .recipe import RECIPES, Recipe, recipe_for
 from .train import TrainConfig, later_stage, train, training_only
 from .validation import check_features, check_survival, column_names, unobserved_events
 
@@ -42,9 +42,11 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds memory)
 _DEVICE_SHARE = 0.5  # comment inputs are copied onto a CUDA device when they take at most this share of its free memory
 ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
-BLOCK_EM_STAGE_LR = 0.3  # with block_em: the encoder stages' learning rate, this fraction of the joint stage's
-AUTO_STANDARDIZE = 3.0  # standardize="auto": scale when a training column's |mean| or sd exceeds this
+AUTO_STANDARDIZE = 3.0  # feature scaling: a training column whose |mean| or sd exceeds this is standardised
 AUTO_SIGMA_ROWS = 1000  # sigma="auto": one log sigma per event below this many training rows, per row from it
+# parameters of earlier versions that a saved model may still name: they only shaped its training
+# (the weights mean the same without them) and are dropped when it is loaded
+FORMER_TRAINING_PARAMS = ("block_em", "standardize", "shared_first_layer")
 
 
 def resolve_sigma(sigma: str, n_train: int | None) -> str:
@@ -63,34 +65,29 @@ def resolve_sigma(sigma: str, n_train: int | None) -> str:
     return "constant" if n_train < AUTO_SIGMA_ROWS else "net"
 
 
-def feature_scaling(x: np.ndarray, standardize="auto") -> tuple[np.ndarray, np.ndarray] | None:
+def feature_scaling(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(shift, scale) per column of the training features ``x`` (n, k), or None to leave them as
-    given: ``True`` scales every column by its mean and standard deviation, ``False`` none,
-    ``"auto"`` only the columns whose mean or standard deviation exceeds ``AUTO_STANDARDIZE`` in
-    absolute value (raw units such as age in years; a 0/1 column or one already on a unit scale
-    keeps shift 0 and scale 1, so it is used exactly as given). A constant column keeps scale 1.
+    given: the columns whose training mean or standard deviation exceeds ``AUTO_STANDARDIZE`` in
+    absolute value (raw units such as age in years) are standardised; a 0/1 column or one already
+    on a unit scale keeps shift 0 and scale 1, so it is used exactly as given (every build in this
+    project writes unit-scale features). A constant column keeps scale 1.
 
         >>> age_and_sex = np.array([[61.0, 0.0], [45.0, 1.0], [70.0, 1.0], [52.0, 0.0]])
         >>> shift, scale = feature_scaling(age_and_sex)
         >>> shift.tolist(), scale.round(2).tolist()
         ([57.0, 0.0], [9.41, 1.0])
-        >>> [a.tolist() for a in feature_scaling(age_and_sex, standardize=True)][0]
-        [57.0, 0.5]
         >>> feature_scaling(np.array([[0.1, 1.0], [-0.3, 0.0]])) is None
         True
     """
     x = np.asarray(x, dtype=np.float64)
-    auto = isinstance(standardize, str)  # "auto" (checked by ModelParams); else a bool or numpy bool
-    if (not auto and not standardize) or x.shape[1] == 0 or len(x) == 0:
+    if x.shape[1] == 0 or len(x) == 0:
         return None
     shift, scale = x.mean(0), x.std(0)
     scale = np.where(scale > 0, scale, 1.0)
-    if auto:
-        wide = (np.abs(shift) > AUTO_STANDARDIZE) | (scale > AUTO_STANDARDIZE)
-        if not wide.any():
-            return None
-        shift, scale = np.where(wide, shift, 0.0), np.where(wide, scale, 1.0)  # (x - 0) / 1 is x, exactly
-    return shift, scale
+    wide = (np.abs(shift) > AUTO_STANDARDIZE) | (scale > AUTO_STANDARDIZE)
+    if not wide.any():
+        return None
+    return np.where(wide, shift, 0.0), np.where(wide, scale, 1.0)  # (x - 0) / 1 is x, exactly
 
 
 def resolve_device(device: str) -> torch.device:
@@ -225,18 +222,44 @@ class _Base(BaseEstimator):
     _network = None
     _params_class = ModelParams
     __init__ = keyword_init(ModelParams)
+    recipe_changes: dict = {}  # a harness preset's changes to the objective's recipe (``with_recipe``)
+
+    @classmethod
+    def with_recipe(cls, **changes):
+        """This estimator with its recipe changed (``cet_model.recipe.Recipe`` fields): a
+        subclass, so that ``clone`` and ``set_params`` keep the change. For experiments; the
+        product trains with the objective's own recipe.
+
+            >>> CETModel.with_recipe(encoder_stage=False)(seed=1).get_params()["seed"]
+            1
+        """
+        merged = {**cls.recipe_changes, **changes}
+        recipe_for("marginal", {k: v for k, v in merged.items() if k != "estimator"})  # checks the fields
+        base = next(c for c in cls.__mro__ if c.__name__ in MODELS)
+        return type(base.__name__, (cls,), {"recipe_changes": merged, "__module__": cls.__module__,
+                                            "__doc__": base.__doc__})
 
     # --- parameters -------------------------------------------------------------------------
+    @property
+    def _objective_name(self) -> str:
+        return "marginal"  # ET and BC train with the product's recipe
+
     def _check_params(self) -> None:
-        """Validate the parameters as given (``params_``: the checked, frozen copy)."""
+        """Validate the parameters as given (``params_``: the checked, frozen copy) and resolve the
+        recipe (``recipe_``)."""
         self.params_ = self._params_class(**self.get_params())
+        self.recipe_ = recipe_for(self._objective_name, self.recipe_changes)
         self.hidden_sizes_ = self.params_.hidden_sizes
         self.comment_encoder_ = self.params_.comment_encoder
+        if float(self.dropout) > 0 and self.recipe_.optimizer == "lbfgs":  # a new mask at every evaluation: the line
+            # search compares losses of different networks and stops early, silently (tests/test_models.py)
+            raise ValueError(f"optimizer='lbfgs' needs dropout=0 (got {self.dropout}): its line search needs the "
+                             "same objective at every evaluation, and dropout draws a new mask each time")
 
     def _config(self) -> TrainConfig:
         return TrainConfig(lr=float(self.lr), batch_size=self.batch_size, max_epochs=self.max_epochs,
-                           patience=self.patience, optimizer=self.optimizer, verbose=bool(self.verbose),
-                           weight_decay=float(self.weight_decay))
+                           patience=self.patience, optimizer=self.recipe_.optimizer, verbose=bool(self.verbose),
+                           weight_decay=float(self.recipe_.weight_decay))
 
     # --- tensors ------------------------------------------------------------------------------
     def _setup(self, n_features: int, n_events: int, n_train: int | None = None, sigma: str | None = None) -> None:
@@ -244,9 +267,9 @@ class _Base(BaseEstimator):
         ``sigma`` when given (a saved model's), else ``resolve_sigma`` of the parameter for
         ``n_train`` training rows (``sigma_``)."""
         self._check_params()
-        self.sigma_ = resolve_sigma(self.params_.sigma, n_train) if sigma is None else sigma
+        self.sigma_ = resolve_sigma(self.recipe_.sigma, n_train) if sigma is None else sigma
         self.device_ = resolve_device(self.device)
-        self.torch_dtype_ = _DTYPES[self.dtype]
+        self.torch_dtype_ = _DTYPES[self.recipe_.dtype]
         self.n_features_in_, self.n_events_ = n_features, n_events
         torch.manual_seed(int(self.seed))
         check_spec(self.comment_encoder_, n_features)
@@ -284,7 +307,7 @@ class _Base(BaseEstimator):
             aux = x.aux
         else:  # with comment embeddings flattened after them, the aux features only
             aux = x if self.comment_encoder_ is None else x[:, :self.comment_encoder_["n_aux"]]
-        self.feature_scaling_ = feature_scaling(aux, self.params_.standardize)
+        self.feature_scaling_ = feature_scaling(aux)
 
     def _check_fitted(self) -> None:
         if getattr(self, "net_", None) is None:
@@ -464,8 +487,9 @@ class _Base(BaseEstimator):
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         config = {"format": FORMAT, "format_version": FORMAT_VERSION, "class": type(self).__name__,
-                  "params": _jsonable(self.get_params()), "n_features": self.n_features_in_,
-                  "n_events": self.n_events_, "sigma": self.sigma_, "extra": self._extra_state()}
+                  "params": _jsonable(self.get_params()), "recipe": dataclasses.asdict(self.recipe_),
+                  "n_features": self.n_features_in_, "n_events": self.n_events_, "sigma": self.sigma_,
+                  "extra": self._extra_state()}
         if hasattr(self, "feature_names_in_"):
             config["feature_names"] = [str(c) for c in self.feature_names_in_]
         if getattr(self, "feature_scaling_", None) is not None:  # JSON floats round-trip exactly
@@ -490,11 +514,13 @@ class _Base(BaseEstimator):
             raise ValueError(f"{Path(path) / 'config.json'}: holds a {config['class']}, not a {cls.__name__}")
         params = dict(config["params"], device=device)
         params["hidden_sizes"] = tuple(params["hidden_sizes"])
+        cls, params = _saved_recipe(cls, config, params, path)
         unknown = sorted(set(params) - set(cls._get_param_names()))
         if unknown:
             raise ValueError(f"{Path(path) / 'config.json'}: field 'params' has unknown parameters {unknown}")
         model = cls(**params)
-        sigma = config.get("sigma", params.get("sigma"))  # the form fitted ("auto" resolved); older files: the parameter
+        # the form fitted ("auto" resolved); older files: the setting
+        sigma = config.get("sigma", (config.get("recipe") or {}).get("sigma", config["params"].get("sigma")))
         if sigma not in ("net", "constant"):
             raise ValueError(f"{Path(path) / 'config.json'}: field 'sigma' must be 'net' or 'constant' (the time head's "
                              f"sigma as fitted), got {sigma!r}")
@@ -527,14 +553,23 @@ class _Base(BaseEstimator):
 class CETModel(_Base):
     """Conditional event time model: Bernoulli occurrence heads + a log-normal AFT head on [x, c].
 
-    Parameters: the fields of :class:`cet_model.params.CETParams` (objective, estimator,
-    condition_on_occurrence, n_samples, temperature, log_epsilon, max_patterns,
-    importance_samples, occurrence_init, encoder_stage, shared_first_layer, input_dropout,
-    block_em) and of
-    :class:`cet_model.params.ModelParams` (layers, training, device), as keywords. ``CETModel()``
-    is the product default: the exact log marginal likelihood, a decoder conditioned on the
-    occurrences, an automatic training budget, and one log sigma per event below 1,000 training
-    rows (``sigma="auto"``; the fitted ``sigma_`` says which form the time head has).
+    Parameters (keywords; :class:`cet_model.params.CETParams` and ``ModelParams`` check them):
+
+    - ``objective``: ``"marginal"`` (the exact log marginal likelihood), ``"paper"`` (the original
+      code's objective and recipe) or ``"bound"`` (eq. 8 as printed).
+    - ``condition_on_occurrence``: the time head reads the occurrences of all M events beside x
+      (the paper's model), or x only (the default: a mixture-cure log-normal model per event on
+      shared inputs).
+    - ``hidden_sizes``, ``dropout``: the layers of both heads; ``()`` gives linear models.
+    - ``lr``, ``batch_size``, ``max_epochs``, ``patience``: Adam and early stopping on the
+      validation objective; ``None`` sizes the budget to the data (>= 100 epochs, >= 5,000 steps).
+    - ``comment_encoder``: how to read comment embeddings in X (Reddit), or None.
+    - ``device``, ``seed``, ``verbose``.
+
+    ``CETModel()`` is the product default. How it trains (each event's occurrence logit started at
+    its observed share, the occurrence head trained on alone after the joint early stop, one log
+    sigma per event below 1,000 training rows) is its recipe, ``recipe_`` once fitted
+    (:mod:`cet_model.recipe`).
 
     Example:
         >>> import numpy as np
@@ -555,90 +590,60 @@ class CETModel(_Base):
     _params_class = CETParams
     __init__ = keyword_init(CETParams)
 
+    @property
+    def _objective_name(self) -> str:
+        return self.objective
+
     def _check_params(self) -> None:
         super()._check_params()
-        self.objective_, self.estimator_ = self.params_.resolved
+        self.objective_, self.estimator_ = self.objective, self.recipe_.estimator
         self.sums_patterns_ = OBJECTIVES[self.objective_].sums_patterns
-        self.log_epsilon_ = log_epsilon_for(self.objective_, self.log_epsilon)
+        self.log_epsilon_ = self.recipe_.log_epsilon
 
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
         return CETNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout), self.sigma_,
                           comment_encoder=self.comment_encoder_,
                           condition_on_occurrence=bool(self.condition_on_occurrence),
-                          shared_first_layer=bool(self.shared_first_layer), input_dropout=float(self.input_dropout))
+                          input_dropout=float(self.recipe_.input_dropout))
 
     def _prepare(self, t, s, m):
         self._check_lbfgs_rows(s, m)
-        self.block_em_ = self._resolve_block_em()
         super()._prepare(t, s, m)
-        if self.block_em_:
-            self._init_time_bias_cure(t, s, m)
-            self._decoder_start = {k: v.detach().clone() for k, v in self.net_.decoder.state_dict().items()}
-        if self.occurrence_init != "uniform":
-            self._init_occurrence_bias(t, s, m)
-
-    def _resolve_block_em(self) -> bool:
-        """``block_em`` with ``"auto"`` resolved (``CETParams.block_em``)."""
-        if self.block_em != "auto":
-            return bool(self.block_em)
-        return (self.objective_ == "marginal" and self._conditioned and self.n_events_ > 1
-                and bool(self.encoder_stage) and not self.shared_first_layer)
-
-    def _init_time_bias_cure(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
-        """Start each event's mu and log sigma at its intercept-only mixture-cure fit on the
-        unmasked training cells (``metrics.mixture_cure_fit``); an event without unmasked cells
-        keeps the mean-log-time start."""
-        w = np.ones_like(s) if m is None else m
-        k = self.n_events_
-        bias = self.net_.decoder.output_bias()
-        with torch.no_grad():
-            for j in range(k):
-                keep = w[:, j] > 0.5
-                if not keep.any():
-                    continue
-                _, mu, sigma = mixture_cure_fit(t[keep, j], s[keep, j])
-                bias[j] = float(mu)
-                if self.sigma_ == "net":
-                    bias[k + j] = float(np.log(sigma))
-                else:
-                    self.net_.decoder.log_sigma[j] = float(np.log(sigma))
+        if self.recipe_.occurrence_init == "observed":
+            with torch.no_grad():
+                self.net_.encoder.net[-1].bias.copy_(self._tensor(observed_logit(s, m)))
 
     def _check_lbfgs_rows(self, s: np.ndarray, m: np.ndarray | None) -> None:
         """L-BFGS's line search needs the same objective at every evaluation: refuse a fit whose
         marginal objective would draw importance samples (rows with 2^free cells > max_patterns)."""
-        if self.optimizer != "lbfgs" or not self.sums_patterns_ or not self._conditioned or self.n_events_ == 1:
+        if (self.recipe_.optimizer != "lbfgs" or not self.sums_patterns_ or not self._conditioned
+                or self.n_events_ == 1):
             return
         free = (s < 0.5) if m is None else (s < 0.5) | (m < 0.5)
-        sampled = int((np.exp2(free.sum(1)) > int(self.max_patterns)).sum())
+        sampled = int((np.exp2(free.sum(1)) > int(self.recipe_.max_patterns)).sum())
         if sampled:
             raise ValueError(f"optimizer='lbfgs' needs an objective without sampling, but {sampled} of {len(s)} "
                              f"training rows have more free (censored or masked) cells than max_patterns="
-                             f"{self.max_patterns} sums exactly (the importance-weighted bound draws samples): "
+                             f"{self.recipe_.max_patterns} sums exactly (the importance-weighted bound draws samples): "
                              "raise max_patterns, set condition_on_occurrence=False, or use optimizer='adam'")
 
     def _after_training(self, batch_loss, n_train, val_loss, val_tensors, on_epoch) -> None:
-        """The encoder stage: from the weights early stopping chose, train the occurrence encoder
-        alone (the time decoder and any comment encoder frozen) on the same objective, budget and
-        early stopping. Both heads are stopped by the validation objective, each at its own time:
-        the time head, fitted to continuous times, overfits first and the joint stop otherwise
-        halts the occurrence head while it still improves (docs/results.md, "When training
-        stops"). Runs only when validation data were given (the training loss alone would only fit
-        the training rows) and the joint stage stopped early (when its budget ran out the
-        objective was still improving and ``ConvergenceWarning`` has said so). Its patience is
-        ``ENCODER_STAGE_PATIENCE`` (half) of the joint stage's: the stage's last gain comes early,
-        and a full patience made it the largest part of a small single-event fit's cost
-        (docs/results.md, "A shorter stage patience"). Its history is ``encoder_history_`` (None
+        """The encoder stage (``recipe_.encoder_stage``): from the weights early stopping chose,
+        train the occurrence encoder alone (the time decoder and any comment encoder frozen) on the
+        same objective, budget and early stopping, with ``ENCODER_STAGE_PATIENCE`` (half) of the
+        joint stage's patience. Both heads are then stopped by the validation objective, each at its
+        own time: the time head, fitted to continuous times, overfits first, and the joint stop
+        otherwise halts the occurrence head while it still improves. Runs only when validation data
+        were given and the joint stage stopped early (when its budget ran out the objective was still
+        improving and ``ConvergenceWarning`` has said so). Its history is ``encoder_history_`` (None
         when the stage did not run). Where the objective has its closed form (M = 1, or a decoder
         that does not read c), the frozen decoder's terms on the validation rows are computed once
         for the stage (``_frozen_decoder_val_loss``): the same monitored values, to the bit."""
-        self.encoder_history_ = self.em_round_ = None
-        decoder_start = self.__dict__.pop("_decoder_start", None)
-        if not self.encoder_stage or val_loss is None or not self.history_.stopped_early:
+        self.encoder_history_ = None
+        if not self.recipe_.encoder_stage or val_loss is None or not self.history_.stopped_early:
             return
-        full_val_loss = val_loss
-        encoder = {id(p) for p in self.net_.encoder.parameters()}
-        if self._closed_form and not any(id(p) in encoder for p in self.net_.decoder.parameters()):
-            val_loss = self._frozen_decoder_val_loss(*val_tensors)  # (a first layer shared with the decoder trains)
+        if self._closed_form:
+            val_loss = self._frozen_decoder_val_loss(*val_tensors)
         offset = len(self.history_.train_loss)
         shifted = None if on_epoch is None else (lambda epoch, hist: on_epoch(offset + epoch, hist))
         with training_only(self.net_, self.net_.encoder):
@@ -646,54 +651,11 @@ class CETModel(_Base):
                                           self.shuffle_generator_,
                                           val_loss, desc=self._desc() + "/encoder", on_epoch=shifted,
                                           start_best=min(self.history_.val_loss))
-        if self.block_em_:
-            self._block_em_round(batch_loss, n_train, full_val_loss, decoder_start, on_epoch)
-
-    def _block_em_round(self, batch_loss, n_train, val_loss, decoder_start: dict, on_epoch) -> None:
-        """One round of block EM after the encoder stage (``block_em``): the time decoder started
-        again at ``decoder_start`` (its weights after ``_prepare``: the cure-fit start) and fitted
-        alone against the frozen occurrence encoder with the joint stage's budget and patience,
-        then the encoder stage again; the round's weights are kept only where they lower the
-        validation objective. ``em_round_``: the objective before and after, and whether it was kept."""
-        before = val_loss()
-        kept = {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
-        offset = len(self.history_.train_loss) + len(self.encoder_history_.train_loss)
-
-        def shifted(start):
-            return None if on_epoch is None else (lambda epoch, hist: on_epoch(start + epoch, hist))
-
-        self.net_.decoder.load_state_dict(decoder_start)
-        with training_only(self.net_, self.net_.decoder):
-            decoder_history = train(self.net_, batch_loss, n_train, self._config(), self.shuffle_generator_, val_loss,
-                                    desc=self._desc() + "/em-decoder", on_epoch=shifted(offset))
-        with training_only(self.net_, self.net_.encoder):
-            encoder_history = train(self.net_, batch_loss, n_train, self._encoder_stage_config(n_train),
-                                    self.shuffle_generator_, val_loss, desc=self._desc() + "/em-encoder",
-                                    on_epoch=shifted(offset + len(decoder_history.train_loss)), start_best=val_loss())
-        after = val_loss()
-        if not after < before:
-            self.net_.load_state_dict(kept)
-        self.em_round_ = {"objective_before": before, "objective_after": after, "kept": bool(after < before),
-                          "epochs": [len(decoder_history.train_loss), len(encoder_history.train_loss)]}
 
     def _encoder_stage_config(self, n_train: int) -> TrainConfig:
         """The encoder stage's training configuration: the joint stage's, with its epoch budget
         and ``ENCODER_STAGE_PATIENCE`` of its patience."""
-        config = later_stage(self._config(), n_train, ENCODER_STAGE_PATIENCE)
-        return replace(config, lr=config.lr * BLOCK_EM_STAGE_LR) if self.block_em_ else config
-
-    def _init_occurrence_bias(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
-        """Start each event's occurrence logit at a training-data estimate of P(c = 1) instead of
-        near 0 (p = 0.5): the observed share (``"observed"``, a lower bound) or the Kaplan-Meier
-        plateau (``"km"``); masked cells are left out, the share is clipped to [1e-3, 1 - 1e-3]."""
-        if self.occurrence_init == "observed":
-            logit = observed_logit(s, m)
-        else:
-            w = np.ones_like(s) if m is None else m
-            logit = share_logit(np.array([kaplan_meier_plateau(t[w[:, j] > 0.5, j], s[w[:, j] > 0.5, j])
-                                          if (w[:, j] > 0.5).any() else 0.5 for j in range(s.shape[1])]))
-        with torch.no_grad():
-            self.net_.encoder.net[-1].bias.copy_(self._tensor(logit))
+        return later_stage(self._config(), n_train, ENCODER_STAGE_PATIENCE)
 
     @property
     def _conditioned(self) -> bool:
@@ -766,11 +728,12 @@ class CETModel(_Base):
             value = cell.sum(-1)
             return Estimate(surrogate=value, value=value)
         row_loglik = self._row_loglik(x, logits, log_t, s, mask)
-        kw = dict(n_samples=int(self.n_samples), temperature=float(self.temperature))
+        recipe = self.recipe_
+        kw = dict(n_samples=int(recipe.n_samples), temperature=float(recipe.temperature))
         if self.sums_patterns_:
             free = s < 0.5 if mask is None else (s < 0.5) | (mask < 0.5)
             kw |= dict(free=free, proposal=self._proposal(x, logits, log_t, s, mask),
-                       max_patterns=int(self.max_patterns), n_samples=int(self.importance_samples))
+                       max_patterns=int(recipe.max_patterns), n_samples=int(recipe.importance_samples))
         if train:
             est = get_estimator(self.objective_, self.estimator_)
             return est(logits, row_loglik, generator=self.noise_generator_, **kw)
@@ -818,9 +781,10 @@ class CETModel(_Base):
         """The row slices ``_objective_value`` evaluates one at a time (bounded memory: rows x
         patterns or samples x hidden units)."""
         if self.sums_patterns_:
-            k = max(int(self.importance_samples) + 1, int(self.max_patterns)) if self._conditioned else 1
+            k = (max(int(self.recipe_.importance_samples) + 1, int(self.recipe_.max_patterns)) if self._conditioned
+                 else 1)
         else:
-            k = max(int(self.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)
+            k = max(int(self.recipe_.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)
         return self._chunks(n, self._hidden() * k)
 
     def _frozen_decoder_val_loss(self, x, log_t, s, mask):
@@ -871,13 +835,13 @@ class CETModel(_Base):
             return x.new_zeros((len(x), 1)), mu[:, j:j + 1], log_sigma[:, j:j + 1]
         logits = self.net_.encoder(x)  # (n, M); never logit(sigmoid(.)): p = 1.0 in float32 gives inf, then NaN
         p = torch.sigmoid(logits)
-        if 2 ** (m - 1) <= int(self.n_samples):
+        if 2 ** (m - 1) <= int(self.recipe_.n_samples):
             c = all_patterns(m, x)
             c = c[c[:, j] == 1].unsqueeze(0).expand(len(x), -1, -1)  # (n, 2^(M-1), M)
             others = torch.cat([logits[:, :j], logits[:, j + 1:]], dim=1).unsqueeze(1)
             log_w = losses.bernoulli_log_prob(torch.cat([c[..., :j], c[..., j + 1:]], dim=-1), others)
         else:
-            k = int(self.n_samples)
+            k = int(self.recipe_.n_samples)
             c = (u.unsqueeze(0) < p.unsqueeze(1)).to(x.dtype)  # (n, K, M)
             c[..., j] = 1.0
             log_w = torch.full(c.shape[:2], -math.log(k), dtype=x.dtype, device=x.device)
@@ -887,8 +851,8 @@ class CETModel(_Base):
     def _per_event(self, X, fn) -> list:
         x = self._x(X)
         m = self.n_events_
-        k = min(int(self.n_samples), 2 ** (m - 1))
-        sampled = self._conditioned and 2 ** (m - 1) > int(self.n_samples)
+        k = min(int(self.recipe_.n_samples), 2 ** (m - 1))
+        sampled = self._conditioned and 2 ** (m - 1) > int(self.recipe_.n_samples)
         out = []
         with torch.no_grad():
             for j in range(m):
@@ -896,7 +860,7 @@ class CETModel(_Base):
                 if sampled:  # one draw per event for every row: rows are scored independently of each
                     # other, and drawn on the CPU: a model trained on a GPU predicts the same on a CPU
                     gen = torch.Generator().manual_seed(int(self.seed) + 4 + j)
-                    u = torch.rand((int(self.n_samples), m), generator=gen, dtype=x.dtype).to(x.device)
+                    u = torch.rand((int(self.recipe_.n_samples), m), generator=gen, dtype=x.dtype).to(x.device)
                 parts = [fn(*self._conditional_components(x[sl], j, u), x[sl], j)  # no rows: one empty part
                          for sl in list(self._chunks(len(x), k * self._hidden())) or [slice(0, 0)]]
                 out.append(np.concatenate(parts))
@@ -1023,10 +987,10 @@ class BCModel(_Base):
 
     def _build_network(self, n_features: int, n_events: int) -> torch.nn.Module:
         return BCNetwork(n_features, n_events, self.hidden_sizes_, float(self.dropout),
-                         comment_encoder=self.comment_encoder_, input_dropout=float(self.input_dropout))
+                         comment_encoder=self.comment_encoder_, input_dropout=float(self.recipe_.input_dropout))
 
     def _prepare(self, t, s, m):  # T is accepted (and checked) for a uniform API but not used
-        if self.occurrence_init == "observed":
+        if self.recipe_.occurrence_init == "observed":
             with torch.no_grad():
                 self.net_.encoder.net[-1].bias.copy_(self._tensor(observed_logit(s, m)))
 
@@ -1062,6 +1026,31 @@ def read_model_config(path) -> dict:
 def load_model(path, device: str = "auto"):
     """Load any saved CETModel, ETModel or BCModel."""
     return MODELS[read_model_config(path)["class"]].load(path, device=device)
+
+
+def _saved_recipe(cls, config: dict, params: dict, path) -> tuple[type, dict]:
+    """(the class to build, its constructor parameters) of a saved model: its recipe (the field
+    ``recipe``; a model saved before the recipe was apart from the parameters names its fields among
+    ``params``) becomes ``with_recipe`` changes where it differs from the objective's own, and
+    ``FORMER_TRAINING_PARAMS`` are dropped."""
+    fields = {f.name for f in dataclasses.fields(Recipe)}
+    if not isinstance(config.get("recipe") or {}, dict):
+        raise ValueError(f"{Path(path) / 'config.json'}: field 'recipe' must be an object of the recipe's fields")
+    saved = dict(config.get("recipe") or {})
+    saved.update({k: params.pop(k) for k in list(params) if k in fields})
+    for k in FORMER_TRAINING_PARAMS:
+        params.pop(k, None)
+    if saved.get("occurrence_init") == "km":  # a start only: the weights mean the same
+        saved["occurrence_init"] = "observed"
+    objective = params.get("objective", "marginal") if cls is CETModel else "marginal"
+    if objective not in RECIPES:
+        return cls, params  # refused, naming the field, when the parameters are checked
+    own = dataclasses.asdict(recipe_for(objective))
+    changes = {k: v for k, v in saved.items() if k in own and v != own[k] and not (k == "estimator" and v == "auto")}
+    try:
+        return (cls.with_recipe(**changes) if changes else cls), params
+    except ValueError as exc:
+        raise ValueError(f"{Path(path) / 'config.json'}: field 'recipe': {exc}") from None
 
 
 def _read_scaling(config: dict, path, n_features: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -87,38 +87,23 @@ def _mlp_tail(sizes: tuple[int, ...], dropout: float) -> nn.Sequential:
 class OccurrenceEncoder(nn.Module):
     """h(x): MLP (ReLU, dropout) -> M occurrence logits. ``hidden_sizes=()`` is logistic regression.
 
-    With ``shared`` (an ``nn.Linear`` from d to ``hidden_sizes[0]``, the time decoder's first
-    layer), the first hidden layer is [shared(x), own(x)]: the decoder's first layer beside one of
-    the encoder's own, of the same width, so the first hidden layer is twice as wide
-    (``CETParams.shared_first_layer``). ``net[-1]`` is always the logits layer. ``input_dropout``
-    above 0 drops inputs with that rate before the first layer while training
-    (``CETParams.input_dropout``).
+    ``net[-1]`` is always the logits layer. ``input_dropout`` above 0 drops inputs with that rate
+    before the first layer while training (``Recipe.input_dropout``).
 
     Shape: x (n, d) -> logits (n, M).
 
-    >>> enc = OccurrenceEncoder(3, 2, (4,), 0.0, shared=nn.Linear(3, 4))
-    >>> enc(torch.zeros(5, 3)).shape, enc.net[2].in_features  # ReLU, dropout, then the layer on [shared, own]
-    (torch.Size([5, 2]), 8)
+    >>> OccurrenceEncoder(3, 2, (4,), 0.0)(torch.zeros(5, 3)).shape
+    torch.Size([5, 2])
     """
 
     def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float,
-                 shared: nn.Linear | None = None, input_dropout: float = 0.0):
+                 input_dropout: float = 0.0):
         super().__init__()
-        self.shared = shared
-        self.own = None
         # dropout on the inputs (the features the encoder reads), only when asked: the default
         # network has exactly the modules it had before the option
         self.input_dropout = Dropout(input_dropout) if input_dropout > 0 else None
         layers: list[nn.Module] = []
-        if shared is None:
-            sizes = (n_features, *hidden_sizes)
-        else:
-            if not hidden_sizes or shared.in_features != n_features or shared.out_features != hidden_sizes[0]:
-                raise ValueError(f"a shared first layer must map {n_features} features to the first hidden width "
-                                 f"{hidden_sizes[0] if hidden_sizes else None}; got {shared}")
-            self.own = nn.Linear(n_features, hidden_sizes[0])
-            layers += [nn.ReLU(), Dropout(dropout)]
-            sizes = (2 * hidden_sizes[0], *hidden_sizes[1:])
+        sizes = (n_features, *hidden_sizes)
         for a, b in zip(sizes[:-1], sizes[1:], strict=False):
             layers += [nn.Linear(a, b), nn.ReLU(), Dropout(dropout)]
         layers.append(nn.Linear(sizes[-1], n_events))
@@ -127,8 +112,6 @@ class OccurrenceEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.input_dropout is not None:
             x = self.input_dropout(x)  # (n, d); the time decoder reads x undropped
-        if self.shared is not None:
-            x = torch.cat([self.shared(x), self.own(x)], dim=-1)  # (n, 2 H)
         return self.net(x)  # (n, M)
 
 
@@ -143,7 +126,7 @@ class TimeDecoder(nn.Module):
     """
 
     def __init__(self, n_features: int, n_events: int, hidden_sizes: tuple[int, ...], dropout: float,
-                 sigma: str = "net", use_c: bool = True, x_proj: nn.Linear | None = None):
+                 sigma: str = "net", use_c: bool = True):
         super().__init__()
         if sigma not in ("net", "constant"):  # "auto" is resolved by the model before the network is built
             raise ValueError(f"TimeDecoder: sigma must be 'net' or 'constant', got {sigma!r}")
@@ -151,7 +134,7 @@ class TimeDecoder(nn.Module):
         self.sigma = sigma
         n_out = 2 * n_events if sigma == "net" else n_events
         first = hidden_sizes[0] if hidden_sizes else n_out
-        self.x_proj = nn.Linear(n_features, first) if x_proj is None else x_proj  # given: shared with the encoder
+        self.x_proj = nn.Linear(n_features, first)
         self.c_proj = nn.Linear(n_events, first, bias=False) if use_c else None
         if hidden_sizes:
             self.tail = _mlp_tail(tuple(hidden_sizes), dropout)
@@ -196,31 +179,14 @@ def _features(n_features: int, comment_encoder: dict | None) -> tuple[nn.Module,
 
 class CETNetwork(nn.Module):
     """Occurrence encoder plus time decoder (both read ``features(x)``); the decoder also reads
-    the occurrence pattern c unless ``condition_on_occurrence=False``. With
-    ``shared_first_layer=True`` the decoder's first linear map of x is one ``nn.Linear`` that the
-    encoder reads beside its own first layer (``OccurrenceEncoder``'s ``shared``): the observed
-    times then shape features the occurrence head reads. Needs a hidden layer.
-
-    >>> net = CETNetwork(3, 2, (4,), 0.0, "net", shared_first_layer=True)
-    >>> net.decoder.x_proj is net.encoder.shared
-    True
-    """
+    the occurrence pattern c with ``condition_on_occurrence=True``."""
 
     def __init__(self, n_features, n_events, hidden_sizes, dropout, sigma, comment_encoder=None,
-                 condition_on_occurrence=True, shared_first_layer=False, input_dropout=0.0):
+                 condition_on_occurrence=True, input_dropout=0.0):
         super().__init__()
         self.features, d = _features(n_features, comment_encoder)
-        if shared_first_layer:
-            if not hidden_sizes:
-                raise ValueError("shared_first_layer needs a hidden layer (hidden_sizes=() has no first layer to share)")
-            shared = nn.Linear(d, hidden_sizes[0])
-            self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, shared=shared,
-                                             input_dropout=input_dropout)
-            self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence,
-                                       x_proj=shared)
-        else:
-            self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, input_dropout=input_dropout)
-            self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence)
+        self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, input_dropout=input_dropout)
+        self.decoder = TimeDecoder(d, n_events, hidden_sizes, dropout, sigma, use_c=condition_on_occurrence)
 
 
 class ETNetwork(nn.Module):

@@ -35,3 +35,16 @@ def pytest_collection_modifyitems(config, items):
         parts = item.path.parts
         if "tests" in parts and parts[parts.index("tests") + 1] in ("flows", "serve"):
             item.add_marker(pytest.mark.slow)
+
+
+def build(cls, **settings):
+    """``cls`` with ``settings``: its constructor's parameters, and fields of the training recipe
+    (``cet_model.recipe.Recipe``) as a recipe variant (``cls.with_recipe``), as the experiment
+    harness builds its presets."""
+    import dataclasses
+
+    from cet_model.recipe import Recipe
+
+    fields = {f.name for f in dataclasses.fields(Recipe)}
+    changes = {k: settings.pop(k) for k in list(settings) if k in fields}
+    return (cls.with_recipe(**changes) if changes else cls)(**settings)

@@ -8,6 +8,7 @@ import torch
 from cet_model import CETModel, estimators, losses
 from cet_model.fused import conditional_hidden
 from cet_model.networks import TimeDecoder
+from tests.conftest import build
 
 
 def _problem(seed=0, n=3, m=2, objective="paper"):
@@ -99,9 +100,9 @@ def test_exact_refuses_too_many_events():
 def test_unknown_estimator_and_objective_combinations():
     x, t, s = np.zeros((4, 1)), np.ones((4, 1)), np.ones((4, 1))
     with pytest.raises(ValueError, match="unknown estimator 'reinforce'"):
-        CETModel(estimator="reinforce").fit(x, t, s)
+        build(CETModel, estimator="reinforce").fit(x, t, s)
     with pytest.raises(ValueError, match="objective='marginal' cannot be used with estimator='gumbel'"):
-        CETModel(estimator="gumbel", objective="marginal").fit(x, t, s)
+        build(CETModel, estimator="gumbel", objective="marginal").fit(x, t, s)
     with pytest.raises(ValueError, match="unknown objective 'elbo'"):
         CETModel(objective="elbo").fit(x, t, s)
 

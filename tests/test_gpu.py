@@ -14,6 +14,7 @@ from cet_model.fused import conditional_hidden
 from cet_model.metrics import occurrence_auc
 from cet_model.models import CETModel
 from cet_model.networks import Dropout, keep_mask
+from tests.conftest import build
 
 GPU = "cuda"  # a name, so that the checks can be dry-run on a machine without one (GPU = "cpu")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -57,7 +58,7 @@ def test_objective_value_and_gradient_match_cpu(tmp_path, objective, estimator, 
     importance-weighted bound from the same CPU-drawn uniforms) and the gradient of the training
     objective with dropout off agree to rounding."""
     x, t, s, _ = _data(300, 3)
-    model = CETModel(objective=objective, estimator=estimator, max_patterns=max_patterns, hidden_sizes=(16,),
+    model = build(CETModel, objective=objective, estimator=estimator, max_patterns=max_patterns, hidden_sizes=(16,),
                      max_epochs=2, dtype="float64", device="cpu").fit(x, t, s)
     gpu = CETModel.load(model.save(tmp_path / "model"), device=GPU)
     assert gpu.score(x, t, s) == pytest.approx(model.score(x, t, s), rel=1e-10)

@@ -7,13 +7,14 @@ from safetensors.torch import load_file
 
 from cet_model import BCModel, CETModel, load_model
 from cet_model.networks import Dropout
+from tests.conftest import build
 
 KW = dict(hidden_sizes=(16,), max_epochs=3, patience=3, lr=0.01, batch_size=50, device="cpu", seed=1)
 
 
 def test_the_encoder_drops_its_inputs_while_training_and_the_decoder_reads_them_whole(small_survival):
     x, t, s, _ = small_survival
-    model = CETModel(input_dropout=0.5, dropout=0.0, **KW).fit(x, t, s)
+    model = build(CETModel, input_dropout=0.5, dropout=0.0, **KW).fit(x, t, s)
     net = model.net_
     assert isinstance(net.encoder.input_dropout, Dropout) and net.encoder.input_dropout.p == 0.5
     xt = torch.as_tensor(x[:50], dtype=torch.float32)
@@ -51,12 +52,12 @@ def test_the_encoder_drops_its_inputs_while_training_and_the_decoder_reads_them_
 def test_the_default_network_has_no_input_dropout_and_the_same_weights(small_survival):
     x, t, s, _ = small_survival
     plain = CETModel(**KW).fit(x, t, s)
-    zero = CETModel(input_dropout=0.0, **KW).fit(x, t, s)
+    zero = build(CETModel, input_dropout=0.0, **KW).fit(x, t, s)
     assert plain.net_.encoder.input_dropout is None
     assert [type(m) for m in plain.net_.modules()] == [type(m) for m in zero.net_.modules()]
     for k, v in plain.net_.state_dict().items():
         assert torch.equal(v, zero.net_.state_dict()[k]), k
-    dropped = CETModel(input_dropout=0.3, **KW).fit(x, t, s)  # same initial draws, other training
+    dropped = build(CETModel, input_dropout=0.3, **KW).fit(x, t, s)  # same initial draws, other training
     assert set(dropped.net_.state_dict()) == set(plain.net_.state_dict())  # no weights of its own
     assert not torch.equal(dropped.net_.encoder.net[0].weight, plain.net_.encoder.net[0].weight)
 
@@ -64,17 +65,17 @@ def test_the_default_network_has_no_input_dropout_and_the_same_weights(small_sur
 @pytest.mark.parametrize("cls", [CETModel, BCModel])
 def test_it_is_kept_with_the_model_and_checked(tmp_path, small_survival, cls):
     x, t, s, _ = small_survival
-    model = cls(input_dropout=0.25, **KW).fit(x, t, s)
-    assert model.get_params()["input_dropout"] == 0.25
+    model = build(cls, input_dropout=0.25, **KW).fit(x, t, s)
+    assert model.recipe_.input_dropout == 0.25
     assert isinstance(model.net_.encoder.input_dropout, Dropout)
     model.save(tmp_path / "m")
     assert set(load_file(tmp_path / "m" / "weights.safetensors")) == set(model.net_.state_dict())
     back = load_model(tmp_path / "m")
-    assert back.input_dropout == 0.25 and back.net_.encoder.input_dropout.p == 0.25
+    assert back.recipe_.input_dropout == 0.25 and back.net_.encoder.input_dropout.p == 0.25
     assert np.allclose(back.predict_occurrence(x[:20]), model.predict_occurrence(x[:20]))
     for bad in (1.0, -0.1, "much"):
         with pytest.raises(ValueError, match="input_dropout"):
-            cls(input_dropout=bad, **KW).fit(x, t, s)
+            build(cls, input_dropout=bad, **KW).fit(x, t, s)
     lbfgs = dict(KW, optimizer="lbfgs", batch_size=None, dropout=0.0)
     with pytest.raises(ValueError, match="input_dropout=0"):
-        cls(input_dropout=0.1, **lbfgs).fit(x, t, s)
+        build(cls, input_dropout=0.1, **lbfgs).fit(x, t, s)

@@ -12,6 +12,7 @@ from scipy import optimize, special, stats
 
 from cet_model import CETModel, estimators, losses, objectives
 from cet_model.networks import TimeDecoder
+from tests.conftest import build
 
 
 def test_paper_cell_matches_a_hand_computation():
@@ -172,7 +173,7 @@ def test_single_event_cet_makes_one_decoder_pass_per_row():
     x = rng.standard_normal((100, 3))
     t = rng.exponential(size=(100, 1)) + 0.1
     s = (rng.random((100, 1)) < 0.5).astype(float)
-    model = CETModel(hidden_sizes=(8,), max_epochs=1, device="cpu")
+    model = CETModel(hidden_sizes=(8,), max_epochs=1, device="cpu", condition_on_occurrence=True)
     model.fit(x, t, s)
     rows = []
     model.net_.decoder.register_forward_hook(lambda mod, inp, out: rows.append(inp[1].shape[0] * inp[1].shape[1]))
@@ -229,7 +230,7 @@ def test_single_event_closed_form_equals_the_enumeration():
     x = rng.standard_normal((50, 3))
     t = rng.exponential(size=(50, 1)) + 0.1
     s = (rng.random((50, 1)) < 0.5).astype(float)
-    model = CETModel(hidden_sizes=(8,), max_epochs=2, device="cpu", dtype="float64").fit(x, t, s)
+    model = build(CETModel, hidden_sizes=(8,), max_epochs=2, device="cpu", dtype="float64").fit(x, t, s)
     xt, lt, st, _ = model._tensors(x, t, s, None)
     with torch.no_grad():
         closed = model._estimate(xt, lt, st, None, train=False).value

@@ -14,6 +14,7 @@ from cet_experiments import cohorts, real
 from cet_model import CETModel, ETModel
 from cet_model.dataset import Dataset, Split, load_dataset, write_follow_up_dataset
 from cet_model.metrics import concordance_index, occurrence_auc
+from tests.conftest import build
 
 
 @pytest.mark.parametrize("name", list(cohorts.COHORTS))
@@ -156,8 +157,8 @@ def test_score_samples_is_the_per_row_score_and_the_marginal_likelihood_of_any_o
         model.fit(x, t, s)
         rows = model.score_samples(x, t, s)
         assert rows.shape == (len(x),) and rows.mean() == pytest.approx(model.score(x, t, s), abs=1e-6)
-    paper = CETModel(hidden_sizes=(8,), max_epochs=3, objective="paper", estimator="gumbel").fit(x, t, s)
-    marginal = CETModel(hidden_sizes=(8,), max_epochs=1).fit(x, t, s)
+    paper = build(CETModel, hidden_sizes=(8,), max_epochs=3, objective="paper", estimator="gumbel").fit(x, t, s)
+    marginal = CETModel.with_recipe(sigma="net")(hidden_sizes=(8,), max_epochs=1).fit(x, t, s)
     marginal.net_.load_state_dict(paper.net_.state_dict())
     assert paper.score_samples(x, t, s).mean() == pytest.approx(marginal.score(x, t, s), abs=1e-6)
     assert paper.score(x, t, s) != pytest.approx(marginal.score(x, t, s), abs=1e-3)  # the paper's objective

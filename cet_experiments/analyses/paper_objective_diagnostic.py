@@ -45,7 +45,9 @@ def main(argv=None):
     tr, va = ds.train, ds.val
     res = {"mode": args.mode, "epochs": args.epochs, "curves": {}, "machine": machine()}
     for name, kw in VARIANTS.items():
-        model = CETModel(estimator="exact", max_epochs=args.epochs, patience=args.epochs + 1, lr=3e-4, **kw)
+        recipe = {"estimator": "exact", "log_epsilon": kw.pop("log_epsilon", None)}
+        model = CETModel.with_recipe(**recipe)(max_epochs=args.epochs, patience=args.epochs + 1, lr=3e-4,
+                                               condition_on_occurrence=True, **kw)
         curve = []
 
         def record(epoch, hist, model=model, curve=curve):

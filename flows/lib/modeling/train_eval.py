@@ -401,7 +401,7 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         on_models(models)
     tmp = registry.staging_dir(models_root, name)
     try:
-        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {}, "em_round": {},
+        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
                    "skipped": skipped, "calibration": {"val": {}, "test": {}}, "beyond_follow_up": {"test": {}},
                    "observed": {"val": observed_events(va, ds.event_names), "test": observed_events(te, ds.event_names)}}
         horizons = calibration_horizons(tr, ds.event_names, params.horizon)
@@ -430,9 +430,6 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             metrics["epochs"][model_name] = len(model.history_.train_loss)
             stage = getattr(model, "encoder_history_", None)  # CET's encoder-only stage, when it ran
             metrics["encoder_epochs"][model_name] = 0 if stage is None else len(stage.train_loss)
-            em_round = getattr(model, "em_round_", None)  # CET's block-EM round after that stage, when it ran
-            if em_round is not None:  # its epochs: [decoder refit, encoder stage]
-                metrics["em_round"][model_name] = em_round
             model.save(tmp / model_name)
             for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
                 metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
@@ -454,11 +451,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             if calibrated:
                 shown += (f", validation risk by the median follow-up vs Kaplan-Meier by risk group: mean abs. "
                           f"difference {np.mean([r['ece'] for r in calibrated.values()]):.3f}")
-            em_shown = "" if em_round is None else (
-                f", +{sum(em_round['epochs'])} block-EM, "
-                + ("kept" if em_round["kept"] else "not kept: the validation objective did not fall"))
-            log.info("%s %s: %d epochs (+%d encoder-only%s), %.1fs, %s", name, model_name,
-                     metrics["epochs"][model_name], metrics["encoder_epochs"][model_name], em_shown,
+            log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", name, model_name,
+                     metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
                      metrics["seconds"][model_name], shown)
         wanted = wants_reference(params.reference, no_truth)  # auto: where no Oracle can be trained
         if wanted and spec is not None:
