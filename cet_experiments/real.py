@@ -267,13 +267,18 @@ def preset_of(row: str) -> tuple[str, dict]:
 
 
 def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_ROWS, classical=CLASSICAL_ROWS,
-               progress: bool = True, max_epochs: int | None = None) -> dict:
+               progress: bool = True, max_epochs: int | None = None, scored: str = "test") -> dict:
     """Both protocols on one dataset; returns the cohort's record (``metrics.json``).
-    ``max_epochs``: the networks' epoch cap (None: their automatic budget)."""
+    ``max_epochs``: the networks' epoch cap (None: their automatic budget). ``scored``: the split
+    every figure is computed on, ``"test"`` or ``"val"`` (a decision about a default is made on the
+    validation split; the networks stop early on it either way)."""
     name = ds.manifest.get("name", Path(str(ds.path)).name)
     events = ds.event_names
     ds_a = with_truth(ds)
+    if scored not in ("test", "val"):
+        raise ValueError(f"scored: 'test' or 'val', got {scored!r}")
     result = {"cohort": name, "events": events, "split_sizes": {k: len(v) for k, v in ds.splits.items()},
+              "scored": scored,
               "shares": _shares(ds), "censoring": ds_a.manifest["censoring"], "seeds": list(seeds),
               "a": {}, "b": {}}
 
@@ -288,7 +293,7 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
             model = fit_preset(preset, ds_a.train, ds_a.val, seed=seed, device="cpu", params=params,
                                max_epochs=max_epochs)
             secs = time.perf_counter() - t0
-            scores = evaluate(preset, model, ds_a.test, events, train=ds_a.train, warn_no_truth=False)
+            scores = evaluate(preset, model, ds_a.splits[scored], events, train=ds_a.train, warn_no_truth=False)
             _append(result["a"], row, scores, secs)
             result["a"][row]["params"] = resolved_params(model)
             say(f"a seed {seed} {row:<24} {secs:6.1f}s AUC " + " ".join(f"{e}={v['auc']:.3f}" for e, v in scores.items()))
@@ -298,18 +303,19 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
             model = fit_preset(preset, ds.train, ds.val, seed=seed, device="cpu", params=params,
                                max_epochs=max_epochs)
             secs = time.perf_counter() - t0
-            curves = network_curves(model, ds.test)
-            scores = {e: natural_scores(curves[j], ds.train, ds.test, j) for j, e in enumerate(events)}
-            loglik = float(np.mean(model.score_samples(ds.test.X, ds.test.T, ds.test.S, mask=ds.test.mask)))
+            sp = ds.splits[scored]
+            curves = network_curves(model, sp)
+            scores = {e: natural_scores(curves[j], ds.train, sp, j) for j, e in enumerate(events)}
+            loglik = float(np.mean(model.score_samples(sp.X, sp.T, sp.S, mask=sp.mask)))
             _append(result["b"], row, scores, secs, loglik=loglik)
             result["b"][row]["params"] = resolved_params(model)
             say(f"b seed {seed} {row:<24} {secs:6.1f}s C(rmst) "
                 + " ".join(f"{e}={v['harrell_rmst']:.3f}" for e, v in scores.items()))
     for kind in classical:
         t0 = time.perf_counter()
-        curves, loglik = classical_fits(kind, ds.train, ds.test)
+        curves, loglik = classical_fits(kind, ds.train, ds.splits[scored])
         secs = time.perf_counter() - t0
-        scores = {e: natural_scores(curves[j], ds.train, ds.test, j) for j, e in enumerate(events)}
+        scores = {e: natural_scores(curves[j], ds.train, ds.splits[scored], j) for j, e in enumerate(events)}
         _append(result["b"], kind, scores, secs, loglik=loglik)
         say(f"b {kind:<31} {secs:6.1f}s C(rmst) " + " ".join(f"{e}={v['harrell_rmst']:.3f}" for e, v in scores.items()))
     result["machine"] = machine()
@@ -337,8 +343,8 @@ def merge_records(old: dict, new: dict) -> dict:
     >>> out["a"], out["b"], out["commands"]
     ({'ET': 1, 'CET': 3}, {'ET': 4, 'CoxPH': 2}, {'ET': 'y', 'CoxPH': 'x', 'CET': 'y'})
     """
-    for key in ("fingerprint", "seeds"):
-        if old.get(key) != new.get(key):
+    for key in ("fingerprint", "seeds", "scored"):
+        if old.get(key, "test" if key == "scored" else None) != new.get(key, "test" if key == "scored" else None):
             raise ValueError(f"{new.get('cohort')}: the record there has other {key} ({old.get(key)} against "
                              f"{new.get(key)}); write to another --out")
     commands = dict(old.get("commands") or {r: old.get("command") for p in ("a", "b") for r in old[p]})
@@ -541,6 +547,8 @@ def main(argv=None) -> int:
                         "cohorts side by side in processes instead)")
     parser.add_argument("--max-epochs", type=int, default=None, help="the networks' epoch cap (default: their "
                         "automatic budget)")
+    parser.add_argument("--scored", choices=("test", "val"), default="test",
+                        help="the split every figure is computed on (default %(default)s; val: to decide a default)")
     parser.add_argument("--tables-only", action="store_true", help="only rewrite table.md from the cohort folders")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -573,7 +581,8 @@ def main(argv=None) -> int:
         folders = [(c, write_cohort(c, args.out / c / "data")) for c in names]
     for name, folder in folders:
         ds = load_dataset(folder)
-        record = run_cohort(ds, seeds, paper_rows, natural_rows, classical, max_epochs=args.max_epochs)
+        record = run_cohort(ds, seeds, paper_rows, natural_rows, classical, max_epochs=args.max_epochs,
+                            scored=args.scored)
         if name in COHORTS:
             record["source"], record["note"] = COHORTS[name].source, COHORTS[name].note
         record["command"] = "python -m cet_experiments real " + " ".join(sys.argv[2:] if argv is None else argv)
