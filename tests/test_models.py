@@ -401,6 +401,17 @@ def test_hyper_parameters_are_listed_once_in_the_params_dataclasses():
     assert CETModel().get_params() == dataclasses.asdict(CETParams())  # the same defaults
     with pytest.raises(TypeError, match="unexpected parameters \\['hidden'\\]"):
         CETModel(hidden=3)
+    # the recipe cut on the real cohorts (docs/decisions.md): at most 12, the removed switches gone
+    assert len(CETModel().get_params()) <= 12
+    removed = {"block_em", "shared_first_layer", "standardize"}
+    moved = {"estimator", "n_samples", "temperature", "log_epsilon", "max_patterns", "importance_samples",
+             "occurrence_init", "encoder_stage", "sigma", "input_dropout", "optimizer", "weight_decay", "dtype"}
+    for cls in (CETModel, ETModel, BCModel):
+        assert not (removed | moved) & set(cls().get_params())
+    with pytest.raises(TypeError, match=r"belong to the training recipe: CETModel.with_recipe\(sigma=...\)"):
+        CETModel(sigma="net")
+    with pytest.raises(ValueError, match="unknown recipe fields \\['block_em'\\]"):
+        CETModel.with_recipe(block_em=True)
     model = CETModel(dropout=2.0)  # stored as given; refused when fit starts
     with pytest.raises(ValueError, match="dropout must be in"):
         model.fit(np.zeros((4, 1)), np.ones((4, 1)), np.ones((4, 1)))
@@ -826,3 +837,24 @@ def test_sigma_auto_is_one_per_event_below_1000_training_rows_and_per_row_from_t
         load_model(tmp_path / "m")
     with pytest.raises(ValueError, match=r"sigma must be one of \['auto', 'net', 'constant'\], got 'wide'"):
         build(CETModel, sigma="wide", **FAST).fit(x[:20], t[:20], s[:20])
+
+
+def test_a_model_saved_before_the_recipe_was_apart_loads_and_predicts_the_same(small_survival, tmp_path):
+    """Model folders in a registry were saved with every recipe field, and the switches since removed,
+    among their parameters: they load, their training-only settings dropped or kept as recipe."""
+    x, t, s, _ = small_survival
+    for model in (CETModel(**FAST), build(CETModel, objective="paper", condition_on_occurrence=True, **FAST),
+                  ETModel(**FAST), BCModel(**FAST)):
+        model.fit(x, t, s)
+        folder = model.save(tmp_path / type(model).__name__ / str(id(model)))
+        config = json.loads((folder / "config.json").read_text())
+        recipe = config.pop("recipe")
+        config["params"].update(recipe, block_em="auto", standardize="auto")
+        if isinstance(model, CETModel):
+            config["params"]["shared_first_layer"] = False
+            config["params"]["occurrence_init"] = "km" if model.objective == "marginal" else recipe["occurrence_init"]
+        (folder / "config.json").write_text(json.dumps(config))
+        again = load_model(folder)
+        np.testing.assert_array_equal(again.predict_occurrence(x), model.predict_occurrence(x))
+        assert again.recipe_ == model.recipe_ or again.recipe_.occurrence_init == "observed"
+        assert set(again.get_params()) == set(model.get_params())
