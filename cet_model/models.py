@@ -43,7 +43,7 @@ _EVAL_ELEMENTS = 2**24  # rows x samples x hidden per evaluation chunk (bounds m
 _DEVICE_SHARE = 0.5  # comment inputs are copied onto a CUDA device when they take at most this share of its free memory
 ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
 AUTO_STANDARDIZE = 3.0  # feature scaling: a training column whose |mean| or sd exceeds this is standardised
-AUTO_SIGMA_ROWS = 1000  # sigma="auto": one log sigma per event below this many training rows, per row from it
+AUTO_SIGMA_ROWS = 150  # sigma="auto": one log sigma per event below this many training rows, per row from it
 # parameters of earlier versions that a saved model may still name: they only shaped its training
 # (the weights mean the same without them) and are dropped when it is loaded
 FORMER_TRAINING_PARAMS = ("block_em", "standardize", "shared_first_layer")
@@ -52,11 +52,11 @@ FORMER_TRAINING_PARAMS = ("block_em", "standardize", "shared_first_layer")
 def resolve_sigma(sigma: str, n_train: int | None) -> str:
     """The time head's form of log sigma for ``sigma`` (``"auto"``, ``"net"`` or ``"constant"``)
     fitted on ``n_train`` rows: ``"auto"`` is ``"constant"`` below ``AUTO_SIGMA_ROWS`` training
-    rows, where a log sigma per row is fitted to noise (docs/results.md, "One sigma on small
-    data"), and ``"net"`` from there on.
+    rows, where a log sigma per row is fitted to noise, and ``"net"`` from there on
+    (docs/decisions.md, "Recipe decisions").
 
-    >>> resolve_sigma("auto", 276), resolve_sigma("auto", 5222), resolve_sigma("net", 276)
-    ('constant', 'net', 'net')
+    >>> resolve_sigma("auto", 82), resolve_sigma("auto", 276), resolve_sigma("constant", 276)
+    ('constant', 'net', 'constant')
     """
     if sigma != "auto":
         return sigma
@@ -568,7 +568,7 @@ class CETModel(_Base):
 
     ``CETModel()`` is the product default. How it trains (each event's occurrence logit started at
     its observed share, the occurrence head trained on alone after the joint early stop, one log
-    sigma per event below 1,000 training rows) is its recipe, ``recipe_`` once fitted
+    sigma per event below 150 training rows) is its recipe, ``recipe_`` once fitted
     (:mod:`cet_model.recipe`).
 
     Example:
@@ -581,8 +581,8 @@ class CETModel(_Base):
         >>> S = (c & (t_event < cens)).astype(float)[:, None]
         >>> T = np.where(S[:, 0] == 1, t_event, cens)[:, None]
         >>> model = CETModel(hidden_sizes=(), lr=0.05, max_epochs=300, device="cpu").fit(X, T, S)
-        >>> round(float(model.predict_occurrence(X).mean()), 1), model.sigma_
-        (0.5, 'constant')
+        >>> round(float(model.predict_occurrence(X).mean()), 1), model.sigma_   # 300 rows: sigma per row
+        (0.5, 'net')
     """
 
     _network = CETNetwork
