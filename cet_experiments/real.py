@@ -356,6 +356,20 @@ def merge_records(old: dict, new: dict) -> dict:
     return merged
 
 
+def combine_records(folders, rows=frozenset()) -> dict[str, dict]:
+    """{cohort: record} from the cohort records of ``folders`` (``merge_records`` in order: a later
+    folder's row replaces an earlier one's), keeping only ``rows`` when given."""
+    out: dict[str, dict] = {}
+    for folder in folders:
+        for path in sorted(Path(folder).glob("*/metrics.json")):
+            record = json.loads(path.read_text())
+            if rows:
+                record = dict(record, **{p: {r: v for r, v in record[p].items() if r in rows} for p in ("a", "b")})
+            name = record["cohort"]
+            out[name] = merge_records(out[name], record) if name in out else record
+    return out
+
+
 def _shares(ds: Dataset) -> dict[str, float]:
     """Per event, the share of the rows (the mask keeps) whose event the full follow-up saw."""
     s = np.concatenate([p.S for p in ds.splits.values()])
@@ -550,9 +564,19 @@ def main(argv=None) -> int:
     parser.add_argument("--scored", choices=("test", "val"), default="test",
                         help="the split every figure is computed on (default %(default)s; val: to decide a default)")
     parser.add_argument("--tables-only", action="store_true", help="only rewrite table.md from the cohort folders")
+    parser.add_argument("--combine", type=Path, nargs="+", metavar="DIR",
+                        help="write into --out the cohort records of these folders, each row from the last folder "
+                             "that has it (same data and seeds), instead of running anything")
+    parser.add_argument("--rows", default="", help="with --combine: only these rows (comma-separated)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.tables_only:
+        print(write_tables(args.out))
+        return 0
+    if args.combine:
+        keep = {r.strip() for r in args.rows.split(",") if r.strip()}
+        for name, record in combine_records(args.combine, keep).items():
+            write_text(args.out / name / "metrics.json", json.dumps(record, indent=1))
         print(write_tables(args.out))
         return 0
     import torch
