@@ -638,7 +638,8 @@ class CETModel(_Base):
         improving and ``ConvergenceWarning`` has said so). Its history is ``encoder_history_`` (None
         when the stage did not run). Where the objective has its closed form (M = 1, or a decoder
         that does not read c), the frozen decoder's terms on the validation rows are computed once
-        for the stage (``_frozen_decoder_val_loss``): the same monitored values, to the bit."""
+        for the stage (``_frozen_decoder_val_loss``): the same monitored values (to float32 rounding
+        when the rows are streamed comment embeddings and sigma is per row)."""
         self.encoder_history_ = None
         if not self.recipe_.encoder_stage or val_loss is None or not self.history_.stopped_early:
             return

@@ -90,13 +90,13 @@ class CETParams(ModelParams):
             original code's objective, which produced the paper's tables, with its recipe) or
             ``"bound"`` (eq. 8 as printed). See :mod:`cet_model.objectives`.
         condition_on_occurrence: the time head reads the occurrences of all M events beside x
-            (the paper's conditioned decoder), or x only (the default: one mixture-cure
-            log-normal model per event on shared inputs, whose likelihood factorises over the
-            events). docs/decisions.md ("Recipe decisions") has the evidence.
+            (the default, the paper's model), or x only (one mixture-cure log-normal model per
+            event on shared inputs, whose likelihood factorises over the events: several times
+            faster). docs/decisions.md ("Recipe decisions") has the evidence.
     """
 
     objective: str = "marginal"
-    condition_on_occurrence: bool = False
+    condition_on_occurrence: bool = True
 
     def __post_init__(self):
         super().__post_init__()

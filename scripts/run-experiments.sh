@@ -19,12 +19,12 @@ RUNS=${RUNS:-10}
 MIMIC_SCALE=${MIMIC_SCALE:-0.15}     # >= 5,000 training admissions
 MIMIC_LARGE_SCALE=${MIMIC_LARGE_SCALE:-0.6}  # four times that: does CET's lead grow with the data?
 REDDIT_USERS=${REDDIT_USERS:-12000}  # >= 5,000 training users
-ALL=(CET,CET-paper,CET-conditioned,ET,BC,Oracle)
+ALL=(CET,CET-paper,CET-unconditioned,ET,BC,Oracle)
 common=(--runs "$RUNS" --search "$SEARCH" --search-epochs "$SEARCH_EPOCHS" --models "${ALL[0]}")
-# the stand-ins' costly rows (CET-paper: 100 Gumbel samples; CET-conditioned: the ablation) get
+# the stand-ins' costly rows (CET-paper: 100 Gumbel samples; CET-unconditioned: the ablation) get
 # fewer runs when FEWER_RUNS is set, e.g. FEWER_RUNS=3
 FEWER=()
-[ -n "${FEWER_RUNS:-}" ] && FEWER=(--model-runs "CET-paper=$FEWER_RUNS,CET-conditioned=$FEWER_RUNS")
+[ -n "${FEWER_RUNS:-}" ] && FEWER=(--model-runs "CET-paper=$FEWER_RUNS,CET-unconditioned=$FEWER_RUNS")
 
 run_one() {
   case "$1" in

@@ -64,8 +64,9 @@ def test_intercept_only_marginal_is_the_mixture_cure_mle():
                      device="cpu").fit(np.zeros((n, 0)), t[:, None], s[:, None])
     p_hat = model.predict_occurrence(np.zeros((1, 0)))[0, 0]
     assert p_hat == pytest.approx(special.expit(ref.x[0]), abs=1e-3)
-    # the location given c = 1: the time head's bias (it reads x only, and x is empty)
-    mu, log_sigma = (a.detach() for a in model.net_.decoder(torch.zeros(1, 0, dtype=torch.float64)))
+    # the location given c = 1 (bias + the weight on c, which only ever sees c = 1 here)
+    mu, log_sigma = (a.detach() for a in model.net_.decoder(torch.zeros(1, 0, dtype=torch.float64),
+                                                             torch.ones(1, 1, 1, dtype=torch.float64)))
     assert float(mu) == pytest.approx(ref.x[1], abs=1e-3)
     assert float(log_sigma) == pytest.approx(ref.x[2], abs=1e-3)
     assert model.score(np.zeros((n, 0)), t[:, None], s[:, None]) * n == pytest.approx(-ref.fun, abs=1e-3)

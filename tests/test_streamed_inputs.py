@@ -189,7 +189,8 @@ def test_inputs_copied_to_the_device_train_as_the_streamed_ones(tmp_path, monkey
 
 def test_encoder_stage_on_streamed_comments_reuses_the_frozen_parts_with_the_same_fit(tmp_path):
     """A decoder without c (closed form): the encoder stage computes the frozen comment encoder's
-    and decoder's outputs on the validation rows once; the fit is the one that recomputes them."""
+    and decoder's outputs on the validation rows once; the fit is the one that recomputes them (the
+    same weights; with a sigma per row the monitored values agree to float32 rounding)."""
     aux, seq, T, S = _data(2)
     np.save(tmp_path / "seq.npy", seq)
     lazy = CommentInputs(aux, np.load(tmp_path / "seq.npy", mmap_mode="r"))
@@ -207,6 +208,6 @@ def test_encoder_stage_on_streamed_comments_reuses_the_frozen_parts_with_the_sam
             for cls in (Uncached, CETModel)]
     assert calls == ["uncached"] and fits[1].encoder_history_ is not None
     assert len(fits[1].encoder_history_.val_loss) > 1
-    assert fits[0].encoder_history_.val_loss == fits[1].encoder_history_.val_loss
+    np.testing.assert_allclose(fits[0].encoder_history_.val_loss, fits[1].encoder_history_.val_loss, rtol=1e-6)
     for (k, a), b in zip(fits[0].net_.state_dict().items(), fits[1].net_.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
