@@ -29,7 +29,7 @@ DEFAULT_EPOCHS = 100
 DEFAULT_PATIENCE = 10
 MIN_STEPS = 5000
 # a first stage that keeps one of its first EARLY_KEEP epochs after running at least 10x as many
-# warns: its weights are close to their random start (docs/results.md, "How large is that floor?")
+# warns: its weights are close to their random start (docs/decisions.md, init_noise_probe.py)
 EARLY_KEEP = 5
 
 

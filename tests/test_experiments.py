@@ -318,7 +318,7 @@ def test_merge_compares_the_data_not_the_folder(tmp_path, tiny_dataset):
 
 def test_reports_name_the_cpu_model(tmp_path):
     """Reports record the CPU's model name: two x86_64 machines can run one fit to different floats
-    (docs/results.md, the Reddit table's ET), and 'processor' alone cannot tell them apart."""
+    (the Reddit stand-in table's ET), and 'processor' alone cannot tell them apart."""
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9B14\n\n"
                     "processor\t: 1\nmodel name\t: AMD EPYC 9B14\n")

@@ -823,7 +823,7 @@ def rising_lines(version: Path) -> list[str]:
     follow-up (its last quarter adds ``RISING_SHARE`` or more of the risk by the end;
     ``km_last_quarter`` of the ``beyond_follow_up`` record): there the data do not show how many
     will ever have the event, and CET's P(ever) rests on the fitted tail whatever share of it the
-    model places after the end (on the stand-ins CET places too little there: docs/results.md).
+    model places after the end (on the stand-ins CET places too little there).
     [] when none does, or for a version without the figure.
 
     >>> import tempfile
