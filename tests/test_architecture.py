@@ -6,9 +6,13 @@
   the flow entry points (``flows/*.py``) pick a stand-in as the default source.
 - No import cycles inside ``cet_model``, ``cet_experiments`` or ``flows``.
 - Every record of the machine a figure ran on comes from ``cet_model.host.machine``.
+- The lab stays out of the house: ``benchmarks/`` holds timing and scale measurements, no
+  research probes, no patch files, and one latest result file per measurement (none named by run).
 """
 
 import ast
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -113,3 +117,12 @@ def test_machine_records_come_from_one_function():
                         and isinstance(node.value, ast.Name) and node.value.id == "platform"):
                     offending.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offending == []
+
+
+def test_no_probes_patches_or_run_named_results():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    probes = [p for p in tracked if p.startswith("benchmarks/") and re.search(r"_probe\.py$|_probe\.txt$", p)]
+    patches = [p for p in tracked if p.endswith((".patch", ".diff"))]
+    by_run = [p for p in tracked if p.startswith("benchmarks/results/")
+              and re.search(r"(_run\d+|-seed\d+|_seeds\d+|_before_[0-9a-f]{7})", p)]
+    assert (probes, patches, by_run) == ([], [], [])
