@@ -76,7 +76,7 @@ def real_section(folder: Path) -> str:
 
     records = [json.loads(p.read_text()) for p in sorted(folder.glob("*/metrics.json"))]
     commands = sorted({c for r in records for c in (r.get("commands") or {"": r.get("command")}).values() if c})
-    lines = ["### Real cohorts (issue: real data decides the model)", "",
+    lines = ["### Real cohorts: seven published multi-event data sets", "",
              f"`docs/results/{folder.name}/`, one record per cohort, from "
              + ("the command" if len(commands) == 1 else "the commands") + " "
              + "; ".join(f"`{scratch_paths(c)[0]}`" for c in commands) + ".", ""]

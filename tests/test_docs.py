@@ -26,11 +26,28 @@ def anchors(page: Path) -> set[str]:
 
 def test_readme_is_a_front_page():
     lines = (ROOT / "README.md").read_text().splitlines()
-    assert len(lines) <= 200, f"README.md has {len(lines)} lines; details belong in docs/"
+    assert len(lines) <= 120, f"README.md has {len(lines)} lines; details belong in docs/"
     commands = [line for line in lines[:8] if line.startswith("bash scripts/")]
     assert [c.split()[1] for c in commands] == ["scripts/run-main.sh", "scripts/run-tests.sh"]
     for script in ("scripts/run-main.sh", "scripts/run-tests.sh"):
         assert (ROOT / script).is_file()
+
+
+def long_sentences(text: str, limit: int = 30) -> list[str]:
+    """The prose sentences of a markdown text longer than ``limit`` words (code blocks, tables and
+    headings left out; a code span counts as one word, a link target as none)."""
+    body = re.sub(r"```.*?```", "", text, flags=re.S)
+    prose = " ".join(line for line in body.splitlines() if line.strip() and not line.lstrip().startswith(("|", "#")))
+    prose = re.sub(r"`[^`]*`", "X", prose)
+    prose = re.sub(r"\]\([^)]*\)", "]", prose)
+    sentences = re.split(r"(?<=[.?!])\s+(?=[A-Z*`(\[])", prose)
+    return [s for s in sentences if len(s.split()) > limit]
+
+
+def test_readme_sentences_are_short():
+    assert long_sentences("One. " + " ".join(["word"] * 31) + ".") != []
+    assert long_sentences("Short one. `a b c d e f g h i j k l m n o p q r s t u v w x y z aa bb cc dd ee` is one.") == []
+    assert long_sentences((ROOT / "README.md").read_text()) == []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
