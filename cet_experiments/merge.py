@@ -5,7 +5,7 @@
     python -m cet_experiments merge parts/a parts/b --out results/D
 
 Every part must come from the same dataset (the same data: the fingerprint of its files, which
-reports record since 2026-11-28, so that synthetic parts each writing their data under their own
+reports record, so that synthetic parts each writing their data under their own
 ``--out`` merge; for older reports the same path; and split sizes), the same hidden sizes, epoch
 cap and patience, and the same settings for each model they share; each model's seeds must not
 overlap between parts. Runs are ordered by seed, so merging seeds 0-4 and 5-9 gives the lists a
@@ -56,7 +56,7 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
         raise ValueError(f"merge: {len(parts)} parts but {len(names)} names")
     first, first_name = parts[0], names[0]
     for part, name in zip(parts[1:], names[1:], strict=True):
-        # the data's fingerprint where both parts record one (reports since 2026-11-28), else the path
+        # the data's fingerprint where both parts record one (newer reports), else the path
         same_data = "fingerprint" if part["dataset"].get("fingerprint") and first["dataset"].get("fingerprint") \
             else "path"
         for key in (same_data, "split_sizes"):
@@ -113,7 +113,7 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
                 for metric, values in metrics.items():
                     dst.setdefault(metric, []).append(values[row])
         partial = sorted({m for task in out["tasks"].values() for m, v in task.items() if len(v) != len(entries)})
-        for metric in partial:  # recorded by some parts only (e.g. ci_rmst, scored since 2026-11-26)
+        for metric in partial:  # recorded by some parts only (e.g. ci_rmst, which older reports lack)
             recorded = max(len(task.pop(metric, [])) for task in out["tasks"].values())
             log.warning("merge: %s's %s left out: recorded in %d of its %d runs (a part run before it was "
                         "scored); a mean over those alone would pass for all of them", model, metric, recorded,

@@ -278,13 +278,13 @@ def beyond_follow_up(horizons, data: dict) -> list[str]:
     >>> beyond_follow_up([30.0, 365.0], data)
     ['horizon 365 days is beyond the longest follow-up in the training data of death (90 days): risk_365_death extrapolates the fitted time distribution']
     >>> beyond_follow_up([365.0], {"time_unit": "days"})
-    ['this model version does not record its training follow-up (trained before 2026-11-26): horizons not checked against it']
+    ['this model version does not record its training follow-up (an older version): horizons not checked against it']
     """
     if not horizons:
         return []
     follow_up, unit = data.get("follow_up"), data.get("time_unit") or "time units"
     if follow_up is None:
-        return ["this model version does not record its training follow-up (trained before 2026-11-26): horizons "
+        return ["this model version does not record its training follow-up (an older version): horizons "
                 "not checked against it"]
     lines = []
     for h in horizons:
@@ -302,7 +302,7 @@ def far_outside_training(x, data: dict) -> dict[str, int]:
     the training rows: beyond the 1st-99th percentile range (``data.json``'s ``feature_ranges``)
     widened by its own width on each side. A column whose range has no width (the same value
     in 98 % of the training rows: a rare level, a flag) is not judged. Only columns with such
-    rows are returned; a version without ranges (trained before 2026-11-26, or on fewer than
+    rows are returned; a version without ranges (an older version, or one trained on fewer than
     200 rows) returns {}.
 
     >>> data = {"feature_names": ["age", "flag"], "feature_ranges": {"age": [20.0, 90.0], "flag": [0.0, 0.0]}}
@@ -359,7 +359,7 @@ def shifted_from_training(x, data: dict) -> dict[str, float] | None:
     ``feature_moments``), that difference in training SDs, largest first: a batch unlike the
     training rows (another population, a changed unit or lab method), whose predictions rest on
     fewer training rows like them. A column constant in training is not judged. None when not
-    judged: a version without moments (trained before 2026-11-27, or on fewer than 200 rows) or
+    judged: a version without moments (an older version, or one trained on fewer than 200 rows) or
     fewer than ``MIN_ROWS_FOR_SHIFT`` rows.
 
     >>> data = {"feature_names": ["age", "lactate", "flag"],
@@ -456,7 +456,7 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)
     until = {e: v["followed_until"] for e, v in (data.get("follow_up") or {}).items()
-             if v.get("followed_until") is not None}  # versions before 2026-11-27 do not record it
+             if v.get("followed_until") is not None}  # older versions do not record it
     if not until:
         log.info("%s: this model version does not record the end of its training follow-up (trained before the "
                  "check existed): how much of P(ever) lies past it is not checked; retrain to have it checked", source)

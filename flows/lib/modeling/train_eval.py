@@ -781,7 +781,7 @@ def beyond_lines(version: Path) -> list[str]:
     places at least ``BEYOND_SHARE`` of its test rows' mean P(ever) after the training follow-up
     (the last time at least 10 training rows were still followed; ``metrics.json``'s
     ``beyond_follow_up``, :func:`beyond_follow_up`): there P(ever) rests on the log-normal tail,
-    not on data. [] when none does, or for a version before 2026-11-27 (no record).
+    not on data. [] when none does, or for an older version that does not record it.
 
     >>> import tempfile
     >>> version = Path(tempfile.mkdtemp())
@@ -856,7 +856,7 @@ def rising_lines(version: Path) -> list[str]:
 def quarter_text(record: dict) -> str:
     """The Kaplan-Meier risk gained over the follow-up's last quarter of a ``beyond_follow_up``
     record, with its 95 % interval and the events it rests on where the record has them (versions
-    trained before 2026-11-28 do not).
+    trained by older code do not).
 
     >>> quarter_text({"km_last_quarter": 0.085, "km_last_quarter_ci": [0.05, 0.13], "km_last_quarter_events": 40})
     '+0.085 [0.050, 0.130], 40 events'
@@ -873,7 +873,7 @@ def quarter_text(record: dict) -> str:
 
 def beyond_record(version: Path) -> dict:
     """A version's record of P(ever) past the follow-up on its test rows, {model: {event: ...}}
-    (:func:`beyond_follow_up`), or {} for a version trained before 2026-11-27."""
+    (:func:`beyond_follow_up`), or {} for an older version without the record."""
     path = Path(version) / "metrics.json"
     return ((json.loads(path.read_text()).get("beyond_follow_up") or {}).get("test") or {}) if path.is_file() else {}
 
@@ -939,7 +939,7 @@ def per_event_lines(version: Path) -> list[str]:
     if not models:
         return []
     record = ((metrics.get("intervals") or {}).get("test") or {})
-    bounds = (record.get("by_event") or {}).get(key) or {}  # versions before 2026-11-27 have none
+    bounds = (record.get("by_event") or {}).get(key) or {}  # older versions have none
     table = [["event", *(["observed"] if observed else []), *models]]
     for j, e in enumerate(events):
         cells = []
