@@ -4,6 +4,7 @@ This package holds the models, losses, estimators and metrics. It never imports 
 duckdb: the flows in ``flows/`` write dataset folders that :func:`load_dataset` reads.
 """
 
+from .contract import survival_targets
 from .models import BCModel, CETModel, ETModel, load_model
 
-__all__ = ["BCModel", "CETModel", "ETModel", "load_model"]
+__all__ = ["BCModel", "CETModel", "ETModel", "load_model", "survival_targets"]

@@ -29,6 +29,7 @@ from sklearn.exceptions import NotFittedError
 from . import losses, model_folder
 from .atomic import writing
 from .comments import CommentInputs, check_spec
+from .contract import MAX_GRID, SurvivalContract, is_structured, split_targets, target_summary
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
 from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
@@ -211,7 +212,7 @@ def share_logit(share: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log1p(-p)
 
 
-class _Base(BaseEstimator):
+class _Base(SurvivalContract, BaseEstimator):
     """Shared parameters, tensors, chunking and persistence.
 
     Parameters are the fields of :class:`cet_model.params.ModelParams` (CET: ``CETParams``),
@@ -369,8 +370,10 @@ class _Base(BaseEstimator):
     # --- fitting ------------------------------------------------------------------------------
     _max_events: int | None = None
 
-    def fit(self, X, T, S, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
-        """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed).
+    def fit(self, X, T, S=None, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
+        """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed), or on X
+        and one structured ``y`` in place of T and S (scikit-survival's ``Surv.from_arrays`` for
+        one event, ``cet_model.survival_targets`` for several; ``cet_model.contract``).
 
         X may be an array or a pandas / polars data frame (its column names are kept in
         ``feature_names_in_`` and checked at prediction), or a ``CommentInputs`` (aux features
@@ -384,8 +387,12 @@ class _Base(BaseEstimator):
         """
         names = column_names(X)
         self._check_params()
+        T, S, event_names = split_targets(T, S)
+        if S_val is None and is_structured(T_val):
+            T_val, S_val, _ = split_targets(T_val, S_val, ("T_val", "S_val"))
         x, t, s, m = check_survival(X, T, S, max_events=self._max_events, mask=mask)
-        if (empty := unobserved_events(s, m, column_names(S))) is not None:
+        event_names = event_names or column_names(S) or column_names(T)
+        if (empty := unobserved_events(s, m, event_names)) is not None:
             warnings.warn(f"{empty}; the model can learn nothing about such an event beyond that it "
                           "was never seen", UserWarning, stacklevel=2)
         self._setup(x.shape[1], t.shape[1], n_train=len(x))
@@ -393,6 +400,8 @@ class _Base(BaseEstimator):
             self.feature_names_in_ = np.asarray(names, dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
+        self.event_names_ = None if event_names is None else [str(e) for e in event_names]
+        self.event_times_, self.rmst_horizon_ = target_summary(t, s, m)
         self._fit_scaling(x)
         self._prepare(t, s, m)
         tr = self._tensors(x, t, s, m)
@@ -422,8 +431,9 @@ class _Base(BaseEstimator):
         """A further training stage after early stopping, if the model has one (CET's encoder stage);
         ``val_tensors``: the validation rows as ``_tensors`` gives them (None without validation data)."""
 
-    def score(self, X, T, S, mask=None) -> float:
-        """Mean log-likelihood (CET: the objective) per row and event; dropout off. Higher is better."""
+    def objective_score(self, X, T, S, mask=None) -> float:
+        """The training objective (CET's; ET and BC: the log-likelihood) per row and event, on
+        these rows; dropout off. Higher is better. (``score`` is Harrell's C.)"""
         tensors = self._checked_tensors(X, T, S, mask)
         self.net_.eval()
         with torch.no_grad():
@@ -492,6 +502,9 @@ class _Base(BaseEstimator):
                   "extra": self._extra_state()}
         if hasattr(self, "feature_names_in_"):
             config["feature_names"] = [str(c) for c in self.feature_names_in_]
+        if getattr(self, "event_times_", None) is not None:  # what predict and the survival functions need
+            config["targets"] = {"names": self.event_names_, "rmst_horizon": self.rmst_horizon_.tolist(),
+                                 "event_times": [g.tolist() for g in self.event_times_]}
         if getattr(self, "feature_scaling_", None) is not None:  # JSON floats round-trip exactly
             config["feature_scaling"] = {"shift": self.feature_scaling_[0].tolist(),
                                          "scale": self.feature_scaling_[1].tolist()}
@@ -536,6 +549,7 @@ class _Base(BaseEstimator):
         if config.get("feature_names") is not None:
             model.feature_names_in_ = np.asarray(config["feature_names"], dtype=object)
         model.feature_scaling_ = _read_scaling(config, path, n_features)
+        model.event_names_, model.event_times_, model.rmst_horizon_ = _read_targets(config, path, n_events)
         try:
             state = load_file(str(weights), device=str(model.device_))
         except Exception as exc:  # safetensors raises its own error type for a damaged file
@@ -565,6 +579,12 @@ class CETModel(_Base):
       validation objective; ``None`` sizes the budget to the data (>= 100 epochs, >= 5,000 steps).
     - ``comment_encoder``: how to read comment embeddings in X (Reddit), or None.
     - ``device``, ``seed``, ``verbose``.
+
+    Fit with n x M arrays, ``fit(X, T, S)``, or as a scikit-survival estimator, ``fit(X, y)`` with a
+    structured ``y``; then ``predict_occurrence`` (P(ever)), ``predict_time``, ``predict_survival``,
+    ``predict_rmst``, and scikit-survival's ``predict`` (risk), ``score`` (Harrell's C),
+    ``predict_survival_function`` and ``predict_cumulative_hazard_function``
+    (:mod:`cet_model.contract`). ``GridSearchCV``, ``cross_val_score`` and a ``Pipeline`` work as is.
 
     ``CETModel()`` is the product default. How it trains (each event's occurrence logit started at
     its observed share, the occurrence head trained on alone after the joint early stop, one log
@@ -905,6 +925,11 @@ class CETModel(_Base):
         r_cond = np.stack(self._per_event(X, conditional), axis=1).astype(np.float64)  # (n, M)
         return (1.0 - p) * np.exp(log_h) + p * r_cond
 
+    def _curve_parts(self, X, j: int):
+        p = self.predict_occurrence(X)[:, j]
+        parts = self._per_event(X, lambda lw, mu, ls, x, k: torch.stack([lw, mu, ls], -1).cpu().numpy())[j]
+        return p, *(parts[..., i].astype(np.float64) for i in range(3))
+
 
 class ETModel(_Base):
     """The ET baseline: a log-normal AFT model on x alone (no occurrence), same layers as CET."""
@@ -972,6 +997,10 @@ class ETModel(_Base):
         lt = torch.as_tensor(np.log(self.horizon_), dtype=mu.dtype, device=mu.device)
         return (1.0 - losses.lognormal_log_survival(lt, mu, log_sigma).exp()).cpu().numpy().astype(np.float64)
 
+    def _curve_parts(self, X, j: int):
+        mu, log_sigma = (a[:, j:j + 1].cpu().numpy().astype(np.float64) for a in self._params(X))
+        return np.ones(len(mu)), np.zeros_like(mu), mu, log_sigma
+
     def _extra_state(self):
         return {"horizon": [float(h) for h in self.horizon_]}
 
@@ -1008,6 +1037,14 @@ class BCModel(_Base):
         parts = [-self._nll(x[sl], s[sl], None if mask is None else mask[sl]).cpu().numpy()
                  for sl in self._chunks(len(x), x.shape[1])]
         return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+
+    def predict(self, X) -> np.ndarray:
+        """Risk per event: P(s_j = 1 | x) (BC models no times); (n,) for one event, (n, M) for several."""
+        p = self.predict_occurrence(X)
+        return p[:, 0] if self.n_events_ == 1 else p
+
+    def _curve_parts(self, X, j: int):
+        raise TypeError("BCModel models whether an event is observed, not when: it has no survival function")
 
     @_streamed
     def predict_occurrence(self, X) -> np.ndarray:
@@ -1072,6 +1109,31 @@ def _read_scaling(config: dict, path, n_features: int) -> tuple[np.ndarray, np.n
         raise ValueError(f"{Path(path) / 'config.json'}: field 'feature_scaling' does not fit {n_features} "
                          "features (one shift and one scale > 0 per scaled column)")
     return shift, scale
+
+
+def _read_targets(config: dict, path, n_events: int):
+    """The saved event names, survival grids and ``predict``'s horizons (all None for a model
+    saved without them: it predicts everything but ``predict`` and the survival functions)."""
+    raw = config.get("targets")
+    if raw is None:
+        return None, None, None
+    where = f"{Path(path) / 'config.json'}: field 'targets'"
+    try:
+        names, horizon, grids = raw["names"], raw["rmst_horizon"], raw["event_times"]
+        horizon = np.asarray(horizon, dtype=np.float64)
+        if not isinstance(grids, list) or len(grids) != n_events or not all(
+                isinstance(g, list) and len(g) <= MAX_GRID for g in grids):
+            raise ValueError
+        grids = [np.asarray(g, dtype=np.float64).reshape(-1) for g in grids]
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{where} needs 'names', 'rmst_horizon' (one per event) and 'event_times' (one list of at "
+                         f"most {MAX_GRID} times per event)") from None
+    if names is not None and (not isinstance(names, list) or len(names) != n_events
+                              or not all(isinstance(n, str) for n in names)):
+        raise ValueError(f"{where}: 'names' must list one name per event ({n_events})")
+    if horizon.shape != (n_events,) or not all(np.isfinite(a).all() and (a > 0).all() for a in [horizon, *grids]):
+        raise ValueError(f"{where}: its times must be finite and > 0, one horizon per event ({n_events})")
+    return names, grids, horizon
 
 
 def _jsonable(params: dict) -> dict:

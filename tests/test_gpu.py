@@ -61,7 +61,7 @@ def test_objective_value_and_gradient_match_cpu(tmp_path, objective, estimator, 
     model = build(CETModel, objective=objective, estimator=estimator, max_patterns=max_patterns, hidden_sizes=(16,),
                      max_epochs=2, dtype="float64", device="cpu").fit(x, t, s)
     gpu = CETModel.load(model.save(tmp_path / "model"), device=GPU)
-    assert gpu.score(x, t, s) == pytest.approx(model.score(x, t, s), rel=1e-10)
+    assert gpu.objective_score(x, t, s) == pytest.approx(model.objective_score(x, t, s), rel=1e-10)
     if estimator == "exact":  # deterministic: no draws in training either
         grads = []
         for fitted in (model, gpu):
@@ -97,7 +97,7 @@ def test_model_trained_on_gpu_predicts_the_same_on_cpu(tmp_path):
     np.testing.assert_allclose(cpu.predict_survival(x[:200], [0.5, 1.0, 2.0]),
                                gpu.predict_survival(x[:200], [0.5, 1.0, 2.0]), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(cpu.predict_rmst(x[:200], 2.0), gpu.predict_rmst(x[:200], 2.0), rtol=1e-4)
-    assert cpu.score(x[val], t[val], s[val]) == pytest.approx(gpu.score(x[val], t[val], s[val]), rel=1e-4)
+    assert cpu.objective_score(x[val], t[val], s[val]) == pytest.approx(gpu.objective_score(x[val], t[val], s[val]), rel=1e-4)
 
 
 def test_comment_inputs_on_the_gpu_train_as_the_streamed_ones(tmp_path, monkeypatch):

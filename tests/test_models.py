@@ -195,7 +195,7 @@ def test_early_stopping_restores_the_best_weights(small_survival):
                      encoder_stage=False).fit(x, t, s, x, t, s)
     h = model.history_
     assert h.best_epoch == int(np.argmin(h.val_loss))
-    assert model.score(x, t, s) == pytest.approx(-min(h.val_loss), rel=1e-5)
+    assert model.objective_score(x, t, s) == pytest.approx(-min(h.val_loss), rel=1e-5)
 
 
 def test_mask_drops_cells(small_survival):
@@ -542,8 +542,8 @@ def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survi
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
     assert any(not torch.equal(a[n], b[n]) for n in a if n.startswith("encoder."))
     # both heads are stopped by the same validation objective: the stage only ever lowers it
-    assert staged.score(xv, tv, sv) == pytest.approx(-min(h.val_loss), rel=1e-5)
-    assert staged.score(xv, tv, sv) > joint.score(xv, tv, sv)
+    assert staged.objective_score(xv, tv, sv) == pytest.approx(-min(h.val_loss), rel=1e-5)
+    assert staged.objective_score(xv, tv, sv) > joint.objective_score(xv, tv, sv)
     # the stage's patience is half the joint stage's (5 -> round(2.5) = 2): its stopping rule
     # fires first at its last epoch with patience 2, and would not have fired yet with 5
     def stops(patience):

@@ -212,7 +212,7 @@ def test_default_intercept_only_fit_reaches_the_mixture_cure_mle():
         model = CETModel(hidden_sizes=(), device="cpu").fit(x, t[:, None], s[:, None])
     p_hat = float(model.predict_occurrence(np.zeros((1, 0)))[0, 0])
     assert p_hat == pytest.approx(special.expit(ref.x[0]), abs=0.01)
-    assert model.score(x, t[:, None], s[:, None]) * len(t) == pytest.approx(-ref.fun, abs=0.05)
+    assert model.objective_score(x, t[:, None], s[:, None]) * len(t) == pytest.approx(-ref.fun, abs=0.05)
 
 
 def test_convergence_warning_when_the_budget_ends_early():

@@ -35,7 +35,7 @@ def test_linear_et_matches_lifelines_on_rossi():
     assert float(dec.x_proj.bias[0].detach()) - float(np.sum(w * shift / scale)) == pytest.approx(ROSSI_INTERCEPT,
                                                                                                    abs=1e-3)
     assert float(dec.log_sigma[0].detach()) == pytest.approx(ROSSI_LOG_SIGMA, abs=1e-3)
-    assert model.score(x, t, s) * len(x) == pytest.approx(ROSSI_LL, abs=1e-3)
+    assert model.objective_score(x, t, s) * len(x) == pytest.approx(ROSSI_LL, abs=1e-3)
 
 
 def _cure_nll(theta, t, s):
@@ -69,7 +69,7 @@ def test_intercept_only_marginal_is_the_mixture_cure_mle():
                                                              torch.ones(1, 1, 1, dtype=torch.float64)))
     assert float(mu) == pytest.approx(ref.x[1], abs=1e-3)
     assert float(log_sigma) == pytest.approx(ref.x[2], abs=1e-3)
-    assert model.score(np.zeros((n, 0)), t[:, None], s[:, None]) * n == pytest.approx(-ref.fun, abs=1e-3)
+    assert model.objective_score(np.zeros((n, 0)), t[:, None], s[:, None]) * n == pytest.approx(-ref.fun, abs=1e-3)
     assert abs(p_hat - 0.6) < 0.05  # and the truth is recovered
 
 

@@ -45,7 +45,7 @@ def test_streamed_fit_and_predictions_equal_the_in_memory_ones(tmp_path, cls):
     if cls is not BCModel:
         np.testing.assert_array_equal(a.predict_time(flat), b.predict_time(lazy))
         np.testing.assert_array_equal(a.predict_survival(flat, [0.5, 1.0]), b.predict_survival(lazy, [0.5, 1.0]))
-    assert a.score(flat, T, S) == b.score(lazy, T, S)
+    assert a.objective_score(flat, T, S) == b.objective_score(lazy, T, S)
 
 
 def test_predictions_stream_in_chunks_and_keep_the_row_order(monkeypatch):

@@ -1,0 +1,146 @@
+"""CET as a scikit-survival estimator: fit(X, y) with Surv, predict, score, survival functions,
+GridSearchCV, cross_val_score and a Pipeline (scikit-survival's own classes and metrics)."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sksurv.metrics import concordance_index_censored, integrated_brier_score
+from sksurv.util import Surv
+
+from cet_model import BCModel, CETModel, ETModel, load_model, survival_targets
+
+FAST = dict(hidden_sizes=(8,), max_epochs=40, device="cpu", dropout=0.0, lr=0.01)
+
+
+def cohort(n=300, m=1, seed=0):
+    """Cure-model data whose first feature shortens every event's time."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 3))
+    c = rng.random((n, m)) < 0.6
+    t_event = np.exp(1.0 - 0.8 * x[:, :1] + 0.4 * rng.standard_normal((n, m)))
+    cens = rng.uniform(0.5, 8.0, (n, m))
+    s = c & (t_event < cens)
+    t = np.where(s, t_event, cens)
+    return x, t, s.astype(float)
+
+
+@pytest.fixture(scope="module")
+def one_event():
+    x, t, s = cohort()
+    y = Surv.from_arrays(event=s[:, 0].astype(bool), time=t[:, 0])
+    return x, t, s, y, CETModel(**FAST).fit(x, y)
+
+
+def test_fit_on_surv_is_fit_on_arrays(one_event):
+    x, t, s, y, model = one_event
+    arrays = CETModel(**FAST).fit(x, t, s)
+    np.testing.assert_array_equal(model.predict_occurrence(x), arrays.predict_occurrence(x))
+    assert model.event_names_ == ["event"]
+
+
+def test_predict_is_a_risk_and_score_is_harrells_c(one_event):
+    x, t, s, y, model = one_event
+    risk = model.predict(x)
+    assert risk.shape == (len(x),)
+    want = concordance_index_censored(y["event"], y["time"], risk)[0]
+    assert model.score(x, y) == pytest.approx(want, abs=1e-9)
+    assert want > 0.65  # the first feature shortens the time: the risk ranks by it
+    assert model.score(x, t, s) == model.score(x, y)  # the array form scores the same
+
+
+def test_survival_functions_as_scikit_survival_returns_them(one_event):
+    x, t, s, y, model = one_event
+    curves = model.predict_survival_function(x[:5])
+    grid = model.unique_times_
+    assert grid.tolist() == np.unique(t[s[:, 0] == 1, 0]).tolist()  # the distinct event times, as sksurv's
+    assert len(curves) == 5 and curves[0].x is grid
+    np.testing.assert_allclose(curves[2](grid), model.predict_survival(x[2:3], grid)[0, :, 0], rtol=1e-5)
+    arr = model.predict_survival_function(x[:5], return_array=True)
+    np.testing.assert_allclose(arr, np.stack([c.y for c in curves]))
+    assert (np.diff(arr, axis=1) <= 1e-12).all() and arr.min() >= 1 - model.predict_occurrence(x[:5]).max() - 1e-9
+    hazard = model.predict_cumulative_hazard_function(x[:5], return_array=True)
+    np.testing.assert_allclose(hazard, -np.log(arr), rtol=1e-9)
+    times = np.quantile(t[s[:, 0] == 1, 0], [0.1, 0.5, 0.8])
+    ibs = integrated_brier_score(y, y, np.stack([c(times) for c in model.predict_survival_function(x)]), times)
+    assert 0 < ibs < 0.25
+
+
+def test_grid_search_and_cross_validation_score_every_candidate(one_event):
+    x, t, s, y, _ = one_event
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a scoring failure would warn and score NaN
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the short budget of these tests
+        search = GridSearchCV(CETModel(**FAST), {"hidden_sizes": [(), (8,)]}, cv=KFold(3)).fit(x, y)
+        scores = cross_val_score(ETModel(**FAST), x, y, cv=KFold(3))
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_params_["hidden_sizes"] == [(), (8,)][int(np.argmax(search.cv_results_["mean_test_score"]))]
+    assert np.isfinite(scores).all() and scores.mean() > 0.6
+
+
+def test_a_pipeline_with_a_scaler_fits_predicts_and_scores(one_event):
+    x, t, s, y, _ = one_event
+    pipe = make_pipeline(StandardScaler(), CETModel(**FAST)).fit(100 * x + 5, y)
+    assert pipe.predict(100 * x + 5).shape == (len(x),)
+    assert pipe.score(100 * x + 5, y) > 0.65
+
+
+def test_scoring_without_indicators_names_the_fix(one_event):
+    x, t, s, y, model = one_event
+    with pytest.raises(TypeError, match="Surv.from_arrays"):
+        model.score(x, t[:, 0])
+    with pytest.raises(TypeError, match="structured array"):
+        model.fit(x, y, s)
+    bad = np.zeros(3, dtype=[("time", "<f8"), ("event", "?")])
+    with pytest.raises(ValueError, match="pair of fields"):
+        CETModel(**FAST).fit(x[:3], bad)
+
+
+def test_several_events_in_one_structured_y():
+    x, t, s = cohort(m=2)
+    y = survival_targets(event=s.astype(bool), time=t, names=["relapse", "death"])
+    model = CETModel(**FAST).fit(x, y)
+    arrays = CETModel(**FAST).fit(x, t, s)
+    np.testing.assert_array_equal(model.predict(x), arrays.predict(x))
+    assert model.predict(x).shape == (len(x), 2) and model.event_names_ == ["relapse", "death"]
+    c_death = concordance_index_censored(y["death"], y["death_time"], model.predict(x)[:, 1])[0]
+    c_relapse = concordance_index_censored(y["relapse"], y["relapse_time"], model.predict(x)[:, 0])[0]
+    assert model.score(x, y) == pytest.approx((c_death + c_relapse) / 2, abs=1e-9)
+    with pytest.raises(ValueError, match="relapse, death"):
+        model.predict_survival_function(x)
+    by_name = model.predict_survival_function(x[:3], return_array=True, event="death")
+    np.testing.assert_array_equal(by_name, model.predict_survival_function(x[:3], return_array=True, event=1))
+    assert by_name.shape == (3, len(model.event_times_[1]))
+
+
+def test_predict_and_grids_survive_save_and_load(one_event, tmp_path):
+    x, t, s, y, model = one_event
+    back = load_model(model.save(tmp_path / "m"), device="cpu")
+    np.testing.assert_array_equal(back.predict(x), model.predict(x))
+    np.testing.assert_array_equal(back.unique_times_, model.unique_times_)
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    del cfg["targets"]  # a model saved before the grids were kept predicts all else
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    old = load_model(tmp_path / "m", device="cpu")
+    np.testing.assert_array_equal(old.predict_occurrence(x), model.predict_occurrence(x))
+    with pytest.raises(ValueError, match="refit it"):
+        old.predict(x)
+    cfg["targets"] = {"names": None, "rmst_horizon": [-1.0], "event_times": [[1.0]]}
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="field 'targets'"):
+        load_model(tmp_path / "m", device="cpu")
+
+
+def test_the_baselines_keep_the_contract(one_event):
+    x, t, s, y, _ = one_event
+    et = ETModel(**FAST).fit(x, y)
+    assert et.score(x, y) > 0.65 and et.predict_survival_function(x[:2], return_array=True).shape[0] == 2
+    bc = BCModel(**FAST).fit(x, y)
+    assert bc.predict(x).shape == (len(x),) and 0.5 < bc.score(x, y) <= 1
+    with pytest.raises(TypeError, match="no survival function"):
+        bc.predict_survival_function(x)
