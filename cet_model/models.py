@@ -35,6 +35,7 @@ from .networks import BCNetwork, CETNetwork, ETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import BCParams, CETParams, ModelParams, keyword_init
 from .recipe import RECIPES, Recipe, recipe_for
+from .threads import fitting_threads
 from .train import TrainConfig, later_stage, train, training_only
 from .validation import check_features, check_survival, column_names, unobserved_events
 
@@ -422,9 +423,10 @@ class _Base(SurvivalContract, BaseEstimator):
                                                n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
                                                mask_name="mask_val"))
             val_loss = lambda: self._eval_loss(*va)  # noqa: E731
-        self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
-                              val_loss, desc=self._desc(), on_epoch=on_epoch)
-        self._after_training(batch_loss, len(x), val_loss, va, on_epoch)
+        with fitting_threads():  # CET_THREADS, else PyTorch's count capped at the usable CPUs (cet_model.threads)
+            self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
+                                  val_loss, desc=self._desc(), on_epoch=on_epoch)
+            self._after_training(batch_loss, len(x), val_loss, va, on_epoch)
         return self
 
     def _after_training(self, batch_loss, n_train: int, val_loss, val_tensors, on_epoch) -> None:

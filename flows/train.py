@@ -20,6 +20,7 @@ the deployment served on the CET_RETRAIN_CRON schedule.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from prefect.artifacts import (
 )
 from prefect.logging import get_run_logger
 
+from cet_model import threads
 from cet_model.dataset import DATASET_FILES
 from flows.lib.flow_params import (
     MimicBuildParams,
@@ -56,6 +58,11 @@ BUILDS = ("synthetic", "mimic", "reddit")
 @task(name="train-models")
 def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.TrainParams) -> tuple[str, bool]:
     logger = get_run_logger()
+    s = Settings()
+    if s.threads is not None and not os.environ.get(threads.VARIABLE):  # from .env: the models read the environment
+        os.environ[threads.VARIABLE] = str(s.threads)
+    n, why = threads.choose()
+    logger.info("%s: each fit uses %d CPU thread%s (%s; CET_THREADS sets it)", name, n, "" if n == 1 else "s", why)
     artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models)} on {name}")
     percent = train_eval.FitProgress(p.models)  # at most one API call every 2 s, not one per epoch
 

@@ -67,6 +67,7 @@ class Settings(BaseSettings):
     max_epochs: int | None = Field(default=None, gt=0)  # None: automatic (>= 100 epochs and >= 5,000 steps)
     patience: int | None = Field(default=None, gt=0)  # None: automatic (10 epochs, stretched with the budget)
     seed: int = Field(default=0, ge=0)
+    threads: int | None = Field(default=None, gt=0)  # CPU threads per fit; None: cet_model.threads chooses
     promote_metric: str = "val_auc"
     promote_tolerance: float = Field(default=0.0, ge=0)
     promote_evidence: Literal[EVIDENCE] = "point"  # type: ignore[valid-type]  # registry.Rule
