@@ -98,7 +98,7 @@ def predict(params: PredictParams) -> str:
     """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
     s = Settings()
     confine(params, s)
-    version = str(predict_lib.resolve_version(s.models_dir, params.dataset or s.retrain_dataset, params.version))
+    version = str(predict_lib.resolve_version(s.models_dir, s.dataset_name(params.dataset), params.version))
     qs, hs = list(params.quantiles), list(params.horizons)
     check_scores_out(params, s)
     work = work_dir_for(params.out, params.work_dir)
@@ -154,8 +154,8 @@ def main(argv=None) -> int:
         ap.error("--rmst needs --horizons: the restricted mean event-free time is taken up to each of them")
     try:
         s = Settings()
-        version = predict_lib.resolve_version(s.models_dir, args.dataset or s.retrain_dataset, args.model_version)
-    except FileNotFoundError as exc:
+        version = predict_lib.resolve_version(s.models_dir, s.dataset_name(args.dataset), args.model_version)
+    except (FileNotFoundError, ValueError) as exc:
         ap.error(str(exc))
     if args.mimic_dir:  # a table missing or unreadable: a usage error now, not a failed flow's traceback
         from flows.lib.mimic.featurize import SCORING_TABLES
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
             ap.error(f"--features {exc}")
         if missing:
             ap.error(f"--features {args.features}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''}"
-                     f" ({args.dataset or s.retrain_dataset} {version.name} needs an id and its features)")
+                     f" ({s.dataset_name(args.dataset)} {version.name} needs an id and its features)")
         try:  # its values and ids too
             predict_lib.check_for_version(args.features, version)
         except ValueError as exc:

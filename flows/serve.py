@@ -11,7 +11,8 @@ runs as you, with any parameters), unless ``--single-user`` says no one else use
 A served run may only name files and folders inside the configured folders (``CET_DATA_DIR``,
 ``CET_MODELS_DIR``, ``CET_REPORTS_DIR``, the configured sources and ``CET_SOURCE_ROOTS``).
 
-``retrain`` runs on the CET_RETRAIN_CRON schedule (timezone CET_RETRAIN_TIMEZONE). Schedules
+``retrain`` runs on the CET_RETRAIN_CRON schedule (timezone CET_RETRAIN_TIMEZONE) when
+CET_RETRAIN_DATASET names its dataset (unset: no schedule, and a run needs its dataset). Schedules
 stay active when this process stops (``pause_on_shutdown=False``), so a restarted or
 supervised serve process picks them up again. If the Prefect API goes away while serving
 (a server restart, a network blip longer than Prefect's three polls), this process logs it,
@@ -54,7 +55,8 @@ def deployments(settings: Settings | None = None) -> list:
     s = settings or Settings()
     out = []
     for f in FLOWS:
-        schedules = [Cron(s.retrain_cron, timezone=s.retrain_timezone)] if f.name == "retrain" else None
+        scheduled = f.name == "retrain" and s.retrain_dataset is not None  # no dataset named: nothing to retrain
+        schedules = [Cron(s.retrain_cron, timezone=s.retrain_timezone)] if scheduled else None
         out.append(f.to_deployment(name=f.name, schedules=schedules, tags=["cet"],
                                    entrypoint_type=EntrypointType.MODULE_PATH,
                                    description=(f.description or "").split("\n\n")[0]))

@@ -164,7 +164,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     """
     s = Settings()
     confine(params, s)
-    name = params.dataset or s.retrain_dataset
+    name = s.dataset_name(params.dataset, params.data)
     path = Path(params.data) if params.data else s.dataset_dir(name)
     training = train_eval.TrainParams(
         models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
@@ -241,7 +241,7 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
     """Rebuild ``dataset`` (synthetic, mimic, reddit, or a table built by build-table-dataset, from the
     same file; default CET_RETRAIN_DATASET) from its configured source when its inputs changed,
     train a new version and apply the promotion rule."""
-    name = params.dataset or Settings().retrain_dataset
+    name = Settings().dataset_name(params.dataset)
     build, recorded = build_flow(name)
     path = build(recorded) if recorded is not None else build()
     return train_evaluate(TrainEvaluateParams(dataset=name, data=path, seed=params.seed,
@@ -255,7 +255,10 @@ def registry_command(ap, args) -> int:
     flow run), a change under the lock that train-evaluate holds while it registers and judges a
     version."""
     s = Settings()
-    name = args.dataset or s.retrain_dataset
+    try:
+        name = s.dataset_name(args.dataset)
+    except ValueError as exc:
+        ap.error(str(exc))
     if not registry.versions(s.models_dir, name):
         ap.error(f"no model versions of {name} in {s.models_dir / name} (train one with python -m flows.train "
                  f"evaluate --dataset {name})")
@@ -398,7 +401,7 @@ def main(argv=None) -> int:
                 ap.error(f"--dataset takes a name (e.g. mimic); give the folder with --data {args.dataset}")
             require_path(ap, "--data", args.data, "dir", contains=DATASET_FILES)
             if args.data is None:  # the default folder: built by the dataset's build flow
-                name = args.dataset or Settings().retrain_dataset
+                name = Settings().dataset_name(args.dataset)
                 default = Settings().dataset_dir(name)
                 if not (default / DATASET_FILES[0]).is_file():
                     build = {"synthetic": "python -m flows.synthetic"}.get(name, f"python -m flows.{name} build")
@@ -414,11 +417,10 @@ def main(argv=None) -> int:
                                          if args.models else None,
                                          subgroups=[c.strip() for c in (args.subgroups or "").split(",") if c.strip()])
             if params.subgroups:  # a column the dataset lacks: a usage error before any flow starts
-                folder = Path(args.data) if args.data else Settings().dataset_dir(args.dataset
-                                                                                  or Settings().retrain_dataset)
+                folder = Path(args.data) if args.data else Settings().dataset_dir(Settings().dataset_name(args.dataset))
                 subgroups.check_dataset_columns(folder, params.subgroups)
         else:
-            build_flow(args.dataset or Settings().retrain_dataset)  # refuses a name with nothing to rebuild from
+            build_flow(Settings().dataset_name(args.dataset))  # refuses a name with nothing to rebuild from
             params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
                                    promote_tolerance=args.promote_tolerance, promote_evidence=args.promote_evidence)
     except ValueError as exc:  # pydantic's ValidationError names the field

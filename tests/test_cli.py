@@ -94,3 +94,28 @@ def test_a_bad_parameter_is_a_usage_error_not_a_traceback(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "python -m flows.synthetic: error:" in err and "greater than or equal to 100" in err
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(("module_name", "argv"), [
+    ("flows.train", ["evaluate"]), ("flows.train", ["retrain"]), ("flows.train", ["versions"]),
+    ("flows.predict", ["--features", "{file}", "--out", "{out}"]),
+])
+def test_no_dataset_named_is_an_error_listing_those_there_are(module_name, argv, tmp_path, capsys, monkeypatch):
+    """No command trains, scores or registers under a dataset the user did not name."""
+    monkeypatch.chdir(tmp_path)  # no .env here
+    monkeypatch.delenv("CET_RETRAIN_DATASET", raising=False)
+    monkeypatch.setenv("CET_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CET_MODELS_DIR", str(tmp_path / "models"))
+    (tmp_path / "data" / "cohort-a").mkdir(parents=True)
+    (tmp_path / "data" / "cohort-a" / "manifest.json").write_text("{}")
+    (tmp_path / "models" / "trial7").mkdir(parents=True)
+    (tmp_path / "rows.csv").write_text("id,age\n1,50\n")
+    where = {"file": str(tmp_path / "rows.csv"), "out": str(tmp_path / "scores.parquet")}
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(module_name).main([a.format(**where) for a in argv])
+    assert exit_info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "no dataset named: pass --dataset NAME (or set CET_RETRAIN_DATASET)" in last
+    assert f"datasets in {tmp_path / 'data'}: cohort-a" in last and f"models in {tmp_path / 'models'}: trial7" in last
+    assert not (tmp_path / "models" / "mimic").exists() and not (tmp_path / "scores.parquet").exists()

@@ -50,3 +50,19 @@ def test_bad_settings_name_the_variable(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=message):
         Settings()
+
+
+def test_a_dataset_is_named_or_read_from_its_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CET_RETRAIN_DATASET", raising=False)
+    monkeypatch.setenv("CET_DATA_DIR", str(tmp_path / "nothing"))
+    s = Settings()
+    assert s.retrain_dataset is None and s.dataset_name("trial7") == "trial7"
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "manifest.json").write_text('{"name": "cohort-a"}')
+    assert s.dataset_name(None, tmp_path / "ds") == "cohort-a"
+    (tmp_path / "ds" / "manifest.json").write_text('{"name": "../elsewhere"}')  # never a path out of models/
+    with pytest.raises(ValueError, match="no dataset named.*none built yet"):
+        s.dataset_name(None, tmp_path / "ds")
+    monkeypatch.setenv("CET_RETRAIN_DATASET", "mimic")
+    assert Settings().dataset_name(None) == "mimic"

@@ -8,6 +8,8 @@ triggered without parameters uses them; explicit flow parameters win.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -71,7 +73,7 @@ class Settings(BaseSettings):
     promote_metric: str = "val_auc"
     promote_tolerance: float = Field(default=0.0, ge=0)
     promote_evidence: Literal[EVIDENCE] = "point"  # type: ignore[valid-type]  # registry.Rule
-    retrain_dataset: str = Field("mimic", pattern=DATASET_NAME)  # synthetic, mimic, reddit or a table's name
+    retrain_dataset: str | None = Field(None, pattern=DATASET_NAME)  # synthetic, mimic, reddit or a table's name
     retrain_cron: str = "0 3 * * 1"
     retrain_timezone: str = "UTC"
 
@@ -145,3 +147,28 @@ class Settings(BaseSettings):
 
     def dataset_dir(self, name: str) -> Path:
         return self.data_dir / name
+
+    def dataset_name(self, given: str | None, data: str | Path | None = None) -> str:
+        """``given``, else the name in the manifest of the folder ``data`` (when one is given), else
+        ``CET_RETRAIN_DATASET``; none is an error listing the datasets there are: a command never
+        trains, scores or registers under a name the user did not give."""
+        name = given or (_manifest_name(data) if data else None) or self.retrain_dataset
+        if name:
+            return name
+        built = sorted(p.name for p in self.data_dir.glob("*/manifest.json") for p in [p.parent])
+        models = sorted(p.name for p in self.models_dir.glob("*") if p.is_dir() and not p.name.startswith("."))
+        found = "; ".join(part for part in (
+            f"datasets in {self.data_dir}: {', '.join(built)}" if built else "",
+            f"models in {self.models_dir}: {', '.join(models)}" if models else "") if part)
+        raise ValueError("no dataset named: pass --dataset NAME (or set CET_RETRAIN_DATASET); "
+                         + (found or f"none built yet in {self.data_dir} (python -m flows.synthetic, "
+                                     "python -m flows.mimic build, python -m flows.table)"))
+
+
+def _manifest_name(folder) -> str | None:
+    """The dataset name a folder's manifest.json records, when it is a valid name (else None)."""
+    try:
+        name = json.loads((Path(folder) / "manifest.json").read_text()).get("name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) and re.fullmatch(DATASET_NAME, name) else None
