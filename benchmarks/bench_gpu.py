@@ -118,7 +118,7 @@ def reddit_shaped_epochs(device: str, users: int, epochs: int = 2, resident: boo
     through ``NpyRows``, as a built dataset's ``sequences.npy`` is (else float32 arrays in memory).
     ``profiler`` (a ``cProfile.Profile``) runs during the fit only. ``resident=False`` streams the comment inputs batch by batch from host memory even where
     they would fit on the device (what every device did before ``_DeviceRows``)."""
-    import cet_model.models as models
+    import cet_model.rows as streaming
     from cet_model.comments import CommentInputs
     from cet_model.dataset import Split
     from cet_model.evaluation import fit_preset
@@ -142,9 +142,9 @@ def reddit_shaped_epochs(device: str, users: int, epochs: int = 2, resident: boo
             np.save(on_disk / f"{name}.npy", part.sequences.astype(np.float16))
             part.sequences = NpyRows(on_disk / f"{name}.npy")
     x_tr, x_va = CommentInputs(tr.X, tr.sequences), CommentInputs(va.X, va.sequences)
-    fits = models._DeviceRows.fits
+    fits = streaming.DeviceRows.fits
     if not resident:
-        models._DeviceRows.fits = classmethod(lambda cls, source, device: False)
+        streaming.DeviceRows.fits = classmethod(lambda cls, source, device: False)
     try:
         _sync(device)
         t0 = time.perf_counter()
@@ -156,7 +156,7 @@ def reddit_shaped_epochs(device: str, users: int, epochs: int = 2, resident: boo
             profiler.disable()
         seconds = time.perf_counter() - t0
     finally:
-        models._DeviceRows.fits = fits
+        streaming.DeviceRows.fits = fits
     return {"train_users": users, "val_users": len(va), "epochs": len(model.history_.train_loss),
             "embeddings": "float16 .npy files" if on_disk is not None else "float32 in memory",
             "s_per_epoch": round(seconds / len(model.history_.train_loss), 2),

@@ -78,7 +78,7 @@ def split_targets(T, S, names=("T", "S")):
     if S is not None:
         raise TypeError(f"{t_name} is a structured array, which holds the event indicators too: pass no {s_name}")
     fields = T.dtype.names
-    pairs = list(zip(fields[0::2], fields[1::2]))
+    pairs = list(zip(fields[0::2], fields[1::2], strict=False))  # an odd field is refused below
     if not fields or len(fields) % 2 or not all(
             T.dtype[e].kind == "b" and T.dtype[t].kind in "fiu" for e, t in pairs):
         raise ValueError(f"{t_name}: a structured array needs one (bool event, float time) pair of fields per "

@@ -126,3 +126,13 @@ def test_no_probes_patches_or_run_named_results():
     by_run = [p for p in tracked if p.startswith("benchmarks/results/")
               and re.search(r"(_run\d+|-seed\d+|_seeds\d+|_before_[0-9a-f]{7})", p)]
     assert (probes, patches, by_run) == ([], [], [])
+
+
+def test_the_estimator_reads_in_one_sitting():
+    """CET's estimator holds CET only: the shared estimator, the baselines, the model folder, the
+    likelihood assembly, the row adapters and the log-normal numerics live in their own modules."""
+    lines = len((ROOT / "cet_model" / "models.py").read_text().splitlines())
+    assert lines <= 400, f"cet_model/models.py: {lines} lines (at most 400)"
+    text = (ROOT / "cet_model" / "models.py").read_text()
+    for part in ("class ETModel", "class BCModel", "class _Base", "def save(", "save_file(", "class Rows"):
+        assert part not in text, f"cet_model/models.py holds {part!r}"

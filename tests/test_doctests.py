@@ -27,7 +27,7 @@ EXAMPLES = _modules_with_examples()
 
 
 def test_the_model_library_has_examples():
-    for name in ("cet_model.models", "cet_model.objectives", "cet_model.losses", "cet_model.estimators",
+    for name in ("cet_model.models", "cet_model.base", "cet_model.contract", "cet_model.threads", "cet_model.objectives", "cet_model.losses", "cet_model.estimators",
                  "cet_model.train", "cet_model.evaluation", "cet_model.metrics", "cet_model.dataset"):
         assert name in EXAMPLES, f"{name}: no runnable example in its docstrings"
 

@@ -103,7 +103,7 @@ def test_model_trained_on_gpu_predicts_the_same_on_cpu(tmp_path):
 def test_comment_inputs_on_the_gpu_train_as_the_streamed_ones(tmp_path, monkeypatch):
     """Comment inputs that fit are copied onto the GPU once (float16 kept) instead of streamed by
     batch from the memory map; the fit is the same."""
-    import cet_model.models as models
+    import cet_model.rows as streaming
     from cet_model.comments import CommentInputs
 
     rng = np.random.default_rng(0)
@@ -118,9 +118,9 @@ def test_comment_inputs_on_the_gpu_train_as_the_streamed_ones(tmp_path, monkeypa
     kw = dict(hidden_sizes=(16,), comment_encoder={"n_aux": 2, "length": length, "dim": dim, "width": 6},
               max_epochs=3, batch_size=100, device=GPU, seed=5)
     fit, val = np.arange(450), np.arange(450, n)
-    assert models._DeviceRows.fits(lazy, torch.device(GPU))
+    assert streaming.DeviceRows.fits(lazy, torch.device(GPU))
     resident = CETModel(**kw).fit(lazy[fit], t[fit], s[fit], lazy[val], t[val], s[val])
-    monkeypatch.setattr(models._DeviceRows, "fits", classmethod(lambda cls, source, device: False))
+    monkeypatch.setattr(streaming.DeviceRows, "fits", classmethod(lambda cls, source, device: False))
     streamed = CETModel(**kw).fit(lazy[fit], t[fit], s[fit], lazy[val], t[val], s[val])
     for (k, a), b in zip(streamed.net_.state_dict().items(), resident.net_.state_dict().values(), strict=True):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=k)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from cet_model.models import _mixture_quantile
+from cet_model.lognormal import mixture_quantile
 
 
 def _sixty_halvings(log_w, mu, log_sigma, z):
@@ -31,7 +31,7 @@ def test_early_stop_gives_the_same_quantile_as_sixty_halvings(dtype, k):
     log_sigma = torch.randn((n, k), generator=gen, dtype=dtype) * 0.7
     for q in (0.1, 0.5, 0.9):
         z = float(torch.special.ndtri(torch.tensor(q, dtype=torch.float64)))
-        ours = _mixture_quantile(log_w, mu, log_sigma, z)
+        ours = mixture_quantile(log_w, mu, log_sigma, z)
         np.testing.assert_array_equal(ours, _sixty_halvings(log_w, mu, log_sigma, z))
         # and it is the quantile: the mixture's CDF there is q (to the dtype's precision)
         cdf = (torch.exp(log_w) * torch.special.ndtr((torch.log(torch.as_tensor(ours, dtype=dtype)).unsqueeze(1) - mu)

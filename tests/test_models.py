@@ -559,13 +559,13 @@ def test_encoder_stage_reuses_the_frozen_decoder_on_validation_rows_with_the_sam
     """The stage computes the frozen decoder's terms on the validation rows once (closed-form
     objectives): the fit must be the one that re-runs the decoder every epoch, to the bit, also
     where the validation rows are evaluated in several chunks."""
-    import cet_model.models as models
+    import cet_model.rows as streaming
 
     (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
     kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1)
     fit_kw = {}
     if case == "one event, in chunks":  # 7 rows a chunk for the objective (16 hidden x 64 patterns)
-        monkeypatch.setattr(models, "_EVAL_ELEMENTS", 7 * 16 * 64)
+        monkeypatch.setattr(streaming, "EVAL_ELEMENTS", 7 * 16 * 64)
     if case.startswith("one event"):
         t, s, tv, sv = t[:, :1], s[:, :1], tv[:, :1], sv[:, :1]
     elif case == "unconditioned, masked":

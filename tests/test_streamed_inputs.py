@@ -49,7 +49,7 @@ def test_streamed_fit_and_predictions_equal_the_in_memory_ones(tmp_path, cls):
 
 
 def test_predictions_stream_in_chunks_and_keep_the_row_order(monkeypatch):
-    import cet_model.models as models
+    import cet_model.rows as streaming
 
     aux, seq, T, S = _data(1)
     model = CETModel(hidden_sizes=(8,), comment_encoder=SPEC, max_epochs=2, device="cpu").fit(
@@ -63,7 +63,7 @@ def test_predictions_stream_in_chunks_and_keep_the_row_order(monkeypatch):
         seen.append(len(out))
         return out
     monkeypatch.setattr(CommentInputs, "rows", rows)
-    monkeypatch.setattr(models, "_EVAL_ELEMENTS", 37 * (A + L * D))  # 37 rows per chunk
+    monkeypatch.setattr(streaming, "EVAL_ELEMENTS", 37 * (A + L * D))  # 37 rows per chunk
     chunked = model.predict_occurrence(CommentInputs(aux, seq))
     assert max(seen) == 37 and sum(seen) == N
     np.testing.assert_allclose(chunked, whole, rtol=1e-6)
@@ -158,7 +158,7 @@ def test_inputs_copied_to_the_device_train_as_the_streamed_ones(tmp_path, monkey
     streamed batch by batch. Forced here on the CPU (the class is device-agnostic): scaled raw aux
     features, a float16 memory map read through a row view, the same weights and validation losses
     as the streamed fit; a CPU model never copies them (its memory stays bounded by a batch)."""
-    import cet_model.models as models
+    import cet_model.rows as streaming
 
     aux, seq, T, S = _data(4)
     aux = 50 + 10 * aux  # scaled by the model
@@ -171,16 +171,16 @@ def test_inputs_copied_to_the_device_train_as_the_streamed_ones(tmp_path, monkey
         return CETModel(**kw).fit(lazy[fit], T[fit], S[fit], lazy[va], T[va], S[va])
 
     built = []
-    real_init = models._DeviceRows.__init__
-    monkeypatch.setattr(models._DeviceRows, "__init__", lambda self, *a: built.append(1) or real_init(self, *a))
+    real_init = streaming.DeviceRows.__init__
+    monkeypatch.setattr(streaming.DeviceRows, "__init__", lambda self, *a: built.append(1) or real_init(self, *a))
     streamed = fitted()
     assert not built, "a CPU model copied its comment inputs"
-    monkeypatch.setattr(models._DeviceRows, "fits", classmethod(lambda cls, source, device: True))
+    monkeypatch.setattr(streaming.DeviceRows, "fits", classmethod(lambda cls, source, device: True))
     resident = fitted()
     assert len(built) == 2  # training and validation rows
-    rows = models._DeviceRows(lazy[va], resident._scaled, resident.torch_dtype_, torch.device("cpu"))
+    rows = streaming.DeviceRows(lazy[va], resident._scaled, resident.torch_dtype_, torch.device("cpu"))
     assert rows.sequences.dtype == (torch.float16 if stored == np.float16 else torch.float32)
-    torch.testing.assert_close(rows[torch.tensor([3, 0])], models._Rows(lazy[va], resident._x_tensor)[torch.tensor([3, 0])],
+    torch.testing.assert_close(rows[torch.tensor([3, 0])], streaming.Rows(lazy[va], resident._x_tensor)[torch.tensor([3, 0])],
                                rtol=0, atol=0)
     for (k, a), b in zip(streamed.net_.state_dict().items(), resident.net_.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
