@@ -27,8 +27,8 @@ from sklearn.datasets import make_circles, make_moons
 
 from cet_model.censoring import censor_uniform
 from cet_model.dataset import event_columns, write_dataset
+from flows.lib.choices import SYNTHETIC_MODES as MODES  # noqa: E402
 
-MODES = ("reference", "independent")
 EVENT_NAMES = ["T1", "T2"]
 FEATURE_NAMES = ["x1", "x2", "x3", "x4", "x5"]
 CENSOR_UPPER = 3.0

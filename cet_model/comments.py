@@ -19,8 +19,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import torch
-from torch import nn
 
 SPEC_KEYS = ("n_aux", "length", "dim", "width")
 
@@ -220,19 +218,3 @@ class CommentInputs:
         """The whole matrix in memory (what this class exists to avoid; for small data)."""
         out = self.rows(slice(None))
         return out if dtype is None else out.astype(dtype)
-
-
-class CommentEncoder(nn.Module):
-    """x = [aux | L x D] -> [max_l tanh(W e_l + b) | mean_l tanh(W e_l + b) | aux], width 2H + a."""
-
-    def __init__(self, n_aux: int, length: int, dim: int, width: int):
-        super().__init__()
-        self.n_aux, self.length, self.dim = n_aux, length, dim
-        self.proj = nn.Linear(dim, width)
-        self.out_features = 2 * width + n_aux
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        aux = x[:, :self.n_aux]
-        seq = x[:, self.n_aux:].reshape(x.shape[0], self.length, self.dim)
-        h = torch.tanh(self.proj(seq))  # (n, L, H)
-        return torch.cat([h.amax(dim=1), h.mean(dim=1), aux], dim=1)

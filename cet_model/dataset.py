@@ -28,13 +28,12 @@ import numpy as np
 import polars as pl
 
 from .atomic import check_replaceable, replace_folder, temporary_name, writing
+from .choices import IMPUTE, SPLIT_METHODS, TABLE_SPLIT_METHODS  # noqa: F401
 from .comments import NpyRows, RowView
 from .validation import kind_of
 
 SPLITS = ("train", "val", "test")
 DATASET_FILES = ("manifest.json", "features.parquet", "events.parquet")  # every dataset folder has these
-SPLIT_METHODS = ("random", "hash")  # how a build draws train/val/test: see assign_splits
-TABLE_SPLIT_METHODS = (*SPLIT_METHODS, "stratified")  # a table of one's own: also by the observed events
 REQUIRED_MANIFEST = ("name", "feature_names", "event_names", "time_unit", "censoring", "seeds",
                      "split_sizes", "source_fingerprints")
 
@@ -510,7 +509,6 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
 
 
 MAX_LEVELS = 100  # a categorical column with more training levels is refused (an id or free text)
-IMPUTE = (None, "median", "median+indicator")  # write_follow_up_dataset's choices for missing feature values
 
 
 def missing_indicator(column: str) -> str:

@@ -97,7 +97,8 @@ RECIPE_FIELDS = frozenset(f.name for f in dataclasses.fields(Recipe))
 METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")  # the paper's tables' columns (and Uno's C, IBS)
 # Harrell's C of the population's restricted mean event-free time (``rmst_horizons``), scored by
 # ``evaluate`` with a training split beside METRICS: the survival ranking of data without the truth
-CI_RMST = "ci_rmst"
+from .choices import CI_RMST  # noqa: E402
+
 RMST_QUANTILE = 0.9  # the horizon of the restricted mean: this quantile of the training follow-up
 COMMENT_WIDTH = 100  # per-comment layer width when the dataset has sequences (Reddit)
 
@@ -571,7 +572,7 @@ COX_PENALIZER = 0.01  # the ridge of the classical reference, per row (lifelines
 REFERENCE = "Cox (reference)"
 # when a table shows the reference: "auto" on data without the true occurrence (where no Oracle
 # can be trained), "cox" always (features only), "none" never
-REFERENCE_CHOICES = ("auto", "cox", "none")
+from .choices import REFERENCE_CHOICES  # noqa: E402,F401
 
 
 def wants_reference(choice: str, no_truth: bool) -> bool:

@@ -49,9 +49,10 @@ from .metrics import occurrence_auc
 
 log = logging.getLogger("cet_model.importance")
 
-CI_TIMING = "ci_timing"  # Harrell's C of the predicted time given occurrence, on the rows with the event observed
+from .choices import CI_TIMING, IMPORTANCE_REPEATS, IMPORTANCE_SCORES  # noqa: E402
+
 COMMENTS = "comments"  # the group of a split's comment embeddings (sequences.npy)
-DEFAULT_REPEATS = 5
+DEFAULT_REPEATS = IMPORTANCE_REPEATS
 MIMIC_STATISTIC = re.compile(r"^((?:chart|lab|output)_\d+)_(?:count|mean|min|max|sum)$")
 
 
@@ -85,7 +86,7 @@ def feature_groups(feature_names, featurization: dict | None = None) -> dict[str
     return groups
 
 
-SCORES = ("auc", CI_RMST, CI_TIMING)
+SCORES = IMPORTANCE_SCORES
 
 
 def _scores(name: str, model, split: Split, x, rmst_at, wanted) -> dict[str, np.ndarray]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .comments import CommentEncoder
 from .fused import conditional_hidden
 
 _MASK_CHUNK = 1 << 16  # float64 uniforms drawn at a time: temporaries of at most 512 KiB (a 400 x 750
@@ -206,3 +205,19 @@ class BCNetwork(nn.Module):
         super().__init__()
         self.features, d = _features(n_features, comment_encoder)
         self.encoder = OccurrenceEncoder(d, n_events, hidden_sizes, dropout, input_dropout=input_dropout)
+
+
+class CommentEncoder(nn.Module):
+    """x = [aux | L x D] -> [max_l tanh(W e_l + b) | mean_l tanh(W e_l + b) | aux], width 2H + a."""
+
+    def __init__(self, n_aux: int, length: int, dim: int, width: int):
+        super().__init__()
+        self.n_aux, self.length, self.dim = n_aux, length, dim
+        self.proj = nn.Linear(dim, width)
+        self.out_features = 2 * width + n_aux
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        aux = x[:, :self.n_aux]
+        seq = x[:, self.n_aux:].reshape(x.shape[0], self.length, self.dim)
+        h = torch.tanh(self.proj(seq))  # (n, L, H)
+        return torch.cat([h.amax(dim=1), h.mean(dim=1), aux], dim=1)

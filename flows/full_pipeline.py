@@ -13,7 +13,11 @@ skipped, so a second run takes seconds.
 
 from __future__ import annotations
 
-import argparse
+if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    from flows.lib.commands import parse_early
+
+    parse_early("full_pipeline")
+
 import sys
 import time
 
@@ -21,12 +25,13 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
+from flows.lib import commands
 from flows.lib.flow_params import FullPipelineParams, TrainEvaluateParams
-from flows.lib.infra.cli import apply_log_level, command_parser
+from flows.lib.infra.cli import apply_log_level
 from flows.lib.infra.runners import thread_runner, with_runner
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import report as report_lib
-from flows.train import BUILDS, build_flow, train_evaluate
+from flows.train import build_flow, train_evaluate
 
 
 @task(name="write-report")
@@ -54,12 +59,7 @@ def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
 
 
 def main(argv=None) -> int:
-    ap = command_parser("python -m flows.full_pipeline", __doc__.split("\n\n")[0],
-                                 epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--datasets", default=",".join(BUILDS), help="comma-separated subset of %(default)s")
-    ap.add_argument("--max-epochs", type=int, help="training epochs cap (default: $CET_MAX_EPOCHS, else automatic)")
-    ap.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
-    ap.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
+    ap = commands.full_pipeline()
     args = ap.parse_args(argv)
     apply_log_level(args)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]

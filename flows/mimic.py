@@ -11,6 +11,11 @@ task (retries are for I/O only: the download). Paths, not objects, pass between 
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    from flows.lib.commands import parse_early
+
+    parse_early("mimic")
+
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -19,8 +24,9 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
+from flows.lib import commands
 from flows.lib.flow_params import MimicBuildParams, recipe
-from flows.lib.infra.cli import apply_log_level, command_parser, require_path, run_build
+from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -113,35 +119,7 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
 
 
 def main(argv=None) -> int:
-    ap = command_parser("python -m flows.mimic", __doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build the MIMIC dataset folder")
-    src = b.add_mutually_exclusive_group()
-    src.add_argument("--mimic-dir", help="folder with ADMISSIONS, CHARTEVENTS, ... as .csv or .csv.gz "
-                                         "(default: a generated stand-in, see --standin-scale)")
-    src.add_argument("--download-demo", nargs="?", const=mimic_download.DEMO_URL, metavar="URL",
-                     help=f"fetch and verify the open demo (default {mimic_download.DEMO_URL})")
-    b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/mimic)")
-    b.add_argument("--work-dir", help="staged tables and scratch (default: a hidden folder beside --out)")
-    b.add_argument("--window-hours", type=int, default=24, help="feature window after the origin (default %(default)s)")
-    b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
-    b.add_argument("--split-method", choices=["random", "hash"], default="random",
-                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each patient keeps its split "
-                        "when the cohort grows and is rebuilt (shares in expectation)")
-    b.add_argument("--memory-limit", default="2500MB", help="DuckDB memory limit (default %(default)s)")
-    b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
-                   help="events inside the feature window: keep them (the reference) or mask that task")
-    b.add_argument("--standin-scale", type=float,
-                   help="size of the default stand-in source, as a fraction of the full release "
-                        f"(default: $CET_MIMIC_STANDIN_SCALE or {DEFAULT_STANDIN_SCALE})")
-    g = sub.add_parser("generate", help="write a MIMIC-III stand-in in the full release's layout, with planted truth")
-    g.add_argument("--scale", type=float, required=True,
-                   help="fraction of the full release (61,532 ICU stays, 330M chart rows): 0.001 to 1")
-    g.add_argument("--out", required=True, help="folder for the stand-in tables (must be empty or absent)")
-    g.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
-    g.add_argument("--compresslevel", type=int, default=6, choices=range(1, 10), metavar="1-9",
-                   help="gzip level (default %(default)s, as gzip's default)")
-    g.add_argument("--force", action="store_true", help="replace an existing, non-empty --out")
+    ap = commands.mimic()
     args = ap.parse_args(argv)
     apply_log_level(args)
     if args.command == "generate":

@@ -13,10 +13,17 @@ happens)) and ``t_qNN_<event>`` (quantiles of its time given that it happens, in
 unit) and, with ``--horizons 7,30``, ``risk_<h>_<event>`` (P(the event happens by time h), the
 horizon in the dataset's unit), and with ``--rmst`` also ``rmst_<h>_<event>`` (the restricted mean
 event-free time up to h: the score C (RMST) ranks by). Rows that cannot be scored (an admission without chart or lab rows, a user with fewer
-than 20 usable comments) are counted in the log, never dropped silently.
+than 20 usable comments) are counted in the log, never dropped silently. A features file is scored
+in the command itself when ``PREFECT_API_URL`` is unset (no temporary Prefect server); raw sources,
+and every source with a Prefect server configured, run as a flow run.
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    from flows.lib.commands import parse_early
+
+    parse_early("predict")
 
 import json
 import sys
@@ -26,8 +33,9 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from flows.common import work_dir_for
+from flows.lib import commands
 from flows.lib.flow_params import PredictParams
-from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.cli import apply_log_level, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -111,26 +119,7 @@ def predict(params: PredictParams) -> str:
 
 
 def main(argv=None) -> int:
-    ap = command_parser("python -m flows.predict", __doc__.split("\n\n")[0])
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--features", help="parquet or .csv with id and the model's feature columns, prepared as in "
-                                        "the training dataset (raw units are scaled by the model as in training)")
-    src.add_argument("--mimic-dir", help="raw MIMIC-III tables of new admissions (ADMISSIONS, CHARTEVENTS, "
-                                         "LABEVENTS, OUTPUTEVENTS as .csv or .csv.gz)")
-    src.add_argument("--dumps", action="append", help="folder of Pushshift RC_/RS_ dumps of new users, searched "
-                                                      "recursively (repeat for several)")
-    ap.add_argument("--out", required=True, help="output parquet")
-    ap.add_argument("--work-dir", help="staged tables, scans and embeddings (default: a hidden folder beside --out)")
-    ap.add_argument("--dataset", help="registry name of the model: synthetic, mimic, reddit, ... "
-                                      "(default: $CET_RETRAIN_DATASET)")
-    ap.add_argument("--model-version", help="a registered model version, e.g. v0003 (default: the promoted one)")
-    ap.add_argument("--quantiles", default="0.1,0.5,0.9", help="time quantiles (default %(default)s)")
-    ap.add_argument("--horizons", default="", help="comma-separated times, in the dataset's unit (e.g. 7,30): adds "
-                                                    "risk_<h>_<event> = P(the event happens by h) (default: none)")
-    ap.add_argument("--rmst", action="store_true", help="also rmst_<h>_<event>: the restricted mean event-free "
-                                                         "time up to each --horizons h (the score C (RMST) judges; "
-                                                         "larger: later or never)")
-    ap.add_argument("--sequences", help="comment embeddings .npy, with --features for models trained on Reddit")
+    ap = commands.predict()
     args = ap.parse_args(argv)
     apply_log_level(args)
     try:  # before anything is read: never write over an input, a dataset or the registry
@@ -183,6 +172,13 @@ def main(argv=None) -> int:
                                sequences=args.sequences, horizons=hs, rmst=args.rmst)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
+    s = Settings()
+    if params.features and not s.prefect_api_url:  # a file scored here: no Prefect server started for it
+        with output_lock(params.out, s.lock_wait, "predict"):
+            path = predict_lib.score(params.features, str(version), params.out, list(params.quantiles),
+                                     params.sequences, s.device, list(params.horizons), params.rmst)
+        print(path)
+        return 0
     print(predict(params))
     return 0
 

@@ -11,6 +11,11 @@ objects, pass between tasks.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    from flows.lib.commands import parse_early
+
+    parse_early("reddit")
+
 import sys
 from pathlib import Path
 
@@ -18,8 +23,9 @@ from prefect import flow, task
 from prefect.logging import get_run_logger
 
 from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
+from flows.lib import commands
 from flows.lib.flow_params import RedditBuildParams, recipe
-from flows.lib.infra.cli import apply_log_level, command_parser, require_path, run_build
+from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.keys import check_key
 from flows.lib.infra.locks import output_lock
@@ -29,7 +35,6 @@ from flows.lib.infra.settings import Settings
 from flows.lib.reddit import build as reddit_build
 from flows.lib.reddit import cohort as reddit_cohort
 from flows.lib.reddit import download as reddit_download
-from flows.lib.reddit.embed import DEFAULT_MODEL
 from flows.lib.standin import reddit as reddit_standin
 
 DEFAULT_USERS = Settings.model_fields["reddit_standin_users"].default
@@ -173,41 +178,7 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
 
 
 def main(argv=None) -> int:
-    ap = command_parser("python -m flows.reddit", __doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build the Reddit dataset folder")
-    b.add_argument("--dumps", nargs="+", metavar="DIR_OR_URL",
-                   help="folders holding RC_/RS_YYYY-MM dumps, searched recursively (the archive's "
-                        "reddit/comments + reddit/submissions layout, month folders or flat), or one base URL "
-                        "(default: $CET_REDDIT_DUMPS, else a generated stand-in)")
-    b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/reddit)")
-    b.add_argument("--work-dir", help="scans, embeddings and scratch (default: a hidden folder beside --out)")
-    b.add_argument("--start", help="first month to read, YYYY-MM (default: all)")
-    b.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s, the paper's)")
-    b.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
-    b.add_argument("--standin-users", type=int, help=f"default: $CET_REDDIT_STANDIN_USERS or {DEFAULT_USERS}")
-    b.add_argument("--standin-text", choices=["phrases", "realistic"],
-                   help="stand-in comment text (default: $CET_REDDIT_STANDIN_TEXT or phrases)")
-    b.add_argument("--model", help=f"sentence-transformers model name or folder (default: $CET_EMBEDDING_MODEL "
-                                   f"or {DEFAULT_MODEL})")
-    b.add_argument("--device", help="auto, cpu or cuda (default: $CET_DEVICE or auto)")
-    b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
-    b.add_argument("--split-method", choices=["random", "hash"], default="random",
-                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each user keeps its split "
-                        "when the set of users grows and is rebuilt (shares in expectation)")
-    b.add_argument("--max-error-rate", type=float, default=0.01, help="malformed-line share that fails a file")
-    g = sub.add_parser("generate", help="write stand-in Pushshift dumps with planted truth")
-    g.add_argument("--users", type=int, required=True, help="simulated users (1k to 1M)")
-    g.add_argument("--out", required=True, help="folder for the stand-in dumps (must be empty or absent)")
-    g.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
-    g.add_argument("--start", default="2015-01", help="first month written, YYYY-MM (default %(default)s)")
-    g.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s)")
-    g.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
-    g.add_argument("--text", choices=["phrases", "realistic"], default="phrases",
-                   help="comment text: short topical phrases (default) or real length with a long tail and "
-                        "almost no repeats")
-    g.add_argument("--malformed-rate", type=float, default=0.0, help="share of broken lines to inject (tests)")
-    g.add_argument("--force", action="store_true", help="replace an existing, non-empty --out")
+    ap = commands.reddit()
     args = ap.parse_args(argv)
     apply_log_level(args)
     if args.command == "generate":

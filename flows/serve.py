@@ -23,7 +23,11 @@ the flows read their settings (``.env``) from the folder the serve process start
 
 from __future__ import annotations
 
-import argparse
+if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    from flows.lib.commands import parse_early
+
+    parse_early("serve")
+
 import logging
 import sys
 import time
@@ -35,7 +39,8 @@ from prefect.schedules import Cron
 from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL
 
 from flows.full_pipeline import full_pipeline
-from flows.lib.infra.cli import api_outage, apply_log_level, command_parser
+from flows.lib import commands
+from flows.lib.infra.cli import api_outage, apply_log_level
 from flows.lib.infra.served import check_api_locked
 from flows.lib.infra.settings import Settings
 from flows.mimic import build_mimic_features
@@ -75,16 +80,7 @@ def wait_for_api(url: str, poll_seconds: float) -> None:
 
 
 def main(argv=None) -> int:
-    ap = command_parser("python -m flows.serve", __doc__.split("\n\n")[0],
-                                 epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--limit", type=int, default=2, help="flow runs at once (default %(default)s; 2 cores)")
-    ap.add_argument("--retry-seconds", type=float, default=5.0,
-                    help="while the Prefect API is unreachable, check it this often (default %(default)s)")
-    ap.add_argument("--single-user", action="store_true",
-                    help="serve even when the Prefect API asks for no credentials: only on a machine where no other "
-                         "user or untrusted process can reach it")
-    ap.add_argument("--max-outages", type=int, default=0,
-                    help="API outages to wait out; the next one ends serve with its error (default 0: wait out every one)")
+    ap = commands.serve()
     args = ap.parse_args(argv)
     apply_log_level(args)
     log.setLevel(logging.INFO)  # Prefect has configured logging already (basicConfig would do nothing)

@@ -5,6 +5,11 @@
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    from flows.lib.commands import parse_early
+
+    parse_early("synthetic")
+
 import sys
 
 from prefect import flow, task
@@ -12,8 +17,9 @@ from prefect.logging import get_run_logger
 
 from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
+from flows.lib import commands
 from flows.lib.flow_params import SyntheticParams, recipe
-from flows.lib.infra.cli import apply_log_level, command_parser, run_build
+from flows.lib.infra.cli import apply_log_level, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -48,11 +54,7 @@ def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
 
 
 def main(argv=None) -> int:
-    ap = command_parser("python -m flows.synthetic", __doc__.split("\n\n")[0])
-    ap.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/synthetic)")
-    ap.add_argument("--mode", choices=synthetic.MODES, help="reference (the original code's) or independent")
-    ap.add_argument("--n", type=int, help="rows (default: $CET_SYNTHETIC_N or 40000, the paper's)")
-    ap.add_argument("--seed", type=int, default=0, help="generator and censoring seed (default %(default)s)")
+    ap = commands.synthetic()
     args = ap.parse_args(argv)
     apply_log_level(args)
     try:

@@ -21,16 +21,20 @@ CET_RETRAIN_DATASET=mycohort) rebuilds it from the same file when the file has c
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    from flows.lib.commands import parse_early
+
+    parse_early("table")
+
 import sys
 
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from cet_model.dataset import IMPUTE, TABLE_SPLIT_METHODS
 from flows.common import check_cache, record_stage
-from flows.lib import tables
+from flows.lib import commands, tables
 from flows.lib.flow_params import TableBuildParams
-from flows.lib.infra.cli import apply_log_level, command_parser, require_path, run_build
+from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -77,36 +81,7 @@ def parse_event(ap, text: str) -> tuple[str, tuple[str, str]]:
 
 
 def main(argv=None) -> int:
-    ap = command_parser("python -m flows.table", __doc__.split("\n\n")[0])
-    ap.add_argument("--table", required=True, help=".csv or .parquet file, one row per subject")
-    ap.add_argument("--name", required=True, help="the dataset's name (models/<name>/; default folder "
-                                                  "$CET_DATA_DIR/<name>)")
-    ap.add_argument("--event", action="append", required=True, metavar="NAME=TIME,INDICATOR",
-                    help="an event: its time column and its 0/1 indicator column (repeat for several)")
-    ap.add_argument("--time-unit", required=True, help="unit of the time columns, e.g. days")
-    ap.add_argument("--features", help="comma-separated feature columns (default: every column not named by "
-                                       "--event, --id-column, --split-column or --group-column)")
-    ap.add_argument("--id-column", help="unique subject ids (default: the row number)")
-    ap.add_argument("--split-column", help="train/val/test per row (default: a seeded 60/20/20 split)")
-    ap.add_argument("--group-column", help="draw the seeded split by groups, e.g. a patient id when a patient has "
-                                           "several rows: no group in two splits")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the split (default %(default)s)")
-    ap.add_argument("--split-method", choices=list(TABLE_SPLIT_METHODS), default="random",
-                    help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each id (or "
-                         "--group-column group) keeps its split when the table grows and is rebuilt (shares in "
-                         "expectation); stratified: the rows (groups) with each combination of observed events "
-                         "spread 60/20/20 over the splits, for a rare outcome")
-    ap.add_argument("--categorical", help="comma-separated feature columns (text or codes) to encode as one 0/1 "
-                                          "column per level seen in training (predict encodes new rows the same "
-                                          "way); default: none, and a text column is an error")
-    ap.add_argument("--missing-times", choices=["refuse", "mask"], default="refuse",
-                    help="a missing follow-up time (its indicator missing or 0): refused (default), or that event "
-                         "left out for that row (counted)")
-    ap.add_argument("--impute", choices=[m for m in IMPUTE if m is not None],
-                    help="fill missing feature values with the training rows' median (recorded; predict fills new "
-                         "rows the same way); median+indicator also adds a 0/1 column <column>_missing after each "
-                         "column with a training gap; default: a missing value is an error naming its row")
-    ap.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/<name>)")
+    ap = commands.table()
     args = ap.parse_args(argv)
     apply_log_level(args)
     require_path(ap, "--table", args.table, "file")

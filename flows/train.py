@@ -19,6 +19,11 @@ the deployment served on the CET_RETRAIN_CRON schedule.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    from flows.lib.commands import parse_early
+
+    parse_early("train")
+
 import json
 import os
 import sys
@@ -34,6 +39,8 @@ from prefect.logging import get_run_logger
 
 from cet_model import threads
 from cet_model.dataset import DATASET_FILES
+from flows.lib import commands
+from flows.lib.choices import BUILDS  # noqa: E402
 from flows.lib.flow_params import (
     MimicBuildParams,
     RedditBuildParams,
@@ -43,7 +50,7 @@ from flows.lib.flow_params import (
     recorded_params,
 )
 from flows.lib.infra import registry
-from flows.lib.infra.cli import apply_log_level, command_parser, require_path
+from flows.lib.infra.cli import apply_log_level, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
@@ -51,8 +58,6 @@ from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import explain, subgroups, train_eval
 from flows.lib.modeling.predict import resolve_version
-
-BUILDS = ("synthetic", "mimic", "reddit")
 
 
 @task(name="train-models")
@@ -324,73 +329,7 @@ def explain_command(ap, args, s: Settings, name: str) -> int:
 
 
 def main(argv=None) -> int:
-    ap = command_parser("python -m flows.train", __doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-    ev = sub.add_parser("evaluate", help="train CET, ET and BC on a dataset folder and register them")
-    ev.add_argument("--dataset", help="the dataset's name; models go to models/<name>/ "
-                                      "(default: $CET_RETRAIN_DATASET)")
-    ev.add_argument("--data", help="the dataset folder (default: $CET_DATA_DIR/<dataset>)")
-    ev.add_argument("--max-epochs", type=int, help="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
-    ev.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
-    ev.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
-    ev.add_argument("--models", help="comma-separated presets to train (default: CET,CET-paper,ET,BC,Oracle; "
-                                     "the Oracle only where the truth is known)")
-    ev.add_argument("--subgroups", help="comma-separated categorical columns or features (e.g. sex,age): CET's test "
-                                        "metrics per subgroup, printed and kept in the version's subgroups.json")
-    ev.add_argument("--horizon", type=float, help="the time, in the dataset's unit (e.g. 52 for a year in weeks), "
-                                                  "at which calibration against Kaplan-Meier and the AUC at h are "
-                                                  "judged for every event (default: each event's median training "
-                                                  "follow-up)")
-    ev.add_argument("--reference", choices=train_eval.REFERENCE_CHOICES, default="auto",
-                    help="a classical Cox fit per event on the same split, shown beside the models: auto (on data "
-                         "without the true occurrence, where no Oracle is trained; default), cox (any data without "
-                         "comment embeddings), none")
-    ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
-    ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
-    rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
-    rt.add_argument("--dataset", help="synthetic, mimic, reddit, or the name of a table built by python -m "
-                                      "flows.table (default: $CET_RETRAIN_DATASET)")
-    rt.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
-    for p in (ev, rt):
-        p.add_argument("--promote-metric", choices=sorted(registry.METRIC_DIRECTION),
-                       help="validation metric of CET that decides promotion (default: $CET_PROMOTE_METRIC or val_auc)")
-        p.add_argument("--promote-tolerance", type=float,
-                       help="how much worse a new version may be and still be promoted "
-                            "(default: $CET_PROMOTE_TOLERANCE or 0)")
-        p.add_argument("--promote-evidence", choices=registry.EVIDENCE,
-                       help="point: compare the two values; not-worse: promote unless the paired 95%% interval of "
-                            "the difference shows the new version worse; better: only when it shows it better (AUC "
-                            "and C; default: $CET_PROMOTE_EVIDENCE or point)")
-    ls = sub.add_parser("versions", help="list a dataset's model versions: promoted, data, CET's validation "
-                                         "AUC and C (RMST), the rule's decision (no flow run)")
-    pr = sub.add_parser("promote", help="promote a version by hand (a rollback), with a reason kept in "
-                                        "history.jsonl (no flow run)")
-    sh = sub.add_parser("show", help="a version's test metrics, as evaluate printed them after training (no flow run)")
-    ex = sub.add_parser("explain", help="which inputs a version's model relies on: permutation importance per "
-                                        "event on the validation rows of its own data (no flow run)")
-    for p in (ls, pr, ex, sh):
-        p.add_argument("--dataset", help="the dataset's name (default: $CET_RETRAIN_DATASET)")
-    pr.add_argument("--model-version", required=True, help="the version to promote, e.g. v0002")
-    pr.add_argument("--reason", required=True, help="why, in words: kept in models/<name>/history.jsonl")
-    for p in (ex, sh):
-        p.add_argument("--model-version", help="the version (default: the promoted one)")
-    ex.add_argument("--model", default="CET", help="which of the version's models (default: CET)")
-    ex.add_argument("--split", choices=explain.SPLITS, default="val",
-                    help="the rows shuffled and scored (default: val; the test split is for the reported figures)")
-    ex.add_argument("--repeats", type=int, default=explain.DEFAULT_REPEATS,
-                    help=f"shuffles per input (default: {explain.DEFAULT_REPEATS})")
-    ex.add_argument("--seed", type=int, default=0, help="seed of the shuffles (default: 0)")
-    ex.add_argument("--score", choices=explain.SCORES,
-                    help="score only this, and rank by it: auc (whether, against the true occurrence), ci_rmst "
-                         "(later or never), ci_timing (when, among the rows with the event observed); default: all "
-                         "that are defined, ranked by the first (AUC where the data have the truth, else C (RMST))")
-    ex.add_argument("--max-rows", type=int, default=5000,
-                    help="a larger split is cut to this many rows drawn at random (default: 5000; the time grows "
-                         "with the rows)")
-    ex.add_argument("--top", type=int, default=20, help="inputs printed (default: 20; --out has all)")
-    ex.add_argument("--out", help="a CSV with every input, event and score")
-    ex.add_argument("--data", help="the dataset folder, if it moved since the version was trained (default: where "
-                                   "it was; it must hold the same files)")
+    ap = commands.train()
     args = ap.parse_args(argv)
     apply_log_level(args)
     if args.command in ("versions", "promote", "explain", "show"):

@@ -2,6 +2,10 @@
 
 import argparse
 import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +123,35 @@ def test_no_dataset_named_is_an_error_listing_those_there_are(module_name, argv,
     assert "no dataset named: pass --dataset NAME (or set CET_RETRAIN_DATASET)" in last
     assert f"datasets in {tmp_path / 'data'}: cohort-a" in last and f"models in {tmp_path / 'models'}: trial7" in last
     assert not (tmp_path / "models" / "mimic").exists() and not (tmp_path / "scores.parquet").exists()
+
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("prefect", "torch", "polars", "sklearn", "duckdb", "pandas")
+
+
+@pytest.mark.parametrize("command", ["synthetic", "mimic build", "reddit generate", "table", "train evaluate",
+                                     "train explain", "predict", "serve", "full_pipeline"])
+def test_help_answers_before_prefect_and_torch_load(command, monkeypatch):
+    """``--help`` is the parser's own help, printed before any heavy library is imported (well under
+    a second: the flow modules import Prefect, PyTorch and polars only after their options parse)."""
+    from flows.lib import commands
+
+    module, *sub = command.split()
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", f"flows.{module}", *sub, "--help"],
+                         capture_output=True, text=True, cwd=REPO, env={**os.environ, "COLUMNS": "100"}, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    ap = getattr(commands, module)()
+    if sub:
+        ap = next(a for a in ap._subparsers._group_actions[0].choices.values() if a.prog.endswith(sub[0]))
+    monkeypatch.setenv("COLUMNS", "100")
+    assert out.stdout == ap.format_help()
+
+
+def test_a_usage_error_answers_before_prefect_and_torch_load():
+    argv = ["--table", "t.csv", "--name", "c", "--event", "d=days,died", "--time-unit", "days", "--no-such-option"]
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.table", *argv],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 2 and "unrecognized arguments: --no-such-option" in out.stderr
+    assert " prefect" not in out.stderr and " torch" not in out.stderr

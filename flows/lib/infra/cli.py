@@ -26,8 +26,6 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import httpx
-
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -74,6 +72,8 @@ def require_path(ap: argparse.ArgumentParser, flag: str, value: str | None, kind
 def api_outage(exc: BaseException) -> bool:
     """True when ``exc``, or an exception it groups or wraps, says the Prefect API could not be
     reached: a transport error, a 5xx answer, or Prefect's poller giving up after them."""
+    import httpx  # here: a command's options are parsed before the network stack loads
+
     stack, seen = [exc], set()
     while stack:
         e = stack.pop()

@@ -25,13 +25,14 @@ from pathlib import Path
 
 from cet_model.atomic import remove_dead_leftovers, write_text
 from cet_model.evaluation import difference_text
-from flows.lib.infra.crash import crash_point
 
 # metric -> +1 when higher is better, -1 when lower is better
-METRIC_DIRECTION = {"val_auc": 1, "val_ci": 1, "val_ci_rmst": 1, "val_mrae": -1, "val_ece": -1, "always": 0}
+from flows.lib.choices import METRIC_DIRECTION  # noqa: E402
+from flows.lib.infra.crash import crash_point
+
 VERSION = re.compile(r"^v(\d{4,})$")
 # what decides between two point values: the values themselves, or the paired interval of their difference
-EVIDENCE = ("point", "not-worse", "better")
+from flows.lib.choices import EVIDENCE  # noqa: E402
 
 
 @dataclass(frozen=True)

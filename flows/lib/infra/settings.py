@@ -16,8 +16,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from flows.lib.choices import EMBEDDING_MODEL, MIMIC_STANDIN_SCALE, REDDIT_STANDIN_USERS
 from flows.lib.infra.registry import EVIDENCE
-from flows.lib.reddit.embed import DEFAULT_MODEL
 
 DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a dataset's name: models/<name>/, $CET_DATA_DIR/<name>
 
@@ -49,16 +49,16 @@ class Settings(BaseSettings):
 
     # sources: unset means a generated stand-in in the real format
     mimic_dir: Path | None = None
-    mimic_standin_scale: float = Field(default=0.05, gt=0, le=1)  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
+    mimic_standin_scale: float = Field(default=MIMIC_STANDIN_SCALE, gt=0, le=1)  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
     reddit_dumps: str | None = None  # a folder or a base URL of RC_/RS_ dumps
     source_roots: str | None = None  # more folders a served run may read or write (os.pathsep-separated)
-    reddit_standin_users: int = Field(default=2000, ge=10)
+    reddit_standin_users: int = Field(default=REDDIT_STANDIN_USERS, ge=10)
     reddit_standin_text: Literal["phrases", "realistic"] = "phrases"  # realistic: real length, few repeats (slow to embed)
     synthetic_mode: Literal["reference", "independent"] = "reference"
     synthetic_n: int = Field(default=40_000, ge=100)
 
     # embeddings and torch
-    embedding_model: str = DEFAULT_MODEL
+    embedding_model: str = EMBEDDING_MODEL
     embedding_cache: Path | None = None
     embed_block: int = Field(default=50_000, gt=0)  # texts per saved embedding block (a crash loses one)
     device: str = "auto"

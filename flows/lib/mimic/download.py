@@ -15,7 +15,6 @@ import requests
 from flows.lib.infra.download import download, parse_sha256sums, sha256_file
 
 log = logging.getLogger("flows.mimic.download")
-DEMO_URL = "https://physionet.org/files/mimiciii-demo/1.4/"
 
 
 def fetch_verified_folder(base_url: str, dest: Path, *, only=None, session=None, **kwargs) -> list[Path]:

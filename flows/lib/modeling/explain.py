@@ -29,11 +29,12 @@ from cet_model.importance import (
     ranked,
 )
 from cet_model.models import load_model
+from flows.lib.choices import EXPLAIN_SPLITS
 from flows.lib.infra import stage_cache
 from flows.lib.modeling.train_eval import item_labels, text_table
 
 log = logging.getLogger("flows.explain")
-SPLITS = ("val", "test", "train")
+SPLITS = EXPLAIN_SPLITS
 METRIC_TEXT = {"auc": "AUC", CI_RMST: "C (RMST)", CI_TIMING: "C (timing)"}
 METRIC_MEANS = {  # what each score judges, for the printed header
     "auc": "whether the event happens (against the true occurrence)",

