@@ -68,8 +68,9 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
         os.environ[threads.VARIABLE] = str(s.threads)
     n, why = threads.choose()
     logger.info("%s: each fit uses %d CPU thread%s (%s; CET_THREADS sets it)", name, n, "" if n == 1 else "s", why)
-    artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models)} on {name}")
-    percent = train_eval.FitProgress(p.models)  # at most one API call every 2 s, not one per epoch
+    artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models or ('the default models',))} "
+                                                     f"on {name}")
+    percent = train_eval.FitProgress(p.models or train_eval.DEFAULT_PRESETS)  # at most one API call every 2 s, not one per epoch
 
     def progress(model, epoch, hist):
         due = percent.epoch(model, epoch)
@@ -172,7 +173,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     name = s.dataset_name(params.dataset, params.data)
     path = Path(params.data) if params.data else s.dataset_dir(name)
     training = train_eval.TrainParams(
-        models=tuple(params.models or train_eval.TrainParams.models), hidden=params.hidden or s.hidden,
+        models=tuple(params.models) if params.models else None, hidden=params.hidden or s.hidden,
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
         seed=s.seed if params.seed is None else params.seed, device=s.device, horizon=params.horizon,
         reference=params.reference)

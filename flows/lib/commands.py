@@ -179,8 +179,8 @@ def train() -> argparse.ArgumentParser:
     ev.add_argument("--max-epochs", type=int, help="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
     ev.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
     ev.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
-    ev.add_argument("--models", help="comma-separated presets to train (default: CET,CET-paper,ET,BC,Oracle; "
-                                     "the Oracle only where the truth is known)")
+    ev.add_argument("--models", help="comma-separated presets to train (default: CET,CET-paper,ET,BC,Oracle on data "
+                                     "with the true occurrence; CET,ET,BC on data censored by follow-up alone)")
     ev.add_argument("--subgroups", help="comma-separated categorical columns or features (e.g. sex,age): CET's test "
                                         "metrics per subgroup, printed and kept in the version's subgroups.json")
     ev.add_argument("--horizon", type=float, help="the time, in the dataset's unit (e.g. 52 for a year in weeks), "

@@ -60,7 +60,7 @@ CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.infra.registry"
 
 @dataclass(frozen=True)
 class TrainParams:
-    models: tuple[str, ...] = DEFAULT_PRESETS
+    models: tuple[str, ...] | None = None  # None: the data decide (``default_presets``)
     hidden: int = 100
     max_epochs: int | None = None  # None: automatic (cet_model.train.TrainConfig.budget)
     patience: int | None = None
@@ -71,10 +71,11 @@ class TrainParams:
     reference: str = "auto"  # the classical Cox reference: auto (data without the truth), cox (any features), none
 
     def __post_init__(self):
-        check_presets(self.models)
+        if self.models is not None:
+            check_presets(self.models)
         if self.reference not in REFERENCE_CHOICES:
             raise ValueError(f"reference must be one of {REFERENCE_CHOICES}, got {self.reference!r}")
-        if "CET" not in self.models:
+        if self.models is not None and "CET" not in self.models:
             raise ValueError("models must include CET: the registry promotes and predicts with it")
         if self.horizon is not None and not self.horizon > 0:
             raise ValueError(f"horizon must be a time > 0, got {self.horizon}")
@@ -84,8 +85,20 @@ class TrainParams:
         not enter the key."""
         d = asdict(self)
         d.pop("device")
-        d["models"] = list(self.models)
+        d["models"] = "auto" if self.models is None else list(self.models)
         return d
+
+
+WITHOUT_TRUTH_PRESETS = ("CET", "ET", "BC")  # the default on data censored by follow-up alone
+
+
+def default_presets(train, val, test) -> tuple[str, ...]:
+    """The presets trained when none are named: the paper's comparison (CET, CET-paper, ET, BC and
+    the Oracle) on data with the true occurrence, where AUC against it is scored; on data censored
+    by follow-up alone, the product default and the baselines (CET, ET, BC; the Cox reference
+    beside them), where CET-paper is a slower variant of CET that no truth can judge."""
+    no_truth = bool(np.isnan(val.C).all() and np.isnan(test.C).all())
+    return WITHOUT_TRUTH_PRESETS if no_truth else DEFAULT_PRESETS
 
 
 class FitProgress:
@@ -389,7 +402,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     ds = load_dataset(dataset_dir)
     tr, va, te = ds.train, ds.val, ds.test
     x_tr, x_va, x_te, spec = model_inputs(tr), model_inputs(va), model_inputs(te), comment_encoder_for(tr)
-    models, skipped = presets_for_truth(params.models, tr, va)
+    named = params.models if params.models is not None else default_presets(tr, va, te)
+    models, skipped = presets_for_truth(named, tr, va)
     for model_name, why in skipped.items():
         log.warning("%s: %s left out: %s", name, model_name, why)
     no_truth = bool(np.isnan(va.C).all() and np.isnan(te.C).all())  # censored by follow-up alone: said once
