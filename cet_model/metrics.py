@@ -348,6 +348,17 @@ def _km_counts(t, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return times, np.add.reduceat(s, first), t.size - first
 
 
+def kaplan_meier_curve(t, s) -> tuple[np.ndarray, np.ndarray]:
+    """The Kaplan-Meier survival curve: (times, S_KM just after each), starting at (0, 1); a step
+    function, drawn with ``where="post"``.
+
+    >>> [a.tolist() for a in kaplan_meier_curve([1.0, 2.0, 3.0, 4.0], [1, 0, 1, 0])]
+    [[0.0, 1.0, 2.0, 3.0, 4.0], [1.0, 0.75, 0.75, 0.375, 0.375]]
+    """
+    times, deaths, at_risk = _km_counts(t, s)
+    return np.concatenate([[0.0], times]), np.concatenate([[1.0], np.cumprod(1.0 - deaths / at_risk)])
+
+
 def kaplan_meier_risk(t, s, horizon: float | None = None) -> float:
     """1 - S_KM(horizon): the Kaplan-Meier estimate of the share that has the event by
     ``horizon`` (None: by the last time, as :func:`kaplan_meier_plateau`).

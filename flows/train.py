@@ -56,6 +56,7 @@ from flows.lib.infra.locks import output_lock
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
+from flows.lib.modeling import dataset_report as dataset_report_lib
 from flows.lib.modeling import explain, subgroups, train_eval
 from flows.lib.modeling.predict import resolve_version
 
@@ -141,6 +142,13 @@ def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[st
     return str(path)
 
 
+@task(name="dataset-report")
+def dataset_report(name: str, version: str, dataset_dir: str, out: str, device: str) -> str:
+    path = dataset_report_lib.write_dataset_report(version, dataset_dir, out, name, device=device)
+    get_run_logger().info("%s: report in %s (model card: %s)", name, path, Path(version) / "model_card.md")
+    return str(path)
+
+
 @task(name="experiment-report")
 def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden: int, max_epochs: int,
                       patience: int, seed: int, name: str, reference: str = "auto") -> str:
@@ -190,12 +198,13 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
                          s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance, note,
                          rescored, params.promote_evidence or s.promote_evidence)
     by_group = subgroup_metrics(name, version, str(path), params.subgroups) if params.subgroups else None
+    summary = dataset_report(name, version, str(path), str(s.reports_dir / name), training.device)
     report = None
     if params.runs:
         report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,
                                    training.max_epochs, training.patience, training.seed, name, training.reference)
     return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision,
-            "experiment": report, "subgroups": by_group}
+            "report": summary, "experiment": report, "subgroups": by_group}
 
 
 def build_flow(name: str):

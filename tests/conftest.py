@@ -14,6 +14,13 @@ def _threads():
     torch.set_num_threads(_THREADS)
 
 
+@pytest.fixture(autouse=True)
+def _reports_in_tmp(tmp_path, monkeypatch):
+    """Reports a test's flows write land in its temporary folder, never in the checkout's reports/
+    (a test that names its own CET_REPORTS_DIR sets it after this)."""
+    monkeypatch.setenv("CET_REPORTS_DIR", str(tmp_path / "reports"))
+
+
 @pytest.fixture
 def small_survival():
     """A small seeded multi-event data set: X (n, 3), T, S, C (n, 2)."""

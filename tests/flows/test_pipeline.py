@@ -58,6 +58,15 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     rows = train_eval.calibration_rows(v1)
     assert {(r["model"], r["event"]) for r in rows} == {(m, e) for m in ("CET", "CET-paper", "ET") for e in data_info["event_names"]}
     assert all(0.0 <= r["test_abs_diff"] <= 1.0 and r["horizon"] > 0 for r in rows)
+    # the dataset's report: with the truth, its AUC and calibration figures too; the card says the data
+    report = (cet_env / "reports" / "synthetic" / "report.md").read_text()
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
+    assert linked == ["survival.png", "calibration-horizon.png", "p-ever.png", "auc.png", "calibration.png"], linked
+    assert all((cet_env / "reports" / "synthetic" / png).is_file() for png in linked)
+    assert first["report"] == str(cet_env / "reports" / "synthetic" / "report.md")
+    card = (v1 / "model_card.md").read_text()
+    assert "built from synthetic (the paper's)" in card and f"fingerprint `{data_info['fingerprint']}`" in card
+    assert "| CET | " in card and "No true occurrence" not in card
 
 
 def test_retrain_promotes_or_keeps_by_the_rule(cet_env, monkeypatch):

@@ -244,6 +244,17 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     printed = capsys.readouterr().out.splitlines()
     version_dir = tmp_path / "models" / "gaps" / "v0001"
     summary = json.loads((version_dir / "metrics.json").read_text())["summary"]
+    # a report for a dataset without the truth: every figure it links exists, and no AUC against the truth
+    report = (tmp_path / "reports" / "gaps" / "report.md").read_text()
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
+    assert linked == ["survival.png", "calibration-horizon.png", "p-ever.png"], linked
+    for png in linked:
+        assert (tmp_path / "reports" / "gaps" / png).read_bytes()[:4] == b"\x89PNG"
+    assert "| arrest | " in report and "Against the true occurrence" not in report and "built from your data" in report
+    card = (version_dir / "model_card.md").read_text()
+    assert "built from your data" in card and "No true occurrence in these data" in card
+    assert "python -m flows.train evaluate --dataset gaps --models CET,ET" in card
+    assert f"| CET | {summary['CET']['test_ci_rmst']:.3f} | {summary['CET']['test_ci']:.3f} |" in card
     assert printed[0].startswith(f"{version_dir}: the first version") and printed[1].startswith("test split, averages")
     assert printed[2].split() == ["model", "Harrell's", "C", "C", "(RMST)", "Uno's", "C", "IBS", "MRAE", "risk", "vs",
                                   "KM", "AUC", "at", "h"]  # no AUC/ECE against the truth: the AUC of the risk by h

@@ -114,6 +114,20 @@ def record(out, key: str, **info) -> None:
     write_text(Path(out) / STAMP, json.dumps({"key": key, **info}, indent=2, default=str))
 
 
+def built_from(folder) -> str:
+    """What a dataset folder was built from, as its build stamp records it: "synthetic (the
+    paper's)", "generated stand-in", "MIMIC-III demo", "your data" or "not recorded"."""
+    try:
+        stamp = json.loads((Path(folder) / STAMP).read_text())
+        source = stamp.get("source") or {}
+    except (OSError, ValueError, AttributeError):
+        return "not recorded"
+    if stamp.get("stage") == "build-synthetic":
+        return "synthetic (the paper's)"
+    kind = source.get("kind") if isinstance(source, dict) else None
+    return {"standin": "generated stand-in", "demo": "MIMIC-III demo"}.get(kind, "your data")
+
+
 def recorded(out, stage: str) -> dict | None:
     """The stamp's record when ``out`` holds a complete result of ``stage``, else None."""
     stamp = Path(out) / STAMP

@@ -137,20 +137,7 @@ def _table(rows: list[dict]) -> str:
 HEADLINE_MODELS = ("CET", "CET-paper", "ET", "BC", "Oracle", REFERENCE)  # the reference: real data only
 
 
-def data_kind(dataset_dir) -> str:
-    """What a dataset folder was built from, as its build stamp records it: "synthetic (the paper's)",
-    "generated stand-in", "MIMIC-III demo", "your data" or "not recorded"."""
-    try:
-        stamp = json.loads((Path(dataset_dir) / stage_cache.STAMP).read_text())
-        source = stamp.get("source") or {}
-    except (OSError, ValueError, AttributeError):
-        return "not recorded"
-    if stamp.get("stage") == "build-synthetic":
-        return "synthetic (the paper's)"
-    kind = source.get("kind") if isinstance(source, dict) else None
-    if kind is None:
-        return "your data" if (Path(dataset_dir) / stage_cache.STAMP).is_file() else "not recorded"
-    return {"standin": "generated stand-in", "demo": "MIMIC-III demo"}.get(kind, "your data")
+data_kind = stage_cache.built_from
 
 
 def headline_table(entries: list[dict]) -> str:

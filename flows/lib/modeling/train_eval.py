@@ -52,6 +52,7 @@ from cet_model.models import CETModel
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.keys import kept_key, key_digest, key_matches
+from flows.lib.modeling.model_card import model_card
 
 log = logging.getLogger("flows.train")
 
@@ -515,6 +516,10 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         for file_name, record in records.items():
             with writing(Path(models_root) / name / "<new version>" / file_name):
                 (tmp / file_name).write_text(json.dumps(record, indent=2, default=list))
+        card = model_card(json.loads((tmp / "metrics.json").read_text()), records["params.json"],
+                          records["data.json"], stage_cache.built_from(dataset_dir), name)
+        with writing(Path(models_root) / name / "<new version>" / "model_card.md"):
+            (tmp / "model_card.md").write_text(card)
         if id_key is not None:  # which rows, for promoted_on_candidate_rows
             with writing(Path(models_root) / name / "<new version>" / TRAIN_IDS):
                 np.save(tmp / TRAIN_IDS, np.sort(id_hashes(tr.ids, id_key)), allow_pickle=False)

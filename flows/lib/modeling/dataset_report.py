@@ -1,0 +1,206 @@
+"""A report for any dataset, with or without the true occurrence, and a model card per version.
+
+``write_dataset_report`` writes ``report.md`` and its PNG figures for one registered version on its
+test split: per event the Kaplan-Meier curve against each time model's mean population survival,
+predicted against observed cumulative incidence at three horizons, the calibration of P(event by
+the horizon) against Kaplan-Meier by risk group, the distribution of CET's P(ever); with the true
+occurrence, the AUC and calibration figures of the main job's report too. Only aggregates are
+drawn: no row reaches the report.
+
+Each version's model card is ``flows.lib.modeling.model_card``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from cet_model.atomic import save_figure, write_text  # noqa: E402
+from cet_model.dataset import load_dataset  # noqa: E402
+from cet_model.evaluation import model_inputs  # noqa: E402
+from cet_model.metrics import kaplan_meier_curve, kaplan_meier_plateau, kaplan_meier_risk  # noqa: E402
+from cet_model.models import load_model  # noqa: E402
+from flows.lib.infra.stage_cache import built_from  # noqa: E402
+from flows.lib.modeling.model_card import markdown_table  # noqa: E402
+from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure  # noqa: E402
+from flows.lib.modeling.train_eval import metric_rows  # noqa: E402
+
+TIME_MODELS = ("CET", "ET")  # the models with a survival curve drawn beside Kaplan-Meier
+HORIZON_QUANTILES = (0.25, 0.5, 0.75)  # of each event's training follow-up: the cumulative incidence table
+GRID = 200
+
+
+def _panels(n: int):
+    ncols = min(4, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.9 * nrows + 0.6), squeeze=False)
+    for k in range(n, nrows * ncols):
+        axes[k // ncols][k % ncols].axis("off")
+    return fig, [axes[k // ncols][k % ncols] for k in range(n)]
+
+
+def _kept(split, j: int) -> np.ndarray:
+    return np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
+
+
+def survival_figure(split, x, events, models: dict, path: Path, title: str) -> Path:
+    """Per event: the test rows' Kaplan-Meier curve against each model's mean predicted population
+    survival (CET: 1 - p + p S(t | it happens)) on the same rows."""
+    fig, axes = _panels(len(events))
+    for j, (e, ax) in enumerate(zip(events, axes, strict=True)):
+        keep = _kept(split, j)
+        if not keep.any():
+            ax.set_title(f"{e}: no followed rows", fontsize=9)
+            continue
+        times, surv = kaplan_meier_curve(split.T[keep, j], split.S[keep, j])
+        ax.step(times, surv, where="post", color="black", lw=1.4, label="Kaplan-Meier")
+        grid = np.linspace(0.0, float(split.T[keep, j].max()), GRID)
+        rows = np.flatnonzero(keep)
+        for name, model in models.items():
+            mean = model.predict_survival(x[rows] if not isinstance(x, np.ndarray) else x[keep], grid)[:, :, j].mean(0)
+            ax.plot(grid, mean, lw=1.2, label=f"{name} (mean predicted)")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"{e} (n={int(keep.sum())}, {int(split.S[keep, j].sum())} events)", fontsize=9)
+        ax.set_xlabel("time", fontsize=8)
+    axes[0].set_ylabel("event-free share", fontsize=8)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10, x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    save_figure(fig, path)
+    return path
+
+
+def p_ever_figure(split, p: np.ndarray, events, path: Path, title: str) -> Path:
+    """Per event: the distribution of CET's P(ever) on the test rows, with the Kaplan-Meier risk by
+    the end of follow-up (a floor for the share who ever have it) marked."""
+    fig, axes = _panels(len(events))
+    for j, (e, ax) in enumerate(zip(events, axes, strict=True)):
+        keep = _kept(split, j)
+        ax.hist(p[keep, j], bins=np.linspace(0, 1, 21), color="C0", alpha=0.8)
+        if keep.any():
+            km = kaplan_meier_plateau(split.T[keep, j], split.S[keep, j])
+            ax.axvline(km, color="black", ls="--", lw=1, label=f"Kaplan-Meier risk by the end: {km:.2f}")
+            ax.axvline(float(p[keep, j].mean()), color="C0", lw=1.2, label=f"mean P(ever): {p[keep, j].mean():.2f}")
+            ax.legend(fontsize=7)
+        ax.set_title(e, fontsize=9)
+        ax.set_xlabel("P(ever)", fontsize=8)
+    axes[0].set_ylabel("test rows", fontsize=8)
+    fig.suptitle(title, fontsize=10, x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    save_figure(fig, path)
+    return path
+
+
+def horizon_calibration_figure(calibration: dict, events, path: Path, title: str) -> Path:
+    """Per event: predicted risk by the horizon against the Kaplan-Meier risk of groups of rows by
+    predicted risk (the version's ``calibration`` record, test split), one line per time model."""
+    fig, axes = _panels(len(events))
+    for e, ax in zip(events, axes, strict=True):
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+        horizon = None
+        for name in TIME_MODELS:
+            record = (calibration.get(name) or {}).get(e)
+            if not record:
+                continue
+            horizon = record["horizon"]
+            pred = [g["predicted"] for g in record["groups"]]
+            obs = [g["observed"] for g in record["groups"]]
+            ax.plot(pred, obs, marker="o", ms=3, lw=1.2, label=f"{name} (mean abs. diff. {record['ece']:.3f})")
+        ax.set_title(e + ("" if horizon is None else f", by {horizon:g}"), fontsize=9)
+        ax.set_xlabel("predicted risk", fontsize=8)
+        if horizon is not None:
+            ax.legend(fontsize=7)
+    axes[0].set_ylabel("Kaplan-Meier risk", fontsize=8)
+    fig.suptitle(title, fontsize=10, x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    save_figure(fig, path)
+    return path
+
+
+def incidence_rows(train, split, x, events, models: dict) -> list[list[str]]:
+    """Per event and horizon (quartiles of its training follow-up): the test rows' Kaplan-Meier
+    cumulative incidence and each model's mean predicted one, 1 - S(h)."""
+    rows = []
+    for j, e in enumerate(events):
+        keep, followed = _kept(split, j), _kept(train, j)
+        if not keep.any() or not followed.any():
+            continue
+        horizons = [float(h) for h in np.quantile(train.T[followed, j], HORIZON_QUANTILES)]
+        idx = np.flatnonzero(keep)
+        predicted = {name: 1.0 - model.predict_survival(x[idx] if not isinstance(x, np.ndarray) else x[keep],
+                                                        horizons)[:, :, j].mean(0)
+                     for name, model in models.items()}
+        for k, h in enumerate(horizons):
+            observed = kaplan_meier_risk(split.T[keep, j], split.S[keep, j], h)
+            rows.append([e, f"{h:g}", f"{observed:.3f}", *(f"{predicted[n][k]:.3f}" for n in models)])
+    return rows
+
+
+METRIC_LABELS = {"auc": "AUC", "mrae": "MRAE", "ci": "Harrell's C", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS"}
+
+
+def metrics_table(rows: list[dict]) -> str:
+    """The version's test metrics per model and event, the columns and models that have a value."""
+    cols = [c for c in METRIC_LABELS if any(r.get(c) is not None for r in rows)]
+    kept = [r for r in rows if any(r.get(c) is not None for c in cols)]
+    return markdown_table(["model", "event", *(METRIC_LABELS[c] for c in cols)],
+                          [[r["model"], "average" if r["task"] == "Avg" else r["task"],
+                            *("" if r.get(c) is None else f"{r[c]:.3f}" for c in cols)] for r in kept])
+
+
+def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str = "cpu") -> Path:
+    """``out_dir/report.md`` and its figures for ``version`` (a registered model version) on the
+    test split of ``dataset_dir``."""
+    version, out_dir = Path(version), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ds = load_dataset(dataset_dir)
+    tr, te, events = ds.train, ds.test, ds.event_names
+    x = model_inputs(te)
+    metrics = json.loads((version / "metrics.json").read_text())
+    models = {m: load_model(version / m, device=device) for m in TIME_MODELS if (version / m / "config.json").is_file()}
+    kind = built_from(dataset_dir)
+    parts = [f"# {name}: model version {version.name}", "",
+             *([STANDIN_NOTE, ""] if kind == "generated stand-in" else []),
+             f"Dataset `{Path(dataset_dir)}`, built from {kind}; {len(tr)} training, {len(ds.val)} validation and "
+             f"{len(te)} test rows; events {', '.join(events)} (time in {ds.manifest.get('time_unit', 'its unit')}). "
+             f"Every figure is on the test split. The model card is `{version / 'model_card.md'}`.", "",
+             "## Test metrics", "", metrics_table(metric_rows(version)), ""]
+    survival = survival_figure(te, x, events, models, out_dir / "survival.png",
+                               f"{name}: Kaplan-Meier against the mean predicted survival")
+    parts += ["## Survival: Kaplan-Meier against the models", "",
+              "The black step is what happened to the test rows; each line is a model's survival curve averaged "
+              "over the same rows. A line above the step predicts too few events by then; below it, too many.", "",
+              f"![{name} survival]({survival.name})", ""]
+    parts += ["## Cumulative incidence at three horizons", "",
+              "Kaplan-Meier's share with the event by each quartile of the training follow-up, against each "
+              "model's mean predicted risk by then.", "",
+              markdown_table(["event", "horizon", "Kaplan-Meier", *models],
+                              incidence_rows(tr, te, x, events, models)), ""]
+    calibration = (metrics.get("calibration") or {}).get("test") or {}
+    if calibration:
+        figure = horizon_calibration_figure(calibration, events, out_dir / "calibration-horizon.png",
+                                            f"{name}: risk by the horizon against Kaplan-Meier, by risk group")
+        parts += ["## Calibration by the horizon", "",
+                  "Rows grouped by predicted risk by each event's horizon (its median training follow-up); each "
+                  "group's mean prediction against its Kaplan-Meier risk. On the diagonal: calibrated.", "",
+                  f"![{name} calibration by the horizon]({figure.name})", ""]
+    if "CET" in models:
+        figure = p_ever_figure(te, models["CET"].predict_occurrence(x), events, out_dir / "p-ever.png",
+                               f"{name}: CET's P(ever)")
+        parts += ["## P(ever)", "",
+                  "CET's probability that each event ever happens. The dashed line is the Kaplan-Meier risk by the "
+                  "end of follow-up: the share seen so far, a floor for the share who ever have it.", "",
+                  f"![{name} P(ever)]({figure.name})", ""]
+    if not np.isnan(te.C).all():
+        auc = auc_figure(version, f"{name}: test AUC", out_dir / "auc.png")
+        cal = calibration_figure(version, Path(dataset_dir), f"{name}: calibration of P(ever)",
+                                 out_dir / "calibration.png", device)
+        parts += ["## Against the true occurrence", "", f"![{name} AUC]({auc.name}) ![{name} calibration]({cal.name})",
+                  ""]
+    return write_text(out_dir / "report.md", "\n".join(parts))
