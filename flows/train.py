@@ -80,8 +80,17 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
                         hist.train_loss[-1], hist.val_loss[-1])
             update_progress_artifact(artifact, due)
 
-    version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress,
-                                               on_models=percent.fitting, id_key=train_eval.row_key(Settings()))
+    try:
+        version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress,
+                                                   on_models=percent.fitting, id_key=train_eval.row_key(s))
+    except BaseException as exc:  # failed or cancelled: the progress artifact says so instead of standing still
+        ended = "cancelled" if not isinstance(exc, Exception) else f"failed ({type(exc).__name__})"
+        try:
+            update_progress_artifact(artifact, percent.percent, description=f"training on {name} {ended} at "
+                                                                             f"{percent.percent:.0f} %")
+        except Exception:  # noqa: BLE001 - the API may be what failed; the run's own state says the rest
+            pass
+        raise
     update_progress_artifact(artifact, percent.finish())
     logger.info("%s: %s %s", name, "reused" if reused else "registered", version)
     return str(version), reused
@@ -143,7 +152,10 @@ def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[st
 
 
 @task(name="dataset-report")
-def dataset_report(name: str, version: str, dataset_dir: str, out: str, device: str) -> str:
+def dataset_report(name: str, version: str, dataset_dir: str, out: str, device: str, reused: bool) -> str:
+    if reused and dataset_report_lib.report_is_current(out, version, name):
+        get_run_logger().info("%s: report of %s unchanged (%s)", name, Path(version).name, Path(out) / "report.md")
+        return str(Path(out) / "report.md")
     path = dataset_report_lib.write_dataset_report(version, dataset_dir, out, name, device=device)
     get_run_logger().info("%s: report in %s (model card: %s)", name, path, Path(version) / "model_card.md")
     return str(path)
@@ -198,7 +210,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
                          s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance, note,
                          rescored, params.promote_evidence or s.promote_evidence)
     by_group = subgroup_metrics(name, version, str(path), params.subgroups) if params.subgroups else None
-    summary = dataset_report(name, version, str(path), str(s.reports_dir / name), training.device)
+    summary = dataset_report(name, version, str(path), str(s.reports_dir / name), training.device, reused)
     report = None
     if params.runs:
         report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,

@@ -322,6 +322,27 @@ def test_a_failing_run_is_reported_failed_never_completed(cet_env):
     assert registry.promoted(cet_env / "models", "synthetic") is None
 
 
+def test_a_failed_training_says_so_on_its_progress_artifact(cet_env):
+    """Training that fails leaves its progress artifact saying so, not standing at its last percentage."""
+    from prefect import flow
+
+    from flows.train import train_models
+
+    data = build_synthetic()
+    bad = train_eval.TrainParams(models=("CET",), hidden=8, max_epochs=2, overrides={"CET": {"dropout": 2.0}})
+
+    @flow(name="train-models-alone")
+    def train_alone():  # the task as train-evaluate runs it, with a model that cannot be fitted
+        return train_models(data, str(cet_env / "models"), "synthetic", bad)
+
+    state = train_alone(return_state=True)
+    assert state.is_failed()
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(state.state_details.flow_run_id)
+        progress = [a for a in client.read_artifacts() if a.type == "progress" and a.flow_run_id == run.id]
+    assert [a.description for a in progress] == ["training on synthetic failed (ValueError) at 0 %"], progress
+
+
 def test_a_build_waits_for_or_refuses_a_concurrent_one(cet_env, monkeypatch):
     """The flow holds the output's lock: with CET_LOCK_WAIT=0 a run into a folder another process
     is writing is refused before any work; with a wait it goes on once the other has finished."""

@@ -13,6 +13,7 @@ Each version's model card is ``flows.lib.modeling.model_card``.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -152,6 +153,18 @@ def metrics_table(rows: list[dict]) -> str:
     return markdown_table(["model", "event", *(METRIC_LABELS[c] for c in cols)],
                           [[r["model"], "average" if r["task"] == "Avg" else r["task"],
                             *("" if r.get(c) is None else f"{r[c]:.3f}" for c in cols)] for r in kept])
+
+
+def report_is_current(out_dir, version, name: str) -> bool:
+    """Whether ``out_dir/report.md`` is the report of ``version`` with every figure it links: a
+    reused version's report is not drawn again."""
+    path = Path(out_dir) / "report.md"
+    try:
+        text = path.read_text()
+    except OSError:
+        return False
+    return (text.startswith(f"# {name}: model version {Path(version).name}\n")
+            and all((Path(out_dir) / png).is_file() for png in re.findall(r"!\[[^\]]*\]\(([^)/\s]+\.png)\)", text)))
 
 
 def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str = "cpu") -> Path:
