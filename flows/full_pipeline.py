@@ -28,6 +28,7 @@ from prefect.logging import get_run_logger
 from flows.lib import commands
 from flows.lib.flow_params import FullPipelineParams, TrainEvaluateParams
 from flows.lib.infra.cli import apply_log_level
+from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner, with_runner
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import report as report_lib
@@ -44,7 +45,7 @@ def write_report(entries: list[dict], reports_dir: str) -> str:
     return str(path)
 
 
-@flow(name="full-pipeline", task_runner=thread_runner())
+@flow(name="full-pipeline", flow_run_name=run_name("pipeline"), task_runner=thread_runner())
 def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
     """Build each dataset (skipped when unchanged), train-evaluate it, then write the report."""
     s = Settings()

@@ -29,6 +29,7 @@ from flows.lib.flow_params import MimicBuildParams, recipe
 from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -75,7 +76,7 @@ STANDIN_CODE = ["flows.lib.standin.mimic", "flows.lib.standin.mimic_cohort", "fl
                 "flows.lib.standin.mimic_rows", "flows.lib.standin.gz_csv"]
 
 
-@flow(name="build-mimic-features", task_runner=thread_runner())
+@flow(name="build-mimic-features", flow_run_name=run_name("mimic"), task_runner=thread_runner())
 def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
     """MIMIC-III v1.4 tables -> typed parquet -> SQL -> a dataset folder in the contract.
 

@@ -38,6 +38,7 @@ from flows.lib.flow_params import PredictParams
 from flows.lib.infra.cli import apply_log_level, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -101,7 +102,7 @@ def check_scores_out(params, s: Settings) -> None:
                       registries=[s.models_dir], ours=predict_lib.written_scores)
 
 
-@flow(name="predict", task_runner=thread_runner())
+@flow(name="predict", flow_run_name=run_name("predict"), task_runner=thread_runner())
 def predict(params: PredictParams) -> str:
     """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
     s = Settings()

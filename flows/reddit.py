@@ -29,6 +29,7 @@ from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.keys import check_key
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -105,7 +106,7 @@ def source_key(work: str) -> str:
     return reddit_cohort.key_digest(_key(work))
 
 
-@flow(name="build-reddit-features", task_runner=thread_runner())
+@flow(name="build-reddit-features", flow_run_name=run_name("reddit"), task_runner=thread_runner())
 def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> str:
     """Pushshift dumps (folders searched recursively, or a base URL; default: CET_REDDIT_DUMPS,
     else a generated stand-in) -> the Reddit dataset. Skipped when the output holds a build of the same

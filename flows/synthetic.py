@@ -22,6 +22,7 @@ from flows.lib.flow_params import SyntheticParams, recipe
 from flows.lib.infra.cli import apply_log_level, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -37,7 +38,7 @@ def generate(out: str, mode: str, n: int, seed: int) -> str:
     return str(path)
 
 
-@flow(name="build-synthetic", task_runner=thread_runner())
+@flow(name="build-synthetic", flow_run_name=run_name("synthetic"), task_runner=thread_runner())
 def build_synthetic(params: SyntheticParams = SyntheticParams()) -> str:
     """The paper's synthetic dataset (Section 5.1): 60/20/20 split, uniform censoring on (0, 3)."""
     s = Settings()

@@ -37,6 +37,7 @@ from flows.lib.flow_params import TableBuildParams
 from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -55,7 +56,7 @@ def write_table_dataset(table: str, out: str, params: dict) -> str:
     return str(path)
 
 
-@flow(name="build-table-dataset", task_runner=thread_runner())
+@flow(name="build-table-dataset", flow_run_name=run_name("table"), task_runner=thread_runner())
 def build_table_dataset(params: TableBuildParams) -> str:
     """A table of your own (``params.table``) -> a dataset folder with no true occurrence."""
     s = Settings()

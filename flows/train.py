@@ -53,6 +53,7 @@ from flows.lib.infra import registry
 from flows.lib.infra.cli import apply_log_level, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
+from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -176,7 +177,7 @@ def artifact_key(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "dataset"
 
 
-@flow(name="train-evaluate", task_runner=thread_runner())
+@flow(name="train-evaluate", flow_run_name=run_name("train"), task_runner=thread_runner())
 def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     """Dataset folder -> CET (the default), CET-paper, ET, BC and the oracle -> metrics, a registered
     version and a promotion decision (on CET).
@@ -263,7 +264,7 @@ def _check_recorded_source(name: str, path: str | None, option: str) -> None:
                          f"from its new place ({command}, with the same options), and retrain follows that")
 
 
-@flow(name="retrain", task_runner=thread_runner())
+@flow(name="retrain", flow_run_name=run_name("retrain"), task_runner=thread_runner())
 def retrain(params: RetrainParams = RetrainParams()) -> dict:
     """Rebuild ``dataset`` (synthetic, mimic, reddit, or a table built by build-table-dataset, from the
     same file; default CET_RETRAIN_DATASET) from its configured source when its inputs changed,

@@ -318,6 +318,7 @@ def test_a_failing_run_is_reported_failed_never_completed(cet_env):
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(state.state_details.flow_run_id)
     assert run.state.type.value == "FAILED" and "c_T2" in (run.state.message or "")
+    assert re.fullmatch(r"train-synthetic-\d{8}-\d{6}", run.name), run.name  # named by what it does
     assert registry.versions(cet_env / "models", "synthetic") == []
     assert registry.promoted(cet_env / "models", "synthetic") is None
 
