@@ -1,5 +1,5 @@
-"""Flow run names that say what a run does: ``<what>-<UTC date and time>``, e.g. ``mimic-standin-
-20261202-0301`` for build-mimic-features or ``cohort-20261202-0301`` for train-evaluate, instead of
+"""Flow run names that say what a run does: ``<what>-<subject>-<UTC YYYYMMDD-HHMMSS>``, e.g.
+``mimic-standin-…`` for build-mimic-features or ``train-cohort-…`` for train-evaluate, instead of
 Prefect's random two words. Each flow names its run from its ``params`` when the run starts.
 
     >>> describe({"mimic_dir": "/data/mimic-iii-clinical-database-1.4"}, "mimic")
