@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 import torch
 from sklearn.exceptions import ConvergenceWarning
@@ -198,6 +200,26 @@ def training_switch(module: torch.nn.Module) -> Callable[[bool], None]:
     return set_training
 
 
+ETA_SECONDS = 30.0  # a budget projected to take at least this long is announced after its first epoch
+
+
+def budget_eta(desc: str, first_epoch: float, max_epochs: int, now: float | None = None) -> str | None:
+    """After the first epoch of a long budget, log when the budget ends at the latest (early
+    stopping usually ends it sooner); returns the line, or None for a short budget.
+
+    >>> budget_eta("CET", 2.0, 500, now=0.0)
+    'CET: epoch 1 of at most 500 took 2.0 s: the budget ends within 16.7 min (by 00:16:40 UTC), sooner if early stopping ends it'
+    """
+    total = first_epoch * max_epochs
+    if total < ETA_SECONDS:
+        return None
+    end = datetime.fromtimestamp((time.time() if now is None else now) + total, UTC)
+    line = (f"{desc}: epoch 1 of at most {max_epochs} took {first_epoch:.1f} s: the budget ends within "
+            f"{total / 60:.1f} min (by {end:%H:%M:%S} UTC), sooner if early stopping ends it")
+    log.info("%s", line)
+    return line
+
+
 def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Tensor], n_train: int,
           cfg: TrainConfig, shuffle_generator: torch.Generator,
           val_loss: Callable[[], float] | None = None, desc: str = "train",
@@ -229,6 +251,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
     best_state = snapshot(module)
     set_training = training_switch(module)
     bar = tqdm(range(max_epochs), desc=desc, disable=not cfg.verbose, leave=False)
+    started = time.monotonic()
     for epoch in bar:
         set_training(True)
         perm = torch.randperm(n_train, generator=shuffle_generator)
@@ -248,6 +271,8 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         with torch.no_grad():
             monitored = val_loss() if val_loss is not None else hist.train_loss[-1]
         hist.val_loss.append(monitored)
+        if epoch == 0:
+            budget_eta(desc, time.monotonic() - started, max_epochs)
         bar.set_postfix(train=f"{hist.train_loss[-1]:.4f}", val=f"{monitored:.4f}")
         if on_epoch is not None:
             on_epoch(epoch, hist)

@@ -858,3 +858,16 @@ def test_a_model_saved_before_the_recipe_was_apart_loads_and_predicts_the_same(s
         np.testing.assert_array_equal(again.predict_occurrence(x), model.predict_occurrence(x))
         assert again.recipe_ == model.recipe_ or again.recipe_.occurrence_init == "observed"
         assert set(again.get_params()) == set(model.get_params())
+
+
+def test_a_long_budget_says_when_it_ends_after_its_first_epoch(small_survival, monkeypatch, caplog):
+    import logging
+
+    from cet_model import train as train_module
+
+    x, t, s, _ = small_survival
+    monkeypatch.setattr(train_module, "ETA_SECONDS", 0.0)  # every budget counts as long here
+    with caplog.at_level(logging.INFO, logger="cet_model"):
+        CETModel(hidden_sizes=(4,), max_epochs=3, device="cpu").fit(x, t, s)
+    lines = [r.getMessage() for r in caplog.records if "epoch 1 of at most 3" in r.getMessage()]
+    assert len(lines) == 1 and "the budget ends within" in lines[0] and lines[0].startswith("CET"), lines
