@@ -11,7 +11,7 @@ from prefect.logging import get_run_logger
 from flows.lib.infra import stage_cache
 
 
-@task(name="check-stage-cache")
+@task(name="check-stage-cache", task_run_name="check-{stage}")
 def check_cache(stage: str, out: str, inputs: dict, params: dict, code: list[str]) -> tuple[str, bool]:
     """The stage's key and whether ``out`` already holds its result."""
     key = stage_cache.stage_key(inputs, params, stage_cache.code_version(*code))
@@ -21,7 +21,7 @@ def check_cache(stage: str, out: str, inputs: dict, params: dict, code: list[str
     return key, current
 
 
-@task(name="record-stage")
+@task(name="record-stage", task_run_name="record-{stage}")
 def record_stage(stage: str, out: str, key: str, recipe: dict | None = None, source: dict | None = None) -> str:
     """Stamp ``out`` as the complete result of ``stage`` (and, given, the ``recipe`` that rebuilds it
     and the ``source`` it was built from: ``{"kind": ...}``, what ``refuse_standin_over_real`` reads)."""

@@ -55,7 +55,7 @@ def generate_standin(dest: str, scale: float, seed: int) -> str:
     return str(path)
 
 
-@task(name="stage-mimic-table")
+@task(name="stage-mimic-table", task_run_name="stage-{table}")
 def stage(mimic_dir: str, table: str, work_dir: str) -> str:
     staged = mimic_staging.stage_table(Path(mimic_dir), table, Path(work_dir) / "staged")
     get_run_logger().info("%s: %d rows (%s)", table, staged.rows, "converted" if staged.converted else "reused")

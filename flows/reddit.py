@@ -29,7 +29,7 @@ from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.keys import check_key
 from flows.lib.infra.locks import output_lock
-from flows.lib.infra.run_names import run_name
+from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -55,12 +55,12 @@ def generate_standin(dest: str, n_users: int, seed: int, start: str, comment_end
     return str(reddit_standin.ensure(Path(dest), n_users, seed, months, text))
 
 
-@task(name="download-reddit-dump", retries=2, retry_delay_seconds=[5, 30])
+@task(name="download-reddit-dump", task_run_name="download-{name}", retries=2, retry_delay_seconds=[5, 30])
 def download_dump(base_url: str, name: str, dest: str, sha256: str | None) -> str:
     return str(reddit_download.fetch(base_url, name, Path(dest), sha256, progress=True))
 
 
-@task(name="scan-submissions")
+@task(name="scan-submissions", task_run_name=file_task_name("scan"))
 def scan_rs(path: str, out: str, work: str, end_utc: int, max_error_rate: float) -> dict:
     stats = reddit_cohort.scan_submissions(Path(path), Path(out), _key(work), end_utc, max_error_rate)
     get_run_logger().info("%s: %d lines, %d malformed, skipped %s", stats["file"], stats["lines"],
@@ -74,7 +74,7 @@ def combine_rs(parts: list[str], out: str) -> str:
     return out
 
 
-@task(name="scan-comments")
+@task(name="scan-comments", task_run_name=file_task_name("scan"))
 def scan_rc(path: str, out: str, work: str, first_path: str, end_utc: int, max_error_rate: float) -> dict:
     import polars as pl
 

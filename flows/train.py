@@ -62,7 +62,7 @@ from flows.lib.modeling import explain, subgroups, train_eval
 from flows.lib.modeling.predict import resolve_version
 
 
-@task(name="train-models")
+@task(name="train-models", task_run_name="train-{name}")
 def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.TrainParams) -> tuple[str, bool]:
     logger = get_run_logger()
     s = Settings()
@@ -152,7 +152,7 @@ def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[st
     return str(path)
 
 
-@task(name="dataset-report")
+@task(name="dataset-report", task_run_name="report-{name}")
 def dataset_report(name: str, version: str, dataset_dir: str, out: str, device: str, reused: bool) -> str:
     if reused and dataset_report_lib.report_is_current(out, version, name):
         get_run_logger().info("%s: report of %s unchanged (%s)", name, Path(version).name, Path(out) / "report.md")

@@ -239,6 +239,13 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     import base64
     with get_client(sync_client=True) as client:
         art = next(a for a in client.read_latest_artifacts() if a.key == "cet-pipeline-report")
+        # runs named by what they do: each train-evaluate subflow by its dataset, tasks by table and month
+        flow_names = {r.name for r in client.read_flow_runs()}
+        task_names = {r.name for r in client.read_task_runs(limit=200)}
+    for name in ("synthetic", "mimic", "reddit"):
+        assert any(re.fullmatch(rf"train-{name}-\d{{8}}-\d{{6}}", n) for n in flow_names), (name, sorted(flow_names))
+    assert "stage-CHARTEVENTS" in task_names and any(re.fullmatch(r"scan-RC_\d{4}-\d{2}", n) for n in task_names), \
+        sorted(task_names)
     uris = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", art.data)
     assert len(uris) == 6 and ".png)" not in art.data
     assert base64.b64decode(uris[1]) == (reports / "synthetic-calibration.png").read_bytes()

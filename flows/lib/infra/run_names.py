@@ -41,6 +41,18 @@ def describe(params, what: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "-", label)[:80]
 
 
+def file_task_name(what: str, field: str = "path"):
+    """A ``task_run_name`` callable: ``<what>-<file name without its suffixes>``, e.g. ``scan-RC_2017-01``
+    for the task's ``path``: a scan is named by its month's dump."""
+    def name() -> str:
+        from prefect.runtime import task_run
+
+        value = (task_run.parameters or {}).get(field)
+        stem = PurePath(str(value)).name.split(".")[0] if value else "file"
+        return f"{what}-{stem}"
+    return name
+
+
 def run_name(what: str):
     """A ``flow_run_name`` callable: ``describe`` of the run's ``params``, then the UTC time."""
     def name() -> str:
