@@ -45,13 +45,14 @@ def usable_cpus() -> int:
     return max(1, n)
 
 
-def _whole(name: str, value: str) -> int:
+def whole_number(name: str, value: str) -> int:
+    """The environment variable ``name``'s ``value`` as a whole number >= 1, or a ValueError naming it."""
     try:
         n = int(value)
     except ValueError:
         n = 0
     if n < 1:
-        raise ValueError(f"{name}={value!r}: expected a whole number >= 1 (the CPU threads of a fit)")
+        raise ValueError(f"{name}={value!r}: expected a whole number >= 1")
     return n
 
 
@@ -60,7 +61,7 @@ def choose(environ=None, *, cpus: int | None = None, parallel: int = 1, current:
     env = os.environ if environ is None else environ
     value = str(env.get(VARIABLE, "")).strip()
     if value:
-        return _whole(VARIABLE, value), f"{VARIABLE}={value}"
+        return whole_number(VARIABLE, value), f"{VARIABLE}={value}"
     current = torch.get_num_threads() if current is None else current
     cpus = usable_cpus() if cpus is None else cpus
     cap = max(1, cpus // max(1, parallel))

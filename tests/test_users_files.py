@@ -258,3 +258,22 @@ def test_a_stand_in_written_before_folders_were_marked_is_still_replaced(tmp_pat
     (again / "mine.txt").write_text("x")
     with pytest.raises(FileExistsError, match=r"CET did not write \(mine.txt\)"):
         reddit_standin.generate(out, n_users=20, seed=3, months=months, progress=False, overwrite=True)
+
+
+def test_the_dataset_report_never_replaces_a_users_files(tmp_path):
+    from flows.lib.modeling.dataset_report import check_ours
+
+    out = tmp_path / "reports" / "cohort"
+    out.mkdir(parents=True)
+    (out / "report.md").write_text("# my own notes\n")
+    with pytest.raises(ValueError, match=r"report.md: not a report CET wrote for cohort"):
+        check_ours(out, "cohort")
+    assert (out / "report.md").read_text() == "# my own notes\n"
+    (out / "report.md").unlink()
+    (out / "survival.png").write_bytes(b"mine")
+    with pytest.raises(ValueError, match=r"holds survival.png beside no report CET wrote"):
+        check_ours(out, "cohort")
+    (out / "survival.png").unlink()
+    check_ours(out, "cohort")  # empty: nothing to protect
+    (out / "report.md").write_text("# cohort: model version v0001\n")
+    check_ours(out, "cohort")  # ours: replaced

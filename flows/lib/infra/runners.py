@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 
+from cet_model.threads import usable_cpus, whole_number
+
 THREADS_VARIABLE = "PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS"
 
 
@@ -28,14 +30,8 @@ def default_threads() -> int:
     else the cores this process may use, at least 2."""
     value = os.environ.get(THREADS_VARIABLE, "").strip()
     if value:
-        try:
-            n = int(value)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise ValueError(f"{THREADS_VARIABLE}={value!r}: expected a whole number >= 1")
-        return n
-    return max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2)
+        return whole_number(THREADS_VARIABLE, value)
+    return max(2, usable_cpus())
 
 
 def thread_runner(max_workers: int | None = None):

@@ -167,10 +167,31 @@ def report_is_current(out_dir, version, name: str) -> bool:
             and all((Path(out_dir) / png).is_file() for png in re.findall(r"!\[[^\]]*\]\(([^)/\s]+\.png)\)", text)))
 
 
+FILES = ("report.md", "survival.png", "calibration-horizon.png", "p-ever.png", "auc.png", "calibration.png")
+
+
+def check_ours(out_dir, name: str) -> None:
+    """Refuse to replace a report.md this project did not write (its first line names the dataset's
+    model version), or figures beside no report of ours: a user's files there stay as they are."""
+    out_dir = Path(out_dir)
+    report = out_dir / "report.md"
+    if report.is_file():
+        with report.open(errors="replace") as f:
+            first = f.readline()
+        if not first.startswith(f"# {name}: model version "):
+            raise ValueError(f"{report}: not a report CET wrote for {name}; move it, or set CET_REPORTS_DIR elsewhere")
+        return
+    found = [f for f in FILES[1:] if (out_dir / f).exists()]
+    if found:
+        raise ValueError(f"{out_dir}: holds {', '.join(found)} beside no report CET wrote; move them, or set "
+                         "CET_REPORTS_DIR elsewhere")
+
+
 def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str = "cpu") -> Path:
     """``out_dir/report.md`` and its figures for ``version`` (a registered model version) on the
-    test split of ``dataset_dir``."""
+    test split of ``dataset_dir``; refuses to replace files it did not write (``check_ours``)."""
     version, out_dir = Path(version), Path(out_dir)
+    check_ours(out_dir, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     ds = load_dataset(dataset_dir)
     tr, te, events = ds.train, ds.test, ds.event_names
