@@ -75,13 +75,26 @@ def main(argv=None) -> int:
         diff = float((other() - ref).abs().max())
         row = {"product": name, "layer_us": t_layer, "other_layout_us": t_other, "speedup": t_layer / t_other,
                "max_abs_difference": diff, "bitwise_equal": bool(torch.equal(other(), ref))}
-        print(f"{name}: as the layer does it {t_layer:.0f} us, other layout {t_other:.0f} us "
-              f"({row['speedup']:.2f}x); max |difference| {diff:.2e}, bitwise equal: {row['bitwise_equal']}", flush=True)
+        print(
+            f"{name}: as the layer does it {t_layer:.0f} us, other layout {t_other:.0f} us "
+            f"({row['speedup']:.2f}x); max |difference| {diff:.2e}, bitwise equal: {row['bitwise_equal']}",
+            flush=True,
+        )
         rows.append(row)
     out_path = ROOT / "benchmarks" / "results" / "decoder_layouts.json"
-    write_text(out_path, json.dumps({
-        "command": "python benchmarks/bench_decoder_layouts.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "shapes": {"rows": r, "samples": k, "hidden": h_, "outputs": o}, "rows": rows, "machine": machine()}, indent=2))
+    write_text(
+        out_path,
+        json.dumps(
+            {
+                "command": "python benchmarks/bench_decoder_layouts.py "
+                + " ".join(argv if argv is not None else sys.argv[1:]),
+                "shapes": {"rows": r, "samples": k, "hidden": h_, "outputs": o},
+                "rows": rows,
+                "machine": machine(),
+            },
+            indent=2,
+        ),
+    )
     print(f"wrote {out_path}")
     return 0
 

@@ -96,8 +96,11 @@ def time_masks(repeats: int, rounds: int) -> list[dict]:
     rows = []
     for shape in SHAPES:
         arms = dict(MASKS, drawn_whole=whole_mask) if math.prod(shape) > networks._MASK_CHUNK else MASKS
-        per_round = alternating(arms, rounds,
-                                lambda fn, shape=shape: median_call_us(lambda: fn(shape, 0.5, like), max(1, repeats // rounds)))
+        per_round = alternating(
+            arms,
+            rounds,
+            lambda fn, shape=shape: median_call_us(lambda: fn(shape, 0.5, like), max(1, repeats // rounds)),
+        )
         row = {"shape": list(shape), "rounds_us": per_round}
         for name, v in per_round.items():
             row[f"{name}_us"] = float(np.median(v))
@@ -151,8 +154,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "dropout_mask.json")
     args = ap.parse_args(argv)
-    out = {"command": "python benchmarks/bench_dropout_mask.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "masks": time_masks(args.repeats, args.rounds), "steps": time_steps(args.steps, args.rounds), "machine": machine()}
+    out = {
+        "command": "python benchmarks/bench_dropout_mask.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "masks": time_masks(args.repeats, args.rounds),
+        "steps": time_steps(args.steps, args.rounds),
+        "machine": machine(),
+    }
     write_text(args.out, json.dumps(out, indent=2))
     print(f"wrote {args.out}")
     return 0

@@ -148,7 +148,9 @@ def gemm_ceiling(st, texts, t_plain: float, workdir: Path, batch_size: int = 64)
     """
     cfg = st[0].auto_model.config
     h, inner, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
-    lengths = np.array([len(ids) for ids in st.tokenizer(texts, truncation=True, max_length=st.max_seq_length)["input_ids"]])
+    lengths = np.array(
+        [len(ids) for ids in st.tokenizer(texts, truncation=True, max_length=st.max_seq_length)["input_ids"]]
+    )
     ordered = np.sort(lengths)[::-1]
     batches = [ordered[i:i + batch_size] for i in range(0, len(ordered), batch_size)]
     padded = int(sum(len(b) * b.max() for b in batches))
@@ -172,7 +174,9 @@ def gemm_ceiling(st, texts, t_plain: float, workdir: Path, batch_size: int = 64)
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = torch.get_num_threads(), 1
         for name, (k, n, _) in shapes.items():
-            weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((k, n)).astype(np.float32) * 0.05, "W")
+            weight = numpy_helper.from_array(
+                np.random.default_rng(0).standard_normal((k, n)).astype(np.float32) * 0.05, "W"
+            )
             graph = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Y"])], "gemm",
                                       [helper.make_tensor_value_info("X", TensorProto.FLOAT, [tokens, k])],
                                       [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [tokens, n])], [weight])

@@ -69,14 +69,23 @@ def main(argv=None) -> int:
     finally:
         networks.conditional_hidden = SKIPPING
     med = {name: float(np.median(v)) for name, v in ms.items()}
-    out = {"command": "python benchmarks/bench_fused_backward.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "dataset": ds.manifest.get("name"), "train_rows": len(tr), "features": int(tr.X.shape[1]),
-           "events": int(tr.T.shape[1]), "ms_per_step": med, "rounds_ms": ms,
-           "speedup": med["compute"] / med["skip"], "machine": machine()}
+    out = {
+        "command": "python benchmarks/bench_fused_backward.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "dataset": ds.manifest.get("name"),
+        "train_rows": len(tr),
+        "features": int(tr.X.shape[1]),
+        "events": int(tr.T.shape[1]),
+        "ms_per_step": med,
+        "rounds_ms": ms,
+        "speedup": med["compute"] / med["skip"],
+        "machine": machine(),
+    }
     path = ROOT / "benchmarks" / "results" / f"fused_backward_{args.data.name}.json"
     write_text(path, json.dumps(out, indent=2))
-    print(f"{args.data.name}: default CET step {med['skip']:.2f} ms skipping the patterns' gradient, "
-          f"{med['compute']:.2f} ms computing it ({out['speedup']:.3f}x); wrote {path}")
+    print(
+        f"{args.data.name}: default CET step {med['skip']:.2f} ms skipping the patterns' gradient, "
+        f"{med['compute']:.2f} ms computing it ({out['speedup']:.3f}x); wrote {path}"
+    )
     return 0
 
 

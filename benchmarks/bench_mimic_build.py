@@ -93,11 +93,18 @@ def bench(scale: float, data_dir: Path, seed: int = 0) -> dict:
                     "--work-dir", str(work)], cwd=ROOT, env=env(), capture_output=True, check=True)
     cli_s = time.perf_counter() - t0
     return {
-        "scale": scale, "chart_rows": man["rows"]["CHARTEVENTS"], "gz_bytes": sum(p.stat().st_size for p in src.glob("*.csv.gz")),
-        "raw_csv_bytes": sum(man["raw_csv_bytes"].values()), "generate_s": None if reused else round(gen_s, 1),
-        "zcat_floor_s": round(floor, 2), "flow_s": round(res["flow_s"], 2), "ratio": round(res["flow_s"] / floor, 2),
-        "sql_only_s": round(res["sql_s"], 2), "peak_rss_gib": round(res["peak_rss_gib"], 2),
-        "cli_cold_s": round(cli_s, 2), "cli_ratio": round(cli_s / floor, 2),
+        "scale": scale,
+        "chart_rows": man["rows"]["CHARTEVENTS"],
+        "gz_bytes": sum(p.stat().st_size for p in src.glob("*.csv.gz")),
+        "raw_csv_bytes": sum(man["raw_csv_bytes"].values()),
+        "generate_s": None if reused else round(gen_s, 1),
+        "zcat_floor_s": round(floor, 2),
+        "flow_s": round(res["flow_s"], 2),
+        "ratio": round(res["flow_s"] / floor, 2),
+        "sql_only_s": round(res["sql_s"], 2),
+        "peak_rss_gib": round(res["peak_rss_gib"], 2),
+        "cli_cold_s": round(cli_s, 2),
+        "cli_ratio": round(cli_s / floor, 2),
     }
 
 
@@ -116,10 +123,15 @@ def main(argv=None):
         print(json.dumps(rows[-1]), flush=True)
     out = ROOT / "benchmarks" / "results" / "mimic_build.json"
     out.write_text(json.dumps({"runs": rows, "machine": machine()}, indent=2) + "\n")
-    print(f"{'scale':>6} {'chart rows':>12} {'zcat s':>7} {'flow s':>7} {'ratio':>6} {'SQL s':>6} {'RSS GiB':>8} {'CLI s':>6}")
+    print(
+        f"{'scale':>6} {'chart rows':>12} {'zcat s':>7} {'flow s':>7} {'ratio':>6} {'SQL s':>6} "
+        f"{'RSS GiB':>8} {'CLI s':>6}"
+    )
     for r in rows:
-        print(f"{r['scale']:>6g} {r['chart_rows']:>12,} {r['zcat_floor_s']:>7} {r['flow_s']:>7} {r['ratio']:>6} "
-              f"{r['sql_only_s']:>6} {r['peak_rss_gib']:>8} {r['cli_cold_s']:>6}")
+        print(
+            f"{r['scale']:>6g} {r['chart_rows']:>12,} {r['zcat_floor_s']:>7} {r['flow_s']:>7} {r['ratio']:>6} "
+            f"{r['sql_only_s']:>6} {r['peak_rss_gib']:>8} {r['cli_cold_s']:>6}"
+        )
 
 
 if __name__ == "__main__":

@@ -137,7 +137,8 @@ def main(argv=None) -> int:
     ap.add_argument("--users", type=int, default=3000, help="stand-in users to generate (default %(default)s)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure, the best is kept (default %(default)s)")
     ap.add_argument("--candidate-share", type=float, default=0.1,
-                    help="share of comment lines from the stand-in's users; the rest is background (default %(default)s)")
+                    help="share of comment lines from the stand-in's users; the rest is "
+                         "background (default %(default)s)")
     ap.add_argument("--target-share", type=float, default=0.005,
                     help="share of submission lines from the stand-in (most to the nine) (default %(default)s)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/reddit_scan.json"))
@@ -168,10 +169,12 @@ def main(argv=None) -> int:
     os.replace(tmp_out, args.out)
     for kind in ("comments", "submissions"):
         r = result[kind]
-        print(f"{kind}: {r['lines']:,} lines, mean {r['mean_line_bytes']:.0f} B; floor {r['floor_lines_per_s']:,.0f}/s, "
-              f"orjson {r['orjson_lines_per_s']:,.0f}/s, scan {r['scan_lines_per_s']:,.0f}/s "
-              f"({r['scan_share_of_floor']:.0%} of the floor; without the prefilter "
-              f"{r['scan_without_prefilter_lines_per_s']:,.0f}/s)")
+        print(
+            f"{kind}: {r['lines']:,} lines, mean {r['mean_line_bytes']:.0f} B; floor {r['floor_lines_per_s']:,.0f}/s, "
+            f"orjson {r['orjson_lines_per_s']:,.0f}/s, scan {r['scan_lines_per_s']:,.0f}/s "
+            f"({r['scan_share_of_floor']:.0%} of the floor; without the prefilter "
+            f"{r['scan_without_prefilter_lines_per_s']:,.0f}/s)"
+        )
     return 0
 
 

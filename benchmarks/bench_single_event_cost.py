@@ -99,14 +99,21 @@ def main(argv=None) -> int:
     if args.defaults:
         rows = whole_fits(args.datasets.split(","), seeds=tuple(range(args.seeds)))
         ratios = [r["ratio_cet_to_et"] for r in rows]
-        out = {"command": "python benchmarks/bench_single_event_cost.py " + " ".join(argv or sys.argv[1:]),
-               "rows": rows, "worst_ratio": max(ratios),
-               "worst_ratio_one_stop": max(r["ratio_cet_one_stop_to_et"] for r in rows), "goal": "ratio_cet_to_et <= 3", "machine": machine()}
+        out = {
+            "command": "python benchmarks/bench_single_event_cost.py " + " ".join(argv or sys.argv[1:]),
+            "rows": rows,
+            "worst_ratio": max(ratios),
+            "worst_ratio_one_stop": max(r["ratio_cet_one_stop_to_et"] for r in rows),
+            "goal": "ratio_cet_to_et <= 3",
+            "machine": machine(),
+        }
         suffix = "" if args.seeds == 3 else f"_{args.seeds}seeds"
         path = args.out or RESULTS / f"single_event_cost_defaults{suffix}.json"
         write_text(path, json.dumps(out, indent=2))
-        print(f"worst CET/ET ratio of whole default fits: {max(ratios):.2f} (goal <= 3; with one joint stop "
-              f"{out['worst_ratio_one_stop']:.2f}); wrote {path}")
+        print(
+            f"worst CET/ET ratio of whole default fits: {max(ratios):.2f} (goal <= 3; with one joint stop "
+            f"{out['worst_ratio_one_stop']:.2f}); wrote {path}"
+        )
         return 0
     parts, _, facts = load(args.dataset)
     X, t, s = parts["train"]
@@ -116,18 +123,29 @@ def main(argv=None) -> int:
         cet.append(timed(lambda: CETModel(**kw), X, t, s))
         et.append(timed(lambda: ETModel(**kw), X, t, s))
     paper = timed(lambda: CETModel(objective="paper", lr=3e-4, **kw), X, t, s)
-    out = {"command": "python benchmarks/bench_single_event_cost.py " + " ".join(argv or sys.argv[1:]),
-           "dataset": args.dataset, "train_rows": len(X), "features": X.shape[1], "epochs": args.epochs,
-           "cet_seconds": cet, "et_seconds": et, "cet_paper_gumbel100_seconds": paper,
-           "ratio_cet_to_et": float(np.median(cet) / np.median(et)),
-           "ratio_cet_paper_to_et": float(paper / np.median(et)), "goal": "ratio_cet_to_et <= 3",
-           "machine": machine(), "facts": facts}
+    out = {
+        "command": "python benchmarks/bench_single_event_cost.py " + " ".join(argv or sys.argv[1:]),
+        "dataset": args.dataset,
+        "train_rows": len(X),
+        "features": X.shape[1],
+        "epochs": args.epochs,
+        "cet_seconds": cet,
+        "et_seconds": et,
+        "cet_paper_gumbel100_seconds": paper,
+        "ratio_cet_to_et": float(np.median(cet) / np.median(et)),
+        "ratio_cet_paper_to_et": float(paper / np.median(et)),
+        "goal": "ratio_cet_to_et <= 3",
+        "machine": machine(),
+        "facts": facts,
+    }
     path = args.out or RESULTS / "single_event_cost.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps(out, indent=2))
-    print(f"{args.dataset}: {len(X)} training rows, {args.epochs} epochs. CET {np.median(cet):.2f} s, "
-          f"ET {np.median(et):.2f} s: ratio {out['ratio_cet_to_et']:.2f} (goal <= 3). "
-          f"CET-paper (Gumbel, 100 samples) {paper:.2f} s: {out['ratio_cet_paper_to_et']:.1f}x ET")
+    print(
+        f"{args.dataset}: {len(X)} training rows, {args.epochs} epochs. CET {np.median(cet):.2f} s, "
+        f"ET {np.median(et):.2f} s: ratio {out['ratio_cet_to_et']:.2f} (goal <= 3). "
+        f"CET-paper (Gumbel, 100 samples) {paper:.2f} s: {out['ratio_cet_paper_to_et']:.1f}x ET"
+    )
     return 0
 
 

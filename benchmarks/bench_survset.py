@@ -201,7 +201,11 @@ def over_seeds(label: str, scored: list[dict]) -> dict:
     row = {"model": label, "seeds": len(scored)}
     for k in METRICS:
         v = np.array([r[k] for r in scored], dtype=float)
-        row[k], row[f"{k}_sd"], row[f"{k}_per_seed"] = float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, v.tolist()
+        row[k], row[f"{k}_sd"], row[f"{k}_per_seed"] = (
+            float(v.mean()),
+            float(v.std(ddof=1)) if v.size > 1 else 0.0,
+            v.tolist(),
+        )
     row["risk_rmst"] = [r["risk_rmst"] for r in scored]
     return row
 
@@ -238,7 +242,9 @@ def paired_bootstrap(t, s, scores_a, score_b, n_boot: int = 2000, seed: int = 0)
     rng = np.random.default_rng(seed)
 
     def gap(i):
-        return np.mean([concordance_index(t[i], a[i], s[i]) for a in scores_a]) - concordance_index(t[i], score_b[i], s[i])
+        return np.mean([concordance_index(t[i], a[i], s[i]) for a in scores_a]) - concordance_index(
+            t[i], score_b[i], s[i]
+        )
     diffs = []
     for _ in range(n_boot):
         i = rng.integers(0, len(t), len(t))
@@ -263,7 +269,8 @@ def markdown(results: list[dict], mach: dict) -> str:
                          f"{row['ibs']:.3f} | {row['fit_seconds']:.1f} |")
     seeds = next((row["seeds"] for r in results for row in r["rows"] if "seeds" in row), 1)
     lines += ["", f"CET rows: the mean over {seeds} seeds (± the sd over seeds for Harrell's C; fit s per fit)."]
-    lines += ["", "| data set | test rows | CET (seed mean) − LogNormalAFT Harrell's C | paired bootstrap SE | 95 % interval |",
+    lines += ["", "| data set | test rows | CET (seed mean) − LogNormalAFT Harrell's C | paired "
+                  "bootstrap SE | 95 % interval |",
               "|---|---|---|---|---|"]
     for r in results:
         d = r["cet_minus_aft_c"]

@@ -1,6 +1,7 @@
 """Would the main job train faster with its fits in parallel processes, one torch thread each?
 
-    python benchmarks/bench_train_threads.py --data data/synthetic [--epochs 8] [--out benchmarks/results/train_threads.json]
+    python benchmarks/bench_train_threads.py --data data/synthetic [--epochs 8] [--out
+    benchmarks/results/train_threads.json]
 
 On a dataset folder (the main job's synthetic data by default), fits each model preset for a
 fixed number of epochs (early stopping off) and times, on this machine:

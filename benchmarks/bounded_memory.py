@@ -201,7 +201,8 @@ def main(argv=None) -> int:
         mimic_standin.ensure(src, scale=args.mimic_scale, seed=0, progress=False)
         gen_s = time.perf_counter() - t0
         size = sum(p.stat().st_size for p in src.glob("*.csv.gz"))
-        print(f"MIMIC stand-in scale {args.mimic_scale:g}: {size / 2**30:.2f} GiB of csv.gz in {gen_s:.0f} s", flush=True)
+        print(f"MIMIC stand-in scale {args.mimic_scale:g}: {size / 2**30:.2f} GiB of csv.gz in {gen_s:.0f} "
+              "s", flush=True)
         kinds = ["rlimit", "cgroup"] if args.cap_kind == "both" else [args.cap_kind]
         if "cgroup" in kinds and not cgroup_available():
             ap.error("--cap-kind cgroup: no writable memory cgroup on this machine")

@@ -61,7 +61,10 @@ def run(cmd: list[str], env: dict, log: Path) -> dict:
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise subprocess.CalledProcessError(child.returncode, cmd)
-    return {"seconds": round(time.perf_counter() - t0, 1), "peak_rss_mib": round(usage.ru_maxrss / 1024)}  # KiB on Linux
+    return {
+        "seconds": round(time.perf_counter() - t0, 1),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024),
+    }  # KiB on Linux
 
 
 def main(argv=None) -> int:
@@ -76,23 +79,52 @@ def main(argv=None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         table = work / "cohort.parquet"
         cohort(args.rows, args.seed).write_parquet(table)
-        env = dict(os.environ, CET_DATA_DIR=str(work / "data"), CET_MODELS_DIR=str(work / "models"),
-                   PREFECT_HOME=str(work / "prefect"))
+        env = dict(
+            os.environ,
+            CET_DATA_DIR=str(work / "data"),
+            CET_MODELS_DIR=str(work / "models"),
+            PREFECT_HOME=str(work / "prefect"),
+        )
         log, py = work / "log.txt", sys.executable
         stages = {
-            "build": run([py, "-m", "flows.table", "--table", str(table), "--name", "large", "--event",
-                          "a=time_a,seen_a", "--event", "b=time_b,seen_b", "--time-unit", "days",
-                          "--categorical", "site"], env, log),
-            "train_evaluate": run([py, "-m", "flows.train", "evaluate", "--dataset", "large", "--models",
-                                   "CET,ET,BC"], env, log),
+            "build": run(
+                [
+                    py,
+                    "-m",
+                    "flows.table",
+                    "--table",
+                    str(table),
+                    "--name",
+                    "large",
+                    "--event",
+                    "a=time_a,seen_a",
+                    "--event",
+                    "b=time_b,seen_b",
+                    "--time-unit",
+                    "days",
+                    "--categorical",
+                    "site",
+                ],
+                env,
+                log,
+            ),
+            "train_evaluate": run(
+                [py, "-m", "flows.train", "evaluate", "--dataset", "large", "--models", "CET,ET,BC"], env, log
+            ),
         }
         text = log.read_text()
         fits = {m: float(s) for m, s in re.findall(r"large (CET|ET|BC|Cox \(reference\)): .*?([\d.]+)s,", text)}
         intervals = re.search(r"test intervals .* in ([\d.]+)s", text)
         sizes = json.loads((work / "data" / "large" / "manifest.json").read_text())["split_sizes"]
-    record = {"command": " ".join(["python", "benchmarks/large_table.py", *(argv if argv is not None else sys.argv[1:])]),
-              "machine": machine(), "rows": args.rows, "split_sizes": sizes, "stages": stages,
-              "fit_seconds": fits, "bootstrap_seconds": float(intervals.group(1)) if intervals else None}
+    record = {
+        "command": " ".join(["python", "benchmarks/large_table.py", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine(),
+        "rows": args.rows,
+        "split_sizes": sizes,
+        "stages": stages,
+        "fit_seconds": fits,
+        "bootstrap_seconds": float(intervals.group(1)) if intervals else None,
+    }
     write_text(args.out, json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
     return 0

@@ -22,7 +22,8 @@ Dask task runner, and the peak memory of a CET fit whose comment embeddings are 
 
 Needs a writable cgroup v1 memory controller (/sys/fs/cgroup/memory) for the cap; without one
 the build runs uncapped and the JSON says so. With ``--keep DIR`` holding dumps of the same
-``--users`` from an earlier run, they are reused (and that run's generation figures kept). Writes benchmarks/results/reddit_at_scale.json.
+``--users`` from an earlier run, they are reused (and that run's generation figures kept). Writes
+benchmarks/results/reddit_at_scale.json.
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def child_fit(data: str, rows: int, mode: str) -> dict:
     tr, va, te = head(ds.train, rows), ds.val, ds.test
 
     def inputs(split):
-        return flatten_inputs(split.X, split.sequences) if mode == "in-memory" else CommentInputs(split.X, split.sequences)
+        return (
+            flatten_inputs(split.X, split.sequences) if mode == "in-memory" else CommentInputs(split.X, split.sequences)
+        )
     t0 = time.perf_counter()
     x_tr, x_va, x_te = inputs(tr), inputs(va), inputs(te)
     model = fit_preset("CET", tr, va, max_epochs=2, patience=2, x_train=x_tr, x_val=x_va, device="cpu")
@@ -216,7 +219,8 @@ def same_dataset(a: Path, b: Path) -> bool:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--users", type=int, default=62_000, help="generated users (62,000 give about 50,000 in the cohort)")
+    ap.add_argument("--users", type=int, default=62_000, help="generated users (62,000 "
+                                                              "give about 50,000 in the cohort)")
     ap.add_argument("--cap-gib", type=float, default=4.0)
     ap.add_argument("--runners", default="threads,dask")
     ap.add_argument("--fit-rows", default="10000,50000", help="training users for the fits (capped at the split)")

@@ -97,16 +97,26 @@ def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max
     if wants_reference(reference, no_truth) and te.sequences is None:
         t0 = time.perf_counter()
         scores, _ = cox_reference(tr, {"test": te}, ds.event_names)
-        result["models"][REFERENCE] = {"tasks": {e: {k: [v] for k, v in row.items()} for e, row in scores["test"].items()},
-                                       "seconds": [time.perf_counter() - t0]}
+        result["models"][REFERENCE] = {
+            "tasks": {e: {k: [v] for k, v in row.items()} for e, row in scores["test"].items()},
+            "seconds": [time.perf_counter() - t0],
+        }
         model_runs[REFERENCE] = 1
     elif wants_reference(reference, no_truth):
         log.warning("%s left out: the model input has comment embeddings", REFERENCE)
-    result["config"] = {"runs": runs, "model_runs": model_runs, "first_seed": first_seed, "hidden_sizes": list(hidden_sizes),
-                        "max_epochs": max_epochs, "patience": patience,
-                        "models": {**{m: PRESETS[m][1] | (overrides or {}).get(m, {}) for m in models},
-                                   **({REFERENCE: {"penalizer": COX_PENALIZER}} if REFERENCE in model_runs else {})},
-                        "resolved": result.pop("resolved", {})}
+    result["config"] = {
+        "runs": runs,
+        "model_runs": model_runs,
+        "first_seed": first_seed,
+        "hidden_sizes": list(hidden_sizes),
+        "max_epochs": max_epochs,
+        "patience": patience,
+        "models": {
+            **{m: PRESETS[m][1] | (overrides or {}).get(m, {}) for m in models},
+            **({REFERENCE: {"penalizer": COX_PENALIZER}} if REFERENCE in model_runs else {}),
+        },
+        "resolved": result.pop("resolved", {}),
+    }
     result["skipped"] = skipped
     result["dataset"] = {"path": str(ds.path), "name": ds.manifest.get("name"),
                          "split_sizes": ds.manifest.get("split_sizes"), "fingerprint": data_fingerprint(ds.path)}
@@ -163,7 +173,8 @@ def main(argv=None) -> int:
                      help="reference: the original generator (its artefact included); independent: the paper's text "
                           "(default %(default)s)")
     syn.add_argument("--data", type=Path, help="an existing synthetic dataset folder (default: generate one)")
-    syn.add_argument("--n", type=int, default=40_000, help="rows to generate, split 60/20/20 (default: the paper's 40,000)")
+    syn.add_argument("--n", type=int, default=40_000, help="rows to generate, split "
+                                                           "60/20/20 (default: the paper's 40,000)")
     ds_cmd = sub.add_parser("dataset", help="any dataset folder in the contract")
     ds_cmd.add_argument("--data", type=Path, required=True, help="a dataset folder in the contract")
     for p in (syn, ds_cmd):
@@ -189,7 +200,8 @@ def main(argv=None) -> int:
     sub.add_parser("real", add_help=False, help="the real-data benchmark: published multi-event cohorts, two protocols "
                    "(python -m cet_experiments real --help)")
     summ = sub.add_parser("summary", help="rewrite the generated results block of docs/results.md")
-    summ.add_argument("--results", type=Path, default=Path("docs/results"), help="report folders (default: %(default)s)")
+    summ.add_argument("--results", type=Path, default=Path("docs/results"), help="report folders "
+                                                                                 "(default: %(default)s)")
     summ.add_argument("--doc", type=Path, default=Path("docs/results.md"),
                       help="the markdown file holding the block (default: %(default)s)")
     mrg = sub.add_parser("merge", help="merge reports run on disjoint seeds into one (see cet_experiments.merge)")
@@ -201,7 +213,8 @@ def main(argv=None) -> int:
     gl = sub.add_parser("goal", help="the model issue's occurrence goal from a report (see cet_experiments.goal)")
     gl.add_argument("report", type=Path, help="a report folder with a metrics.json")
     gl.add_argument("--model", default="CET", help="the row judged (default %(default)s)")
-    gl.add_argument("--baselines", default="ET,BC", help="comma-separated; the better one per run (default %(default)s)")
+    gl.add_argument("--baselines", default="ET,BC", help="comma-separated; the better "
+                                                         "one per run (default %(default)s)")
     gl.add_argument("--oracle", default="Oracle", help="the row with the true occurrence (default %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

@@ -53,7 +53,8 @@ def goal_rows(result: dict, model: str = "CET", baselines: tuple[str, ...] = ("E
     """
     names = (model, *baselines, oracle)
     if "BC" not in baselines:
-        raise ValueError(f"the goal compares {model}'s ECE with BC's: name BC among the baselines (got {list(baselines)})")
+        raise ValueError(f"the goal compares {model}'s ECE with BC's: name BC among the baselines (got "
+                         f"{list(baselines)})")
     auc = {n: _per_seed(result, n, "auc") for n in names}
     ece = {n: _per_seed(result, n, "ece") for n in (model, *baselines)}
     seeds = sorted(set.intersection(*(set(v) for v in auc.values())))

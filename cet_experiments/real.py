@@ -299,7 +299,10 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
                     scores[events[j]]["ece_followed"] = ece
             _append(result["a"], row, scores, secs)
             result["a"][row]["params"] = resolved_params(model)
-            say(f"a seed {seed} {row:<24} {secs:6.1f}s AUC " + " ".join(f"{e}={v['auc']:.3f}" for e, v in scores.items()))
+            say(
+                f"a seed {seed} {row:<24} {secs:6.1f}s AUC "
+                + " ".join(f"{e}={v['auc']:.3f}" for e, v in scores.items())
+            )
         for row in natural_rows:
             preset, params = preset_of(row)
             t0 = time.perf_counter()
@@ -469,7 +472,8 @@ def tables_markdown(records: list[dict]) -> str:
              "Mean over events, then over seeds. Goal: CET's AUC >= max(ET, BC); its ECE <= min(ET, BC) + 0.01. The "
              "last column is the ECE of CET's risk by the longest training time of each event (ET's P(ever) is that "
              "risk): a truth seen within the follow-up cannot count the events a cure model places after it.", "",
-             "| cohort | training rows | events (share seen) | " + " | ".join(a_rows) + " | AUC goal | ECE CET / ET / BC | ECE goal "
+             "| cohort | training rows | events (share seen) | " + " | ".join(a_rows) + " | AUC goal | ECE CET / ET "
+                                                                                        "/ BC | ECE goal "
              "| CET's ECE by the follow-up's end |",
              "|---" * (7 + len(a_rows)) + "|"]
     for rec in records:
@@ -480,8 +484,13 @@ def tables_markdown(records: list[dict]) -> str:
         lines.append(f"| {rec['cohort']} | {rec['split_sizes']['train']:,} | {shares} | {aucs} | "
                      f"{_verdict(goal['auc_margin'])} | {eces} | {_verdict(goal['ece_margin'])} | "
                      f"{_f(event_mean(rec, 'a', 'CET', 'ece_followed'))} |")
-    lines += ["", "Per event (AUC; ECE in brackets):", "",
-              "| cohort | event | share | " + " | ".join(a_rows + extra_a) + " |", "|---" * (3 + len(a_rows) + len(extra_a)) + "|"]
+    lines += [
+        "",
+        "Per event (AUC; ECE in brackets):",
+        "",
+        "| cohort | event | share | " + " | ".join(a_rows + extra_a) + " |",
+        "|---" * (3 + len(a_rows) + len(extra_a)) + "|",
+    ]
     for rec in records:
         for e in rec["events"]:
             cells = " | ".join(f"{_f(event_mean(rec, 'a', r, 'auc', e))} ({_f(event_mean(rec, 'a', r, 'ece', e))})"
@@ -492,7 +501,8 @@ def tables_markdown(records: list[dict]) -> str:
     heads = ["Harrell median", "Harrell RMST", "Harrell risk", "Uno median", "Uno RMST", "Uno risk"]
     lines += ["", "## Protocol b: the data as recorded (per-event survival metrics on the test rows)", "",
               "Goal: per event, each of CET's six C's no more than 0.005 below the better of CoxPH and "
-              "LogNormalAFT, and its IBS no more than 0.005 above the better. Margins (negative: missed by that much):", "",
+              "LogNormalAFT, and its IBS no more than 0.005 above the better. Margins "
+              "(negative: missed by that much):", "",
               "| cohort | event | " + " | ".join(heads) + " | IBS | met |", "|---" * 10 + "|"]
     for rec in records:
         goal = natural_goal(rec)
@@ -502,7 +512,8 @@ def tables_markdown(records: list[dict]) -> str:
             ok = "—" if not defined else "yes" if min(defined) >= -1e-12 else "**no**"
             lines.append(f"| {rec['cohort']} | {e} | {cells} | {ok} |")
     lines += ["", "Means over events (networks: over seeds too); log-likelihood per row and event on the test rows; "
-              "calibration: the mean gap to Kaplan-Meier of the risk by the training median, in groups of predicted risk:", "",
+              "calibration: the mean gap to Kaplan-Meier of the risk by the training "
+              "median, in groups of predicted risk:", "",
               "| cohort | model | " + " | ".join(heads) + " | IBS | calibration | log-lik | fit s |", "|---" * 12 + "|"]
     for rec in records:
         for r in b_rows:

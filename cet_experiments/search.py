@@ -1,6 +1,7 @@
 """Random search over CET-paper's hyper-parameters in the paper's ranges, tuned on validation AUC.
 
-Each trial fits CET-paper (the original code's objective) once (seed ``seed + trial``) and scores the mean over tasks of the
+Each trial fits CET-paper (the original code's objective) once (seed ``seed + trial``) and scores the mean over tasks
+of the
 validation AUC against the true occurrence c. Trial 0 is the paper's own setting
 (``PAPER_POINT``), so a small budget cannot end below the paper's choice on validation; the
 others are draws from ``SPACE``. The best point is then fixed for the repeated runs

@@ -209,9 +209,11 @@ def check_replaceable(path, what: str = "output folder") -> Path:
     foreign = sorted(entries - owned - STAMPS)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise FileExistsError(f"{path}: holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} CET did not "
-                              f"write ({shown}); replacing the folder would delete {'it' if len(foreign) == 1 else 'them'}"
-                              f": move {'it' if len(foreign) == 1 else 'them'} out or choose another {what}")
+        raise FileExistsError(
+            f"{path}: holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} CET did not "
+            f"write ({shown}); replacing the folder would delete {'it' if len(foreign) == 1 else 'them'}"
+            f": move {'it' if len(foreign) == 1 else 'them'} out or choose another {what}"
+        )
     return path
 
 

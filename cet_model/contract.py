@@ -161,7 +161,8 @@ class SurvivalContract:
             return names.index(event)
         if isinstance(event, int | np.integer) and not isinstance(event, bool) and 0 <= event < self.n_events_:
             return int(event)
-        raise ValueError(f"event: {event!r} is none of this model's events ({', '.join(names)}, or 0..{self.n_events_ - 1})")
+        raise ValueError(f"event: {event!r} is none of this model's events ({', '.join(names)}, or "
+                         f"0..{self.n_events_ - 1})")
 
     def _grids(self):
         self._check_fitted()

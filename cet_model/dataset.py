@@ -191,7 +191,9 @@ def assign_splits(keys, seed: int = 0, fractions=(0.6, 0.2, 0.2), method: str = 
                                  for level in np.unique(strata)]) if n else np.zeros(0, dtype=np.int64)
         labels = np.empty(n, dtype=object)
         labels[order[places]] = sequence
-        empty = [name for name, share in zip(SPLITS, fractions, strict=True) if share > 0 and not (labels == name).any()]
+        empty = [
+            name for name, share in zip(SPLITS, fractions, strict=True) if share > 0 and not (labels == name).any()
+        ]
         if empty:
             raise ValueError(f"stratified split of {n} keys left {empty} empty; too few keys (at least "
                          f"{min_keys(fractions)})")
@@ -276,7 +278,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     ``split_method``: ``"random"`` (exact shares), ``"hash"`` (each id, or group, keeps its
     split when the table grows) or ``"stratified"`` (each combination of observed events, per row
     or per group, in every split in the shares: for a rare outcome; :func:`assign_splits`).
-    ``impute``: None (default) refuses a missing feature value (null or NaN); ``"median"`` fills it with the column's median over the training rows, and records the
+    ``impute``: None (default) refuses a missing feature value (null or NaN); ``"median"`` fills it with the column's
+    median over the training rows, and records the
     medians and the count of filled cells per column and split in the manifest's
     ``featurization`` (what ``flows.predict`` applies to new rows); ``"median+indicator"`` does the
     same and adds, right after each column with a gap on some training row, a 0/1 column
@@ -389,8 +392,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                          f"split needs rows (with the seeded 60/20/20 split, at least {min_keys(fractions)} "
                          f"{'groups' if group_column else 'rows'}; a model evaluated on a handful of rows says little)")
     if impute not in IMPUTE:
-        raise ValueError(f"impute: None (refuse missing feature values), 'median' or 'median+indicator', got "
-                         f"{impute!r}")
+        raise ValueError(f"impute: None (refuse missing feature values), 'median' or "
+                         f"'median+indicator', got {impute!r}")
     feature_columns, medians, imputed, levels, level_counts, indicators = [], {}, {}, {}, {}, []
     for col in features:  # name the table's column and row, not the file the dataset would have
         if col in categorical:
@@ -425,9 +428,12 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
                 _check_numeric(values, where, col, finite=True, first_line=first_line)
             except ValueError as exc:
                 raise ValueError(f"{exc} (the models take no missing values: impute them, e.g. impute='median' "
-                                 "(--impute median), or leave the rows out first, and say how in your report)") from None
+                                 "(--impute median), or leave the rows out "
+                                 "first, and say how in your report)") from None
         else:
-            _check_numeric(values.fill_null(0.0).fill_nan(0.0), where, col, finite=True, first_line=first_line)  # +-inf: an error, not a gap
+            _check_numeric(
+                values.fill_null(0.0).fill_nan(0.0), where, col, finite=True, first_line=first_line
+            )  # +-inf: an error, not a gap
             train_values = values.filter(~missing & (split == "train"))
             if train_values.len() == 0:
                 raise ValueError(f"{where}: column {col!r} has no value on any training row: nothing to impute "
@@ -443,8 +449,8 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
             feature_columns.append(missing.cast(pl.Float64).alias(missing_indicator(col)))
     names = [c.name for c in feature_columns]
     if GROUP_COLUMN in names:
-        raise ValueError(f"{where}: feature column {GROUP_COLUMN!r} has the name of the dataset's column of split groups; "
-                         "rename it")
+        raise ValueError(f"{where}: feature column {GROUP_COLUMN!r} has the name of the dataset's column of split "
+                         "groups; rename it")
     twice = sorted({c for c in names if names.count(c) > 1})
     if twice:
         raise ValueError(f"{where}: feature columns {twice} would be written twice (a column of the table has the "
@@ -475,14 +481,14 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         except ValueError as exc:
             raise ValueError(f"{exc} (a log-normal time must be > 0: an event on the day of entry needs a time "
                              "such as half a day, and a missing time a decision, e.g. missing_times='mask' "
-                             "(--missing-times mask) leaves the event out for that row; say which in your "
-                             "report)") from None
+                             "(--missing-times mask) leaves the event out for that "
+                             "row; say which in your report)") from None
         bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
         if bad.any():
             row = int(bad.arg_max())
-            raise ValueError(f"{where}: column {seen_col!r} {at(row)} is {kind_of(table[seen_col][row])}{other_rows(bad)}; "
-                             "expected 0 or 1 "
-                             f"(1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
+            raise ValueError(f"{where}: column {seen_col!r} {at(row)} is "
+                             f"{kind_of(table[seen_col][row])}{other_rows(bad)}; "
+                             f"expected 0 or 1 (1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
         t, s, c, tt = event_columns(e)
         event_cols += [times.cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
                        pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]
@@ -596,7 +602,8 @@ def check_csv_header(path, columns) -> None:
     >>> check_csv_header("cohort.csv", ["week;arrest;age"])
     Traceback (most recent call last):
     ...
-    ValueError: cohort.csv: one column named 'week;arrest;age': the file seems separated by ';'; a CSV file here is separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
+    ValueError: cohort.csv: one column named 'week;arrest;age': the file seems separated by ';'; a CSV file here is
+    separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
     """
     if len(columns) == 1:
         sep = next((sep for sep in ";\t|" if sep in columns[0]), None)

@@ -635,10 +635,12 @@ def cox_reference(train: Split, splits: dict[str, Split], event_names, rmst_at=N
         if (s_tr == 1).any():
             y = np.array(list(zip(s_tr == 1, t_tr, strict=True)), dtype=[("event", bool), ("time", float)])
             try:
-                cox = CoxPHSurvivalAnalysis(alpha=penalizer * len(t_tr), ties="efron").fit(((x_tr - mean) / sd)[keep_tr], y)
+                cox = CoxPHSurvivalAnalysis(alpha=penalizer * len(t_tr), ties="efron").fit(
+                    ((x_tr - mean) / sd)[keep_tr], y
+                )
             except (ValueError, np.linalg.LinAlgError, ArithmeticError) as exc:
-                log.warning("%s: %s could not be fitted (%s): the null model in its place (one risk for every "
-                            "row, C 0.5)", REFERENCE, e, exc)
+                log.warning("%s: %s could not be fitted (%s): the null model in its place "
+                            "(one risk for every row, C 0.5)", REFERENCE, e, exc)
         else:
             log.warning("%s: %s has no observed training event: the null model in its place (no risk, C 0.5)",
                         REFERENCE, e)

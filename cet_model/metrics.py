@@ -520,7 +520,9 @@ class SufficientFollowUpTest(NamedTuple):
     tau: float  # no event after it
     eps: float
     n: int
-    events_after: int  # the events in (at, end]: with none the estimate is 0 (p = 0, or exp(-lambda0) with empty="count")
+    events_after: (
+        int  # the events in (at, end]: with none the estimate is 0 (p = 0, or exp(-lambda0) with empty="count")
+    )
     followed: float  # 1 - G(end-), the reverse Kaplan-Meier share followed to the end
 
 

@@ -53,7 +53,8 @@ def read_config(path, classes) -> dict:
         raise ValueError(f"{cfg_path}: field 'format_version' is {_shown(config.get('format_version'))}; this "
                          f"version of cet_model reads format_version {FORMAT_VERSION}")
     if config.get("class") not in classes:
-        raise ValueError(f"{cfg_path}: field 'class' is {_shown(config.get('class'))}, expected one of {sorted(classes)}")
+        raise ValueError(f"{cfg_path}: field 'class' is {_shown(config.get('class'))}, expected one of "
+                         f"{sorted(classes)}")
     for field, most in LIMITS.items():
         value = config.get(field)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:

@@ -347,7 +347,9 @@ class CETModel(_Base):
         p = self.predict_occurrence(X)
 
         def conditional(log_w, mu, log_sigma, x, j):
-            return torch.logsumexp(log_w + lognormal_log_rmst(float(log_h[j]), mu, log_sigma), dim=1).exp().cpu().numpy()
+            return (
+                torch.logsumexp(log_w + lognormal_log_rmst(float(log_h[j]), mu, log_sigma), dim=1).exp().cpu().numpy()
+            )
 
         r_cond = np.stack(self._per_event(X, conditional), axis=1).astype(np.float64)  # (n, M)
         return (1.0 - p) * np.exp(log_h) + p * r_cond
@@ -362,7 +364,8 @@ MODELS = {"CETModel": CETModel, "ETModel": ETModel, "BCModel": BCModel}
 
 
 def read_model_config(path) -> dict:
-    """Read and check a model folder's config.json (``model_folder.read_config``); errors name the file and the field."""
+    """Read and check a model folder's config.json (``model_folder.read_config``); errors name the file
+    and the field."""
     return persistence.read_config(path)
 
 

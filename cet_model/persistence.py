@@ -29,7 +29,8 @@ FORMER_TRAINING_PARAMS = ("block_em", "standardize", "shared_first_layer")
 
 
 def read_config(path) -> dict:
-    """Read and check a model folder's config.json (``model_folder.read_config``); errors name the file and the field."""
+    """Read and check a model folder's config.json (``model_folder.read_config``); errors name the file
+    and the field."""
     return model_folder.read_config(path, CLASSES)
 
 

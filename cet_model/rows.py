@@ -59,7 +59,9 @@ class DeviceRows:
 
     @staticmethod
     def stored_dtype(source: CommentInputs) -> torch.dtype:
-        return torch.float16 if np.dtype(getattr(source.sequences, "dtype", np.float32)) == np.float16 else torch.float32
+        return (
+            torch.float16 if np.dtype(getattr(source.sequences, "dtype", np.float32)) == np.float16 else torch.float32
+        )
 
     @classmethod
     def fits(cls, source: CommentInputs, device: torch.device) -> bool:

@@ -208,7 +208,8 @@ def budget_eta(desc: str, first_epoch: float, max_epochs: int, now: float | None
     stopping usually ends it sooner); returns the line, or None for a short budget.
 
     >>> budget_eta("CET", 2.0, 500, now=0.0)
-    'CET: epoch 1 of at most 500 took 2.0 s: the budget ends within 16.7 min (by 00:16:40 UTC), sooner if early stopping ends it'
+    'CET: epoch 1 of at most 500 took 2.0 s: the budget ends within 16.7 min (by 00:16:40 UTC), sooner if early
+    stopping ends it'
     """
     total = first_epoch * max_epochs
     if total < ETA_SECONDS:

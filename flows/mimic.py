@@ -98,8 +98,13 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
     source = ({"mimic_dir": "given"} if mimic_dir else {"demo_url": download_demo_url} if download_demo_url
               else {"standin_scale": standin_scale, "standin_seed": standin_seed})
     with output_lock(out, s.lock_wait, "build-mimic-features"):
-        key, current = check_cache("build-mimic-features", out, {"mimic": mimic_dir} if mimic_dir else {},
-                                   asdict(build_params) | source, CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE))
+        key, current = check_cache(
+            "build-mimic-features",
+            out,
+            {"mimic": mimic_dir} if mimic_dir else {},
+            asdict(build_params) | source,
+            CODE + ([] if mimic_dir or download_demo_url else STANDIN_CODE),
+        )
         if current:
             return out
         built_from = ({"kind": "tables", "from": str(Path(mimic_dir).resolve())} if mimic_dir

@@ -12,7 +12,8 @@ prepared like the training dataset's. The output has ``id``, then per event ``p_
 happens)) and ``t_qNN_<event>`` (quantiles of its time given that it happens, in the dataset's
 unit) and, with ``--horizons 7,30``, ``risk_<h>_<event>`` (P(the event happens by time h), the
 horizon in the dataset's unit), and with ``--rmst`` also ``rmst_<h>_<event>`` (the restricted mean
-event-free time up to h: the score C (RMST) ranks by). Rows that cannot be scored (an admission without chart or lab rows, a user with fewer
+event-free time up to h: the score C (RMST) ranks by). Rows that cannot be scored (an admission without chart or lab
+rows, a user with fewer
 than 20 usable comments) are counted in the log, never dropped silently. A features file is scored
 in the command itself when ``PREFECT_API_URL`` is unset (no temporary Prefect server); raw sources,
 and every source with a Prefect server configured, run as a flow run.

@@ -141,7 +141,9 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
         text_suffix = "" if standin_text == "phrases" else f"-{standin_text}"
         if not dumps and text_suffix:  # only a non-default text enters the key: earlier builds stay current
             source["standin_text"] = standin_text
-        roots = {} if remote or not dumps else {f"dumps_{i}": str(r) for i, r in enumerate(reddit_build.dump_roots(dumps))}
+        roots = (
+            {} if remote or not dumps else {f"dumps_{i}": str(r) for i, r in enumerate(reddit_build.dump_roots(dumps))}
+        )
         key, current = check_cache("build-reddit-features", out, roots,
                                    params.key_params() | {"key_id": key_id} | source,
                                    CODE + ([] if dumps else STANDIN_CODE))
@@ -184,10 +186,15 @@ def main(argv=None) -> int:
     apply_log_level(args)
     if args.command == "generate":
         try:
-            path = reddit_standin.generate(args.out, n_users=args.users, seed=args.seed,
-                                           months=reddit_standin.Months(args.start, args.comment_end, args.submission_end),
-                                           malformed_rate=args.malformed_rate, overwrite=args.force,
-                                           text=args.text)
+            path = reddit_standin.generate(
+                args.out,
+                n_users=args.users,
+                seed=args.seed,
+                months=reddit_standin.Months(args.start, args.comment_end, args.submission_end),
+                malformed_rate=args.malformed_rate,
+                overwrite=args.force,
+                text=args.text,
+            )
         except (ValueError, FileExistsError) as exc:
             ap.error(str(exc))
         print(path)
@@ -196,20 +203,38 @@ def main(argv=None) -> int:
         require_path(ap, "--dumps", d, "dir")
     try:
         dumps = args.dumps[0] if args.dumps and len(args.dumps) == 1 else args.dumps
-        params = RedditBuildParams(out=args.out, dumps=dumps, work_dir=args.work_dir, start=args.start,
-                                   comment_end=args.comment_end, submission_end=args.submission_end,
-                                   standin_users=args.standin_users, standin_text=args.standin_text,
-                                   model=args.model, device=args.device,
-                                   split_seed=args.seed, censor_seed=args.seed, max_error_rate=args.max_error_rate,
-                                   split_method=args.split_method)
-        check_output_folder(params.out or str(Settings().dataset_dir("reddit")),
-                            {"--dumps": params.dumps or Settings().reddit_dumps}, params.work_dir)
+        params = RedditBuildParams(
+            out=args.out,
+            dumps=dumps,
+            work_dir=args.work_dir,
+            start=args.start,
+            comment_end=args.comment_end,
+            submission_end=args.submission_end,
+            standin_users=args.standin_users,
+            standin_text=args.standin_text,
+            model=args.model,
+            device=args.device,
+            split_seed=args.seed,
+            censor_seed=args.seed,
+            max_error_rate=args.max_error_rate,
+            split_method=args.split_method,
+        )
+        check_output_folder(
+            params.out or str(Settings().dataset_dir("reddit")),
+            {"--dumps": params.dumps or Settings().reddit_dumps},
+            params.work_dir,
+        )
         if Settings().pseudonym_key is not None:  # a weak key: refused now, before any dump is read
             check_key(Settings().pseudonym_key.get_secret_value())
         if not params.dumps and not Settings().reddit_dumps:
             out = params.out or str(Settings().dataset_dir("reddit"))
-            refuse_standin_over_real("build-reddit-features", out, work_dir_for(out, params.work_dir),
-                                     "Pushshift dumps", "no --dumps, CET_REDDIT_DUMPS unset")
+            refuse_standin_over_real(
+                "build-reddit-features",
+                out,
+                work_dir_for(out, params.work_dir),
+                "Pushshift dumps",
+                "no --dumps, CET_REDDIT_DUMPS unset",
+            )
         if args.dumps and not any("://" in d for d in args.dumps):  # local folders: the months' dumps are there
             reddit_build.local_dumps(params.dumps, params)
     except (ValueError, FileNotFoundError) as exc:  # pydantic's ValidationError names the field; the guard

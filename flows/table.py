@@ -13,7 +13,8 @@ level seen in training); a missing value is refused, or with ``--impute median``
 training rows' median (counted, and recorded for predict, which prepares new rows the same way;
 ``median+indicator`` also adds a 0/1 ``<column>_missing`` column). Such data carry no true occurrence, so the
 dataset has ``c_e`` null: AUC against the truth is left empty, the Oracle is left out and
-promotion goes by Harrell's C of the restricted mean event-free time (docs/datasets.md, "Your own data"). Then ``python -m flows.train
+promotion goes by Harrell's C of the restricted mean event-free time (docs/datasets.md, "Your own data"). Then ``python
+-m flows.train
 evaluate --dataset mycohort``. Skipped when the output holds a build of the same table and options;
 ``python -m flows.train retrain --dataset mycohort`` (and the scheduled ``retrain`` deployment with
 CET_RETRAIN_DATASET=mycohort) rebuilds it from the same file when the file has changed, then trains.

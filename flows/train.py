@@ -72,7 +72,9 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
     logger.info("%s: each fit uses %d CPU thread%s (%s; CET_THREADS sets it)", name, n, "" if n == 1 else "s", why)
     artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models or ('the default models',))} "
                                                      f"on {name}")
-    percent = train_eval.FitProgress(p.models or train_eval.DEFAULT_PRESETS)  # at most one API call every 2 s, not one per epoch
+    percent = train_eval.FitProgress(
+        p.models or train_eval.DEFAULT_PRESETS
+    )  # at most one API call every 2 s, not one per epoch
 
     def progress(model, epoch, hist):
         due = percent.epoch(model, epoch)
@@ -139,7 +141,8 @@ def publish_metrics(name: str, version: str) -> None:
     if record:
         create_table_artifact(train_eval.interval_rows(Path(version)), key=f"intervals-{artifact_key(name)}",
                               description=f"{name}, model version {Path(version).name}: test AUC, Harrell's C and "
-                                          f"AUC at each event's horizon (averages over events) with {record['level']:.0%} paired bootstrap "
+                                          "AUC at each event's horizon (averages over events) with "
+                                          f"{record['level']:.0%} paired bootstrap "
                                           f"intervals ({record['resamples']} resamples of the test rows), and CET "
                                           "minus each model")
 

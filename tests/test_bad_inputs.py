@@ -43,7 +43,8 @@ def test_created_utc_neither_number_nor_numeric_string_fails_the_file(tmp_path):
     path = _zst(tmp_path / "RC_2010-01.zst", good + bad)
     out = tmp_path / "out"
     candidates = {pseudonym(u, KEY): 2**40 for u in ["v", "w", *(f"u{i}" for i in range(50))]}
-    with pytest.raises(DumpError, match=r"RC_2010-01.zst: 2 malformed line\(s\) of 52 .* first at line\(s\) \[51, 52\]"):
+    with pytest.raises(DumpError, match=r"RC_2010-01.zst: 2 malformed line\(s\) of 52 "
+                                        r".* first at line\(s\) \[51, 52\]"):
         scan_comments(path, out / "c.parquet", KEY, candidates, end_utc=2**40, max_error_rate=0.01)
     assert _leftovers(out) == []
 
@@ -72,7 +73,8 @@ def test_truncated_gzip_table_names_the_file(tmp_path):
         f"{i},{50000 + i},L{i},BLOOD,Chemistry,\n" for i in range(5000))
     data = gzip.compress(body.encode())
     (src / "D_LABITEMS.csv.gz").write_bytes(data[: len(data) // 2])  # a download cut short
-    with pytest.raises(ValueError, match=r"D_LABITEMS.csv.gz: (cannot be read|table D_LABITEMS could not be converted)"):
+    with pytest.raises(ValueError, match=r"D_LABITEMS.csv.gz: (cannot be read|table "
+                                         r"D_LABITEMS could not be converted)"):
         stage_table(src, "D_LABITEMS", out)
     assert _leftovers(out) == []
 
@@ -138,7 +140,8 @@ def test_text_feature_column_for_prediction(tmp_path):
         read_features(path, ["x1", "x2"])
     csv = tmp_path / "new.csv"  # the same from a CSV file, where an empty cell is a missing value
     csv.write_text("id,x1,x2\na,0.1,1.0\nb,,2.0\n")
-    with pytest.raises(ValueError, match=r"new.csv: column 'x1' row 1 \(line 3\): missing or non-finite value \(1 such rows\)"):
+    with pytest.raises(ValueError, match=r"new.csv: column 'x1' row 1 \(line 3\): missing or "
+                                         r"non-finite value \(1 such rows\)"):
         read_features(csv, ["x1", "x2"])
     csv.write_text("id,x1\na,0.1\n")
     with pytest.raises(ValueError, match=r"new.csv: missing columns \['x2'\]"):

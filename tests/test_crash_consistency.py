@@ -34,12 +34,23 @@ TIMES = {"decision.json": ("time",), "history.jsonl": ("time",), "promoted.json"
 
 def _env(root: Path, api_url: str, crash: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CET_")}
-    env.update(CET_DATA_DIR=str(root / "data"), CET_MODELS_DIR=str(root / "models"),
-               CET_REPORTS_DIR=str(root / "reports"), CET_SYNTHETIC_N="1000", CET_MAX_EPOCHS="3",
-               CET_PATIENCE="3", CET_HIDDEN="16", CET_MIMIC_STANDIN_SCALE="0.001",
-               CET_REDDIT_STANDIN_USERS="150", CET_EMBED_BLOCK="400", CET_PSEUDONYM_KEY="crash-test-key-7d793037a0760186574b0282f2f435e7",
-               PREFECT_API_URL=api_url, PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
-               PYTHONPATH=str(REPO))
+    env.update(
+        CET_DATA_DIR=str(root / "data"),
+        CET_MODELS_DIR=str(root / "models"),
+        CET_REPORTS_DIR=str(root / "reports"),
+        CET_SYNTHETIC_N="1000",
+        CET_MAX_EPOCHS="3",
+        CET_PATIENCE="3",
+        CET_HIDDEN="16",
+        CET_MIMIC_STANDIN_SCALE="0.001",
+        CET_REDDIT_STANDIN_USERS="150",
+        CET_EMBED_BLOCK="400",
+        CET_PSEUDONYM_KEY="crash-test-key-7d793037a0760186574b0282f2f435e7",
+        PREFECT_API_URL=api_url,
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        PYTHONPATH=str(REPO),
+    )
     if crash:
         env["CET_CRASH_AT"] = crash
     return env
@@ -88,7 +99,9 @@ def _nothing_unfinished_is_taken_as_finished(root: Path, point: str) -> None:
         assert (data / "synthetic" / "manifest.json").is_file()
         assert not list((models / "synthetic").glob("v*")), "a version was registered by a killed training"
     if point == "promote":  # synthetic's first version judged and recorded, its promotion not yet written
-        assert (models / "synthetic" / "history.jsonl").is_file() and not (models / "synthetic" / "promoted.json").exists()
+        assert (models / "synthetic" / "history.jsonl").is_file() and not (
+            models / "synthetic" / "promoted.json"
+        ).exists()
     if point == "staging":  # a table's parquet was written under a temporary name only
         staged = data / ".mimic-work" / "staged"
         assert list(staged.glob(".*.parquet.tmp-*")), "the kill did not land inside staging"
@@ -129,7 +142,9 @@ def test_kill_9_inside_each_stage_then_rerun_gives_the_same_bytes(tmp_path):
 
         for point in ORDER:
             crashed = _pipeline(root, server["url"], crash=point)
-            assert crashed.returncode == -signal.SIGKILL, f"{point}: exit {crashed.returncode}\n{_log_tail(root, point)}"
+            assert crashed.returncode == -signal.SIGKILL, (
+                f"{point}: exit {crashed.returncode}\n{_log_tail(root, point)}"
+            )
             _nothing_unfinished_is_taken_as_finished(root, point)
         done = _pipeline(root, server["url"])
         assert done.returncode == 0, _log_tail(root, None)

@@ -99,24 +99,34 @@ def _frames():
 @pytest.mark.parametrize("break_it,match", [
     (lambda f, e, m: (f.drop("x3"), e, m), r"features.parquet: missing columns \['x3'\]"),
     (lambda f, e, m: (f, e.drop("c_T2"), m), r"events.parquet: missing columns \['c_T2'\]"),
-    (lambda f, e, m: (f, e.with_columns(pl.when(pl.col("id") == 7).then(0.0).otherwise(pl.col("t_T1")).alias("t_T1")), m),
+    (lambda f, e, m: (f, e.with_columns(pl.when(pl.col("id") == 7).then(0.0).otherwise(pl.col("t_T1"))
+                                        .alias("t_T1")), m),
      r"events.parquet: column 't_T1' row 7 is 0; values must be finite and > 0"),
-    (lambda f, e, m: (f.with_columns(pl.when(pl.col("id") == 3).then(float("nan")).otherwise(pl.col("x1")).alias("x1")), e, m),
+    (lambda f, e, m: (f.with_columns(pl.when(pl.col("id") == 3).then(float("nan")).otherwise(pl.col("x1"))
+                                     .alias("x1")), e, m),
      r"features.parquet: column 'x1' row 3 is NaN"),
-    (lambda f, e, m: (f.with_columns(pl.when(pl.col("id") == 2).then(pl.lit("dev")).otherwise(pl.col("split")).alias("split")), e, m),
+    (lambda f, e, m: (f.with_columns(pl.when(pl.col("id") == 2).then(pl.lit("dev")).otherwise(pl.col("split"))
+                                     .alias("split")), e, m),
      r"column 'split' row 2 is not one of"),
     (lambda f, e, m: (f, e.with_columns(pl.lit(0).alias("c_T1")), m), r"has s_T1 = 1 but c_T1 = 0"),
-    (lambda f, e, m: (f, e.with_columns(pl.lit(2).alias("s_T1")), m), r"column 's_T1' row 0 is a number \(and \d+ other rows\); expected 0 or 1"),
-    (lambda f, e, m: (f, e.with_columns(pl.lit(None).alias("s_T1")), m), r"column 's_T1' row 0 is missing \(and \d+ other rows\); expected 0 or 1$"),
+    (lambda f, e, m: (f, e.with_columns(pl.lit(2).alias("s_T1")), m), r"column 's_T1' row 0 is a number \(and \d+ "
+                                                                      r"other rows\); expected 0 or 1"),
+    (lambda f, e, m: (f, e.with_columns(pl.lit(None).alias("s_T1")), m), r"column 's_T1' row 0 is missing \(and \d+ "
+                                                                         r"other rows\); expected 0 or 1$"),
     (lambda f, e, m: (f, e.with_columns(pl.lit(2).alias("c_T2")), m),
-     r"column 'c_T2' row 0 is a number \(and \d+ other rows\); expected 0 or 1, or null where the true occurrence is not known"),
-    (lambda f, e, m: (f, e.with_columns(pl.lit("yes").alias("c_T2")), m), r"column 'c_T2' row 0 is text \(and \d+ other rows\); expected 0 or 1"),
+     r"column 'c_T2' row 0 is a number \(and \d+ other rows\); expected 0 or 1, or null where "
+     r"the true occurrence is not known"),
+    (lambda f, e, m: (f, e.with_columns(pl.lit("yes").alias("c_T2")), m), r"column 'c_T2' row 0 is text \(and \d+ "
+                                                                          r"other rows\); expected 0 or 1"),
     (lambda f, e, m: (f, e.reverse(), m), r"'id' is not in the same order"),
-    (lambda f, e, m: (f, e, {k: v for k, v in m.items() if k != "time_unit"}), r"manifest.json: missing fields \['time_unit'\]"),
+    (lambda f, e, m: (f, e, {k: v for k, v in m.items() if k != "time_unit"}), r"manifest.json: missing fields "
+                                                                               r"\['time_unit'\]"),
     (lambda f, e, m: (f.with_columns(pl.when(pl.col("id") == 4).then(None).otherwise(pl.col("split")).alias("split")),
-                      e, m), r"features.parquet: column 'split' row 4 is not one of"),  # a null split would drop the row
+                      e, m), r"features.parquet: "
+                             r"column 'split' row 4 is not one of"),  # a null split would drop the row
     (lambda f, e, m: (f, e.with_columns(pl.when(pl.col("id") == 5).then(pl.lit("test")).otherwise(pl.col("split"))
-                                        .alias("split")), m), r"events.parquet: column 'split' row 5 differs from features.parquet's split of that row"),
+                                        .alias("split")), m), r"events.parquet: column 'split' row 5 differs from "
+                                                              r"features.parquet's split of that row"),
     (lambda f, e, m: (f, e, dict(m, split_sizes=dict(m["split_sizes"], train=m["split_sizes"]["train"] + 1))),
      r"manifest.json: split_sizes \{.*\} do not match the rows of features.parquet's 'split' column"),
     (lambda f, e, m: (f, e, dict(m, feature_names=[*m["feature_names"], m["feature_names"][0]])),
@@ -126,13 +136,15 @@ def _frames():
      r"events.parquet: column 't_true_T1' row 9 is negative; a true time must be finite and > 0, or null"),
     # the optional split groups (a patient's rows): text on every row, one split per group, not a feature name
     (lambda f, e, m: (f.with_columns(pl.lit("p0").alias("split_group")), e, m),
-     r"features.parquet: column 'split_group' row 0 holds a group whose rows are in more than one split \(1 such groups\)"),
+     r"features.parquet: column 'split_group' row 0 holds a group whose rows are in more "
+     r"than one split \(1 such groups\)"),
     (lambda f, e, m: (f.with_columns(pl.when(pl.col("id") == 6).then(None).otherwise(pl.col("id").cast(pl.String))
                                      .alias("split_group")), e, m),
      r"features.parquet: column 'split_group' row 6 is missing; every row needs the group its split was drawn by"),
     (lambda f, e, m: (f.with_columns(pl.col("id").alias("split_group")), e, m),
      r"column 'split_group' has type Int\d+, expected text"),
-    (lambda f, e, m: (f.rename({"x1": "split_group"}), e, dict(m, feature_names=["split_group", *m["feature_names"][1:]])),
+    (lambda f, e, m: (f.rename({"x1": "split_group"}), e,
+                      dict(m, feature_names=["split_group", *m["feature_names"][1:]])),
      r"manifest.json: 'split_group' is the column of the split's groups, not a feature name"),
 ])
 @pytest.mark.bad_input

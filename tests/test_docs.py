@@ -46,7 +46,9 @@ def long_sentences(text: str, limit: int = 30) -> list[str]:
 
 def test_readme_sentences_are_short():
     assert long_sentences("One. " + " ".join(["word"] * 31) + ".") != []
-    assert long_sentences("Short one. `a b c d e f g h i j k l m n o p q r s t u v w x y z aa bb cc dd ee` is one.") == []
+    assert (
+        long_sentences("Short one. `a b c d e f g h i j k l m n o p q r s t u v w x y z aa bb cc dd ee` is one.") == []
+    )
     assert long_sentences((ROOT / "README.md").read_text()) == []
 
 

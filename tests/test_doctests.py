@@ -27,14 +27,25 @@ EXAMPLES = _modules_with_examples()
 
 
 def test_the_model_library_has_examples():
-    for name in ("cet_model.models", "cet_model.base", "cet_model.contract", "cet_model.threads", "cet_model.objectives", "cet_model.losses", "cet_model.estimators",
-                 "cet_model.train", "cet_model.evaluation", "cet_model.metrics", "cet_model.dataset"):
+    for name in (
+        "cet_model.models",
+        "cet_model.base",
+        "cet_model.contract",
+        "cet_model.threads",
+        "cet_model.objectives",
+        "cet_model.losses",
+        "cet_model.estimators",
+        "cet_model.train",
+        "cet_model.evaluation",
+        "cet_model.metrics",
+        "cet_model.dataset",
+    ):
         assert name in EXAMPLES, f"{name}: no runnable example in its docstrings"
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_docstring_examples(name):
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -48,7 +59,7 @@ def test_benchmark_docstring_examples(name):
     spec = importlib.util.spec_from_file_location(f"benchmark_{name[:-3]}", ROOT / "benchmarks" / name)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
 
 

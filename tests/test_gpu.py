@@ -97,7 +97,9 @@ def test_model_trained_on_gpu_predicts_the_same_on_cpu(tmp_path):
     np.testing.assert_allclose(cpu.predict_survival(x[:200], [0.5, 1.0, 2.0]),
                                gpu.predict_survival(x[:200], [0.5, 1.0, 2.0]), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(cpu.predict_rmst(x[:200], 2.0), gpu.predict_rmst(x[:200], 2.0), rtol=1e-4)
-    assert cpu.objective_score(x[val], t[val], s[val]) == pytest.approx(gpu.objective_score(x[val], t[val], s[val]), rel=1e-4)
+    assert cpu.objective_score(x[val], t[val], s[val]) == pytest.approx(
+        gpu.objective_score(x[val], t[val], s[val]), rel=1e-4
+    )
 
 
 def test_comment_inputs_on_the_gpu_train_as_the_streamed_ones(tmp_path, monkeypatch):
@@ -115,8 +117,14 @@ def test_comment_inputs_on_the_gpu_train_as_the_streamed_ones(tmp_path, monkeypa
     s = s * (signal[:, None] > -0.2)
     np.save(tmp_path / "seq.npy", seq)
     lazy = CommentInputs(aux, np.load(tmp_path / "seq.npy", mmap_mode="r"))
-    kw = dict(hidden_sizes=(16,), comment_encoder={"n_aux": 2, "length": length, "dim": dim, "width": 6},
-              max_epochs=3, batch_size=100, device=GPU, seed=5)
+    kw = dict(
+        hidden_sizes=(16,),
+        comment_encoder={"n_aux": 2, "length": length, "dim": dim, "width": 6},
+        max_epochs=3,
+        batch_size=100,
+        device=GPU,
+        seed=5,
+    )
     fit, val = np.arange(450), np.arange(450, n)
     assert streaming.DeviceRows.fits(lazy, torch.device(GPU))
     resident = CETModel(**kw).fit(lazy[fit], t[fit], s[fit], lazy[val], t[val], s[val])

@@ -118,8 +118,12 @@ def test_bad_groups_and_repeats_are_refused():
     with pytest.raises(ValueError, match=r"groups \['far'\] name no column or columns outside the 5 features"):
         permutation_importance("BC", model, split, {"a": [0], "far": [7]})
     no_truth = Split(split.ids, split.X, split.T, split.S, np.full(split.C.shape, np.nan), split.T_true)
-    with pytest.raises(ValueError, match=r"nothing to score: auc, ci_rmst, ci_timing are undefined.*rows of the 50 with "
-                                         rf"the event observed, per event: {', '.join(str(int(k)) for k in split.S.sum(0))}$"):
+    with pytest.raises(
+        ValueError,
+        match=r"nothing to score: auc, ci_rmst, ci_timing are "
+        r"undefined.*rows of the 50 with "
+        rf"the event observed, per event: {', '.join(str(int(k)) for k in split.S.sum(0))}$",
+    ):
         permutation_importance("BC", model, no_truth, {"a": [0]})
     with pytest.raises(ValueError, match=r"scores must be some of auc, ci_rmst, ci_timing, got \['c'\]"):
         permutation_importance("BC", model, split, {"a": [0]}, scores=("c",))

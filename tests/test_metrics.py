@@ -428,7 +428,9 @@ def test_horizon_auc_at_the_end_of_follow_up_counts_those_censored_there_as_cont
     got = horizon_auc(t[:300], s[:300], t[300:], s[300:], prio[300:], 52.0)
     case, control = (s[300:] == 1), (s[300:] == 0)  # every arrest is by week 52; the others are censored there
     risk = prio[300:]
-    plain = ((risk[case][:, None] > risk[control][None, :]) + 0.5 * (risk[case][:, None] == risk[control][None, :])).mean()
+    plain = (
+        (risk[case][:, None] > risk[control][None, :]) + 0.5 * (risk[case][:, None] == risk[control][None, :])
+    ).mean()
     # rossi has no censoring before week 52: every weight is 1, so this is the plain AUC
     assert got == pytest.approx(plain, rel=1e-12) and 0.5 < got < 0.8
 

@@ -209,12 +209,17 @@ def test_mask_drops_cells(small_survival):
 
 
 BAD = [
-    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 5, 0.0, t), s), r"T: event times must be > 0; found 0.0 at row 5, event 0"),
+    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 5, 0.0, t), s), r"T: event times must be > 0; "
+                                                                                     r"found 0.0 at row 5, event 0"),
     ("T", lambda x, t, s: (x, -t, s), r"T: event times must be > 0; found -[0-9.]+ at row 0"),
-    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 7, np.nan, x), t, s), r"X: non-finite value nan at row 7, column 0"),
-    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 2, np.inf, x), t, s), r"X: non-finite value inf at row 2"),
-    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 3, np.inf, t), s), r"T: non-finite value inf at row 3, event 0"),
-    ("S", lambda x, t, s: (x, t, np.where(np.arange(len(s))[:, None] == 4, 2.0, s)), r"S: values must be 0 or 1; found 2.0 at row 4, event 0"),
+    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 7, np.nan, x), t, s), r"X: non-finite value nan at "
+                                                                                        r"row 7, column 0"),
+    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 2, np.inf, x), t, s), r"X: non-finite "
+                                                                                        r"value inf at row 2"),
+    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 3, np.inf, t), s), r"T: non-finite "
+                                                                                        r"value inf at row 3, event 0"),
+    ("S", lambda x, t, s: (x, t, np.where(np.arange(len(s))[:, None] == 4, 2.0, s)), r"S: values must be 0 or 1; "
+                                                                                     r"found 2.0 at row 4, event 0"),
     ("shape", lambda x, t, s: (x[:-1], t, s), r"T: has 300 rows but X has 299"),
     ("shape", lambda x, t, s: (x, t, s[:, :1]), r"S: expected 2 columns, got 1"),
     ("shape", lambda x, t, s: (x[:, :, None], t, s), r"X: expected a 2-D array"),
@@ -275,7 +280,8 @@ def test_a_non_finite_training_loss_is_an_error_naming_the_epoch_and_rows(cls):
     rng = np.random.default_rng(0)
     x, t = rng.standard_normal((40, 3)) * 1e10, rng.exponential(size=(40, 1)) + 0.1
     s = (rng.random((40, 1)) < 0.5).astype(float)
-    with pytest.raises(FloatingPointError, match=r"non-finite training loss at epoch 0, rows (0\.\.7|8\.\.15|16\.\.23) of the shuffled"):
+    with pytest.raises(FloatingPointError, match=r"non-finite training loss at epoch 0, rows "
+                                                 r"(0\.\.7|8\.\.15|16\.\.23) of the shuffled"):
         build(cls, lr=1e30, max_epochs=5, batch_size=8, sigma="net").fit(x, t, s)
 
 

@@ -237,6 +237,19 @@ def test_single_event_closed_form_equals_the_enumeration():
         closed = model._estimate(xt, lt, st, None, train=False).value
         feats = model.net_.features(xt)
         logits = model.net_.encoder(feats)
-        enum = estimators.marginal_exact(logits, likelihood.row_loglik(model.net_.decoder, model._conditioned, OBJECTIVES[model.objective_].cell,
-                                                                    model.log_epsilon_, feats, logits, lt, st, None), free=st < 0.5).value
+        enum = estimators.marginal_exact(
+            logits,
+            likelihood.row_loglik(
+                model.net_.decoder,
+                model._conditioned,
+                OBJECTIVES[model.objective_].cell,
+                model.log_epsilon_,
+                feats,
+                logits,
+                lt,
+                st,
+                None,
+            ),
+            free=st < 0.5,
+        ).value
     torch.testing.assert_close(closed, enum)

@@ -35,7 +35,9 @@ def rossi_dir(rossi, tmp_path):
 def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
     ds = load_dataset(rossi_dir)
     sizes = [len(ds.train), len(ds.val), len(ds.test)]
-    assert sizes == [259, 86, 87] and ds.manifest["split_sizes"] == dict(zip(("train", "val", "test"), sizes, strict=True))
+    assert sizes == [259, 86, 87] and ds.manifest["split_sizes"] == dict(
+        zip(("train", "val", "test"), sizes, strict=True)
+    )
     assert ds.manifest["censoring"]["artificial"] is False and ds.manifest["seeds"] == {"split": 3}
     rows = np.concatenate([ds.train.ids, ds.val.ids, ds.test.ids])
     assert sorted(rows.tolist()) == list(range(432))  # every row, once
@@ -56,8 +58,10 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
 
 @pytest.mark.bad_input
 @pytest.mark.parametrize("change,match", [
-    (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is a number; expected 0 or 1"),
-    (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0; values must be finite and > 0 \(a log-normal time must be > 0"),
+    (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is a number; "
+                                                                    r"expected 0 or 1"),
+    (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0; values must be "
+                                                                r"finite and > 0 \(a log-normal time must be > 0"),
     # every row that breaks the rule is counted, so that all are fixed in one go
     (lambda d: d.assign(week=d["week"].where(~d.index.isin([7, 40, 41]), 0)),
      r"table: column 'week' row 7 is 0 \(and 2 other rows\); values must be finite and > 0"),
@@ -73,18 +77,22 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
     (lambda d: d.rename(columns={"week": "Week", "age": "agee"}),  # another case, a typo: the close name is offered
      r"table: missing columns \['age', 'week'\]; did you mean 'agee' for 'age', 'Week' for 'week'\?$"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"})),
-     r"table: column 'race' has type String, expected numbers \(row 0 is text that is not a number\); name it as categorical \(one 0/1 "
+     r"table: column 'race' has type String, expected numbers \(row 0 is text that is not a number\); name it as "
+     r"categorical \(one 0/1 "
      r"column per level\) or encode it first"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"}).astype("category")),
      r"table: column 'race' has type Categorical"),
     # dates where a number is expected: said so, with what to give instead
     (lambda d: d.assign(week=pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D")),
-     r"table: column 'week' has type Datetime\(.*\), expected a number \(row 0 is text that is not a number\): it holds "
+     r"table: column 'week' has type Datetime\(.*\), expected a number \(row 0 is text "
+     r"that is not a number\): it holds "
      r"dates; give the time from each subject's start of follow-up instead"),
-    (lambda d: d.assign(week=(pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D")).dt.strftime("%Y-%m-%d")),
+    (lambda d: d.assign(week=(pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D"))
+                        .dt.strftime("%Y-%m-%d")),
      r"table: column 'week' has type String, expected a number \(row 0 is text that is not a number\): it holds dates"),
     (lambda d: d.assign(age=(pd.Timestamp("1990-01-01") + pd.to_timedelta(d["age"], unit="D")).dt.strftime("%Y-%m-%d")),
-     r"table: column 'age' has type String, expected numbers \(row 0 is text that is not a number\): it holds dates; give what they "
+     r"table: column 'age' has type String, expected numbers \(row 0 is text that is not a number\): it holds dates; "
+     r"give what they "
      r"mean as a number \(an age, days since a reference date\) or leave it out of the features$"),
 ])
 def test_bad_follow_up_tables_name_the_column_and_row(rossi, tmp_path, change, match):
@@ -104,7 +112,9 @@ def test_median_imputation_fills_gaps_from_training_rows_and_records_what_it_did
                                   name="rossi", time_unit="weeks", seed=3, impute="median")
     ds = load_dataset(out)
     record = ds.manifest["featurization"]
-    assert record["source"] == "table" and record["impute"] == "median" and sorted(record["medians"]) == sorted(FEATURES)
+    assert (
+        record["source"] == "table" and record["impute"] == "median" and sorted(record["medians"]) == sorted(FEATURES)
+    )
     split_of = {int(i): name for name, part in (("train", ds.train), ("val", ds.val), ("test", ds.test))
                 for i in part.ids}
     for col in ("age", "prio"):
@@ -126,7 +136,9 @@ def test_missingness_indicators_follow_each_column_with_a_training_gap(rossi, tm
     """impute='median+indicator': a 0/1 <column>_missing right after each column with a gap on a
     training row, 1 exactly where the value was missing (in every split); a column whose gaps are
     all outside training is filled but gets no indicator (nothing to learn it from)."""
-    gappy = rossi.copy().astype({"age": float, "prio": float}).assign(part=["train"] * 300 + ["val"] * 66 + ["test"] * 66)
+    gappy = (
+        rossi.copy().astype({"age": float, "prio": float}).assign(part=["train"] * 300 + ["val"] * 66 + ["test"] * 66)
+    )
     gappy.loc[gappy.index % 7 == 0, "age"] = np.nan  # gaps in every split
     gappy.loc[[310, 420], "prio"] = np.nan  # gaps in validation and test rows only
     out = write_follow_up_dataset(tmp_path / "ind", gappy, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
@@ -141,7 +153,9 @@ def test_missingness_indicators_follow_each_column_with_a_training_gap(rossi, tm
         gap = np.isnan(gappy["age"].to_numpy()[part.ids])
         np.testing.assert_array_equal(part.X[:, j_ind], gap.astype(float))
         assert (part.X[gap, j_age] == record["medians"]["age"]).all()
-        assert (part.X[:, j_prio] == np.nan_to_num(gappy["prio"].to_numpy()[part.ids], nan=record["medians"]["prio"])).all()
+        assert (
+            part.X[:, j_prio] == np.nan_to_num(gappy["prio"].to_numpy()[part.ids], nan=record["medians"]["prio"])
+        ).all()
     clash = gappy.assign(age_missing=0.0)
     with pytest.raises(ValueError, match=r"table: feature columns \['age_missing'\] would be written twice"):
         write_follow_up_dataset(tmp_path / "clash", clash, [*FEATURES, "age_missing"], {"arrest": ("week", "arrest")},
@@ -201,9 +215,16 @@ def test_a_categorical_identifier_or_an_untrained_column_is_refused(rossi, tmp_p
         write_follow_up_dataset(tmp_path / "a", rossi.assign(subject=[f"s{i}" for i in range(432)]), ["age"],
                                 {"arrest": ("week", "arrest")}, name="r", time_unit="weeks", categorical=["subject"])
     with pytest.raises(ValueError, match=r"table: categorical column 'site' has no value on any training row"):
-        write_follow_up_dataset(tmp_path / "b", rossi.assign(site=None, part=["train"] * 300 + ["val"] * 66 + ["test"] * 66),
-                                ["age"], {"arrest": ("week", "arrest")}, name="r", time_unit="weeks",
-                                split_column="part", categorical=["site"])
+        write_follow_up_dataset(
+            tmp_path / "b",
+            rossi.assign(site=None, part=["train"] * 300 + ["val"] * 66 + ["test"] * 66),
+            ["age"],
+            {"arrest": ("week", "arrest")},
+            name="r",
+            time_unit="weeks",
+            split_column="part",
+            categorical=["site"],
+        )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -536,8 +557,18 @@ def test_a_stratified_split_spreads_a_rare_events_rows_over_the_splits(rossi, tm
     random = load_dataset(write_follow_up_dataset(tmp_path / "random", _rare(rossi), FEATURES,
                                                   {"arrest": ("week", "arrest")}, name="rare", time_unit="weeks",
                                                   seed=seed))
-    ds = load_dataset(write_follow_up_dataset(tmp_path / "strat", _rare(rossi), FEATURES, {"arrest": ("week", "arrest")},
-                                              name="rare", time_unit="weeks", seed=seed, split_method="stratified"))
+    ds = load_dataset(
+        write_follow_up_dataset(
+            tmp_path / "strat",
+            _rare(rossi),
+            FEATURES,
+            {"arrest": ("week", "arrest")},
+            name="rare",
+            time_unit="weeks",
+            seed=seed,
+            split_method="stratified",
+        )
+    )
     if seed == 0:
         assert observed(random)[2] == 0
     assert observed(ds) in ([5, 2, 1], [5, 1, 2], [4, 2, 2])  # 4.8 / 1.6 / 1.6
@@ -545,22 +576,43 @@ def test_a_stratified_split_spreads_a_rare_events_rows_over_the_splits(rossi, tm
     assert abs(sizes["train"] - 259.2) < 1.5 and abs(sizes["val"] - 86.4) < 1.5 and abs(sizes["test"] - 86.4) < 1.5
     assert ds.manifest["split_method"] == "stratified"
     # a seed draws its own split, with the same shares
-    other = load_dataset(write_follow_up_dataset(tmp_path / "other", _rare(rossi), FEATURES, {"arrest": ("week", "arrest")},
-                                                 name="rare", time_unit="weeks", seed=seed + 10, split_method="stratified"))
+    other = load_dataset(
+        write_follow_up_dataset(
+            tmp_path / "other",
+            _rare(rossi),
+            FEATURES,
+            {"arrest": ("week", "arrest")},
+            name="rare",
+            time_unit="weeks",
+            seed=seed + 10,
+            split_method="stratified",
+        )
+    )
     assert not np.array_equal(np.sort(other.test.ids), np.sort(ds.test.ids))
     assert observed(other) in ([5, 2, 1], [5, 1, 2], [4, 2, 2])
 
 
 def test_a_stratified_split_by_groups_keeps_each_group_whole_and_spreads_the_groups_with_an_event(rossi, tmp_path):
     rare = _rare(rossi, keep=12).assign(patient=np.arange(432) // 2)  # two rows per patient
-    load_dataset(write_follow_up_dataset(tmp_path / "g", rare, FEATURES, {"arrest": ("week", "arrest")},
-                                          name="rare", time_unit="weeks", group_column="patient",
-                                          split_method="stratified"))
+    load_dataset(
+        write_follow_up_dataset(
+            tmp_path / "g",
+            rare,
+            FEATURES,
+            {"arrest": ("week", "arrest")},
+            name="rare",
+            time_unit="weeks",
+            group_column="patient",
+            split_method="stratified",
+        )
+    )
     splits = pl.read_parquet(tmp_path / "g" / "features.parquet").select("id", "split")
     by_patient = splits.with_columns(patient=pl.col("id") // 2).group_by("patient").agg(pl.col("split").n_unique())
     assert by_patient["split"].max() == 1  # no patient in two splits
     with_event = rare.groupby("patient")["arrest"].max()
-    patients = {k: np.unique(splits.filter(pl.col("split") == k)["id"].to_numpy() // 2) for k in ("train", "val", "test")}
+    patients = {
+        k: np.unique(splits.filter(pl.col("split") == k)["id"].to_numpy() // 2) for k in ("train", "val", "test")
+    }
     seen = {k: int(with_event.loc[p].sum()) for k, p in patients.items()}  # patients with an arrest, per split
     n_groups = int(with_event.sum())
     assert all(abs(seen[k] - n_groups * f) < 1.01 for k, f in (("train", 0.6), ("val", 0.2), ("test", 0.2))), seen

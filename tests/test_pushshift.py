@@ -98,7 +98,12 @@ def test_dump_names_and_month_filters():
              "notes.txt", "RC_2017-1.zst", "../RC_2017-10.zst"]
     assert [f.name for f in list_dumps(names, "RC", end="2017-11")] == ["RC_2017-11.zst"]
     assert [f.name for f in list_dumps(names, "RS", "2020-01", "2020-01")] == ["RS_2020-01.zst"]
-    assert [f.name for f in list_dumps(names)] == ["RC_2017-11.zst", "RC_2017-12.xz", "RS_2020-01.zst", "RS_2020-02.zst"]
+    assert [f.name for f in list_dumps(names)] == [
+        "RC_2017-11.zst",
+        "RC_2017-12.xz",
+        "RS_2020-01.zst",
+        "RS_2020-02.zst",
+    ]
 
 
 @pytest.mark.parametrize("suffix", ["zst", "bz2", "xz"])

@@ -140,7 +140,9 @@ def test_the_aft_rows_log_likelihood_is_lifelines_own():
     x = rng.standard_normal((n, 2))
     t = np.exp(0.5 + x @ [0.4, -0.3] + 0.7 * rng.standard_normal(n))
     s = (rng.random(n) < 0.7).astype(float)
-    sp = Split(ids=np.arange(n), X=x, T=t[:, None], S=s[:, None], C=np.full((n, 1), np.nan), T_true=np.full((n, 1), np.nan))
+    sp = Split(
+        ids=np.arange(n), X=x, T=t[:, None], S=s[:, None], C=np.full((n, 1), np.nan), T_true=np.full((n, 1), np.nan)
+    )
     curves, loglik = real.classical_fits("LogNormalAFT", sp, sp)
     import pandas as pd
 
@@ -161,7 +163,9 @@ def test_score_samples_is_the_per_row_score_and_the_marginal_likelihood_of_any_o
     marginal = CETModel.with_recipe(sigma="net")(hidden_sizes=(8,), max_epochs=1).fit(x, t, s)
     marginal.net_.load_state_dict(paper.net_.state_dict())
     assert paper.score_samples(x, t, s).mean() == pytest.approx(marginal.objective_score(x, t, s), abs=1e-6)
-    assert paper.objective_score(x, t, s) != pytest.approx(marginal.objective_score(x, t, s), abs=1e-3)  # the paper's objective
+    assert paper.objective_score(x, t, s) != pytest.approx(
+        marginal.objective_score(x, t, s), abs=1e-3
+    )  # the paper's objective
 
 
 @pytest.mark.slow

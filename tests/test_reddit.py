@@ -127,8 +127,16 @@ def test_rerun_embeds_nothing_new(reddit_dumps, reddit_ds, embedding_cache, tmp_
 
 def test_another_key_gives_other_ids(reddit_dumps, embedding_cache, reddit_ds, tmp_path):
     params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
-    other = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key="another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0")
-    assert not set(pl.read_parquet(other / "events.parquet")["id"]) & set(pl.read_parquet(reddit_ds[0] / "events.parquet")["id"])
+    other = build(
+        reddit_dumps,
+        tmp_path / "ds",
+        tmp_path / "work",
+        params,
+        key="another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0",
+    )
+    assert not set(pl.read_parquet(other / "events.parquet")["id"]) & set(
+        pl.read_parquet(reddit_ds[0] / "events.parquet")["id"]
+    )
 
 
 @pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
@@ -151,7 +159,17 @@ def test_generator_is_seeded_and_refuses_to_overwrite(tmp_path, capsys):
     from flows.reddit import main
 
     months = reddit_standin.Months("2016-01", "2016-02", "2016-03")
-    args = ["generate", "--users", "30", "--start", "2016-01", "--comment-end", "2016-02", "--submission-end", "2016-03"]
+    args = [
+        "generate",
+        "--users",
+        "30",
+        "--start",
+        "2016-01",
+        "--comment-end",
+        "2016-02",
+        "--submission-end",
+        "2016-03",
+    ]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     assert main([*args, "--out", str(tmp_path / "b")]) == 0
     assert (tmp_path / "a" / "sha256sums.txt").read_text() == (tmp_path / "b" / "sha256sums.txt").read_text()
@@ -175,7 +193,9 @@ def test_malformed_lines_are_counted_then_fail_above_the_rate(tmp_path, embeddin
                           embedding_cache=str(embedding_cache))
     ds = build(dumps, tmp_path / "ds", tmp_path / "w", params, key=KEY)
     scan = json.loads((ds / "manifest.json").read_text())["scan"]
-    assert sum(s["malformed"] for s in scan) == json.loads((dumps / "standin.json").read_text())["lines"]["malformed"] > 0
+    assert (
+        sum(s["malformed"] for s in scan) == json.loads((dumps / "standin.json").read_text())["lines"]["malformed"] > 0
+    )
     strict = RedditParams(**{**params.__dict__, "max_error_rate": 0.0})
     with pytest.raises(ValueError, match=r"R[CS]_\d{4}-\d{2}\.zst: \d+ malformed line"):
         build(dumps, tmp_path / "ds2", tmp_path / "w2", strict, key=KEY)
@@ -187,7 +207,13 @@ def test_the_dataset_does_not_depend_on_the_pseudonymisation_key(reddit_dumps, r
     followed the pseudonyms, so a cold build with a fresh random key gave other results.)"""
     path, _ = reddit_ds
     params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
-    other = build(reddit_dumps, tmp_path / "ds", tmp_path / "work", params, key="another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0")
+    other = build(
+        reddit_dumps,
+        tmp_path / "ds",
+        tmp_path / "work",
+        params,
+        key="another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0",
+    )
     for name in ("features.parquet", "events.parquet"):
         a, b = pl.read_parquet(path / name), pl.read_parquet(other / name)
         assert not a["id"].equals(b["id"])

@@ -36,16 +36,27 @@ def test_dotenv_is_read_and_the_environment_wins(tmp_path, monkeypatch):
 
 
 @pytest.mark.bad_input
-@pytest.mark.parametrize("name,value,message", [
-    ("CET_TASK_RUNNER", "ray", "CET_TASK_RUNNER"), ("CET_DEVICE", "tpu", "CET_DEVICE"),
-    ("CET_DEVICE", "cuda:99", "CET_DEVICE: 'cuda:99' but (no CUDA device|this machine has)"),
-    ("CET_DEVICE", "cuda:x", r"CET_DEVICE: 'cuda:x' is not 'auto', 'cpu' or 'cuda\[:N\]'"),
-    ("CET_PROMOTE_METRIC", "auc", "CET_PROMOTE_METRIC"), ("CET_MAX_EPOCHS", "many", "CET_MAX_EPOCHS"),
-    ("CET_MAX_EPOCHS", "0", "CET_MAX_EPOCHS"), ("CET_HIDDEN", "-3", "CET_HIDDEN"), ("CET_RETRAIN_CRON", "bogus", "CET_RETRAIN_CRON"),
-    ("CET_RETRAIN_TIMEZONE", "Mars/Olympus", "CET_RETRAIN_TIMEZONE"), ("CET_MIMIC_STANDIN_SCALE", "50", "CET_MIMIC_STANDIN_SCALE"),
-    ("CET_DASK_WORKERS", "0", "CET_DASK_WORKERS"), ("CET_MIMIC_DIR", "/no/such/folder", "CET_MIMIC_DIR"),
-    ("CET_REDDIT_STANDIN_USERS", "0", "CET_REDDIT_STANDIN_USERS"), ("CET_PROMOTE_TOLERANCE", "-1", "CET_PROMOTE_TOLERANCE"),
-    ("CET_RETRAIN_DATASET", "../cohort", "CET_RETRAIN_DATASET")])
+@pytest.mark.parametrize(
+    "name,value,message",
+    [
+        ("CET_TASK_RUNNER", "ray", "CET_TASK_RUNNER"),
+        ("CET_DEVICE", "tpu", "CET_DEVICE"),
+        ("CET_DEVICE", "cuda:99", "CET_DEVICE: 'cuda:99' but (no CUDA device|this machine has)"),
+        ("CET_DEVICE", "cuda:x", r"CET_DEVICE: 'cuda:x' is not 'auto', 'cpu' or 'cuda\[:N\]'"),
+        ("CET_PROMOTE_METRIC", "auc", "CET_PROMOTE_METRIC"),
+        ("CET_MAX_EPOCHS", "many", "CET_MAX_EPOCHS"),
+        ("CET_MAX_EPOCHS", "0", "CET_MAX_EPOCHS"),
+        ("CET_HIDDEN", "-3", "CET_HIDDEN"),
+        ("CET_RETRAIN_CRON", "bogus", "CET_RETRAIN_CRON"),
+        ("CET_RETRAIN_TIMEZONE", "Mars/Olympus", "CET_RETRAIN_TIMEZONE"),
+        ("CET_MIMIC_STANDIN_SCALE", "50", "CET_MIMIC_STANDIN_SCALE"),
+        ("CET_DASK_WORKERS", "0", "CET_DASK_WORKERS"),
+        ("CET_MIMIC_DIR", "/no/such/folder", "CET_MIMIC_DIR"),
+        ("CET_REDDIT_STANDIN_USERS", "0", "CET_REDDIT_STANDIN_USERS"),
+        ("CET_PROMOTE_TOLERANCE", "-1", "CET_PROMOTE_TOLERANCE"),
+        ("CET_RETRAIN_DATASET", "../cohort", "CET_RETRAIN_DATASET"),
+    ],
+)
 def test_bad_settings_name_the_variable(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=message):

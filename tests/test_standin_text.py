@@ -28,7 +28,9 @@ def test_realistic_texts_have_real_length_a_long_tail_and_few_repeats():
     for t, k in zip(texts[:2000], topic[:2000].tolist(), strict=True):
         if k >= 0:
             assert any(p[1:] in t for p in TOPIC_PHRASES[k]), t
-    assert realistic_texts(topic[:50], np.random.default_rng(1)) == realistic_texts(topic[:50], np.random.default_rng(1))
+    assert realistic_texts(topic[:50], np.random.default_rng(1)) == realistic_texts(
+        topic[:50], np.random.default_rng(1)
+    )
 
 
 def _bodies(folder):
@@ -48,8 +50,26 @@ def _bodies(folder):
 def test_standin_writes_realistic_text_when_asked_and_regenerates_on_change(tmp_path):
     from flows.reddit import main
 
-    assert main(["generate", "--users", "40", "--start", "2016-01", "--comment-end", "2016-02",
-                 "--submission-end", "2016-03", "--text", "realistic", "--out", str(tmp_path / "r")]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--users",
+                "40",
+                "--start",
+                "2016-01",
+                "--comment-end",
+                "2016-02",
+                "--submission-end",
+                "2016-03",
+                "--text",
+                "realistic",
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     real = tmp_path / "r"
     assert json.loads((real / "standin.json").read_text())["text"] == "realistic"
     phrases = reddit_standin.generate(tmp_path / "p", n_users=40, seed=0, months=MONTHS, progress=False)

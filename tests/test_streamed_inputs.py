@@ -149,7 +149,9 @@ def test_only_the_aux_features_are_standardised_next_to_comment_embeddings():
     b = CETModel(**kw).fit(CommentInputs(aux, seq), T, S)
     assert len(a.feature_scaling_[0]) == A
     np.testing.assert_array_equal(a.feature_scaling_[0], b.feature_scaling_[0])
-    np.testing.assert_array_equal(a.predict_occurrence(CommentInputs(aux, seq)), b.predict_occurrence(flatten_inputs(aux, seq)))
+    np.testing.assert_array_equal(
+        a.predict_occurrence(CommentInputs(aux, seq)), b.predict_occurrence(flatten_inputs(aux, seq))
+    )
 
 
 @pytest.mark.parametrize("stored", [np.float32, np.float16])
@@ -180,8 +182,9 @@ def test_inputs_copied_to_the_device_train_as_the_streamed_ones(tmp_path, monkey
     assert len(built) == 2  # training and validation rows
     rows = streaming.DeviceRows(lazy[va], resident._scaled, resident.torch_dtype_, torch.device("cpu"))
     assert rows.sequences.dtype == (torch.float16 if stored == np.float16 else torch.float32)
-    torch.testing.assert_close(rows[torch.tensor([3, 0])], streaming.Rows(lazy[va], resident._x_tensor)[torch.tensor([3, 0])],
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        rows[torch.tensor([3, 0])], streaming.Rows(lazy[va], resident._x_tensor)[torch.tensor([3, 0])], rtol=0, atol=0
+    )
     for (k, a), b in zip(streamed.net_.state_dict().items(), resident.net_.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
     assert streamed.history_.val_loss == resident.history_.val_loss
@@ -194,8 +197,17 @@ def test_encoder_stage_on_streamed_comments_reuses_the_frozen_parts_with_the_sam
     aux, seq, T, S = _data(2)
     np.save(tmp_path / "seq.npy", seq)
     lazy = CommentInputs(aux, np.load(tmp_path / "seq.npy", mmap_mode="r"))
-    kw = dict(hidden_sizes=(8,), comment_encoder=SPEC, condition_on_occurrence=False, max_epochs=300, patience=4,
-              lr=0.01, batch_size=50, device="cpu", seed=3)
+    kw = dict(
+        hidden_sizes=(8,),
+        comment_encoder=SPEC,
+        condition_on_occurrence=False,
+        max_epochs=300,
+        patience=4,
+        lr=0.01,
+        batch_size=50,
+        device="cpu",
+        seed=3,
+    )
     calls = []
 
     class Uncached(CETModel):
@@ -204,8 +216,10 @@ def test_encoder_stage_on_streamed_comments_reuses_the_frozen_parts_with_the_sam
             return lambda: self._objective_value(*rows)
 
     va = slice(200, None)
-    fits = [cls(**kw).fit(lazy[np.arange(200)], T[:200], S[:200], lazy[np.arange(200, N)], T[va], S[va])
-            for cls in (Uncached, CETModel)]
+    fits = [
+        cls(**kw).fit(lazy[np.arange(200)], T[:200], S[:200], lazy[np.arange(200, N)], T[va], S[va])
+        for cls in (Uncached, CETModel)
+    ]
     assert calls == ["uncached"] and fits[1].encoder_history_ is not None
     assert len(fits[1].encoder_history_.val_loss) > 1
     np.testing.assert_allclose(fits[0].encoder_history_.val_loss, fits[1].encoder_history_.val_loss, rtol=1e-6)

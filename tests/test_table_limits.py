@@ -54,14 +54,17 @@ def test_the_smallest_table_the_random_split_fills_builds(tmp_path):
 @pytest.mark.parametrize("column", ["id", "split"])
 def test_a_column_named_as_the_contracts_own_is_refused_by_name(tmp_path, capsys, column):
     values = ["7", "3"] * 5 if column == "split" else [str(i) for i in range(10)]
-    table = _csv(tmp_path / "t.csv", f"age,days,died,{column}", [f"{r},{v}" for r, v in zip(_rows(10), values, strict=True)])
+    table = _csv(
+        tmp_path / "t.csv", f"age,days,died,{column}", [f"{r},{v}" for r, v in zip(_rows(10), values, strict=True)]
+    )
     err = _refused(["--table", str(table), *ARGS], capsys, tmp_path)
     assert f"t.csv: column '{column}' would be a feature, but the dataset keeps '{column}' for its own column" in err
 
 
 def test_an_empty_or_repeated_header_name_is_refused_by_name(tmp_path, capsys):
-    empty = _csv(tmp_path / "e.csv", "age,,days,died", [f"{r.split(',')[0]},1,{','.join(r.split(',')[1:])}"
-                                                       for r in _rows(10)])
+    empty = _csv(
+        tmp_path / "e.csv", "age,,days,died", [f"{r.split(',')[0]},1,{','.join(r.split(',')[1:])}" for r in _rows(10)]
+    )
     err = _refused(["--table", str(empty), *ARGS], capsys, tmp_path)
     assert "e.csv: column 1 (counted from 0) has an empty name in the header" in err
     twice = _csv(tmp_path / "d.csv", "age,age,days,died", [f"{r.split(',')[0]},{r}" for r in _rows(10)])

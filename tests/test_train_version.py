@@ -88,7 +88,10 @@ def test_a_version_records_paired_test_intervals_that_its_saved_models_reproduce
             assert row["low"] <= row["estimate"] <= row["high"]
     for model, row in got["metrics"]["auc_h"].items():  # the AUC at h recorded with the calibration
         by_event = [v["auc"] for v in metrics["calibration"]["test"][model].values()]
-        assert row["estimate"] == pytest.approx(np.mean(by_event), abs=1e-9) and row["low"] <= row["estimate"] <= row["high"]
+        assert (
+            row["estimate"] == pytest.approx(np.mean(by_event), abs=1e-9)
+            and row["low"] <= row["estimate"] <= row["high"]
+        )
     assert set(got["differences"]["auc"]) == {"ET", "BC"} and got["seed"] == 3
     ds = load_dataset(ds_dir)
     x, horizons = model_inputs(ds.test), np.median(ds.train.T, axis=0)  # the calibration horizons
@@ -170,9 +173,13 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     diff = rescored["difference"]  # candidate minus promoted on those rows, with its paired interval
     assert diff["estimate"] == pytest.approx(rescored["candidate_value"] - rescored["value"])
     assert 0 < diff["low"] < diff["estimate"] < diff["high"] and diff["level"] == 0.95
-    assert f"candidate minus v0001 {diff['estimate']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]" in rescored["note"]
+    assert (
+        f"candidate minus v0001 {diff['estimate']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]" in rescored["note"]
+    )
     d = registry.decide(root, "d", v2, registry.Rule(), rescored=rescored)
-    assert d["promoted"] and "on v0002's validation rows" in d["reason"] and d["previous_recorded_value"] == recorded[v1]
+    assert (
+        d["promoted"] and "on v0002's validation rows" in d["reason"] and d["previous_recorded_value"] == recorded[v1]
+    )
     assert d["difference"] == diff
     # the same data again (another seed): the recorded values are already on the same rows
     v3, _ = train_version(shifted, root, "d", TrainParams(**{**params.__dict__, "seed": 1}), id_key=KEY)
@@ -212,7 +219,9 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     everything = _drifted(tmp_path / "everything", noise=0.3, seed=1, swap=True, roll=360)  # validation: 0-179
     v6, _ = train_version(everything, root, "d", params, id_key=KEY)
     none_left = promoted_on_candidate_rows(root, "d", v6, everything, "val_auc", KEY)
-    assert none_left["value"] is None and none_left["rows"] == 0 and "trained on every validation row" in none_left["note"]
+    assert (
+        none_left["value"] is None and none_left["rows"] == 0 and "trained on every validation row" in none_left["note"]
+    )
     other_key = promoted_on_candidate_rows(root, "d", v5, resplit, "val_auc", b"another key")
     assert other_key["value"] is None and "hashed with another key" in other_key["note"]
     unkeyed, _ = train_version(easy, root, "d", TrainParams(**{**params.__dict__, "seed": 2}))  # no key: no hashes
@@ -307,9 +316,13 @@ def test_real_data_get_a_cox_reference_and_stand_ins_do_not(tmp_path):
     version, _ = train_version(synth, tmp_path / "models", "synthetic", params)
     assert REFERENCE not in json.loads((version / "metrics.json").read_text())["test"]
     # asked for (--reference cox): on the stand-in too; --reference none: not even on real data
-    version, _ = train_version(synth, tmp_path / "models", "synthetic", TrainParams(**{**vars(params), "reference": "cox"}))
+    version, _ = train_version(
+        synth, tmp_path / "models", "synthetic", TrainParams(**{**vars(params), "reference": "cox"})
+    )
     assert set(json.loads((version / "metrics.json").read_text())["test"][REFERENCE]) == {"T1", "T2"}
-    version, _ = train_version(ds_dir, tmp_path / "models", "rossi", TrainParams(**{**vars(params), "reference": "none"}))
+    version, _ = train_version(
+        ds_dir, tmp_path / "models", "rossi", TrainParams(**{**vars(params), "reference": "none"})
+    )
     assert REFERENCE not in json.loads((version / "metrics.json").read_text())["test"]
     with pytest.raises(ValueError, match="reference must be one of"):
         TrainParams(reference="lifelines")
@@ -383,8 +396,8 @@ def test_the_summary_says_why_a_model_has_no_figure(tmp_path):
     lines = summary_lines(train_version(ds_dir, tmp_path / "models", "rossi", params)[0])
     row = next(i for i, line in enumerate(lines) if line.strip().startswith("BC "))
     assert set(lines[row].split()[1:]) == {"-"}
-    assert lines[row + 1] == ("  BC: no figure on these data: scored only against the true occurrence, which they "
-                              "do not have")
+    assert lines[row + 1] == ("  BC: no figure on these data: scored only against the true "
+                              "occurrence, which they do not have")
     synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
     lines = summary_lines(train_version(synth, tmp_path / "models", "synthetic", params)[0])
     assert not any("no figure" in line for line in lines)
@@ -421,8 +434,8 @@ def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_th
                                      name="rare", time_unit="weeks")
     assert int(load_dataset(ds_dir).test.S.sum()) == 0
     lines = summary_lines(train_version(ds_dir, tmp_path / "models", "rare", params)[0])
-    assert ("  Cox (reference): no figure on these data: each of its measures needs the event observed in some test "
-            "rows") in lines
+    assert ("  Cox (reference): no figure on these data: each of its measures needs the "
+            "event observed in some test rows") in lines
     assert any(line.startswith("  observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on "
                                "that many cases; with none, no concordance") for line in lines), lines
     # a promotion judged on those validation rows says how many cases it rests on
@@ -498,10 +511,14 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
     warned = [r.getMessage() for r in caplog.records if "of P(ever)" in r.getMessage()]
     if beyond:
         assert 0.2 < record["share_beyond"] and record["p_ever"] > record["by_follow_up"] + 0.05, record
-        assert said in lines and f"    e: P(ever) {record['p_ever']:.3f} on average over the test rows, " \
-            f"{record['by_follow_up']:.3f} by {record['follow_up']:g} days (Kaplan-Meier " \
-            f"{record['km_split_by_follow_up']:.3f} on the test rows, {record['km_by_follow_up']:.3f} on the training " \
-            f"rows): {100 * record['share_beyond']:.0f} % after" in lines, lines
+        assert (
+            said in lines
+            and f"    e: P(ever) {record['p_ever']:.3f} on average over the test rows, "
+            f"{record['by_follow_up']:.3f} by {record['follow_up']:g} days (Kaplan-Meier "
+            f"{record['km_split_by_follow_up']:.3f} on the test rows, {record['km_by_follow_up']:.3f} on the training "
+            f"rows): {100 * record['share_beyond']:.0f} % after"
+            in lines
+        ), lines
         # and the Kaplan-Meier curve still rises at the end: how many ever will is not in the data
         rising = [ln for ln in lines.splitlines() if "Kaplan-Meier risk still rises at the end" in ln]
         assert record["km_last_quarter"] >= 0.1 * record["km_by_follow_up"] > 0, record
@@ -551,4 +568,6 @@ def test_a_stand_in_records_the_true_occurrence_beside_p_ever(tmp_path):
     ends = [np.sort(tr.T[:, j])[-10] for j in range(2)]
     by_end = [np.mean((te.C[:, j] == 1) & (np.nan_to_num(te.T_true[:, j], nan=np.inf) <= ends[j])) for j in range(2)]
     assert [record["CET"][e]["true_by_follow_up"] for e in ("T1", "T2")] == pytest.approx(by_end)
-    assert all(0 < b < s for b, s in zip(by_end, te.C.mean(axis=0), strict=True))  # some of the truth lies after the end
+    assert all(
+        0 < b < s for b, s in zip(by_end, te.C.mean(axis=0), strict=True)
+    )  # some of the truth lies after the end

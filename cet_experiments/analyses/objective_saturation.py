@@ -6,7 +6,8 @@ Fits, once each on the same split and seed: CET-bound (eq. 8; Gumbel-Softmax and
 estimator, so sampling noise is ruled out), CET-paper (the original code's objective, whose
 -log p term counters the saturation), the default CET (exact marginal likelihood), BC and the
 oracle. (The JSON files in benchmarks/results/ come from a run before the objective registry,
-when ``CET`` meant eq. 8 and ``CET-marginal`` the marginal likelihood.) Records per model the test AUC against the true c (mean over tasks), the
+when ``CET`` meant eq. 8 and ``CET-marginal`` the marginal likelihood.) Records per model the test AUC against the true
+c (mean over tasks), the
 share of test predictions p(c|x) outside [0.01, 0.99], the ECE, and over the true negatives
 the median p and the mean of p (1 - p). The paper's bound is linear in p, so its gradient
 w.r.t. a cell's logit is p (1 - p) x (a constant): it vanishes once p saturates, even when p is
@@ -63,13 +64,28 @@ def main(argv=None):
                        "median_p_of_true_negatives": float(np.median(p[keep & (te.C == 0)])),
                        "mean_p1mp_of_true_negatives": float(np.mean((p * (1 - p))[keep & (te.C == 0)])),
                        "epochs": len(model.history_.train_loss), "seconds": round(time.perf_counter() - t0, 1)}
-        print(f"{label:<22} AUC {rows[label]['auc']:.3f}  saturated {rows[label]['saturated_share']:.2f}  "
-              f"ECE {rows[label]['ece']:.2f}  median p | c=0 {rows[label]['median_p_of_true_negatives']:.2f}", flush=True)
+        print(
+            f"{label:<22} AUC {rows[label]['auc']:.3f}  saturated {rows[label]['saturated_share']:.2f}  "
+            f"ECE {rows[label]['ece']:.2f}  median p | c=0 {rows[label]['median_p_of_true_negatives']:.2f}",
+            flush=True,
+        )
     name = ds.manifest.get("name") or args.data.name
     out = args.out or Path(__file__).parent / "results" / f"objective_saturation_{args.data.name}.json"
-    out.write_text(json.dumps({"dataset": str(args.data), "name": name, "split_sizes": ds.manifest.get("split_sizes"),
-                               "seed": args.seed, "hidden": args.hidden, "models": rows, "machine": machine()},
-                              indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "dataset": str(args.data),
+                "name": name,
+                "split_sizes": ds.manifest.get("split_sizes"),
+                "seed": args.seed,
+                "hidden": args.hidden,
+                "models": rows,
+                "machine": machine(),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

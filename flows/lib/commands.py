@@ -74,8 +74,8 @@ def mimic() -> argparse.ArgumentParser:
     b.add_argument("--window-hours", type=int, default=24, help="feature window after the origin (default %(default)s)")
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
     b.add_argument("--split-method", choices=["random", "hash"], default="random",
-                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each patient keeps its split "
-                        "when the cohort grows and is rebuilt (shares in expectation)")
+                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each patient keeps "
+                        "its split when the cohort grows and is rebuilt (shares in expectation)")
     b.add_argument("--memory-limit", default="2500MB", help="DuckDB memory limit (default %(default)s)")
     b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
                    help="events inside the feature window: keep them (the reference) or mask that task")
@@ -115,8 +115,8 @@ def reddit() -> argparse.ArgumentParser:
     b.add_argument("--device", help="auto, cpu or cuda (default: $CET_DEVICE or auto)")
     b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
     b.add_argument("--split-method", choices=["random", "hash"], default="random",
-                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each user keeps its split "
-                        "when the set of users grows and is rebuilt (shares in expectation)")
+                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each user keeps "
+                        "its split when the set of users grows and is rebuilt (shares in expectation)")
     b.add_argument("--max-error-rate", type=float, default=0.01, help="malformed-line share that fails a file")
     g = sub.add_parser("generate", help="write stand-in Pushshift dumps with planted truth")
     g.add_argument("--users", type=int, required=True, help="simulated users (1k to 1M)")
@@ -185,8 +185,8 @@ def train() -> argparse.ArgumentParser:
                                         "metrics per subgroup, printed and kept in the version's subgroups.json")
     ev.add_argument("--horizon", type=float, help="the time, in the dataset's unit (e.g. 52 for a year in weeks), "
                                                   "at which calibration against Kaplan-Meier and the AUC at h are "
-                                                  "judged for every event (default: each event's median training "
-                                                  "follow-up)")
+                                                  "judged for every event (default: each "
+                                                  "event's median training follow-up)")
     ev.add_argument("--reference", choices=REFERENCE_CHOICES, default="auto",
                     help="a classical Cox fit per event on the same split, shown beside the models: auto (on data "
                          "without the true occurrence, where no Oracle is trained; default), cox (any data without "
@@ -231,8 +231,8 @@ def train() -> argparse.ArgumentParser:
                          "(later or never), ci_timing (when, among the rows with the event observed); default: all "
                          "that are defined, ranked by the first (AUC where the data have the truth, else C (RMST))")
     ex.add_argument("--max-rows", type=int, default=5000,
-                    help="a larger split is cut to this many rows drawn at random (default: 5000; the time grows "
-                         "with the rows)")
+                    help="a larger split is cut to this many rows drawn at random (default: "
+                         "5000; the time grows with the rows)")
     ex.add_argument("--top", type=int, default=20, help="inputs printed (default: 20; --out has all)")
     ex.add_argument("--out", help="a CSV with every input, event and score")
     ex.add_argument("--data", help="the dataset folder, if it moved since the version was trained (default: where "
@@ -267,8 +267,12 @@ def predict() -> argparse.ArgumentParser:
 
 def serve() -> argparse.ArgumentParser:
     """``python -m flows.serve``'s options."""
-    ap = command_parser("python -m flows.serve", _doc("serve").split("\n\n")[0],
-                                 epilog=_doc("serve").split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = command_parser(
+        "python -m flows.serve",
+        _doc("serve").split("\n\n")[0],
+        epilog=_doc("serve").split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--limit", type=int, default=2, help="flow runs at once (default %(default)s; 2 cores)")
     ap.add_argument("--retry-seconds", type=float, default=5.0,
                     help="while the Prefect API is unreachable, check it this often (default %(default)s)")
@@ -276,14 +280,19 @@ def serve() -> argparse.ArgumentParser:
                     help="serve even when the Prefect API asks for no credentials: only on a machine where no other "
                          "user or untrusted process can reach it")
     ap.add_argument("--max-outages", type=int, default=0,
-                    help="API outages to wait out; the next one ends serve with its error (default 0: wait out every one)")
+                    help="API outages to wait out; the next one ends serve with its error "
+                         "(default 0: wait out every one)")
     return ap
 
 
 def full_pipeline() -> argparse.ArgumentParser:
     """``python -m flows.full_pipeline``'s options."""
-    ap = command_parser("python -m flows.full_pipeline", _doc("full_pipeline").split("\n\n")[0],
-                                 epilog=_doc("full_pipeline").split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = command_parser(
+        "python -m flows.full_pipeline",
+        _doc("full_pipeline").split("\n\n")[0],
+        epilog=_doc("full_pipeline").split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--datasets", default=",".join(BUILDS), help="comma-separated subset of %(default)s")
     ap.add_argument("--max-epochs", type=int, help="training epochs cap (default: $CET_MAX_EPOCHS, else automatic)")
     ap.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")

@@ -183,8 +183,10 @@ class TableBuildParams(FlowParams):
                                        "column not named in events, id_column, split_column or group_column)")
     out: str | None = Field(None, description="dataset folder (default: $CET_DATA_DIR/<name>)")
     id_column: str | None = Field(None, min_length=1, description="unique subject ids (default: the row number)")
-    split_column: str | None = Field(None, min_length=1, description="train/val/test per row (default: a seeded 60/20/20 split)")
-    group_column: str | None = Field(None, min_length=1, description="draw the seeded split by groups (e.g. a patient id): no "
+    split_column: str | None = Field(None, min_length=1, description="train/val/test per row (default: a seeded "
+                                                                     "60/20/20 split)")
+    group_column: str | None = Field(None, min_length=1, description="draw the seeded split by groups (e.g. a "
+                                                                     "patient id): no "
                                                        "group in two splits")
     seed: int = Field(0, ge=0, description="seed of the 60/20/20 split")
     split_method: Literal["random", "hash", "stratified"] = Field("random", description=(
@@ -208,7 +210,8 @@ class TrainEvaluateParams(FlowParams):
     dataset: str | None = Field(None, pattern=NAME, description="the dataset's name: its models are registered "
                                 "under models/<name>/ (default: $CET_RETRAIN_DATASET)")
     data: str | None = Field(None, description="the dataset folder (default: $CET_DATA_DIR/<dataset>)")
-    models: list[str] | None = Field(None, description="presets to train (default: CET, CET-paper, ET, BC, Oracle on data "
+    models: list[str] | None = Field(None, description="presets to train (default: CET, "
+                                                       "CET-paper, ET, BC, Oracle on data "
                                    "with the true occurrence; CET, ET, BC on data censored by follow-up alone)")
     hidden: int | None = Field(None, ge=1, description="hidden width (default: $CET_HIDDEN)")
     max_epochs: int | None = Field(None, ge=1, description="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")

@@ -83,7 +83,10 @@ def few_observed_warning(dataset_dir) -> str | None:
     >>> out = write_follow_up_dataset(tempfile.mkdtemp() + "/mine", t, None, {"death": ("days", "died")},
     ...                               name="mine", time_unit="days")
     >>> print(few_observed_warning(out))
-    mine: death is observed in 1 validation and 0 test rows, fewer than 10: early stopping, promotion and the test figures rest on that many cases, and a split without one has no concordance (Harrell's C, C (RMST)). More rows with the event are the remedy; --split-method stratified (split_method='stratified') at least spreads the observed rows 60/20/20 over the splits
+    mine: death is observed in 1 validation and 0 test rows, fewer than 10: early stopping, promotion and the test
+    figures rest on that many cases, and a split without one has no concordance (Harrell's C, C (RMST)). More rows with
+    the event are the remedy; --split-method stratified (split_method='stratified') at least spreads the observed rows
+    60/20/20 over the splits
     """
     manifest = json.loads((Path(dataset_dir) / "manifest.json").read_text())
     few = {e: n for e, n in observed_by_split(dataset_dir).items() if min(n["val"], n["test"]) < FEW_OBSERVED}

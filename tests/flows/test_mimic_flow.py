@@ -112,19 +112,26 @@ def test_retrain_rebuilds_as_built_and_never_swaps_real_tables_for_a_standin(tmp
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["build"])
-    assert (f"{out} holds a dataset built from MIMIC-III tables ({src.resolve()}); this build has no source (no "
-            "--mimic-dir, CET_MIMIC_DIR unset) and would replace it with a generated stand-in") in capsys.readouterr().err
+    assert (
+        f"{out} holds a dataset built from MIMIC-III tables ({src.resolve()}); this build has no source (no "
+        "--mimic-dir, CET_MIMIC_DIR unset) and would replace it with a generated stand-in"
+    ) in capsys.readouterr().err
     with pytest.raises(ValueError, match="would replace it with a generated stand-in"):  # a deployment run too
         build_mimic_features(MimicBuildParams(out=str(out)))
     assert (out / "manifest.json").read_bytes() == manifest
     stamp = out / stage_cache.STAMP  # a real build stamped before sources were recorded: refused too
     stamp.write_text(json.dumps({k: v for k, v in json.loads(stamp.read_text()).items() if k != "source"}))
-    with pytest.raises(ValueError, match=r"built before builds recorded their source, from files that are not a "
-                                         r"stand-in generated in .*\.mimic-work; this build has no source"):
+    with pytest.raises(
+        ValueError,
+        match=r"built before builds recorded their source, from files that are not a "
+        r"stand-in generated in .*\.mimic-work; this build has no source",
+    ):
         build_mimic_features(MimicBuildParams(out=str(out)))
     src.rename(tmp_path / "moved")  # the extract moved: a usage error that says what to do, before any flow
     capsys.readouterr()
     with pytest.raises(SystemExit):
         train_flow.main(["retrain", "--dataset", "mimic"])
-    assert (f"dataset mimic was built from {src.resolve()} (--mimic-dir), which no longer exists: build it once "
-            "from its new place (python -m flows.mimic build --mimic-dir NEW ...") in capsys.readouterr().err
+    assert (
+        f"dataset mimic was built from {src.resolve()} (--mimic-dir), which no longer exists: build it once "
+        "from its new place (python -m flows.mimic build --mimic-dir NEW ..."
+    ) in capsys.readouterr().err

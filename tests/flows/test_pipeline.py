@@ -38,7 +38,10 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     assert data == str(cet_env / "data" / "synthetic")
     first = train_evaluate(TrainEvaluateParams(dataset="synthetic"))
     assert first["version"].endswith("v0001") and not first["reused"]
-    assert first["decision"]["promoted"] and first["decision"]["reason"] == "the first version: nothing was promoted before"
+    assert (
+        first["decision"]["promoted"]
+        and first["decision"]["reason"] == "the first version: nothing was promoted before"
+    )
     v1 = cet_env / "models" / "synthetic" / "v0001"
     assert {p.name for p in v1.iterdir()} >= {"CET", "ET", "BC", "metrics.json", "params.json", "data.json",
                                               "decision.json"}
@@ -56,7 +59,9 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     assert {(r["what"], r["metric"]) for r in table} >= {("CET", "auc"), ("CET - BC", "auc"), ("CET - ET", "ci")}
     assert all(r["low"] <= r["estimate"] <= r["high"] for r in table if not r["what"].startswith("CET - "))
     rows = train_eval.calibration_rows(v1)
-    assert {(r["model"], r["event"]) for r in rows} == {(m, e) for m in ("CET", "CET-paper", "ET") for e in data_info["event_names"]}
+    assert {(r["model"], r["event"]) for r in rows} == {
+        (m, e) for m in ("CET", "CET-paper", "ET") for e in data_info["event_names"]
+    }
     assert all(0.0 <= r["test_abs_diff"] <= 1.0 and r["horizon"] > 0 for r in rows)
     # the dataset's report: with the truth, its AUC and calibration figures too; the card says the data
     report = (cet_env / "reports" / "synthetic" / "report.md").read_text()
@@ -127,8 +132,8 @@ def test_predict_cli_scores_with_the_promoted_model(cet_env, capsys):
     capsys.readouterr()
     with pytest.raises(SystemExit):  # a usage error from the file's header, before any flow (and its traceback)
         predict_flow.main(["--dataset", "synthetic", "--features", str(src), "--out", str(out)])
-    assert re.search(r"error: --features \S+new.parquet: missing columns \['x3'\] \(synthetic v0001 needs an id and "
-                     r"its features\)", capsys.readouterr().err)
+    assert re.search(r"error: --features \S+new.parquet: missing columns \['x3'\] \(synthetic v0001 "
+                     r"needs an id and its features\)", capsys.readouterr().err)
     with pytest.raises(SystemExit):
         predict_flow.main(["--dataset", "nothing-trained", "--features", str(src), "--out", str(out)])
     assert "no promoted model" in capsys.readouterr().err
@@ -145,8 +150,13 @@ def test_predict_scores_a_file_without_a_prefect_server(cet_env):
     data = build_synthetic()
     train_evaluate(TrainEvaluateParams(dataset="synthetic"))
     src = cet_env / "few.parquet"
-    pl.read_parquet(f"{data}/features.parquet").filter(pl.col("split") == "test").head(4).drop("split").write_parquet(src)
-    assert predict_flow.main(["--dataset", "synthetic", "--features", str(src), "--out", str(cet_env / "flow.parquet")]) == 0
+    pl.read_parquet(f"{data}/features.parquet").filter(pl.col("split") == "test").head(4).drop("split").write_parquet(
+        src
+    )
+    assert (
+        predict_flow.main(["--dataset", "synthetic", "--features", str(src), "--out", str(cet_env / "flow.parquet")])
+        == 0
+    )
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     t0 = time.perf_counter()
@@ -185,7 +195,8 @@ def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, cap
     for table in ("ADMISSIONS", "CHARTEVENTS", "OUTPUTEVENTS"):
         (partial / f"{table}.csv.gz").symlink_to(next(raw.glob(f"{table}.csv*")))
     for content, message in ((None, r"MIMIC table LABEVENTS not found in \S+partial"),
-                             (b"x\n1\n", r"\S+partial/LABEVENTS\.csv: table LABEVENTS is missing column\(s\) \['ROW_ID'")):
+                             (b"x\n1\n", r"\S+partial/LABEVENTS\.csv: table LABEVENTS is "
+                                         r"missing column\(s\) \['ROW_ID'")):
         if content is not None:
             (partial / "LABEVENTS.csv").write_bytes(content)
         with pytest.raises(SystemExit) as exit_:
@@ -228,7 +239,8 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
         section = section.split("\n## ")[0]
         events = json.loads((cet_env / "data" / name / "manifest.json").read_text())["event_names"]
         rows = re.findall(r"^\| (\S+) \| [\d.e+]+ \| (0\.\d{3}) \| 0\.\d{3} \| [01]\.\d{3} / [01]\.\d{3} \| "
-                          r"\+0\.\d{3}(?: \[0\.\d{3}, [01]\.\d{3}\])?, \d+ events? \| \d+ % \| "  # with interval, events
+                          r"\+0\.\d{3}(?: \[0\.\d{3}, [01]\.\d{3}\])?, \d+ events? \| \d+ % \| "
+                          r""  # with interval, events
                           r"(0\.\d{3}) / (0\.\d{3}) \|$",  # the true share by the follow-up's end / ever
                           section, flags=re.M)
         assert "CET's P(ever) past the follow-up, test split" in section and [r[0] for r in rows] == events, section
@@ -306,7 +318,9 @@ def test_train_evaluate_writes_the_experiment_report_and_its_artifact(cet_env):
     for name in ("table.md", "metrics.json", "fig1_occurrence_maps.png", "fig2_auc_mrae.png", "fig3_calibration.png"):
         assert (out / name).is_file(), name
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics["models"]) == {"CET", "CET-paper", "ET", "BC", "Oracle"} and len(metrics["search"]["trials"]) == 1
+    assert (
+        set(metrics["models"]) == {"CET", "CET-paper", "ET", "BC", "Oracle"} and len(metrics["search"]["trials"]) == 1
+    )
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_latest_artifacts()}
     assert "experiment-synthetic" in keys
@@ -456,15 +470,18 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env, ca
     for name, frame in bad.items():
         frame.write_csv(cet_env / name)
     (cet_env / "semi.csv").write_text(new.write_csv(separator=";"))
-    expected = {"text.csv": r"column 'age' has type String, expected numbers \(row 2 \(line 4\) is text that is not a number\)",
-                "gap.csv": r"column 'age' row 3 \(line 5\): missing or non-finite value \(1 such rows\) \(this model's "
-                           r"dataset was built without imputation",
-                "twice.csv": r"column 'id' row 4 \(line 6\) repeats row 1's id \(2 rows share an id\)",
-                "semi.csv": r"one column named 'id;fin;age;prio': the file seems separated by ';'"}
+    expected = {
+        "text.csv": r"column 'age' has type String, expected numbers \(row 2 \(line 4\) is text that is not a number\)",
+        "gap.csv": r"column 'age' row 3 \(line 5\): missing or non-finite value \(1 such rows\) \(this model's "
+        r"dataset was built without imputation",
+        "twice.csv": r"column 'id' row 4 \(line 6\) repeats row 1's id \(2 rows share an id\)",
+        "semi.csv": r"one column named 'id;fin;age;prio': the file seems separated by ';'",
+    }
     for name, message in expected.items():
         with pytest.raises(SystemExit) as exit_:
-            predict_flow.main(["--dataset", "rossi", "--features", str(cet_env / name), "--out",
-                               str(cet_env / f"{name}.parquet")])
+            predict_flow.main(
+                ["--dataset", "rossi", "--features", str(cet_env / name), "--out", str(cet_env / f"{name}.parquet")]
+            )
         err = capsys.readouterr().err
         assert exit_.value.code == 2 and re.search(rf"error: --features \S+{name}: {message}", err), (name, err)
         assert not (cet_env / f"{name}.parquet").exists()

@@ -103,8 +103,8 @@ def test_a_rare_event_is_counted_per_split_warned_of_and_stratified_on_request(r
     with caplog.at_level(logging.INFO):
         assert table_flow.main([*argv, "--name", "rare"]) == 0
     assert "rare: rows with the event observed: arrest train 5, val 3, test 0" in caplog.text
-    assert ("rare: arrest is observed in 3 validation and 0 test rows, fewer than 10: early stopping, promotion and the "
-            "test figures rest on that many cases, and a split without one has no concordance") in caplog.text
+    assert ("rare: arrest is observed in 3 validation and 0 test rows, fewer than 10: early stopping, promotion and "
+            "the test figures rest on that many cases, and a split without one has no concordance") in caplog.text
     assert "--split-method stratified (split_method='stratified') at least spreads" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO):
@@ -124,7 +124,8 @@ def test_a_text_column_among_the_default_features_is_named_and_nothing_is_writte
                          "--time-unit", "weeks"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and re.search(
-        r"error: \S+with_site\.csv: column 'site' has type String, expected numbers \(row 0 \(line 2\) is text that is not a number\); name it as categorical .* or "
+        r"error: \S+with_site\.csv: column 'site' has type String, expected numbers \(row 0 \(line 2\) is text that "
+        r"is not a number\); name it as categorical .* or "
         r"encode it first or leave it out of the features", err), err
     assert not (tmp_path / "data" / "site").exists() and "Traceback" not in err
     frame.with_columns(pl.when(pl.int_range(pl.len()) == 5).then(0).otherwise(pl.col("week")).alias("week")).drop(
@@ -184,7 +185,8 @@ def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(ro
     out = capsys.readouterr().out
     assert registry.versions(tmp_path / "models", "rossi") == ["v0001", "v0002"]
     assert re.search(r"v0002: val_ci_rmst \S+ vs \S+ for v0001 on (\d+ of )?v0002's (\d+ )?validation rows", out), out
-    assert re.search(r"\n  v0001 was trained on other data: both rescored on .* \(val_ci_rmst .*; candidate minus v0001 "
+    assert re.search(r"\n  v0001 was trained on other data: both rescored on .* "
+                     r"\(val_ci_rmst .*; candidate minus v0001 "
                      r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\], 95% paired bootstrap interval; v0001 "
                      r"recorded", out), out
     assert "(higher is better, tolerance 1.0, evidence not-worse): not shown worse (candidate minus v0001 " in out
@@ -267,7 +269,8 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     # no truth: the classical reference (a Cox fit per event) in the Oracle's place, no AUC at h or MRAE
     ref = printed[5].split()
     assert ref[:3] == ["Cox", "(reference)", f"{summary['Cox (reference)']['test_ci']:.3f}"] and ref[-3:] == ["-"] * 3
-    assert printed[6].startswith("  Harrell's and Uno's C rank CET's time given that the event happens, Cox (reference)'s risk")
+    assert printed[6].startswith("  Harrell's and Uno's C rank CET's time given that the event happens, Cox "
+                                 "(reference)'s risk")
     printed = printed[:6] + printed[7:]  # the lines below are counted without that note
     assert printed[6].startswith("[ ]: 95% paired bootstrap interval (200 resamples of the 87 test rows")
     assert printed[7].split() == ["CET", "minus", "Harrell's", "C", "C", "(RMST)", "AUC", "at", "h"]
@@ -284,7 +287,8 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     # no truth anywhere: said once, not once per model and split; the log line shows the validation C
     assert caplog.text.count("the true occurrence is known for no validation or test row") == 1
     assert "the true occurrence is not known for" not in caplog.text
-    assert re.search(r"gaps CET: \d+ epochs \(\+\d+ encoder-only\), [\d.]+s, val C \(RMST\) 0\.\d{3}, validation risk by "
+    assert re.search(r"gaps CET: \d+ epochs \(\+\d+ encoder-only\), [\d.]+s, val C \(RMST\) 0\.\d{3}, validation "
+                     r"risk by "
                      r"the median follow-up vs Kaplan-Meier by risk group: mean abs. difference 0\.\d{3}", caplog.text)
     caplog.clear()
     # calibration without truth: risk by the median training follow-up against Kaplan-Meier per risk group
@@ -303,25 +307,34 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     for g in groups[:3]:
         rows = site == g["group"].removeprefix("site=")
         assert g["rows"] == rows.sum() and g["events"] == ds.test.S[rows, 0].sum() and g["rows"] >= 20
-        expected_c = concordance_index(ds.test.T[rows, 0], model.predict_time(ds.test.X[rows])[:, 0], ds.test.S[rows, 0])
+        expected_c = concordance_index(
+            ds.test.T[rows, 0], model.predict_time(ds.test.X[rows])[:, 0], ds.test.S[rows, 0]
+        )
         assert g["ci"] == pytest.approx(expected_c, rel=1e-6) and g["auc"] is None and g["auc_interval"] is None
         # the interval: the bootstrap over this group's rows, with the training seed (0)
         sub = ds.test.take(np.flatnonzero(rows))
         again = bootstrap_intervals(sub, {"CET": ranking_inputs("CET", model, sub.X)}, seed=0)["metrics"]["ci"]["CET"]
-        assert g["ci_interval"] == pytest.approx([again["low"], again["high"]]) and again["low"] < g["ci"] < again["high"]
+        assert (
+            g["ci_interval"] == pytest.approx([again["low"], again["high"]]) and again["low"] < g["ci"] < again["high"]
+        )
         rmst = model.predict_rmst(sub.X, rmst_horizons(ds.train))[:, 0]  # C (RMST), as train-evaluate scored it
         assert g["ci_rmst"] == pytest.approx(concordance_index(sub.T[:, 0], rmst, sub.S[:, 0]), rel=1e-6)
         assert g["ci_rmst_interval"][0] < g["ci_rmst"] < g["ci_rmst_interval"][1]
     assert groups[3]["rows"] == 0 and groups[3]["ci"] is None and groups[3]["events"] is None
     assert groups[4]["rows"] + groups[5]["rows"] == len(ds.test)
-    head = ("CET by subgroup, test split (no metric under 20 rows; [ ]: 95% bootstrap interval over the group's "
-            "rows):")
+    head = ("CET by subgroup, test split (no metric under 20 rows; [ ]: 95% bootstrap "
+            "interval over the group's rows):")
     sub_lines = printed[printed.index(head):]
-    assert sub_lines[1].split() == ["group", "rows", "events", "Harrell's", "C", "C", "(RMST)", "risk", "vs", "KM", "AUC",
-                                    "at", "h"] and sub_lines[2].split()[0] == "site=east"
+    assert (
+        sub_lines[1].split()
+        == ["group", "rows", "events", "Harrell's", "C", "C", "(RMST)", "risk", "vs", "KM", "AUC", "at", "h"]
+        and sub_lines[2].split()[0] == "site=east"
+    )
     low, high = groups[0]["ci_interval"]
     assert f"{groups[0]['ci']:.3f} [{low:.3f}, {high:.3f}]" in sub_lines[2]
-    expected = horizon_calibration(ds.test.T[:, 0], ds.test.S[:, 0], 1 - model.predict_survival(ds.test.X, [h])[:, 0, 0], h)
+    expected = horizon_calibration(
+        ds.test.T[:, 0], ds.test.S[:, 0], 1 - model.predict_survival(ds.test.X, [h])[:, 0, 0], h
+    )
     recorded = json.loads((tmp_path / "models" / "gaps" / "v0001" / "metrics.json").read_text())["calibration"]
     assert recorded["test"]["CET"]["arrest"]["horizon"] == h
     assert recorded["test"]["CET"]["arrest"]["ece"] == pytest.approx(expected["ece"], rel=1e-5)
@@ -343,8 +356,14 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     cet = load_model(tmp_path / "models" / "gaps" / "v0001" / "CET", device="cpu")
     data = json.loads((tmp_path / "models" / "gaps" / "v0001" / "data.json").read_text())
     assert data["feature_names"] == ["fin", "age", "prio", "site=east", "site=north", "site=south"]
-    x = new.select("fin", "age", "prio", *(pl.col("site").eq(s).cast(pl.Float64).alias(s) for s in ("east", "north", "south"))
-                   ).fill_null(median).to_numpy().astype(float)
+    x = (
+        new.select(
+            "fin", "age", "prio", *(pl.col("site").eq(s).cast(pl.Float64).alias(s) for s in ("east", "north", "south"))
+        )
+        .fill_null(median)
+        .to_numpy()
+        .astype(float)
+    )
     scores = pl.read_parquet(tmp_path / "scores.parquet")
     p = cet.predict_occurrence(x)[:, 0]
     np.testing.assert_allclose(scores["p_arrest"].to_numpy(), p, rtol=1e-6)
@@ -355,9 +374,13 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     assert (0 < r10).all() and (r10 < r52).all() and (r52 <= p + 1e-12).all()
     # the version records how far the training rows reach; a horizon beyond it is warned of, by name
     events = pl.read_parquet(tmp_path / "data" / "gaps" / "events.parquet").filter(pl.col("split") == "train")
-    assert data["follow_up"] == {"arrest": {"longest": events["t_arrest"].max(),
-                                            "longest_observed": events.filter(pl.col("s_arrest") == 1)["t_arrest"].max(),
-                                            "followed_until": events["t_arrest"].sort()[-10]}}  # 10 rows followed
+    assert data["follow_up"] == {
+        "arrest": {
+            "longest": events["t_arrest"].max(),
+            "longest_observed": events.filter(pl.col("s_arrest") == 1)["t_arrest"].max(),
+            "followed_until": events["t_arrest"].sort()[-10],
+        }
+    }  # 10 rows followed
     assert "extrapolate" not in caplog.text  # 52 weeks: within the training follow-up
     with caplog.at_level(logging.INFO, logger="flows.predict"):
         assert predict_flow.main(["--dataset", "gaps", "--features", str(tmp_path / "new.csv"),
@@ -370,15 +393,21 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     assert "far outside the training rows" not in caplog.text
     # ages given in months by mistake, in rows 1-3: counted by column, scored all the same
     lo, hi = data["feature_ranges"]["age"]
-    train_age = pl.read_parquet(tmp_path / "data" / "gaps" / "features.parquet").filter(pl.col("split") == "train")["age"]
-    assert (lo, hi) == (pytest.approx(float(np.quantile(train_age, 0.01))), pytest.approx(float(np.quantile(train_age, 0.99))))
+    train_age = pl.read_parquet(tmp_path / "data" / "gaps" / "features.parquet").filter(pl.col("split") == "train")[
+        "age"
+    ]
+    assert (lo, hi) == (
+        pytest.approx(float(np.quantile(train_age, 0.01))),
+        pytest.approx(float(np.quantile(train_age, 0.99))),
+    )
     new.with_columns(age=pl.when(pl.col("id").is_in([1, 2, 3])).then(pl.col("age") * 12).otherwise(pl.col("age"))
                      ).write_csv(tmp_path / "months.csv")
     with caplog.at_level(logging.INFO, logger="flows.predict"):
         assert predict_flow.main(["--dataset", "gaps", "--features", str(tmp_path / "months.csv"),
                                   "--out", str(tmp_path / "months.parquet")]) == 0
     assert ("months.csv: values far outside the training rows (beyond their 1st-99th percentile range widened by its "
-            "width on each side; check units and data entry), rows per column: age 3; scored all the same") in caplog.text
+            "width on each side; check units and data entry), rows per "
+            "column: age 3; scored all the same") in caplog.text
     assert pl.read_parquet(tmp_path / "months.parquet").height == 12
     # a horizon of the user's choice (26 weeks) for calibration and the AUC at h, subgroups included
     capsys.readouterr()
@@ -438,7 +467,8 @@ def test_new_rows_with_gaps_are_refused_by_a_model_built_without_imputation(ross
 
     pl.read_csv(rossi_csv).with_row_index("id").with_columns(age=pl.lit(None, pl.Float64)).head(3).write_csv(
         tmp_path / "new.csv")
-    with pytest.raises(ValueError, match=r"new.csv: column 'age' row 0 \(line 2\): missing or non-finite value \(3 such rows\) "
+    with pytest.raises(ValueError, match=r"new.csv: column 'age' row 0 \(line 2\): missing or "
+                                         r"non-finite value \(3 such rows\) "
                                          r"\(this model's dataset was built without imputation"):
         read_features(tmp_path / "new.csv", ["fin", "age", "prio"])
     ids, x = read_features(tmp_path / "new.csv", ["fin", "age", "prio"],
@@ -461,13 +491,19 @@ def test_the_grown_cohort_example_leaves_out_the_patients_version_1_trained_on()
     from prefect.settings import PREFECT_API_URL
 
     root = Path(__file__).resolve().parents[2]
-    short = {"CET_MAX_EPOCHS": "40", "CET_PATIENCE": "5", "CET_HIDDEN": "16", "PREFECT_API_URL": PREFECT_API_URL.value()}
+    short = {
+        "CET_MAX_EPOCHS": "40",
+        "CET_PATIENCE": "5",
+        "CET_HIDDEN": "16",
+        "PREFECT_API_URL": PREFECT_API_URL.value(),
+    }
     run = subprocess.run(["bash", str(root / "scripts" / "grown-cohort-example.sh"), "not-worse"], cwd=root,
                          env={**os.environ, "PY": sys.executable, **short}, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert re.search(r"v0002: val_ci_rmst \d\.\d{4} vs \d\.\d{4} for v0001 on (\d+) of v0002's \d+ validation rows "
-                     r"\(higher is better, tolerance 0\.0, evidence not-worse\): not shown worse", run.stdout), run.stdout
+                     r"\(higher is better, tolerance 0\.0, "
+                     r"evidence not-worse\): not shown worse", run.stdout), run.stdout
     rows = re.search(r"both rescored on the (\d+) of v0002's \d+ validation rows that v0001 was not trained on, "
                      r"(\d+) more left out as other rows of its training patients", run.stdout)
     assert rows and (rows[1], rows[2]) == ("24", "16"), run.stdout  # the split's doing, not the fits': as quoted

@@ -70,8 +70,12 @@ def test_serve_runs_deployments_and_keeps_the_schedule_across_a_restart(server, 
         assert anyone.status_code == 401
         refused = _run(server, "build-synthetic/build-synthetic", f'params={{"out": "{keep}"}}')
         assert refused.returncode != 0 and "Completed" not in refused.stdout
-        runs = requests.post(f"{url}/flow_runs/filter", timeout=10, headers=HEADERS, json={
-            "deployments": {"id": {"any_": [dep["id"]]}}, "flow_runs": {"state": {"type": {"any_": ["FAILED"]}}}}).json()
+        runs = requests.post(
+            f"{url}/flow_runs/filter",
+            timeout=10,
+            headers=HEADERS,
+            json={"deployments": {"id": {"any_": [dep["id"]]}}, "flow_runs": {"state": {"type": {"any_": ["FAILED"]}}}},
+        ).json()
         assert runs and "parameter 'out'" in runs[0]["state"]["message"] + refused.stdout
         assert sorted(p.name for p in keep.iterdir()) == ["notes.txt"]
 
@@ -145,8 +149,13 @@ def test_a_served_run_names_only_configured_folders(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "link").symlink_to("/etc")  # a link inside is followed to where it leads
     with pytest.raises(ValueError, match="parameter 'features'"):
-        confine(PredictParams(features=str(tmp_path / "data" / "link" / "passwd"), out=str(tmp_path / "data" / "s.parquet")),
-                s, force=True)
+        confine(
+            PredictParams(
+                features=str(tmp_path / "data" / "link" / "passwd"), out=str(tmp_path / "data" / "s.parquet")
+            ),
+            s,
+            force=True,
+        )
     confine(SyntheticParams(out="/anywhere"), s)  # a command run by hand (no deployment) names what it is given
 
 

@@ -171,7 +171,8 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
         sign = METRIC_DIRECTION[rule.metric]
         if math.isnan(new):  # an undefined candidate never wins: not worse, but nothing to judge it by
             ok, verdict = False, (f"undefined for the candidate ({UNDEFINED_WHY.get(rule.metric, 'no value')}), so the "
-                                  f"rule cannot judge it: kept {current.name} (promote by hand if it should replace it)")
+                                  f"rule cannot judge it: kept {current.name} (promote by hand if it should replace "
+                                  "it)")
         elif math.isnan(old):  # an undefined incumbent always loses
             ok, verdict = True, f"undefined for {current.name}, promoted"
         else:

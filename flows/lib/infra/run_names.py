@@ -16,7 +16,14 @@ import re
 from datetime import UTC, datetime
 from pathlib import PurePath
 
-SOURCES = ("mimic_dir", "download_demo_url", "dumps", "table", "data", "features")  # the first one given names the source
+SOURCES = (
+    "mimic_dir",
+    "download_demo_url",
+    "dumps",
+    "table",
+    "data",
+    "features",
+)  # the first one given names the source
 
 
 def _get(params, field: str):

@@ -49,11 +49,15 @@ class Settings(BaseSettings):
 
     # sources: unset means a generated stand-in in the real format
     mimic_dir: Path | None = None
-    mimic_standin_scale: float = Field(default=MIMIC_STANDIN_SCALE, gt=0, le=1)  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
+    mimic_standin_scale: float = Field(
+        default=MIMIC_STANDIN_SCALE, gt=0, le=1
+    )  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
     reddit_dumps: str | None = None  # a folder or a base URL of RC_/RS_ dumps
     source_roots: str | None = None  # more folders a served run may read or write (os.pathsep-separated)
     reddit_standin_users: int = Field(default=REDDIT_STANDIN_USERS, ge=10)
-    reddit_standin_text: Literal["phrases", "realistic"] = "phrases"  # realistic: real length, few repeats (slow to embed)
+    reddit_standin_text: Literal["phrases", "realistic"] = (
+        "phrases"  # realistic: real length, few repeats (slow to embed)
+    )
     synthetic_mode: Literal["reference", "independent"] = "reference"
     synthetic_n: int = Field(default=40_000, ge=100)
 
@@ -128,7 +132,8 @@ class Settings(BaseSettings):
         try:
             zoneinfo.ZoneInfo(v)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"CET_RETRAIN_TIMEZONE: {v!r} is not an IANA time zone (e.g. 'UTC', 'Europe/Paris')") from None
+            raise ValueError(f"CET_RETRAIN_TIMEZONE: {v!r} is not an IANA time zone (e.g. 'UTC', "
+                             "'Europe/Paris')") from None
         return v
 
     @field_validator("device")

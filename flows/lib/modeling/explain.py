@@ -137,21 +137,32 @@ def report_lines(result: dict, top: int = 20, metric: str | None = None) -> list
     name = METRIC_TEXT[metric]
     rows = (f"{result['rows']} of the {result['of_rows']} {result['split']} rows (drawn at random)"
             if result["rows"] < result["of_rows"] else f"{result['rows']} {result['split']} rows")
-    lines = [f"{result['version']} {result['model']}: {name}, {METRIC_MEANS[metric]}, on the {rows}, minus its {name} with one input shuffled between the rows (mean ± sd of "
-             f"{result['repeats']} shuffles; larger: relied on more; about 0: not used, or what it says is also in "
-             "other inputs)"]
+    lines = [
+        f"{result['version']} {result['model']}: {name}, {METRIC_MEANS[metric]}, on the {rows}, minus its {name} "
+        "with one input shuffled between the rows (mean ± sd of "
+        f"{result['repeats']} shuffles; larger: relied on more; about 0: not used, or what it says is also in "
+        "other inputs)"
+    ]
     base = np.asarray(result["baseline"][metric], dtype=np.float64)
-    lines.append(f"  {name} as it is: " + ", ".join(
-        (f"{e} {v:.3f}" if np.isfinite(v) else f"{e} -") + f" ({k} observed)"
-        for e, v, k in zip(result["events"], base, result["observed"], strict=True)))
-    weak = [f"{e} ({v:.3f})" for e, v in zip(result["events"], base, strict=True) if np.isfinite(v) and v <= NEAR_CHANCE]
+    lines.append(
+        f"  {name} as it is: "
+        + ", ".join(
+            (f"{e} {v:.3f}" if np.isfinite(v) else f"{e} -") + f" ({k} observed)"
+            for e, v, k in zip(result["events"], base, result["observed"], strict=True)
+        )
+    )
+    weak = [
+        f"{e} ({v:.3f})" for e, v in zip(result["events"], base, strict=True) if np.isfinite(v) and v <= NEAR_CHANCE
+    ]
     if weak:
         lines.append(f"  near chance as it is, so its importances say little: {', '.join(weak)}")
     lines += text_table(table_lines(result, top, metric))
     lone = dominant_input(result, metric)
     if lone:
-        lines.append(f"  {lone} alone carries most of it: check that it is known when follow-up starts (a value "
-                     "recorded later can give the outcome away)")
+        lines.append(
+            f"  {lone} alone carries most of it: check that it is known when follow-up starts (a value "
+            "recorded later can give the outcome away)"
+        )
     if top < len(result["groups"]):
         lines.append(f"  ({top} of {len(result['groups'])} inputs shown; --top, or --out for all)")
     others = [m for m in result["metrics"] if m != metric]
@@ -183,24 +194,48 @@ def dominant_input(result: dict, metric: str) -> str | None:
 
 
 def write_csv(result: dict, out) -> Path:
-    """One row per group, event and score: ``input``, ``label`` (a MIMIC item's), ``features`` (space-separated), ``event``,
-    ``score`` (auc, ci_rmst, ci_timing), ``baseline``, ``importance`` (mean drop), ``sd``, ``repeats``,
+    """One row per group, event and score: ``input``, ``label`` (a MIMIC item's), ``features`` (space-separated),
+    ``event``, ``score`` (auc, ci_rmst, ci_timing), ``baseline``, ``importance`` (mean drop), ``sd``, ``repeats``,
     ``split``, ``rows``, ``observed`` (rows with the event observed); written to a temporary name, then renamed."""
     out = Path(out)
     records = []
     for g in result["groups"]:
         for metric in result["metrics"]:
             for j, e in enumerate(result["events"]):
-                records.append({"input": g["name"], "label": g.get("label"), "features": " ".join(g["features"]), "event": e, "score": metric,
-                                "baseline": result["baseline"][metric][j], "importance": g[metric]["mean"][j],
-                                "sd": g[metric]["sd"][j], "repeats": result["repeats"], "split": result["split"],
-                                "rows": result["rows"], "observed": result["observed"][j]})
+                records.append(
+                    {
+                        "input": g["name"],
+                        "label": g.get("label"),
+                        "features": " ".join(g["features"]),
+                        "event": e,
+                        "score": metric,
+                        "baseline": result["baseline"][metric][j],
+                        "importance": g[metric]["mean"][j],
+                        "sd": g[metric]["sd"][j],
+                        "repeats": result["repeats"],
+                        "split": result["split"],
+                        "rows": result["rows"],
+                        "observed": result["observed"][j],
+                    }
+                )
     frame = pl.DataFrame(records).with_columns(pl.col("baseline", "importance", "sd").fill_nan(None))
     return write_safe_csv(frame, out)  # text cells a spreadsheet would run as formulas are escaped
 
 
-CSV_COLUMNS = ("input", "label", "features", "event", "score", "baseline", "importance", "sd", "repeats", "split",
-               "rows", "observed")
+CSV_COLUMNS = (
+    "input",
+    "label",
+    "features",
+    "event",
+    "score",
+    "baseline",
+    "importance",
+    "sd",
+    "repeats",
+    "split",
+    "rows",
+    "observed",
+)
 
 
 def written_csv(path) -> bool:

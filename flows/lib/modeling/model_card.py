@@ -38,8 +38,8 @@ def model_card(metrics: dict, params: dict, data: dict, built: str, name: str) -
             command.append(f"{flag} {params[key]}")
     no_truth = not any((summary[m] or {}).get("test_auc") is not None for m in trained)
     limitations = [
-        "- Trained on observational data: P(ever) and the time model describe these rows, not the effect of "
-        "any treatment.",
+        "- Trained on observational data: P(ever) and the time model describe these rows, "
+        "not the effect of any treatment.",
         "- P(ever) beyond the training follow-up rests on the fitted tail: no data show how many have an event "
         "after the longest follow-up.",
     ]
@@ -49,21 +49,41 @@ def model_card(metrics: dict, params: dict, data: dict, built: str, name: str) -
         limitations.append("- No true occurrence in these data: AUC and ECE are not scored; the models are compared "
                            "by C (RMST) and calibration against Kaplan-Meier.")
     follow = data.get("follow_up") or {}
-    lines = [f"# Model card: {name}", "",
-             "## Model", "",
-             "CET (conditional event time): per event, P(the event ever happens | x) and a log-normal time given "
-             f"that it happens. Trained beside: {', '.join(m for m in trained if m != 'CET') or 'none'}.", "",
-             "## Data", "",
-             f"- `{data.get('path')}`, built from {built}; fingerprint `{data.get('fingerprint')}`.",
-             f"- Events: {', '.join(data.get('event_names') or [])}; time in {data.get('time_unit')}; "
-             f"split sizes {data.get('split_sizes')}.",
-             *(f"- {e}: longest training follow-up {v.get('longest')}" for e, v in follow.items() if isinstance(v, dict)),
-             "", "## Test metrics (average over events)", "", table, "",
-             *(["95 % paired bootstrap intervals of the test rows:", "", *differences, ""] if differences else []),
-             "## Intended use", "",
-             "Ranking and calibrated risk of these events for rows drawn like the training data, after "
-             "checking the report's calibration against Kaplan-Meier. Not for individual decisions without "
-             "clinical or domain review.", "",
-             "## Limitations", "", *limitations, "",
-             "## Training command", "", "```", " ".join(command), "```", ""]
+    lines = [
+        f"# Model card: {name}",
+        "",
+        "## Model",
+        "",
+        "CET (conditional event time): per event, P(the event ever happens | x) and a log-normal time given "
+        f"that it happens. Trained beside: {', '.join(m for m in trained if m != 'CET') or 'none'}.",
+        "",
+        "## Data",
+        "",
+        f"- `{data.get('path')}`, built from {built}; fingerprint `{data.get('fingerprint')}`.",
+        f"- Events: {', '.join(data.get('event_names') or [])}; time in {data.get('time_unit')}; "
+        f"split sizes {data.get('split_sizes')}.",
+        *(f"- {e}: longest training follow-up {v.get('longest')}" for e, v in follow.items() if isinstance(v, dict)),
+        "",
+        "## Test metrics (average over events)",
+        "",
+        table,
+        "",
+        *(["95 % paired bootstrap intervals of the test rows:", "", *differences, ""] if differences else []),
+        "## Intended use",
+        "",
+        "Ranking and calibrated risk of these events for rows drawn like the training data, after "
+        "checking the report's calibration against Kaplan-Meier. Not for individual decisions without "
+        "clinical or domain review.",
+        "",
+        "## Limitations",
+        "",
+        *limitations,
+        "",
+        "## Training command",
+        "",
+        "```",
+        " ".join(command),
+        "```",
+        "",
+    ]
     return "\n".join(lines)

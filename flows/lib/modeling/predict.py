@@ -103,7 +103,8 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
                   id_column: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
     errors name file, column, row. The ids are the column ``id_column`` (the training table's own
-    name for its ids) when the file has it, otherwise the column ``id``. ``record``: the ``featurization`` of a dataset built from a
+    name for its ids) when the file has it, otherwise the column ``id``. ``record``: the ``featurization`` of a dataset
+    built from a
     table (``cet_model.dataset.write_follow_up_dataset``): its categorical columns, given raw, are
     encoded with the training levels (a missing or unseen level is all zeros, counted in the log),
     with ``impute="median"`` its medians fill missing values (null or NaN), counted, and with
@@ -148,8 +149,8 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
         first = int(repeated.arg_max())
         again = int(np.flatnonzero((ids == ids[first]).to_numpy())[1])
         raise ValueError(f"{path}: column {id_name!r} {at(again)} repeats row {first}'s id ({int(repeated.sum())} "
-                         "rows share an id): the scores are written by id, so each row needs its own (e.g. a visit "
-                         "or row number)")
+                         "rows share an id): the scores are written by id, so each row needs its "
+                         "own (e.g. a visit or row number)")
     x, filled = np.empty((df.height, len(names)), dtype=np.float64), {}
     for j, c in enumerate(names):
         col = df[c].cast(pl.Int8) if df[c].dtype == pl.Boolean else df[c]
@@ -276,7 +277,8 @@ def beyond_follow_up(horizons, data: dict) -> list[str]:
 
     >>> data = {"time_unit": "days", "follow_up": {"death": {"longest": 90.0}, "relapse": {"longest": 400.0}}}
     >>> beyond_follow_up([30.0, 365.0], data)
-    ['horizon 365 days is beyond the longest follow-up in the training data of death (90 days): risk_365_death extrapolates the fitted time distribution']
+    ['horizon 365 days is beyond the longest follow-up in the training data of death (90 days): risk_365_death
+    extrapolates the fitted time distribution']
     >>> beyond_follow_up([365.0], {"time_unit": "days"})
     ['this model version does not record its training follow-up (an older version): horizons not checked against it']
     """
@@ -451,7 +453,8 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
         log.warning("%s: these %d rows are unlike the training rows: the mean of %d of %d features lies %g or more "
                     "training standard deviations from the training mean (%s%s); their predictions rest on fewer "
                     "training rows like them. Scored all the same", source, len(ids), len(shifted),
-                    len(data["feature_names"]), SHIFT_SD, ", ".join(f"{labelled(c, labels)} {d:+.2f} SD" for c, d in named),
+                    len(data["feature_names"]), SHIFT_SD, ", ".join(f"{labelled(c, labels)} {d:+.2f} "
+                                                                    "SD" for c, d in named),
                     more_text(len(shifted), FEATURES_NAMED))
     model = load_model(version_dir / "CET", device=device)
     p = model.predict_occurrence(x)

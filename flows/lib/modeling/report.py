@@ -153,8 +153,12 @@ def headline_table(entries: list[dict]) -> str:
         for model in HEADLINE_MODELS:
             if model not in rows:
                 continue
-            cells = ["" if rows[model][c] is None else f"{rows[model][c]:.3f}" + bounds_text((bounds.get(c) or {}).get(model))
-                     for c, _ in cols]
+            cells = [
+                ""
+                if rows[model][c] is None
+                else f"{rows[model][c]:.3f}" + bounds_text((bounds.get(c) or {}).get(model))
+                for c, _ in cols
+            ]
             name = f"**{model}**" if model == "CET" else model
             lines.append(f"| {e['name']} | {kind} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

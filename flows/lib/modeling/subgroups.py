@@ -8,7 +8,8 @@ per value when the training rows have at most ``MAX_VALUES`` distinct values, el
 split at the training median. Per group: rows, observed events, and CET's test metrics averaged
 over events as ``train-evaluate`` reports them (Harrell's C; AUC and ECE where the true
 occurrence is known; the predicted risk by each event's median training follow-up against the
-Kaplan-Meier risk, and its cumulative/dynamic AUC there, ``calibration_by_horizon``), with a bootstrap interval for C and AUC (a
+Kaplan-Meier risk, and its cumulative/dynamic AUC there, ``calibration_by_horizon``), with a bootstrap interval for C
+and AUC (a
 group of a few dozen rows is noisy: the interval says how much). A group with fewer than ``MIN_ROWS`` test rows
 is listed with its size only (no metric, no count of events). Counts and metrics only, never a
 row.
@@ -117,7 +118,8 @@ def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, n
 def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -> list[dict]:
     """Per subgroup of ``columns``: column, group, rows, events (observed, summed over events) and
     CET's metrics averaged over events (``ci``, ``ci_rmst``, ``auc``, ``ece``, ``risk_vs_km``,
-    ``auc_at_h``), with ``ci_interval``, ``ci_rmst_interval``, ``auc_interval`` and ``auc_at_h_interval``: [low, high], the 95 % bootstrap interval over the group's
+    ``auc_at_h``), with ``ci_interval``, ``ci_rmst_interval``, ``auc_interval`` and ``auc_at_h_interval``: [low, high],
+    the 95 % bootstrap interval over the group's
     rows (``bootstrap_intervals``, the version's training seed); events, metrics and intervals
     None where undefined or the group has fewer than ``MIN_ROWS`` rows."""
     ds = load_dataset(dataset_dir)
@@ -176,7 +178,9 @@ def write_subgroups(version_dir, dataset_dir, columns) -> Path:
 def subgroup_lines(path) -> list[str]:
     """The subgroup table as ``flows.train evaluate`` prints it."""
     rows = read_rows(path)
-    keys = [k for k in ("auc", "ece", "ci", "ci_rmst", "risk_vs_km", "auc_at_h") if any(r.get(k) is not None for r in rows)]
+    keys = [
+        k for k in ("auc", "ece", "ci", "ci_rmst", "risk_vs_km", "auc_at_h") if any(r.get(k) is not None for r in rows)
+    ]
     names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "ci_rmst": "C (RMST)", "risk_vs_km": "risk vs KM",
              "auc_at_h": "AUC at h"}
     table = [["group", "rows", "events", *(names[k] for k in keys)]]

@@ -237,7 +237,8 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
     candidate's validation rows, "version", "recorded": the promoted version's own recorded value,
     "difference": for AUC and C, candidate minus promoted with its paired bootstrap interval,
     "by_group": rows left out only because their group was in the promoted model's training rows
-    (None when groups are not matched), "note"}. On the same data the recorded values are already on the same rows: the values are
+    (None when groups are not matched), "note"}. On the same data the recorded values are already on the same rows: the
+    values are
     None (the rule compares the recorded ones) and only the difference is computed, or None is
     returned for a metric without one. When the promoted model cannot score the rows (other
     feature or event names or comment inputs, no record of its training rows or one made with
@@ -305,8 +306,8 @@ def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_
                      f"{TRAIN_GROUPS}), so only its training rows are left out")
     if old.get("ids_are_row_numbers") or new.get("ids_are_row_numbers"):
         unmatched += ("; the ids are the table's row numbers, so rows are matched by their place in the table: "
-                      "right if rows were only added at its end, wrong if it was reordered (build it with "
-                      "--id-column)")
+                      "right if rows were only added at its end, wrong if it was "
+                      "reordered (build it with --id-column)")
     unseen = np.flatnonzero(new_rows)
     out |= {"rows": int(unseen.size), "of": len(va), "by_group": by_group}
     if unseen.size == 0:
@@ -410,15 +411,24 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
     no_truth = bool(np.isnan(va.C).all() and np.isnan(te.C).all())  # censored by follow-up alone: said once
     if no_truth:
         log.info("%s: the true occurrence is known for no validation or test row (censoring by follow-up): AUC "
-                 "and ECE are left empty; the models are compared by Harrell's C of the restricted mean event-free time "
-                 "(C (RMST))", name)
+                 "and ECE are left empty; the models are compared by Harrell's C of the restricted mean event-free "
+                 "time (C (RMST))", name)
     if on_models is not None:
         on_models(models)
     tmp = registry.staging_dir(models_root, name)
     try:
-        metrics = {"val": {}, "test": {}, "summary": {}, "seconds": {}, "epochs": {}, "encoder_epochs": {},
-                   "skipped": skipped, "calibration": {"val": {}, "test": {}}, "beyond_follow_up": {"test": {}},
-                   "observed": {"val": observed_events(va, ds.event_names), "test": observed_events(te, ds.event_names)}}
+        metrics = {
+            "val": {},
+            "test": {},
+            "summary": {},
+            "seconds": {},
+            "epochs": {},
+            "encoder_epochs": {},
+            "skipped": skipped,
+            "calibration": {"val": {}, "test": {}},
+            "beyond_follow_up": {"test": {}},
+            "observed": {"val": observed_events(va, ds.event_names), "test": observed_events(te, ds.event_names)},
+        }
         horizons = calibration_horizons(tr, ds.event_names, params.horizon)
         if params.horizon is not None:
             beyond = {e: v["longest"] for e, v in training_follow_up(tr, ds.event_names).items()
@@ -483,9 +493,13 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             metrics["seconds"][REFERENCE] = time.perf_counter() - t0
             ranking[REFERENCE] = inputs["test"]
             summary = metrics["summary"][REFERENCE]
-            log.info("%s %s: Cox proportional hazards per event on the standardised features, %.1fs, val C (RMST) %s",
-                     name, REFERENCE, metrics["seconds"][REFERENCE],
-                     "undefined" if not np.isfinite(summary.get("val_ci_rmst", np.nan)) else f"{summary['val_ci_rmst']:.3f}")
+            log.info(
+                "%s %s: Cox proportional hazards per event on the standardised features, %.1fs, val C (RMST) %s",
+                name,
+                REFERENCE,
+                metrics["seconds"][REFERENCE],
+                "undefined" if not np.isfinite(summary.get("val_ci_rmst", np.nan)) else f"{summary['val_ci_rmst']:.3f}",
+            )
         t0 = time.perf_counter()
         metrics["intervals"] = {"test": bootstrap_intervals(te, ranking, seed=params.seed, train=tr,
                                                             horizons=by_event_horizon)}
@@ -586,7 +600,9 @@ def calibration_by_horizon(model, split, x, event_names, horizons: dict[str, flo
     return out
 
 
-MIN_ROWS_FOR_RANGES = 200  # fewer training rows: no feature ranges recorded (a percentile would be nearly one row's value)
+MIN_ROWS_FOR_RANGES = (
+    200  # fewer training rows: no feature ranges recorded (a percentile would be nearly one row's value)
+)
 
 
 def feature_ranges(x, feature_names) -> dict[str, list[float]] | None:
@@ -702,7 +718,8 @@ def observed_events(split, event_names: list[str]) -> dict[str, int]:
     metric of that event rests on.
 
     >>> from types import SimpleNamespace
-    >>> observed_events(SimpleNamespace(S=np.array([[1.0, 0.0], [1.0, 1.0]]), mask=np.array([[1, 1], [0, 1]])), ["a", "b"])
+    >>> split = SimpleNamespace(S=np.array([[1.0, 0.0], [1.0, 1.0]]), mask=np.array([[1, 1], [0, 1]]))
+    >>> observed_events(split, ["a", "b"])
     {'a': 1, 'b': 1}
     """
     seen = split.S > 0.5 if split.mask is None else (split.S > 0.5) & (split.mask > 0.5)
@@ -762,9 +779,13 @@ def summary_lines(version: Path) -> list[str]:
         for key, values in by_horizon.items():
             given = ((record.get("metrics", {}).get("auc_h") or {}).get(r["model"])
                      if record and key == "test_auc_at_h" else None)
-            cells.append("-" if not values.get(r["model"]) else f"{np.mean(values[r['model']]):.3f}" + bounds_text(given))
+            cells.append(
+                "-" if not values.get(r["model"]) else f"{np.mean(values[r['model']]):.3f}" + bounds_text(given)
+            )
         table.append(cells)
-    params = json.loads((Path(version) / "params.json").read_text()) if (Path(version) / "params.json").is_file() else {}
+    params = (
+        json.loads((Path(version) / "params.json").read_text()) if (Path(version) / "params.json").is_file() else {}
+    )
     unit = (json.loads((Path(version) / "data.json").read_text()).get("time_unit") or ""
             if (Path(version) / "data.json").is_file() else "")
     h = (f"h = {params['horizon']:g} {unit}".rstrip() if params.get("horizon") is not None
@@ -809,13 +830,18 @@ def beyond_lines(version: Path) -> list[str]:
     ...     "arrest": {"follow_up": 52.0, "p_ever": 0.435, "by_follow_up": 0.247, "beyond": 0.188,
     ...                "share_beyond": 0.432, "km_by_follow_up": 0.259, "km_split_by_follow_up": 0.276}}}}}))
     >>> print("\\n".join(beyond_lines(version)))
-      CET places part of P(ever) after the training follow-up (the last time at least 10 training rows were still followed), where it rests on the log-normal tail, not on data (a risk by a horizon within the follow-up, flows.predict --horizons, does not):
-        arrest: P(ever) 0.435 on average over the test rows, 0.247 by 52 weeks (Kaplan-Meier 0.276 on the test rows, 0.259 on the training rows): 43 % after
+      CET places part of P(ever) after the training follow-up (the last time at least 10 training rows were still
+      followed), where it rests on the log-normal tail, not on data (a risk by a horizon within the follow-up,
+      flows.predict --horizons, does not):
+        arrest: P(ever) 0.435 on average over the test rows, 0.247 by 52 weeks (Kaplan-Meier 0.276 on the test rows,
+        0.259 on the training rows): 43 % after
     >>> _ = (version / "metrics.json").write_text(json.dumps({"beyond_follow_up": {"test": {"CET": {   # a stand-in
     ...     "T1": {"follow_up": 3.0, "p_ever": 0.519, "by_follow_up": 0.370, "beyond": 0.149,
-    ...            "share_beyond": 0.287, "km_by_follow_up": 0.394, "true_share": 0.501, "true_by_follow_up": 0.374}}}}}))
+    ...            "share_beyond": 0.287, "km_by_follow_up": 0.394, "true_share": 0.501,
+    ...            "true_by_follow_up": 0.374}}}}}))
     >>> print(beyond_lines(version)[1])
-        T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier 0.394 on the training rows): 29 % after; the true occurrence in the test rows: 0.501, 0.374 by then
+        T1: P(ever) 0.519 on average over the test rows, 0.370 by 3 weeks (Kaplan-Meier 0.394 on the training rows): 29
+        % after; the true occurrence in the test rows: 0.501, 0.374 by then
     """
     record = beyond_record(version)
     if not record:
@@ -852,7 +878,10 @@ def rising_lines(version: Path) -> list[str]:
     ...           "km_last_quarter_ci": [0.041, 0.088], "km_last_quarter_events": 31},
     ...     "b": {"km_by_follow_up": 0.30, "km_last_quarter": 0.01}}}}}))  # levelled off
     >>> print("\\n".join(rising_lines(version)))
-      the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter adds 10% or more of the risk by the end, 95 % interval and events in it): how many will ever have them is not in the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end: a +0.060 [0.041, 0.088], 31 events of 0.300
+      the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter
+      adds 10% or more of the risk by the end, 95 % interval and events in it): how many will ever have them is not in
+      the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end: a
+      +0.060 [0.041, 0.088], 31 events of 0.300
     """
     record = beyond_record(version)
     if not record:
@@ -867,8 +896,8 @@ def rising_lines(version: Path) -> list[str]:
             f"{len(record[model])} events (the last quarter adds {RISING_SHARE:.0%} or more of the risk by the end"
             + (", 95 % interval and events in it" if any("km_last_quarter_ci" in r for r in rising.values()) else "")
             + "): "
-            f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, whatever "
-            "share of it the model places after the end: "
+            f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, "
+            "whatever share of it the model places after the end: "
             + ", ".join(f"{e} {quarter_text(r)} of {r['km_by_follow_up']:.3f}" for e, r in rising.items())]
 
 
@@ -925,7 +954,8 @@ def per_event_lines(version: Path) -> list[str]:
     """With more than one event, the test split per event: each model's AUC against the true
     occurrence where the data have it, else its C (RMST), beside the number of test rows where
     the event was observed (what the figure rests on), and a line naming the events observed in
-    fewer than ``FEW_OBSERVED``; for one event, that line alone (or []). The average can hide a rare event: actg's deaths
+    fewer than ``FEW_OBSERVED``; for one event, that line alone (or []). The average can hide a rare event: actg's
+    deaths
     (26 in 1,151 subjects) beside its AIDS diagnoses (96).
 
     >>> import tempfile
@@ -942,7 +972,8 @@ def per_event_lines(version: Path) -> list[str]:
     >>> _ = (version / "metrics.json").write_text(json.dumps({
     ...     "test": {"CET": {"arrest": {"mrae": 0.07}}}, "observed": {"test": {"arrest": 0}}}))
     >>> print("\\n".join(per_event_lines(version)))
-      observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on that many cases; with none, no concordance (Harrell's C, C (RMST), the AUC at h) can be computed
+      observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on that many cases; with none, no
+      concordance (Harrell's C, C (RMST), the AUC at h) can be computed
     """
     metrics = json.loads((Path(version) / "metrics.json").read_text())
     test, events = metrics["test"], recorded_events(metrics)
@@ -953,7 +984,9 @@ def per_event_lines(version: Path) -> list[str]:
                                         "computed" if any(observed[e] == 0 for e in events if e in observed) else ""))
     if len(events) < 2:
         return [few_line] if few else []
-    key = "auc" if any((rows.get(e) or {}).get("auc") is not None for rows in test.values() for e in events) else CI_RMST
+    key = (
+        "auc" if any((rows.get(e) or {}).get("auc") is not None for rows in test.values() for e in events) else CI_RMST
+    )
     models = [m for m, rows in test.items() if any((rows.get(e) or {}).get(key) is not None for e in events)]
     if not models:
         return []

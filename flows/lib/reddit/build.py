@@ -219,9 +219,13 @@ def finish(files: list[str], first: pl.DataFrame, comment_parts: list[Path], out
     cohort_first = first.filter(pl.col("user").is_in(comments["user"].unique().implode()))
     extra = {
         "source_fingerprints": {Path(f).name: sha256_file(Path(f)) for f in sorted(files, key=lambda p: Path(p).name)},
-        "scan": scan_stats, "embedding": {"texts": emb_stats["texts"], "unique": emb_stats["unique"]}, "pseudonym_key_id": reddit_cohort.key_digest(secret),
-        "cohort_funnel": {"users_with_a_target_submission": int(first["user"].n_unique()),
-                          "users_with_20_comments_before_it": int(comments["user"].n_unique())},
+        "scan": scan_stats,
+        "embedding": {"texts": emb_stats["texts"], "unique": emb_stats["unique"]},
+        "pseudonym_key_id": reddit_cohort.key_digest(secret),
+        "cohort_funnel": {
+            "users_with_a_target_submission": int(first["user"].n_unique()),
+            "users_with_20_comments_before_it": int(comments["user"].n_unique()),
+        },
     }
     path = assemble(comments, cohort_first, vectors, out, params, extra)
     reddit_cohort.remove_scan_parts(work)  # comment ids, bodies, exact submission times: not kept once built

@@ -3,7 +3,8 @@
 The listing comes from the checksum list when the mirror has one (``sha256sums.txt`` by
 default; every file it names is then verified), otherwise from the hrefs of the base URL's
 HTML index. A base URL without dumps of its own may be the archives' ``reddit/`` folder: its
-``comments/`` and ``submissions/`` sub-listings are read the same way. Every name from a remote listing goes through ``safe_name`` and must look like a
+``comments/`` and ``submissions/`` sub-listings are read the same way. Every name from a remote listing goes through
+``safe_name`` and must look like a
 dump (``RC_/RS_YYYY-MM.zst|bz2|xz``): nothing can land outside the destination folder.
 Downloads stream, resume with Range, retry, time out and are renamed into place only when
 complete (``flows.lib.infra.download``).
@@ -72,7 +73,9 @@ def remote_listing(base_url: str, session: requests.Session | None = None, check
     return sorted(set(dumps)), sums
 
 
-def plan(base_url: str, start: str | None, comment_end: str, submission_end: str, **kwargs) -> list[tuple[str, str | None]]:
+def plan(
+    base_url: str, start: str | None, comment_end: str, submission_end: str, **kwargs
+) -> list[tuple[str, str | None]]:
     """[(name, sha256 or None)] of the RS and RC dumps to fetch for these months."""
     names, sums = remote_listing(base_url, **kwargs)
     files = [replace(f, path=rel) for rel in names if (f := DumpFile.parse(rel.rsplit("/", 1)[-1]))]

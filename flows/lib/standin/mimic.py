@@ -77,22 +77,46 @@ def admissionsframe(c: Cohort, rng) -> pl.DataFrame:
     a = c.n_admissions
     emergency = ADMISSION_TYPES[c.adm_type] == "EMERGENCY"
     ed_reg = c.admit - rng.integers(1800, 6 * 3600, a) // 60 * 60
-    return frame("ADMISSIONS", {
-        "ROW_ID": np.arange(1, a + 1), "SUBJECT_ID": c.subject_ids[c.adm_subject], "HADM_ID": c.hadm_id,
-        "ADMITTIME": timestamps(c.admit), "DISCHTIME": timestamps(c.disch), "DEATHTIME": null_where(timestamps(c.disch), ~c.died),
-        "ADMISSION_TYPE": ADMISSION_TYPES[c.adm_type],
-        "ADMISSION_LOCATION": rng.choice(["EMERGENCY ROOM ADMIT", "PHYS REFERRAL/NORMAL DELI",
-                                          "CLINIC REFERRAL/PREMATURE", "TRANSFER FROM HOSP/EXTRAM"], a),
-        "DISCHARGE_LOCATION": np.where(c.died, "DEAD/EXPIRED", rng.choice(["HOME", "HOME HEALTH CARE", "SNF", "REHAB/DISTINCT PART HOSP"], a)),
-        "INSURANCE": rng.choice(["Medicare", "Private", "Medicaid", "Government", "Self Pay"], a),
-        "LANGUAGE": null_where(rng.choice(["ENGL", "SPAN", "PORT", "RUSS"], a), rng.random(a) < 0.3),
-        "RELIGION": null_where(rng.choice(["CATHOLIC", "NOT SPECIFIED", "PROTESTANT QUAKER", "JEWISH"], a), rng.random(a) < 0.01),
-        "MARITAL_STATUS": null_where(rng.choice(["MARRIED", "SINGLE", "WIDOWED", "DIVORCED"], a), rng.random(a) < 0.2),
-        "ETHNICITY": rng.choice(["WHITE", "BLACK/AFRICAN AMERICAN", "HISPANIC OR LATINO", "UNKNOWN/NOT SPECIFIED", "ASIAN"], a),
-        "EDREGTIME": null_where(timestamps(ed_reg), ~emergency), "EDOUTTIME": null_where(timestamps(c.admit), ~emergency),
-        "DIAGNOSIS": np.where(ADMISSION_TYPES[c.adm_type] == "NEWBORN", "NEWBORN", rng.choice(DIAGNOSES, a)), "HOSPITAL_EXPIRE_FLAG": c.died.astype(np.int64),
-        "HAS_CHARTEVENTS_DATA": np.bincount(c.stay_adm, minlength=a).clip(0, 1),
-    })
+    return frame(
+        "ADMISSIONS",
+        {
+            "ROW_ID": np.arange(1, a + 1),
+            "SUBJECT_ID": c.subject_ids[c.adm_subject],
+            "HADM_ID": c.hadm_id,
+            "ADMITTIME": timestamps(c.admit),
+            "DISCHTIME": timestamps(c.disch),
+            "DEATHTIME": null_where(timestamps(c.disch), ~c.died),
+            "ADMISSION_TYPE": ADMISSION_TYPES[c.adm_type],
+            "ADMISSION_LOCATION": rng.choice(
+                [
+                    "EMERGENCY ROOM ADMIT",
+                    "PHYS REFERRAL/NORMAL DELI",
+                    "CLINIC REFERRAL/PREMATURE",
+                    "TRANSFER FROM HOSP/EXTRAM",
+                ],
+                a,
+            ),
+            "DISCHARGE_LOCATION": np.where(
+                c.died, "DEAD/EXPIRED", rng.choice(["HOME", "HOME HEALTH CARE", "SNF", "REHAB/DISTINCT PART HOSP"], a)
+            ),
+            "INSURANCE": rng.choice(["Medicare", "Private", "Medicaid", "Government", "Self Pay"], a),
+            "LANGUAGE": null_where(rng.choice(["ENGL", "SPAN", "PORT", "RUSS"], a), rng.random(a) < 0.3),
+            "RELIGION": null_where(
+                rng.choice(["CATHOLIC", "NOT SPECIFIED", "PROTESTANT QUAKER", "JEWISH"], a), rng.random(a) < 0.01
+            ),
+            "MARITAL_STATUS": null_where(
+                rng.choice(["MARRIED", "SINGLE", "WIDOWED", "DIVORCED"], a), rng.random(a) < 0.2
+            ),
+            "ETHNICITY": rng.choice(
+                ["WHITE", "BLACK/AFRICAN AMERICAN", "HISPANIC OR LATINO", "UNKNOWN/NOT SPECIFIED", "ASIAN"], a
+            ),
+            "EDREGTIME": null_where(timestamps(ed_reg), ~emergency),
+            "EDOUTTIME": null_where(timestamps(c.admit), ~emergency),
+            "DIAGNOSIS": np.where(ADMISSION_TYPES[c.adm_type] == "NEWBORN", "NEWBORN", rng.choice(DIAGNOSES, a)),
+            "HOSPITAL_EXPIRE_FLAG": c.died.astype(np.int64),
+            "HAS_CHARTEVENTS_DATA": np.bincount(c.stay_adm, minlength=a).clip(0, 1),
+        },
+    )
 
 
 def patientsframe(c: Cohort, rng) -> pl.DataFrame:
@@ -111,11 +135,19 @@ def patientsframe(c: Cohort, rng) -> pl.DataFrame:
     died_later = ~died_hosp & (rng.random(n) < 0.2)
     dod = np.where(died_hosp, last_disch, last_disch + rng.integers(1, 1500, n) * 86400) // 86400 * 86400
     dead = died_hosp | died_later
-    return frame("PATIENTS", {
-        "ROW_ID": np.arange(1, n + 1), "SUBJECT_ID": c.subject_ids, "GENDER": rng.choice(["M", "F"], n, p=[0.56, 0.44]),
-        "DOB": timestamps(dob), "DOD": null_where(timestamps(dod), ~dead), "DOD_HOSP": null_where(timestamps(dod), ~died_hosp),
-        "DOD_SSN": null_where(timestamps(dod), ~(dead & (rng.random(n) < 0.8))), "EXPIRE_FLAG": dead.astype(np.int64),
-    })
+    return frame(
+        "PATIENTS",
+        {
+            "ROW_ID": np.arange(1, n + 1),
+            "SUBJECT_ID": c.subject_ids,
+            "GENDER": rng.choice(["M", "F"], n, p=[0.56, 0.44]),
+            "DOB": timestamps(dob),
+            "DOD": null_where(timestamps(dod), ~dead),
+            "DOD_HOSP": null_where(timestamps(dod), ~died_hosp),
+            "DOD_SSN": null_where(timestamps(dod), ~(dead & (rng.random(n) < 0.8))),
+            "EXPIRE_FLAG": dead.astype(np.int64),
+        },
+    )
 
 
 def icustaysframe(c: Cohort, rng) -> pl.DataFrame:
@@ -125,17 +157,30 @@ def icustaysframe(c: Cohort, rng) -> pl.DataFrame:
     ward = rng.integers(1, 60, s)
     los = np.round((c.outtime - c.intime) / 86400, 4)
     missing = rng.random(s) < 1e-4  # a few stays lack OUTTIME and LOS
-    return frame("ICUSTAYS", {
-        "ROW_ID": np.arange(1, s + 1), "SUBJECT_ID": c.subject_ids[c.adm_subject[c.stay_adm]],
-        "HADM_ID": c.hadm_id[c.stay_adm], "ICUSTAY_ID": c.icustay_id, "DBSOURCE": DBSOURCES[c.db[c.stay_adm]],
-        "FIRST_CAREUNIT": unit, "LAST_CAREUNIT": unit, "FIRST_WARDID": ward, "LAST_WARDID": ward,
-        "INTIME": timestamps(c.intime), "OUTTIME": null_where(timestamps(c.outtime), missing), "LOS": null_where(los, missing),
-    })
+    return frame(
+        "ICUSTAYS",
+        {
+            "ROW_ID": np.arange(1, s + 1),
+            "SUBJECT_ID": c.subject_ids[c.adm_subject[c.stay_adm]],
+            "HADM_ID": c.hadm_id[c.stay_adm],
+            "ICUSTAY_ID": c.icustay_id,
+            "DBSOURCE": DBSOURCES[c.db[c.stay_adm]],
+            "FIRST_CAREUNIT": unit,
+            "LAST_CAREUNIT": unit,
+            "FIRST_WARDID": ward,
+            "LAST_WARDID": ward,
+            "INTIME": timestamps(c.intime),
+            "OUTTIME": null_where(timestamps(c.outtime), missing),
+            "LOS": null_where(los, missing),
+        },
+    )
 
 
 def d_itemsframe(chart, output) -> pl.DataFrame:
     rows = [(int(i), lab, m, "chartevents") for i, lab, m in zip(chart.itemid, chart.label, chart.meta, strict=True)]
-    rows += [(int(i), lab, m, "outputevents") for i, lab, m in zip(output.itemid, output.label, output.meta, strict=True)]
+    rows += [
+        (int(i), lab, m, "outputevents") for i, lab, m in zip(output.itemid, output.label, output.meta, strict=True)
+    ]
     used = {r[0] for r in rows}
     filler = (i for i in range(1, 10_000_000) if i not in used and (i < 30_000 or i > 40_000))
     while len(rows) < FULL_RELEASE["D_ITEMS"]:  # the release's dictionary also lists items no table here uses
@@ -249,7 +294,9 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
     writers: dict[str, GzCsvWriter] = {}
     try:
         def writer(table):
-            w = writers[table] = GzCsvWriter(tmp / f"{table}.csv.gz", [c for c, _ in TABLES[table]], pool, compresslevel)
+            w = writers[table] = GzCsvWriter(
+                tmp / f"{table}.csv.gz", [c for c, _ in TABLES[table]], pool, compresslevel
+            )
             return w
 
         rng = np.random.default_rng([seed, 2])
@@ -267,7 +314,9 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
             frame, row_adm = chart_chunk(cohort, stays, chart_rate, chart, chart_s, chart_v, chart_f, wc.rows + 1, rng)
             valid_chart += np.bincount(row_adm[row_adm >= 0], minlength=n_adm)
             wc.write(frame)
-            wl.write(lab_chunk(cohort, adms, lab_rate, lab_out_mean, lab_draw, lab_s, lab_v, lab_f, EVENTS, wl.rows + 1, rng))
+            wl.write(
+                lab_chunk(cohort, adms, lab_rate, lab_out_mean, lab_draw, lab_s, lab_v, lab_f, EVENTS, wl.rows + 1, rng)
+            )
             wo.write(output_chunk(cohort, stays, out_rate, outputs, out_s, wo.rows + 1, rng))
             bar.update(adms.size)
         bar.close()

@@ -7,7 +7,8 @@ factor sets: occurrence c_j ~ Bernoulli(sigmoid(a_j + w_j . z[occ_j])) and timin
 log t_j = log m_j + v_j . z[time_j] + g_j c_{d(j)} + sigma * eps, where d(j) is another event
 (its "driver") and g_j = COUPLING_SHIFT < 0: when the driver occurs, event j's lab is drawn
 earlier (a troponin that is ordered makes the follow-up work-up come sooner). This is the
-dependence the paper's model exists for: one event's occurrence changes another's timing. The lab of event j is then written at
+dependence the paper's model exists for: one event's occurrence changes another's timing. The lab of event j is then
+written at
 ADMITTIME + t_j (and possibly again later); ADMITTIME is the origin the build computes,
 because no chart or admission lab row precedes it. Discharge comes after every planted
 event, so the truth equals what the build must recover.
@@ -54,12 +55,19 @@ class Structure:
         out = {}
         for j, e in enumerate(events):
             out[e] = {
-                "occurrence": {"factors": self.occ_factors[j].tolist(), "weights": self.occ_weights[j].round(4).tolist(),
-                               "intercept": round(float(self.intercepts[j]), 4)},
-                "timing": {"factors": self.time_factors[j].tolist(), "weights": self.time_weights[j].round(4).tolist(),
-                           "median_hours": round(float(np.exp(self.log_median[j])), 4), "sigma": SIGMA_TIME,
-                           "driver_event": events[int(self.driver[j])],
-                           "log_time_shift_if_driver_occurs": round(float(self.coupling[j]), 4)},
+                "occurrence": {
+                    "factors": self.occ_factors[j].tolist(),
+                    "weights": self.occ_weights[j].round(4).tolist(),
+                    "intercept": round(float(self.intercepts[j]), 4),
+                },
+                "timing": {
+                    "factors": self.time_factors[j].tolist(),
+                    "weights": self.time_weights[j].round(4).tolist(),
+                    "median_hours": round(float(np.exp(self.log_median[j])), 4),
+                    "sigma": SIGMA_TIME,
+                    "driver_event": events[int(self.driver[j])],
+                    "log_time_shift_if_driver_occurs": round(float(self.coupling[j]), 4),
+                },
             }
         return out
 

@@ -173,12 +173,19 @@ def chart_chunk(cohort: Cohort, stays: np.ndarray, rate: np.ndarray, items: Item
         valuenum = valuenum.scatter(np.flatnonzero(bad), big)
     warning = mv & (rng.random(item.size) < 0.01)
     cols = {
-        "ROW_ID": np.arange(row_id0, row_id0 + item.size), "SUBJECT_ID": cohort.subject_ids[cohort.adm_subject[adm]],
-        "HADM_ID": cohort.hadm_id[adm], "ICUSTAY_ID": null_where(cohort.icustay_id[stay], rng.random(item.size) < 0.005),
-        "ITEMID": items.itemid[item], "CHARTTIME": timestamps(t),
-        "STORETIME": timestamps(t + 60 * rng.integers(0, 90, item.size)), "CGID": rng.integers(14000, 21600, item.size),
-        "VALUE": value, "VALUENUM": valuenum, "VALUEUOM": _units(items, item),
-        "WARNING": null_where(warning.astype(np.int64), ~mv), "ERROR": null_where(error.astype(np.int64), ~mv),
+        "ROW_ID": np.arange(row_id0, row_id0 + item.size),
+        "SUBJECT_ID": cohort.subject_ids[cohort.adm_subject[adm]],
+        "HADM_ID": cohort.hadm_id[adm],
+        "ICUSTAY_ID": null_where(cohort.icustay_id[stay], rng.random(item.size) < 0.005),
+        "ITEMID": items.itemid[item],
+        "CHARTTIME": timestamps(t),
+        "STORETIME": timestamps(t + 60 * rng.integers(0, 90, item.size)),
+        "CGID": rng.integers(14000, 21600, item.size),
+        "VALUE": value,
+        "VALUENUM": valuenum,
+        "VALUEUOM": _units(items, item),
+        "WARNING": null_where(warning.astype(np.int64), ~mv),
+        "ERROR": null_where(error.astype(np.int64), ~mv),
         "RESULTSTATUS": pl.Series([None] * item.size, dtype=pl.String),
         "STOPPED": _text_where(~mv & (rng.random(item.size) < 0.6), "NotStopd"),
     }
@@ -307,10 +314,16 @@ def output_chunk(cohort: Cohort, stays: np.ndarray, rate: np.ndarray, items: Ite
     vol = np.where(iserror, vol * 100 + 99999, vol)
     vol_s = null_where(vol.astype(np.int64), rng.random(item.size) < 0.01)
     cols = {
-        "ROW_ID": np.arange(row_id0, row_id0 + item.size), "SUBJECT_ID": cohort.subject_ids[cohort.adm_subject[adm]],
-        "HADM_ID": cohort.hadm_id[adm], "ICUSTAY_ID": cohort.icustay_id[stay], "CHARTTIME": timestamps(t),
-        "ITEMID": items.itemid[item], "VALUE": vol_s, "VALUEUOM": pl.Series(np.where(mv, "mL", "ml")),
-        "STORETIME": timestamps(t + 60 * rng.integers(0, 120, item.size)), "CGID": rng.integers(14000, 21600, item.size),
+        "ROW_ID": np.arange(row_id0, row_id0 + item.size),
+        "SUBJECT_ID": cohort.subject_ids[cohort.adm_subject[adm]],
+        "HADM_ID": cohort.hadm_id[adm],
+        "ICUSTAY_ID": cohort.icustay_id[stay],
+        "CHARTTIME": timestamps(t),
+        "ITEMID": items.itemid[item],
+        "VALUE": vol_s,
+        "VALUEUOM": pl.Series(np.where(mv, "mL", "ml")),
+        "STORETIME": timestamps(t + 60 * rng.integers(0, 120, item.size)),
+        "CGID": rng.integers(14000, 21600, item.size),
         "STOPPED": pl.Series([None] * item.size, dtype=pl.String),
         "NEWBOTTLE": pl.Series([None] * item.size, dtype=pl.String),
         "ISERROR": null_where(np.ones(item.size, np.int64), ~iserror),

@@ -65,8 +65,10 @@ DRIVER_OF = {"ADHD": "Anxiety", "Anxiety": "depression", "books": "LifeProTips",
 COUPLING_SHIFT = -0.8  # log-delay shift when the driver occurs (x 0.45 in time)
 ACTIVITY_WEIGHT = 1.0  # log-delay per log comment rate
 DRIVER = np.array([SUBREDDITS.index(DRIVER_OF[s]) for s in SUBREDDITS])
-SUBREDDIT_IDS = {s: f"t5_{_i + 2 * 36**4:x}" for _i, s in enumerate(SUBREDDITS + GENERAL_SUBREDDITS
-                                                                       + sorted({t for ts in TOPIC_SUBREDDITS for t in ts}))}
+SUBREDDIT_IDS = {
+    s: f"t5_{_i + 2 * 36**4:x}"
+    for _i, s in enumerate(SUBREDDITS + GENERAL_SUBREDDITS + sorted({t for ts in TOPIC_SUBREDDITS for t in ts}))
+}
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,9 @@ class Users:
 
 def make_users(n: int, months: Months, seed: int) -> Users:
     rng = np.random.default_rng([seed, 1])
-    names = sorted({f"{rng.choice(ADJECTIVES)}_{rng.choice(NOUNS)}{rng.integers(0, 10**6)}" for _ in range(int(n * 1.2) + 10)})
+    names = sorted(
+        {f"{rng.choice(ADJECTIVES)}_{rng.choice(NOUNS)}{rng.integers(0, 10**6)}" for _ in range(int(n * 1.2) + 10)}
+    )
     names = list(rng.permutation(names)[:n])
     interest = rng.dirichlet(np.full(K, 0.35), n)
     rate = np.exp(rng.normal(np.log(8), 0.7, n))
@@ -322,7 +326,9 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
                     rows = []
                     for i, (u, t) in enumerate(zip(who[blk].tolist(), ts[blk].tolist(), strict=True)):
                         tp = topic[i]
-                        sub = (TOPIC_SUBREDDITS[tp][i % 3] if tp >= 0 else GENERAL_SUBREDDITS[i % len(GENERAL_SUBREDDITS)])
+                        sub = (
+                            TOPIC_SUBREDDITS[tp][i % 3] if tp >= 0 else GENERAL_SUBREDDITS[i % len(GENERAL_SUBREDDITS)]
+                        )
                         body = "[removed]" if removed[lo + i] else bodies[i]
                         rows.append((t, _comment(month, users.names[u], body, t, cid, sub, rng)))
                         cid += 1
@@ -332,8 +338,16 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
                 for _ in range(max(1, who.size // 15)):
                     t = int(m0 + rng.random() * (m1 - m0))
                     kind = rng.random()
-                    author = "[deleted]" if kind < 0.7 else ("AutoModerator" if kind < 0.85 else f"lurker_{rng.integers(0, 10**5)}")
-                    body = ("[deleted]" if rng.random() < 0.5 else "[removed]") if author == "[deleted]" else _text(rng, None)
+                    author = (
+                        "[deleted]"
+                        if kind < 0.7
+                        else ("AutoModerator" if kind < 0.85 else f"lurker_{rng.integers(0, 10**5)}")
+                    )
+                    body = (
+                        ("[deleted]" if rng.random() < 0.5 else "[removed]")
+                        if author == "[deleted]"
+                        else _text(rng, None)
+                    )
                     stats["deleted_author"] += author == "[deleted]"
                     rows.append((t, _comment(month, author, body, t, cid, GENERAL_SUBREDDITS[0], rng)))
                     cid += 1
@@ -382,7 +396,11 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
             raise RuntimeError(f"internal: submissions left for months {sorted(pending)}")
 
         in_cohort = _cohort(users, valid_count, before_early, t20, first_sub, comment_end_ts)
-        truth = {"username": users.names, "in_cohort": in_cohort, "t20_utc": pl.Series(np.where(t20 > 0, t20, 0)).replace(0, None)}
+        truth = {
+            "username": users.names,
+            "in_cohort": in_cohort,
+            "t20_utc": pl.Series(np.where(t20 > 0, t20, 0)).replace(0, None),
+        }
         truth.update({f"interest_{s}": users.interest[:, k] for k, s in enumerate(SUBREDDITS)})
         for k, s in enumerate(SUBREDDITS):
             truth[f"c_{s}"] = (first_sub[:, k] > 0).astype(np.int8)
@@ -391,18 +409,31 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
         files = sorted(p.name for p in tmp.glob("R[CS]_*.zst"))
         sums = {f: sha256_file(tmp / f) for f in files}
         (tmp / "sha256sums.txt").write_text("".join(f"{sums[f]}  {f}\n" for f in files))
-        manifest = {"generator": "flows.lib.standin.reddit", "version": GENERATOR_VERSION, "n_users": n_users, "text": text,
-                    "seed": seed, "months": months.__dict__, "files": len(files), "lines": stats,
-                    "cohort_users": int(in_cohort.sum()),
-                    "prevalence_in_cohort": {s: round(float((first_sub[in_cohort, k] > 0).mean()), 4) if in_cohort.any() else None
-                                             for k, s in enumerate(SUBREDDITS)},
-                    "structure": {"interest": "Dirichlet(0.35) over the nine", "occurrence_logit": "logit(base) + 6 (interest - 1/9)",
-                                  "delay_days": "exp(log median - 1.0 (log rate - log 8) - 1.5 (interest - 1/9) "
-                                                "- 0.8 c_driver + 0.6 eps) after the 20th valid comment",
-                                  "driver": DRIVER_OF,
-                                  "base_rate": dict(zip(SUBREDDITS, BASE_RATE.tolist(), strict=True)),
-                                  "median_delay_days": dict(zip(SUBREDDITS, MEDIAN_DELAY_DAYS.tolist(), strict=True))},
-                    "seconds": round(time.perf_counter() - started, 1)}
+        manifest = {
+            "generator": "flows.lib.standin.reddit",
+            "version": GENERATOR_VERSION,
+            "n_users": n_users,
+            "text": text,
+            "seed": seed,
+            "months": months.__dict__,
+            "files": len(files),
+            "lines": stats,
+            "cohort_users": int(in_cohort.sum()),
+            "prevalence_in_cohort": {
+                s: round(float((first_sub[in_cohort, k] > 0).mean()), 4) if in_cohort.any() else None
+                for k, s in enumerate(SUBREDDITS)
+            },
+            "structure": {
+                "interest": "Dirichlet(0.35) over the nine",
+                "occurrence_logit": "logit(base) + 6 (interest - 1/9)",
+                "delay_days": "exp(log median - 1.0 (log rate - log 8) - 1.5 (interest - 1/9) "
+                "- 0.8 c_driver + 0.6 eps) after the 20th valid comment",
+                "driver": DRIVER_OF,
+                "base_rate": dict(zip(SUBREDDITS, BASE_RATE.tolist(), strict=True)),
+                "median_delay_days": dict(zip(SUBREDDITS, MEDIAN_DELAY_DAYS.tolist(), strict=True)),
+            },
+            "seconds": round(time.perf_counter() - started, 1),
+        }
         (tmp / "standin.json").write_text(json.dumps(manifest, indent=2) + "\n")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,6 +1,7 @@
 """Words for the Reddit stand-in: per-topic phrases, so that a user's interests show in the text.
 
-One topic per target subreddit (same order as ``flows.lib.reddit.subreddits.SUBREDDITS``) plus general chatter. A comment
+One topic per target subreddit (same order as ``flows.lib.reddit.subreddits.SUBREDDITS``) plus general chatter. A
+comment
 is two or three phrases; a topical comment draws them from one topic. Some phrases carry
 multi-byte UTF-8 (accents, CJK, emoji) so readers are exercised on it.
 """
