@@ -216,7 +216,7 @@ def write_cohort(name: str, out_dir, seed: int = 0) -> Path:
     (60/20/20, ``seed``), medians for missing feature values with a missingness column, one 0/1
     column per level of a categorical feature, a cell whose event preceded the baseline left
     out. Returns the folder."""
-    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.ingest import write_follow_up_dataset
 
     cohort = COHORTS[name]
     table = cohort.table()

@@ -54,71 +54,14 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
     names = names or [f"part {i + 1}" for i in range(len(parts))]
     if len(names) != len(parts):
         raise ValueError(f"merge: {len(parts)} parts but {len(names)} names")
-    first, first_name = parts[0], names[0]
-    for part, name in zip(parts[1:], names[1:], strict=True):
-        # the data's fingerprint where both parts record one (newer reports), else the path
-        same_data = "fingerprint" if part["dataset"].get("fingerprint") and first["dataset"].get("fingerprint") \
-            else "path"
-        for key in (same_data, "split_sizes"):
-            if part["dataset"].get(key) != first["dataset"].get(key):
-                raise ValueError(f"merge: {name} and {first_name} differ in dataset {key}: "
-                                 f"{part['dataset'].get(key)!r} vs {first['dataset'].get(key)!r}")
-        for key in _SHARED_CONFIG:
-            if part["config"].get(key) != first["config"].get(key):
-                raise ValueError(f"merge: {name} and {first_name} differ in config {key}: "
-                                 f"{part['config'].get(key)!r} vs {first['config'].get(key)!r}")
-    settings: dict[str, tuple[dict, str]] = {}
-    resolved: dict[str, tuple[dict, str]] = {}  # full settings, defaults included (newer reports)
-    runs: dict[str, list[tuple[int, int, int]]] = {}  # model -> (seed, part index, row in that part)
-    for i, (part, name) in enumerate(zip(parts, names, strict=True)):
-        for model in part["models"]:
-            setting = part["config"]["models"][model]
-            if model in settings and settings[model][0] != setting:
-                raise ValueError(f"merge: {name} and {settings[model][1]} train {model} with different settings: "
-                                 f"{setting!r} vs {settings[model][0]!r}")
-            settings.setdefault(model, (setting, name))
-            full = (part["config"].get("resolved") or {}).get(model)
-            if full is not None:
-                if model in resolved and resolved[model][0] != full:
-                    diff = sorted(k for k in set(full) | set(resolved[model][0])
-                                  if full.get(k) != resolved[model][0].get(k))
-                    raise ValueError(f"merge: {name} and {resolved[model][1]} train {model} with different "
-                                     f"settings ({', '.join(diff)}); rerun the older part or drop it "
-                                     f"(--drop-first)")
-                resolved.setdefault(model, (full, name))
-            elif model in resolved or any((p["config"].get("resolved") or {}).get(model) for p in parts):
-                raise ValueError(f"merge: {name} does not record {model}'s full settings and another part "
-                                 f"does: they may differ (a changed default); rerun it or drop it (--drop-first)")
-            seeds = seeds_of(part, model)
-            if len(seeds) != len(part["models"][model]["seconds"]):
-                raise ValueError(f"merge: {name}: {model} has {len(part['models'][model]['seconds'])} runs but "
-                                 f"its config says seeds {seeds}")
-            for row, seed in enumerate(seeds):
-                clash = [names[j] for s, j, _ in runs.get(model, []) if s == seed]
-                if clash:
-                    raise ValueError(f"merge: {model} seed {seed} is in both {clash[0]} and {name}")
-                runs.setdefault(model, []).append((seed, i, row))
+    first = parts[0]
+    _check_same_experiment(parts, names)
+    settings, resolved, runs = _collect_runs(parts, names)
     models: dict[str, dict] = {}
     calibration = {e: {} for e in first["models"][next(iter(first["models"]))]["tasks"]}
     for model, entries in runs.items():
         entries.sort()
-        out = {"tasks": {}, "seconds": [], "epochs": []}
-        for _, i, row in entries:
-            src = parts[i]["models"][model]
-            out["seconds"].append(src["seconds"][row])
-            if "epochs" in src:
-                out["epochs"].append(src["epochs"][row])
-            for task, metrics in src["tasks"].items():
-                dst = out["tasks"].setdefault(task, {})
-                for metric, values in metrics.items():
-                    dst.setdefault(metric, []).append(values[row])
-        partial = sorted({m for task in out["tasks"].values() for m, v in task.items() if len(v) != len(entries)})
-        for metric in partial:  # recorded by some parts only (e.g. ci_rmst, which older reports lack)
-            recorded = max(len(task.pop(metric, [])) for task in out["tasks"].values())
-            log.warning("merge: %s's %s left out: recorded in %d of its %d runs (a part run before it was "
-                        "scored); a mean over those alone would pass for all of them", model, metric, recorded,
-                        len(entries))
-        models[model] = out
+        models[model] = _merged_model(parts, model, entries)
         lowest = parts[entries[0][1]]
         for task, curves in ((lowest.get("figures") or {}).get("calibration") or {}).items():
             if model in curves:
@@ -141,6 +84,85 @@ def merge_results(parts: list[dict], names: list[str] | None = None) -> dict:
 
 # the config entries keyed by model
 _PER_MODEL_CONFIG = ("model_runs", "seeds", "models", "resolved")
+
+
+def _check_same_experiment(parts: list[dict], names: list[str]) -> None:
+    """The same data (fingerprint, else path; split sizes) and the same shared config in every part."""
+    first, first_name = parts[0], names[0]
+    for part, name in zip(parts[1:], names[1:], strict=True):
+        # the data's fingerprint where both parts record one (newer reports), else the path
+        same_data = "fingerprint" if part["dataset"].get("fingerprint") and first["dataset"].get("fingerprint") \
+            else "path"
+        for key in (same_data, "split_sizes"):
+            if part["dataset"].get(key) != first["dataset"].get(key):
+                raise ValueError(f"merge: {name} and {first_name} differ in dataset {key}: "
+                                 f"{part['dataset'].get(key)!r} vs {first['dataset'].get(key)!r}")
+        for key in _SHARED_CONFIG:
+            if part["config"].get(key) != first["config"].get(key):
+                raise ValueError(f"merge: {name} and {first_name} differ in config {key}: "
+                                 f"{part['config'].get(key)!r} vs {first['config'].get(key)!r}")
+
+
+def _collect_runs(parts: list[dict], names: list[str]) -> tuple[dict, dict, dict]:
+    """Each model's settings (as given, and resolved with defaults where recorded) and its runs
+    as (seed, part index, row in that part); a setting that differs or a seed twice is an error."""
+    settings: dict[str, tuple[dict, str]] = {}
+    resolved: dict[str, tuple[dict, str]] = {}  # full settings, defaults included (newer reports)
+    runs: dict[str, list[tuple[int, int, int]]] = {}  # model -> (seed, part index, row in that part)
+    for i, (part, name) in enumerate(zip(parts, names, strict=True)):
+        for model in part["models"]:
+            setting = part["config"]["models"][model]
+            if model in settings and settings[model][0] != setting:
+                raise ValueError(f"merge: {name} and {settings[model][1]} train {model} with different settings: "
+                                 f"{setting!r} vs {settings[model][0]!r}")
+            settings.setdefault(model, (setting, name))
+            _check_resolved(parts, part, name, model, resolved)
+            seeds = seeds_of(part, model)
+            if len(seeds) != len(part["models"][model]["seconds"]):
+                raise ValueError(f"merge: {name}: {model} has {len(part['models'][model]['seconds'])} runs but "
+                                 f"its config says seeds {seeds}")
+            for row, seed in enumerate(seeds):
+                clash = [names[j] for s, j, _ in runs.get(model, []) if s == seed]
+                if clash:
+                    raise ValueError(f"merge: {model} seed {seed} is in both {clash[0]} and {name}")
+                runs.setdefault(model, []).append((seed, i, row))
+    return settings, resolved, runs
+
+
+def _check_resolved(parts: list[dict], part: dict, name: str, model: str, resolved: dict) -> None:
+    """A model's full settings agree across the parts that record them, and none leaves them out
+    where another records them (a changed default would pass unseen)."""
+    full = (part["config"].get("resolved") or {}).get(model)
+    if full is not None:
+        if model in resolved and resolved[model][0] != full:
+            diff = sorted(k for k in set(full) | set(resolved[model][0]) if full.get(k) != resolved[model][0].get(k))
+            raise ValueError(f"merge: {name} and {resolved[model][1]} train {model} with different "
+                             f"settings ({', '.join(diff)}); rerun the older part or drop it (--drop-first)")
+        resolved.setdefault(model, (full, name))
+    elif model in resolved or any((p["config"].get("resolved") or {}).get(model) for p in parts):
+        raise ValueError(f"merge: {name} does not record {model}'s full settings and another part "
+                         f"does: they may differ (a changed default); rerun it or drop it (--drop-first)")
+
+
+def _merged_model(parts: list[dict], model: str, entries: list) -> dict:
+    """A model's runs in seed order; a metric only some parts recorded is left out, with a warning."""
+    out = {"tasks": {}, "seconds": [], "epochs": []}
+    for _, i, row in entries:
+        src = parts[i]["models"][model]
+        out["seconds"].append(src["seconds"][row])
+        if "epochs" in src:
+            out["epochs"].append(src["epochs"][row])
+        for task, metrics in src["tasks"].items():
+            dst = out["tasks"].setdefault(task, {})
+            for metric, values in metrics.items():
+                dst.setdefault(metric, []).append(values[row])
+    partial = sorted({m for task in out["tasks"].values() for m, v in task.items() if len(v) != len(entries)})
+    for metric in partial:  # recorded by some parts only (e.g. ci_rmst, which older reports lack)
+        recorded = max(len(task.pop(metric, [])) for task in out["tasks"].values())
+        log.warning("merge: %s's %s left out: recorded in %d of its %d runs (a part run before it was "
+                    "scored); a mean over those alone would pass for all of them", model, metric, recorded,
+                    len(entries))
+    return out
 
 
 def drop_models(result: dict, models, name: str = "part 1") -> dict:

@@ -14,7 +14,6 @@ splits). Writes are atomic: the folder appears whole or not at all.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import math
@@ -99,6 +98,15 @@ class Dataset:
 EVENT_COLUMN = re.compile(r"(t_true|t|s|c|mask)_(.+)")
 GROUP_COLUMN = "split_group"  # optional, in features.parquet: the unit the split was drawn by
 ROW_NUMBERS = "row numbers"  # manifest "ids" of a table built without an id column: its rows' positions
+
+
+def missing_indicator(column: str) -> str:
+    """The name of ``column``'s missingness indicator (``impute="median+indicator"``).
+
+    >>> missing_indicator("lactate")
+    'lactate_missing'
+    """
+    return f"{column}_missing"
 
 
 def event_columns(event: str) -> tuple[str, str, str, str]:
@@ -257,319 +265,6 @@ def _proportional_sequence(n: int, fractions) -> np.ndarray:
     return out
 
 
-def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
-                            id_column: str | None = None, split_column: str | None = None, seed: int = 0,
-                            fractions=(0.6, 0.2, 0.2), impute: str | None = None,
-                            categorical=None, missing_times: str = "refuse",
-                            group_column: str | None = None, split_method: str = "random") -> Path | None:
-    """A dataset folder from one table of your own data: a row per subject, numeric feature
-    columns, and per event a follow-up time and an indicator (1 = the event was seen at that
-    time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
-    ``t_true_e`` are written null, so AUC and ECE against the truth are left undefined, the
-    Oracle is left out, and promotion goes by Harrell's C (docs/datasets.md, "Your own data").
-
-    ``table``: a polars or pandas frame (n rows), or the path of a ``.csv`` or ``.parquet`` file
-    holding one. ``features``: column names (d), or None for every column that ``events``,
-    ``id_column``, ``split_column`` and ``group_column`` do not name, in the table's order. ``events``:
-    {event name: (time column, indicator column)} (M). ``id_column``: unique ids (default: the
-    row number). ``split_column``: train/val/test per row (default: a seeded random split in
-    ``fractions``; with ``group_column``, e.g. a patient id when a patient has several rows, whole
-    groups are drawn, so no group is in two splits, and ``fractions`` are shares of the groups).
-    ``split_method``: ``"random"`` (exact shares), ``"hash"`` (each id, or group, keeps its
-    split when the table grows) or ``"stratified"`` (each combination of observed events, per row
-    or per group, in every split in the shares: for a rare outcome; :func:`assign_splits`).
-    ``impute``: None (default) refuses a missing feature value (null or NaN); ``"median"`` fills it with the column's
-    median over the training rows, and records the
-    medians and the count of filled cells per column and split in the manifest's
-    ``featurization`` (what ``flows.predict`` applies to new rows); ``"median+indicator"`` does the
-    same and adds, right after each column with a gap on some training row, a 0/1 column
-    ``<column>_missing`` (1 where the value was missing: in clinical data a test not ordered is
-    information), listed in ``featurization["indicators"]``. ``categorical``: feature
-    columns (text or numbers) turned into one 0/1 column per level seen in the training rows,
-    named ``<column>=<level>`` (at most ``MAX_LEVELS`` levels); a missing value, or a level the
-    training rows do not have, is all zeros and counted; the levels are recorded in
-    ``featurization`` for new rows. ``missing_times``: ``"refuse"`` (default) refuses a missing
-    time; ``"mask"`` leaves that event out for that row (``mask_e`` = 0: no term in the likelihood,
-    no place in a metric; e.g. an outcome not followed at one site), where its indicator is
-    missing or 0, counted per event and split in the manifest's ``censoring``. Bad values are
-    refused naming the file (or ``table`` for a frame), the column and the row (counted from 0,
-    the header not counted; in a CSV file also its line). ``out_dir=None`` checks the table the
-    same way and writes nothing (returns None): what ``flows.table`` does before its flow starts.
-
-    >>> import polars as pl, tempfile
-    >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
-    >>> out = write_follow_up_dataset(tempfile.mkdtemp() + "/mine", t, ["age"], {"death": ("days", "died")},
-    ...                               name="mine", time_unit="days")
-    >>> ds = load_dataset(out)
-    >>> len(ds.train) + len(ds.val) + len(ds.test), ds.event_names, bool(np.isnan(ds.train.C).all())
-    (5, ['death'], True)
-    """
-    where, first_line = "table", None  # errors name the file and, in a CSV, the line too
-    if isinstance(table, str | Path):
-        where, first_line = str(table), first_data_line(table)
-        table = read_table(table)
-    table = table if isinstance(table, pl.DataFrame) else pl.from_pandas(table)
-
-    def at(row: int) -> str:
-        return row_at(row, first_line)
-    if not events:
-        raise ValueError("events: name at least one event as {name: (time column, indicator column)}")
-    check_column_names(where, table.columns)
-    chosen = features is None
-    if chosen:
-        named = {c for pair in events.values() for c in pair} | {id_column, split_column, group_column}
-        features = [c for c in table.columns if c not in named]
-        if not features:
-            raise ValueError(f"{where}: no feature columns left; its columns {table.columns} are all named as event, "
-                             "id, split or group columns")
-    features = [str(f) for f in features]
-    categorical = [str(c) for c in (categorical or ())]
-    features += [c for c in categorical if c not in features]  # a categorical column is a feature
-    reserved = [c for c in features if c in ("id", "split", GROUP_COLUMN)]
-    if reserved:  # the contract's own columns in features.parquet
-        c = reserved[0]
-        how = {"id": "name it as the ids with --id-column id (id_column)", "split": "name it as the split with "
-               "--split-column split (split_column)", GROUP_COLUMN: "rename it"}[c]
-        raise ValueError(f"{where}: column {c!r} would be a feature, but the dataset keeps {c!r} for its own "
-                         f"column: {how}, leave it out with --features, or rename it")
-    if group_column is not None and split_column is not None:
-        raise ValueError("group_column draws the split by groups; split_column gives it: name one of them")
-    if split_method == "hash" and split_column is not None:
-        raise ValueError("split_method 'hash' draws the split; split_column gives it: name one of them")
-    wanted = [*features, *(c for pair in events.values() for c in pair),
-              *(c for c in (id_column, split_column, group_column) if c is not None)]
-    _require_columns(table, list(dict.fromkeys(wanted)), where)
-    n = table.height
-    if n == 0:
-        raise ValueError(f"{where}: no rows")
-    ids = table[id_column] if id_column is not None else pl.Series("id", np.arange(n))
-    if id_column is not None:
-        if ids.is_null().any():
-            raise ValueError(f"{where}: column {id_column!r} {at(int(ids.is_null().arg_max()))} is missing; every row "
-                             "needs an id")
-        repeated = ids.is_duplicated()
-        if repeated.any():
-            first = int(repeated.arg_max())  # the first row whose id comes again
-            again = int(np.flatnonzero((ids == ids[first]).to_numpy())[1])
-            raise ValueError(f"{where}: column {id_column!r} {at(again)} repeats row {first}'s id: ids must be unique "
-                             f"({int(repeated.sum())} rows share an id). Several rows per patient? Leave id_column "
-                             "out (or give a row id) and name the patient with group_column (--group-column), "
-                             "which keeps each patient in one split")
-    if split_method not in TABLE_SPLIT_METHODS:
-        raise ValueError(f"split_method: one of {TABLE_SPLIT_METHODS}, got {split_method!r}")
-    if split_column is not None:
-        split = table[split_column].cast(pl.String, strict=False)
-        bad = ~split.is_in(list(SPLITS)).fill_null(False)
-        if bad.any():
-            row = int(bad.arg_max())
-            raise ValueError(f"{where}: column {split_column!r} {at(row)} is not one of {SPLITS}"
-                             f"{' (it is missing)' if table[split_column][row] is None else ''}")
-    else:
-        if group_column is not None:
-            groups = table[group_column]
-            if groups.is_null().any():
-                raise ValueError(f"{where}: column {group_column!r} {at(int(groups.is_null().arg_max()))} is "
-                                 "missing; every row needs its group")
-            unit = groups.cast(pl.String).to_numpy()
-            names, unit = np.unique(unit, return_inverse=True)  # rows -> group index (groups sorted: seed-stable)
-        elif split_method == "hash" and id_column is not None:
-            names, unit = ids.cast(pl.String).to_numpy(), np.arange(n)  # by id: a reordered table keeps its split
-        else:
-            names, unit = np.arange(n), np.arange(n)
-        strata = None
-        if split_method == "stratified":  # which events each row (group) was seen to have: "10", "01", ...
-            seen = np.column_stack([table[c].cast(pl.Float64, strict=False).fill_null(0.0).to_numpy() == 1.0
-                                    for _, c in events.values()])  # a bad indicator is refused below, by name
-            per_unit = np.zeros((len(names), seen.shape[1]), dtype=bool)
-            np.logical_or.at(per_unit, unit, seen)
-            strata = np.array(["".join("1" if v else "0" for v in row) for row in per_unit])
-        labels = assign_splits(names, seed, fractions, split_method, strata=strata)
-        split = pl.Series(labels[unit].tolist(), dtype=pl.String)
-    sizes = {k: int((split == k).sum()) for k in SPLITS}
-    if any(v == 0 for v in sizes.values()):  # a given split column too: training, selection and test each need rows
-        empty = [k for k, v in sizes.items() if v == 0]
-        raise ValueError(f"{where}: {n} rows give the splits {sizes}: {' and '.join(empty)} would be empty; every "
-                         f"split needs rows (with the seeded 60/20/20 split, at least {min_keys(fractions)} "
-                         f"{'groups' if group_column else 'rows'}; a model evaluated on a handful of rows says little)")
-    if impute not in IMPUTE:
-        raise ValueError(f"impute: None (refuse missing feature values), 'median' or "
-                         f"'median+indicator', got {impute!r}")
-    feature_columns, medians, imputed, levels, level_counts, indicators = [], {}, {}, {}, {}, []
-    for col in features:  # name the table's column and row, not the file the dataset would have
-        if col in categorical:
-            text = table[col].cast(pl.String)
-            levels[col] = sorted(text.filter((split == "train") & text.is_not_null()).unique().to_list())
-            if not levels[col]:
-                raise ValueError(f"{where}: categorical column {col!r} has no value on any training row")
-            if len(levels[col]) > MAX_LEVELS:
-                raise ValueError(f"{where}: categorical column {col!r} has {len(levels[col])} levels on the training "
-                                 f"rows (at most {MAX_LEVELS}): an identifier or free text? leave it out or group it")
-            columns, missing, unseen = encode_levels(text, col, levels[col])
-            feature_columns += columns
-            level_counts[col] = {"missing": {k: int((missing & (split == k)).sum()) for k in SPLITS},
-                                 "unseen": {k: int((unseen & (split == k)).sum()) for k in SPLITS}}
-            continue
-        values = table[col].cast(pl.Int8) if table[col].dtype == pl.Boolean else table[col]
-        if not values.dtype.is_numeric():
-            hint = (" or leave it out of the features (none were named, so every column but the event, id, split "
-                    "and group columns is one)") if chosen else ""
-            if _holds_dates(values):
-                raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers"
-                                 f"{first_non_number(values, at)}: it holds dates; give what they mean as a number "
-                                 f"(an age, days since a reference date) or leave it out of the features"
-                                 f"{hint.removeprefix(' or leave it out of the features')}")
-            raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers"
-                             f"{first_non_number(values, at)}; name it as "
-                             f"categorical (one 0/1 column per level) or encode it first{hint}")
-        values = values.cast(pl.Float64)
-        missing = values.is_null() | values.is_nan().fill_null(True)
-        if impute is None or not missing.any():
-            try:
-                _check_numeric(values, where, col, finite=True, first_line=first_line)
-            except ValueError as exc:
-                raise ValueError(f"{exc} (the models take no missing values: impute them, e.g. impute='median' "
-                                 "(--impute median), or leave the rows out "
-                                 "first, and say how in your report)") from None
-        else:
-            _check_numeric(
-                values.fill_null(0.0).fill_nan(0.0), where, col, finite=True, first_line=first_line
-            )  # +-inf: an error, not a gap
-            train_values = values.filter(~missing & (split == "train"))
-            if train_values.len() == 0:
-                raise ValueError(f"{where}: column {col!r} has no value on any training row: nothing to impute "
-                                 "from; leave the column out")
-            medians[col] = float(train_values.median())
-            imputed[col] = {k: int((missing & (split == k)).sum()) for k in SPLITS}
-            values = values.fill_nan(None).fill_null(medians[col])
-        if impute is not None and col not in medians:  # a complete column: its median for new rows
-            medians[col] = float(values.filter(split == "train").median())
-        feature_columns.append(values.alias(col))
-        if impute == "median+indicator" and imputed.get(col, {}).get("train"):  # no training gap: nothing to learn
-            indicators.append(col)
-            feature_columns.append(missing.cast(pl.Float64).alias(missing_indicator(col)))
-    names = [c.name for c in feature_columns]
-    if GROUP_COLUMN in names:
-        raise ValueError(f"{where}: feature column {GROUP_COLUMN!r} has the name of the dataset's column of split "
-                         "groups; rename it")
-    twice = sorted({c for c in names if names.count(c) > 1})
-    if twice:
-        raise ValueError(f"{where}: feature columns {twice} would be written twice (a column of the table has the "
-                         "name of an indicator or a categorical level); rename it")
-    cols = {"id": ids.alias("id"), "split": split.alias("split")}
-    group = [] if group_column is None else [table[group_column].cast(pl.String).alias(GROUP_COLUMN)]
-    features_frame = pl.DataFrame([*cols.values(), *group, *feature_columns])  # bool -> 0/1
-    if missing_times not in ("refuse", "mask"):
-        raise ValueError(f"missing_times: 'refuse' or 'mask', got {missing_times!r}")
-    event_cols, masked = [], {}
-    for e, (time_col, seen_col) in events.items():
-        times, seen = table[time_col], table[seen_col].cast(pl.Float64, strict=False)
-        numeric = times.dtype.is_numeric() or times.dtype == pl.Null  # text is refused below, naming the column
-        gap = times.is_null() | (times.cast(pl.Float64).is_nan().fill_null(False) if numeric else False)
-        if missing_times == "mask" and numeric and gap.any():
-            seen_there = gap & (seen == 1.0).fill_null(False)
-            if seen_there.any():
-                row = int(seen_there.arg_max())
-                raise ValueError(f"{where}: {at(row)} has {seen_col!r} = 1 but no {time_col!r}: an event seen "
-                                 "without its time cannot be left out; give its time or drop the row")
-            masked[e] = {k: int((gap & (split == k)).sum()) for k in SPLITS}
-            # a placeholder the masked cell never uses (checked like any time, then ignored by the mask)
-            times = times.cast(pl.Float64).fill_nan(None).fill_null(1.0)
-            seen = seen.zip_with(~gap, pl.Series([0.0] * n))  # only there: elsewhere a missing indicator is an error
-            event_cols.append(pl.Series(f"mask_{e}", (~gap).cast(pl.Int8)))
-        try:
-            _check_numeric(times, where, time_col, finite=True, positive=True, first_line=first_line)
-        except ValueError as exc:
-            raise ValueError(f"{exc} (a log-normal time must be > 0: an event on the day of entry needs a time "
-                             "such as half a day, and a missing time a decision, e.g. missing_times='mask' "
-                             "(--missing-times mask) leaves the event out for that "
-                             "row; say which in your report)") from None
-        bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
-        if bad.any():
-            row = int(bad.arg_max())
-            raise ValueError(f"{where}: column {seen_col!r} {at(row)} is "
-                             f"{kind_of(table[seen_col][row])}{other_rows(bad)}; "
-                             f"expected 0 or 1 (1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
-        t, s, c, tt = event_columns(e)
-        event_cols += [times.cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
-                       pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]
-    events_frame = pl.DataFrame([*cols.values(), *event_cols])
-    if out_dir is None:  # checked only, nothing written
-        return None
-    digest = hashlib.sha256(features_frame.write_csv().encode() + events_frame.write_csv().encode()).hexdigest()
-    manifest = {"name": name, "feature_names": [c.name for c in feature_columns],
-                "event_names": [str(e) for e in events],
-                "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
-                **({} if split_column else {"split_method": split_method}),
-                **({"split_by": group_column} if group_column is not None else {}),
-                **({"ids": ROW_NUMBERS} if id_column is None else {"id_column": str(id_column)}),
-                "censoring": {"kind": "follow-up", "artificial": False,
-                              "note": "times censored by the end of follow-up; the true occurrence is not known",
-                              **({"masked": masked, "masked_note": "cells without a follow-up time, left out "
-                                  "(mask_e = 0)"} if masked else {})},
-                "source_fingerprints": {"table": digest}}
-    if impute is not None or levels:  # how new rows are prepared: flows.predict does the same to them
-        manifest["featurization"] = {"source": "table", "impute": impute, "medians": medians, "imputed": imputed,
-                                     "categorical": levels, "categorical_counts": level_counts,
-                                     **({"indicators": indicators} if impute == "median+indicator" else {})}
-    return write_dataset(out_dir, features_frame, events_frame, manifest)
-
-
-MAX_LEVELS = 100  # a categorical column with more training levels is refused (an id or free text)
-
-
-def missing_indicator(column: str) -> str:
-    """The name of ``column``'s missingness indicator (``impute="median+indicator"``).
-
-    >>> missing_indicator("lactate")
-    'lactate_missing'
-    """
-    return f"{column}_missing"
-
-
-def encode_levels(column: pl.Series, name: str, levels: list[str]) -> tuple[list[pl.Series], pl.Series, pl.Series]:
-    """One 0/1 float column per level (``<name>=<level>``) of ``column`` read as text, and the
-    masks of its missing values and of its values outside ``levels`` (both encoded as all zeros).
-
-    >>> cols, missing, unseen = encode_levels(pl.Series(["a", None, "c", "b"]), "site", ["a", "b"])
-    >>> [c.name for c in cols], cols[0].to_list(), missing.to_list(), unseen.to_list()
-    (['site=a', 'site=b'], [1.0, 0.0, 0.0, 0.0], [False, True, False, False], [False, False, True, False])
-    """
-    text = column.cast(pl.String)
-    columns = [(text == level).fill_null(False).cast(pl.Float64).alias(f"{name}={level}") for level in levels]
-    missing = text.is_null()
-    return columns, missing, ~missing & ~text.is_in(levels).fill_null(False)
-
-
-def read_table(path) -> pl.DataFrame:
-    """A table from a ``.csv`` file (types inferred from every row; an empty cell is null, and a
-    column with no value at all is read as missing numbers, not text) or, under any other name, a
-    parquet file; errors name the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    kind = "CSV" if path.suffix.lower() == ".csv" else "parquet"
-    try:
-        table = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
-    except Exception as exc:  # polars raises several types for an unreadable file
-        raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
-    if kind == "CSV":
-        check_csv_header(path, table.columns)
-    if kind == "CSV" and table.height:
-        empty = [c for c in table.columns if table[c].null_count() == table.height]
-        table = table.with_columns(pl.col(c).cast(pl.Float64) for c in empty)
-    return table
-
-
-def first_data_line(path) -> int | None:
-    """The line of a table file's first data row (a CSV's header is line 1), or None where lines
-    mean nothing (parquet). With ``row_at`` it names a row as the user finds it in an editor.
-
-    >>> first_data_line("visits.csv"), first_data_line("visits.parquet")
-    (2, None)
-    """
-    return 2 if Path(path).suffix.lower() == ".csv" else None
-
-
 def row_at(row: int, first_line: int | None = None) -> str:
     """A row (counted from 0, the header not counted) for an error, with its line in the file
     when the file has lines.
@@ -595,50 +290,6 @@ def first_non_number(column: pl.Series, at=lambda row: f"row {row}") -> str:
     return f" ({at(row)} is {'text that is not a number' if text[row].strip() else 'empty text'})"
 
 
-def check_csv_header(path, columns) -> None:
-    """A CSV file read as one column whose name holds ';', a tab or '|' was written with another
-    separator: an error that says so (rather than every column missing).
-
-    >>> check_csv_header("cohort.csv", ["week;arrest;age"])
-    Traceback (most recent call last):
-    ...
-    ValueError: cohort.csv: one column named 'week;arrest;age': the file seems separated by ';'; a CSV file here is
-    separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
-    """
-    if len(columns) == 1:
-        sep = next((sep for sep in ";\t|" if sep in columns[0]), None)
-        if sep is not None:
-            raise ValueError(f"{path}: one column named {columns[0][:60]!r}: the file seems separated by {sep!r}; a "
-                             "CSV file here is separated by commas (with '.' as the decimal mark): convert it, or "
-                             "save it as parquet")
-    try:  # the header as written: the reader renames a repeated name ("age_duplicated_0") and names an empty one
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            header = next(csv.reader(fh), [])
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return
-    check_column_names(path, header)
-
-
-def check_column_names(where, names) -> None:
-    """ValueError naming ``where`` and the column when a name is empty or repeated.
-
-    >>> check_column_names("cohort.csv", ["age", "sofa", "age"])
-    Traceback (most recent call last):
-    ...
-    ValueError: cohort.csv: column 'age' comes 2 times in the header (columns 0, 2); give each column its own name
-    """
-    for i, name in enumerate(names):
-        if not str(name).strip():
-            raise ValueError(f"{where}: column {i} (counted from 0) has an empty name in the header; name it")
-    seen: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
-        seen.setdefault(str(name), []).append(i)
-    for name, at in seen.items():
-        if len(at) > 1:
-            raise ValueError(f"{where}: column {name!r} comes {len(at)} times in the header (columns "
-                             f"{', '.join(map(str, at))}); give each column its own name")
-
-
 def save_rows(path, array, rows_per_write: int = 4096) -> None:
     """Write ``array`` as ``.npy`` (the bytes of ``np.save``). An ndarray is saved as is; any other
     array-like with ``shape`` and ``dtype`` (a ``RowView``: e.g. the rows of a larger array in
@@ -659,17 +310,11 @@ def save_rows(path, array, rows_per_write: int = 4096) -> None:
 def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, where: str,
                  sequences: np.ndarray | None = None) -> None:
     """Raise ValueError naming the file, column and row of the first contract violation."""
-    missing = [k for k in REQUIRED_MANIFEST if k not in manifest]
-    if missing:
-        raise ValueError(f"{where}/manifest.json: missing fields {missing}")
+    _check_manifest(manifest, where)
     feats, names = manifest["feature_names"], manifest["event_names"]
     fpath, epath = f"{where}/features.parquet", f"{where}/events.parquet"
-    for key, listed in (("feature_names", feats), ("event_names", names)):
-        repeated = sorted({str(v) for v in listed if list(listed).count(v) > 1})
-        if repeated:
-            raise ValueError(f"{where}/manifest.json: {key} lists {repeated} more than once")
-    _require_columns(features, ["id", "split", *feats], fpath)
-    _require_columns(events, ["id", "split", *[c for e in names for c in event_columns(e)]], epath)
+    require_columns(features, ["id", "split", *feats], fpath)
+    require_columns(events, ["id", "split", *[c for e in names for c in event_columns(e)]], epath)
     unknown = sorted({m.group(2) for col in events.columns if (m := EVENT_COLUMN.fullmatch(col))} - set(names))
     if unknown:  # an event the manifest does not name would be dropped without a word
         raise ValueError(f"{epath}: columns for events {unknown} that manifest.json's event_names "
@@ -688,9 +333,6 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
     if differ.any():
         row = int(differ.arg_max())
         raise ValueError(f"{epath}: column 'split' row {row} differs from features.parquet's split of that row")
-    if GROUP_COLUMN in feats:
-        raise ValueError(f"{where}/manifest.json: {GROUP_COLUMN!r} is the column of the split's groups, not a "
-                         "feature name; rename the feature")
     if GROUP_COLUMN in features.columns:
         _check_groups(features, fpath)
     counts = {k: int((features["split"] == k).sum()) for k in SPLITS}
@@ -700,40 +342,62 @@ def check_frames(features: pl.DataFrame, events: pl.DataFrame, manifest: dict, w
         raise ValueError(f"{where}/manifest.json: split_sizes {declared} do not match the rows of "
                          f"features.parquet's 'split' column {counts}")
     for col in feats:
-        _check_numeric(features[col], fpath, col, finite=True)
+        check_numeric(features[col], fpath, col, finite=True)
     for e in names:
-        t, s, c, tt = event_columns(e)
-        _check_numeric(events[t], epath, t, finite=True, positive=True)
-        for col, unknown in ((s, False), (c, True)):  # c: null (or NaN) = the true occurrence is not known
-            vals = events[col].cast(pl.Float64, strict=False)
-            known = ~vals.fill_nan(None).is_null() if unknown else pl.Series([True] * len(vals))
-            unreadable = vals.is_null() & events[col].is_not_null()  # e.g. text that is not a number
-            bad = unreadable | (known & ~vals.is_in([0.0, 1.0]).fill_null(False))
-            if bad.any():
-                row = int(bad.arg_max())
-                raise ValueError(f"{epath}: column {col!r} row {row} is {kind_of(events[col][row])}{other_rows(bad)}; "
-                                 "expected 0 or 1"
-                                 + (", or null where the true occurrence is not known" if unknown else ""))
-        if f"mask_{e}" in events.columns:
-            vals = events[f"mask_{e}"].cast(pl.Float64, strict=False)
-            bad = vals.is_null() | ~vals.is_in([0.0, 1.0])
-            if bad.any():
-                row = int(bad.arg_max())
-                raise ValueError(f"{epath}: column 'mask_{e}' row {row} is {kind_of(events[f'mask_{e}'][row])}; "
-                                 f"expected 0 or 1")
-        true_t = events[tt].cast(pl.Float64, strict=False).fill_null(float("nan")).to_numpy()
-        bad_t = ~np.isnan(true_t) & ~(np.isfinite(true_t) & (true_t > 0))  # null / NaN: no true time
-        if bad_t.any():
-            row = int(np.flatnonzero(bad_t)[0])
-            raise ValueError(f"{epath}: column {tt!r} row {row} is {kind_of(float(true_t[row]))}; a true time must be "
-                             "finite and > 0, or null")
-        bad = ((events[s] == 1) & (events[c].cast(pl.Float64, strict=False) == 0)).fill_null(False)
-        if bad.any():
-            raise ValueError(f"{epath}: row {int(bad.arg_max())} has {s} = 1 but {c} = 0 "
-                             f"(an observed event must occur)")
+        _check_event(events, e, epath)
     if sequences is not None and sequences.shape[0] != features.height:
         raise ValueError(f"{where}/sequences.npy: {sequences.shape[0]} rows but features.parquet "
                          f"has {features.height}")
+
+
+def _check_event(events: pl.DataFrame, e: str, epath: str) -> None:
+    """Event ``e``'s columns: a time > 0, 0/1 indicators (``c_e`` null where unknown), an optional
+    0/1 mask, a true time > 0 or null, and no observed event that did not occur."""
+    t, s, c, tt = event_columns(e)
+    check_numeric(events[t], epath, t, finite=True, positive=True)
+    for col, unknown in ((s, False), (c, True)):  # c: null (or NaN) = the true occurrence is not known
+        vals = events[col].cast(pl.Float64, strict=False)
+        known = ~vals.fill_nan(None).is_null() if unknown else pl.Series([True] * len(vals))
+        unreadable = vals.is_null() & events[col].is_not_null()  # e.g. text that is not a number
+        bad = unreadable | (known & ~vals.is_in([0.0, 1.0]).fill_null(False))
+        if bad.any():
+            row = int(bad.arg_max())
+            raise ValueError(f"{epath}: column {col!r} row {row} is {kind_of(events[col][row])}{other_rows(bad)}; "
+                             "expected 0 or 1"
+                             + (", or null where the true occurrence is not known" if unknown else ""))
+    if f"mask_{e}" in events.columns:
+        vals = events[f"mask_{e}"].cast(pl.Float64, strict=False)
+        bad = vals.is_null() | ~vals.is_in([0.0, 1.0])
+        if bad.any():
+            row = int(bad.arg_max())
+            raise ValueError(f"{epath}: column 'mask_{e}' row {row} is {kind_of(events[f'mask_{e}'][row])}; "
+                             f"expected 0 or 1")
+    true_t = events[tt].cast(pl.Float64, strict=False).fill_null(float("nan")).to_numpy()
+    bad_t = ~np.isnan(true_t) & ~(np.isfinite(true_t) & (true_t > 0))  # null / NaN: no true time
+    if bad_t.any():
+        row = int(np.flatnonzero(bad_t)[0])
+        raise ValueError(f"{epath}: column {tt!r} row {row} is {kind_of(float(true_t[row]))}; a true time must be "
+                         "finite and > 0, or null")
+    bad = ((events[s] == 1) & (events[c].cast(pl.Float64, strict=False) == 0)).fill_null(False)
+    if bad.any():
+        raise ValueError(f"{epath}: row {int(bad.arg_max())} has {s} = 1 but {c} = 0 "
+                         f"(an observed event must occur)")
+
+
+def _check_manifest(manifest: dict, where: str) -> None:
+    """The manifest's required fields, and no feature or event named twice or a feature named as
+    the split's groups."""
+    missing = [k for k in REQUIRED_MANIFEST if k not in manifest]
+    if missing:
+        raise ValueError(f"{where}/manifest.json: missing fields {missing}")
+    for key in ("feature_names", "event_names"):
+        listed = list(manifest[key])
+        repeated = sorted({str(v) for v in listed if listed.count(v) > 1})
+        if repeated:
+            raise ValueError(f"{where}/manifest.json: {key} lists {repeated} more than once")
+    if GROUP_COLUMN in manifest["feature_names"]:
+        raise ValueError(f"{where}/manifest.json: {GROUP_COLUMN!r} is the column of the split's groups, not a "
+                         "feature name; rename the feature")
 
 
 def _check_groups(features: pl.DataFrame, fpath: str) -> None:
@@ -751,7 +415,8 @@ def _check_groups(features: pl.DataFrame, fpath: str) -> None:
                          f"than one split ({spread.height} such groups); a group's rows must share one split")
 
 
-def _require_columns(df: pl.DataFrame, cols, path: str) -> None:
+def require_columns(df: pl.DataFrame, cols, path: str) -> None:
+    """ValueError naming ``path`` and the missing columns (with close names the frame has)."""
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing columns {missing}{close_names(missing, df.columns)}")
@@ -782,13 +447,16 @@ def close_names(missing, present) -> str:
     return f"; the columns are {', '.join(present[:10])}{more}" if present else ""
 
 
-def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: bool = False,
+def check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: bool = False,
                    first_line: int | None = None) -> None:
+    """ValueError naming ``path``, the column and its first bad row (with its line when the file
+    has lines, ``first_line``) unless every value is a number, finite where ``finite``, > 0 where
+    ``positive``; never a cell's content."""
     if not col.dtype.is_numeric():
         where = first_non_number(col, lambda row: row_at(row, first_line))
         if not where and col.dtype == pl.String and col.is_not_null().any():
             where = " (every value reads as a number: store the column as numbers)"
-        if _holds_dates(col):
+        if holds_dates(col):
             where += (": it holds dates; give the time from each subject's start of follow-up instead, "
                       "a number in the dataset's time unit (e.g. days from admission)")
         raise ValueError(f"{path}: column {name!r} has type {col.dtype}, expected a number{where}")
@@ -804,10 +472,10 @@ def _check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive:
                          f"values must be {need}")
 
 
-def _holds_dates(col: pl.Series) -> bool:
+def holds_dates(col: pl.Series) -> bool:
     """Whether a column is of a date or datetime type, or text whose first value reads as one.
 
-    >>> [_holds_dates(pl.Series([v])) for v in ("2020-05-20", "05/20/2020", "20.05.2020 10:30", "52 weeks", "52")]
+    >>> [holds_dates(pl.Series([v])) for v in ("2020-05-20", "05/20/2020", "20.05.2020 10:30", "52 weeks", "52")]
     [True, True, True, False, False]
     """
     if col.dtype.is_temporal():

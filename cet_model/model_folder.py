@@ -32,10 +32,29 @@ def read_config(path, classes) -> dict:
     """Read and check a model folder's ``config.json``; errors name the file and the field.
     ``classes``: the model class names it may hold."""
     cfg_path = Path(path) / "config.json"
+    config = _json_object(cfg_path, Path(path) / "weights.safetensors")
+    if config.get("format") != FORMAT:
+        raise ValueError(f"{cfg_path}: field 'format' is {_shown(config.get('format'))}, expected {FORMAT!r}")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{cfg_path}: field 'format_version' is {_shown(config.get('format_version'))}; this "
+                         f"version of cet_model reads format_version {FORMAT_VERSION}")
+    if config.get("class") not in classes:
+        raise ValueError(f"{cfg_path}: field 'class' is {_shown(config.get('class'))}, expected one of "
+                         f"{sorted(classes)}")
+    _check_sizes(config, cfg_path)
+    names = config.get("feature_names")
+    if names is not None and (not isinstance(names, list) or len(names) != config["n_features"]):
+        raise ValueError(f"{cfg_path}: field 'feature_names' must list one name per feature ({config['n_features']})")
+    return config
+
+
+def _json_object(cfg_path: Path, weights: Path) -> dict:
+    """``config.json`` read as a JSON object, after checking that the folder holds the weights and
+    that the file is no larger than a config."""
     if not cfg_path.is_file():
         raise FileNotFoundError(f"{cfg_path}: missing; not a saved model folder")
-    if not (Path(path) / "weights.safetensors").is_file():
-        raise FileNotFoundError(f"{Path(path) / 'weights.safetensors'}: missing")
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights}: missing")
     size = cfg_path.stat().st_size
     if size > MAX_CONFIG_BYTES:
         raise ValueError(f"{cfg_path}: {size:,} bytes, more than a model's config ({MAX_CONFIG_BYTES:,} at most)")
@@ -47,14 +66,11 @@ def read_config(path, classes) -> dict:
         raise ValueError(f"{cfg_path}: nested too deeply to be a model's config") from None
     if not isinstance(config, dict):
         raise ValueError(f"{cfg_path}: not a JSON object")
-    if config.get("format") != FORMAT:
-        raise ValueError(f"{cfg_path}: field 'format' is {_shown(config.get('format'))}, expected {FORMAT!r}")
-    if config.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{cfg_path}: field 'format_version' is {_shown(config.get('format_version'))}; this "
-                         f"version of cet_model reads format_version {FORMAT_VERSION}")
-    if config.get("class") not in classes:
-        raise ValueError(f"{cfg_path}: field 'class' is {_shown(config.get('class'))}, expected one of "
-                         f"{sorted(classes)}")
+    return config
+
+
+def _check_sizes(config: dict, cfg_path: Path) -> None:
+    """The sizes that decide what loading allocates: features, events and the layer widths."""
     for field, most in LIMITS.items():
         value = config.get(field)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
@@ -70,10 +86,6 @@ def read_config(path, classes) -> dict:
             or not all(isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= MAX_WIDTH for h in sizes)):
         raise ValueError(f"{cfg_path}: field 'params.hidden_sizes' must be a list of at most {MAX_LAYERS} widths "
                          f"from 1 to {MAX_WIDTH:,}, got {_shown(sizes)}")
-    names = config.get("feature_names")
-    if names is not None and (not isinstance(names, list) or len(names) != config["n_features"]):
-        raise ValueError(f"{cfg_path}: field 'feature_names' must list one name per feature ({config['n_features']})")
-    return config
 
 
 def _shown(value) -> str:

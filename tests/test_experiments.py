@@ -63,7 +63,7 @@ def test_data_without_the_truth_get_c_rmst_in_the_table_and_one_warning(tmp_path
 
     from lifelines.datasets import load_rossi
 
-    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.ingest import write_follow_up_dataset
 
     ds = load_dataset(write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
                                               {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks"))

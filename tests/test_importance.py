@@ -8,10 +8,11 @@ import polars as pl
 import pytest
 
 from cet_model import BCModel, CETModel
-from cet_model.dataset import Split, write_follow_up_dataset
+from cet_model.dataset import Split
 from cet_model.evaluation import fit_preset, rmst_horizons
 from cet_model.importance import COMMENTS, feature_groups, permutation_importance, ranked
 from flows.lib.infra import registry
+from flows.lib.ingest import write_follow_up_dataset
 from flows.lib.modeling.train_eval import TrainParams, train_version
 
 

@@ -11,9 +11,10 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from cet_model.dataset import load_dataset, write_dataset, write_follow_up_dataset
+from cet_model.dataset import load_dataset, write_dataset
 from cet_model.evaluation import evaluate, fit_preset, presets_for_truth, rmst_horizons
 from cet_model.metrics import concordance_index, occurrence_auc
+from flows.lib.ingest import write_follow_up_dataset
 
 FEATURES = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
 FAST = dict(hidden_sizes=(16,), device="cpu")  # automatic budget: a few seconds on 259 rows

@@ -12,8 +12,9 @@ from scipy.stats import norm
 
 from cet_experiments import cohorts, real
 from cet_model import CETModel, ETModel
-from cet_model.dataset import Dataset, Split, load_dataset, write_follow_up_dataset
+from cet_model.dataset import Dataset, Split, load_dataset
 from cet_model.metrics import concordance_index, occurrence_auc
+from flows.lib.ingest import write_follow_up_dataset
 from tests.conftest import build
 
 

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from lifelines.datasets import load_rossi
 
-from cet_model.dataset import write_follow_up_dataset
+from flows.lib.ingest import write_follow_up_dataset
 from flows.lib.modeling.predict import score
 from flows.lib.modeling.train_eval import TrainParams, train_version
 

@@ -5,8 +5,9 @@ with the dataset contract or with each other. Each error names the file and the 
 import polars as pl
 import pytest
 
-from cet_model.dataset import assign_splits, min_keys, write_follow_up_dataset
+from cet_model.dataset import assign_splits, min_keys
 from flows import table as table_cli
+from flows.lib.ingest import write_follow_up_dataset
 
 pytestmark = pytest.mark.bad_input
 ARGS = ["--name", "c", "--event", "death=days,died", "--time-unit", "days"]

@@ -59,7 +59,7 @@ def test_on_models_names_only_the_presets_that_are_fitted(tmp_path):
     gets one share, not two."""
     from lifelines.datasets import load_rossi
 
-    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.ingest import write_follow_up_dataset
 
     ds_dir = write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
                                      {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
@@ -291,8 +291,8 @@ def test_real_data_get_a_cox_reference_and_stand_ins_do_not(tmp_path):
     not the reference."""
     from lifelines.datasets import load_rossi
 
-    from cet_model.dataset import write_follow_up_dataset
     from cet_model.evaluation import REFERENCE
+    from flows.lib.ingest import write_follow_up_dataset
     from flows.lib.modeling.train_eval import summary_lines
 
     ds_dir = write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
@@ -334,7 +334,7 @@ def test_the_summary_shows_each_event_beside_its_observed_test_rows(tmp_path):
     observed it, as recorded in the version; one event gets no such table."""
     from lifelines.datasets import load_rossi
 
-    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.ingest import write_follow_up_dataset
     from flows.lib.modeling.train_eval import summary_lines
 
     params = TrainParams(models=("CET", "BC"), hidden=8, max_epochs=3, patience=2)
@@ -387,7 +387,7 @@ def test_the_summary_says_why_a_model_has_no_figure(tmp_path):
     user's table its row is empty, and a line under the table says why; with the truth it is not."""
     from lifelines.datasets import load_rossi
 
-    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.ingest import write_follow_up_dataset
     from flows.lib.modeling.train_eval import summary_lines
 
     params = TrainParams(models=("CET", "BC"), hidden=8, max_epochs=3, patience=2, reference="none")
@@ -410,7 +410,7 @@ def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_th
     event is named with its 0, for one event too."""
     from lifelines.datasets import load_rossi
 
-    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.ingest import write_follow_up_dataset
     from flows.lib.modeling.train_eval import summary_lines
 
     params = TrainParams(models=("CET",), hidden=8, max_epochs=3, patience=2)
@@ -486,7 +486,7 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
     after every row's follow-up ended, on the log-normal tail alone; the version records how much,
     the summary names the event with the risk by the follow-up beside Kaplan-Meier's, and scoring
     new rows warns of it. Followed to 1000 (every event seen): nothing is said."""
-    from cet_model.dataset import write_follow_up_dataset
+    from flows.lib.ingest import write_follow_up_dataset
     from flows.lib.modeling.predict import score
     from flows.lib.modeling.train_eval import summary_lines
 

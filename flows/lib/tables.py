@@ -1,5 +1,5 @@
 """A table of your own (``flows.table``): what its build says in the log, and how retrain finds
-the recipe that rebuilds it. The build itself is ``cet_model.dataset.write_follow_up_dataset``."""
+the recipe that rebuilds it. The build itself is ``flows.lib.ingest.write_follow_up_dataset``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import polars as pl
 
-from cet_model.dataset import SPLITS, event_columns, missing_indicator, write_follow_up_dataset
+from cet_model.dataset import SPLITS, event_columns
 from flows.lib import flow_params
 from flows.lib.flow_params import TableBuildParams
+from flows.lib.ingest import missing_indicator, write_follow_up_dataset
 from flows.lib.modeling.train_eval import FEW_OBSERVED
 
 STAGE = "build-table-dataset"
@@ -32,7 +33,7 @@ def build_summary(dataset_dir) -> list[str]:
     """Log lines for a built dataset folder: names and counts only, never a row's values.
 
     >>> import polars as pl, tempfile
-    >>> from cet_model.dataset import write_follow_up_dataset
+    >>> from flows.lib.ingest import write_follow_up_dataset
     >>> t = pl.DataFrame({"age": [60.0, None, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
     >>> out = write_follow_up_dataset(tempfile.mkdtemp() + "/mine", t, None, {"death": ("days", "died")},
     ...                               name="mine", time_unit="days", impute="median")
@@ -78,7 +79,7 @@ def few_observed_warning(dataset_dir) -> str | None:
     no concordance can be computed), with the remedy for how the split was drawn; None otherwise.
 
     >>> import polars as pl, tempfile
-    >>> from cet_model.dataset import write_follow_up_dataset
+    >>> from flows.lib.ingest import write_follow_up_dataset
     >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
     >>> out = write_follow_up_dataset(tempfile.mkdtemp() + "/mine", t, None, {"death": ("days", "died")},
     ...                               name="mine", time_unit="days")

@@ -11,9 +11,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from cet_model.dataset import load_dataset, write_follow_up_dataset
+from cet_model.dataset import load_dataset
 from flows import table as table_flow
 from flows.lib.flow_params import TableBuildParams
+from flows.lib.ingest import write_follow_up_dataset
 
 COLUMNS = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
 

@@ -18,19 +18,12 @@ import polars as pl
 
 from cet_model.atomic import temporary_name, writing
 from cet_model.comments import CommentInputs, NpyRows
-from cet_model.dataset import (
-    check_csv_header,
-    encode_levels,
-    first_data_line,
-    first_non_number,
-    missing_indicator,
-    read_table,
-    row_at,
-)
+from cet_model.dataset import first_non_number, row_at
 from cet_model.evaluation import BEYOND_SHARE, FOLLOWED_ROWS, occurrence_beyond_follow_up
 from cet_model.models import load_model
 from flows.lib.infra import registry
 from flows.lib.infra.keys import key_matches
+from flows.lib.ingest import check_csv_header, encode_levels, first_data_line, missing_indicator, read_table
 from flows.lib.reddit.cohort import PSEUDONYM_KEY
 
 log = logging.getLogger("flows.predict")
@@ -103,15 +96,30 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
                   id_column: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
     errors name file, column, row. The ids are the column ``id_column`` (the training table's own
-    name for its ids) when the file has it, otherwise the column ``id``. ``record``: the ``featurization`` of a dataset
-    built from a
-    table (``cet_model.dataset.write_follow_up_dataset``): its categorical columns, given raw, are
+    name for its ids) when the file has it, otherwise the column ``id``. ``record``: the ``featurization`` of a
+    dataset built from a table (``flows.lib.ingest.write_follow_up_dataset``): its categorical columns, given raw, are
     encoded with the training levels (a missing or unseen level is all zeros, counted in the log),
     with ``impute="median"`` its medians fill missing values (null or NaN), counted, and with
     ``"median+indicator"`` the recorded columns' indicators ``<column>_missing`` are computed from
     the raw values first; without imputation a missing value is an error."""
-    df = read_table(path)
-    record = record or {}
+    df = _prepared(read_table(path), path, record or {})
+    missing = columns_needed(df.columns, names, id_column=id_column)
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
+                         f"(the model needs id and {len(names)} features)")
+    id_name = id_column if id_column is not None and id_column in df.columns else "id"
+    line = first_data_line(path)  # a CSV's errors also name the line
+
+    def at(row: int) -> str:
+        return row_at(row, line)
+    _check_ids(df[id_name], path, at)
+    medians = (record or {}).get("medians") if (record or {}).get("impute") else None
+    return df[id_name].to_numpy(), _feature_matrix(df, names, medians, path, at)
+
+
+def _prepared(df: pl.DataFrame, path, record: dict) -> pl.DataFrame:
+    """``df`` with its raw categorical columns encoded with the training levels and the recorded
+    missingness indicators computed from the raw values (``record``: the dataset's featurization)."""
     for c, levels in (record.get("categorical") or {}).items():
         encoded = [f"{c}={level}" for level in levels]
         if c not in df.columns and all(e in df.columns for e in encoded):
@@ -130,27 +138,26 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
             if df[c].dtype.is_float():
                 gap = gap | df[c].is_nan().fill_null(True)
             df = df.with_columns(gap.cast(pl.Float64).alias(missing_indicator(c)))
-    medians = record.get("medians") if record.get("impute") else None
-    missing = columns_needed(df.columns, names, id_column=id_column)
-    if missing:
-        raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
-                         f"(the model needs id and {len(names)} features)")
-    id_name = id_column if id_column is not None and id_column in df.columns else "id"
-    line = first_data_line(path)  # a CSV's errors also name the line
+    return df
 
-    def at(row: int) -> str:
-        return row_at(row, line)
-    ids = df[id_name]
+
+def _check_ids(ids: pl.Series, path, at) -> None:
+    """Every row has an id of its own: the scores are written by id."""
     if ids.is_null().any():
-        raise ValueError(f"{path}: column {id_name!r} {at(int(ids.is_null().arg_max()))} is missing; every row needs "
-                         "an id (the scores are written by id)")
+        raise ValueError(f"{path}: column {ids.name!r} {at(int(ids.is_null().arg_max()))} is missing; every row "
+                         "needs an id (the scores are written by id)")
     repeated = ids.is_duplicated()
     if repeated.any():
         first = int(repeated.arg_max())
         again = int(np.flatnonzero((ids == ids[first]).to_numpy())[1])
-        raise ValueError(f"{path}: column {id_name!r} {at(again)} repeats row {first}'s id ({int(repeated.sum())} "
+        raise ValueError(f"{path}: column {ids.name!r} {at(again)} repeats row {first}'s id ({int(repeated.sum())} "
                          "rows share an id): the scores are written by id, so each row needs its "
                          "own (e.g. a visit or row number)")
+
+
+def _feature_matrix(df: pl.DataFrame, names: list[str], medians: dict | None, path, at) -> np.ndarray:
+    """The features in the model's order as floats, gaps filled with the training ``medians``
+    (counted in the log) when the dataset was built with imputation; a gap left is an error."""
     x, filled = np.empty((df.height, len(names)), dtype=np.float64), {}
     for j, c in enumerate(names):
         col = df[c].cast(pl.Int8) if df[c].dtype == pl.Boolean else df[c]
@@ -172,7 +179,7 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
     if filled:
         log.info("%s: filled %d missing values with the training medians (%s)", path, sum(filled.values()),
                  ", ".join(f"{c} {n}" for c, n in filled.items()))
-    return df[id_name].to_numpy(), x
+    return x
 
 
 def check_quantiles(quantiles) -> list[float]:

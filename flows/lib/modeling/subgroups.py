@@ -84,7 +84,7 @@ def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, n
     """{group label: boolean mask over ``split_name``'s rows} for one subgroup column.
 
     >>> import polars as pl, tempfile
-    >>> from cet_model.dataset import write_follow_up_dataset
+    >>> from flows.lib.ingest import write_follow_up_dataset
     >>> t = pl.DataFrame({"age": [float(a) for a in range(40, 80)], "site": ["a", "b"] * 20,
     ...                   "days": [5.0] * 40, "died": [1, 0] * 20})
     >>> ds = load_dataset(write_follow_up_dataset(tempfile.mkdtemp() + "/d", t, ["age", "site"],

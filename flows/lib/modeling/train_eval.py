@@ -431,121 +431,165 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         }
         horizons = calibration_horizons(tr, ds.event_names, params.horizon)
         if params.horizon is not None:
-            beyond = {e: v["longest"] for e, v in training_follow_up(tr, ds.event_names).items()
-                      if v["longest"] is not None and v["longest"] < params.horizon}
-            if beyond:
-                log.warning("%s: horizon %g is beyond the longest training follow-up of %s: there the risk vs Kaplan-"
-                            "Meier uses the curve's last value and the AUC at h has no controls", name, params.horizon,
-                            ", ".join(f"{e} ({v:g})" for e, v in beyond.items()))
-        by_event_horizon = [horizons.get(e, np.nan) for e in ds.event_names]
-        ranking = {}  # per model, the test predictions the paired bootstrap resamples
+            _warn_horizon_beyond_follow_up(name, tr, ds.event_names, params.horizon)
+        run = _Run(name, ds, params, metrics, horizons, (x_tr, x_va, x_te), no_truth, progress)
         for model_name in models:
-            t0 = time.perf_counter()
-
-            def on_epoch(epoch, hist, m=model_name):
-                if epoch == 1:
-                    crash_point("train")
-                if progress is not None:
-                    progress(m, epoch, hist)
-            model = fit_preset(model_name, tr, va, seed=params.seed, hidden_sizes=(params.hidden,),
-                               max_epochs=params.max_epochs, patience=params.patience,
-                               params=params.overrides.get(model_name, {}), x_train=x_tr, x_val=x_va,
-                               on_epoch=on_epoch, device=params.device)
-            metrics["seconds"][model_name] = time.perf_counter() - t0
-            metrics["epochs"][model_name] = len(model.history_.train_loss)
-            stage = getattr(model, "encoder_history_", None)  # CET's encoder-only stage, when it ran
-            metrics["encoder_epochs"][model_name] = 0 if stage is None else len(stage.train_loss)
+            model = run.fit(model_name)
             model.save(tmp / model_name)
-            for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
-                metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
-                                                           label=f"{name} {split_name}", warn_no_truth=not no_truth)
-            ranking[model_name] = ranking_inputs(model_name, model, x_te, by_event_horizon, rmst_horizons(tr))
-            metrics["summary"][model_name] = {
-                f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
-            if hasattr(model, "predict_survival"):  # time models: calibration by a horizon, no truth needed
-                for split_name, split, x in (("val", va, x_va), ("test", te, x_te)):
-                    metrics["calibration"][split_name][model_name] = calibration_by_horizon(
-                        model, split, x, ds.event_names, horizons, train=tr)
-            if isinstance(model, CETModel):  # how much of its P(ever) lies past the training follow-up
-                metrics["beyond_follow_up"]["test"][model_name] = beyond_follow_up(model, x_te, tr, ds.event_names, te)
-            summary = metrics["summary"][model_name]
-            shown = next((f"{label} {summary[key]:.3f}" for key, label in (
-                ("val_auc", "val AUC"), ("val_ci_rmst", "val C (RMST)"), ("val_ci", "val C"))
-                          if np.isfinite(summary.get(key, np.nan))), "no validation score")
-            calibrated = metrics["calibration"]["val"].get(model_name)
-            if calibrated:
-                shown += (f", validation risk by the median follow-up vs Kaplan-Meier by risk group: mean abs. "
-                          f"difference {np.mean([r['ece'] for r in calibrated.values()]):.3f}")
-            log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", name, model_name,
-                     metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
-                     metrics["seconds"][model_name], shown)
+            run.score(model_name, model)
         wanted = wants_reference(params.reference, no_truth)  # auto: where no Oracle can be trained
         if wanted and spec is not None:
             log.log(logging.WARNING if params.reference == "cox" else logging.INFO,
                     "%s: %s left out: the model input has comment embeddings", name, REFERENCE)
         if wanted and spec is None:  # the classical model as the yardstick
-            t0 = time.perf_counter()
-            scores, inputs = cox_reference(tr, {"val": va, "test": te}, ds.event_names)
-            for split_name in ("val", "test"):
-                metrics[split_name][REFERENCE] = scores[split_name]
-            metrics["summary"][REFERENCE] = {
-                f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(scores[s]).items()}
-            metrics["seconds"][REFERENCE] = time.perf_counter() - t0
-            ranking[REFERENCE] = inputs["test"]
-            summary = metrics["summary"][REFERENCE]
-            log.info(
-                "%s %s: Cox proportional hazards per event on the standardised features, %.1fs, val C (RMST) %s",
-                name,
-                REFERENCE,
-                metrics["seconds"][REFERENCE],
-                "undefined" if not np.isfinite(summary.get("val_ci_rmst", np.nan)) else f"{summary['val_ci_rmst']:.3f}",
-            )
+            run.add_reference()
         t0 = time.perf_counter()
-        metrics["intervals"] = {"test": bootstrap_intervals(te, ranking, seed=params.seed, train=tr,
-                                                            horizons=by_event_horizon)}
+        metrics["intervals"] = {"test": bootstrap_intervals(te, run.ranking, seed=params.seed, train=tr,
+                                                            horizons=run.by_event_horizon)}
         log.info("%s: test intervals (paired bootstrap, %d resamples of the %d test rows) in %.1fs", name,
                  metrics["intervals"]["test"]["resamples"], len(te), time.perf_counter() - t0)
         records = {
             "metrics.json": _clean(metrics),
             "params.json": {**asdict(params), "stage_key": key, "machine": machine()},
-            "data.json": {
-                "path": str(dataset_dir.resolve()), "fingerprint": stage_cache.fingerprint(dataset_dir),
-                "name": ds.manifest.get("name"), "feature_names": ds.feature_names, "event_names": ds.event_names,
-                "time_unit": ds.manifest.get("time_unit"), "split_sizes": ds.manifest.get("split_sizes"),
-                "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]},
-                # how the build turned raw records into these features: lets predict score new raw data
-                "featurization": ds.manifest.get("featurization"),
-                # how far the training data reach: predict warns of a horizon or feature values beyond them
-                "follow_up": training_follow_up(tr, ds.event_names),
-                "feature_ranges": feature_ranges(tr.X, ds.feature_names),
-                "feature_moments": feature_moments(tr.X, ds.feature_names),
-                # D_ITEMS / D_LABITEMS labels of a MIMIC build's items (metadata, no row): warnings name them
-                "item_labels": item_labels(ds.manifest),
-                "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS),
-                "split_by": ds.manifest.get("split_by") if tr.groups is not None else None,
-                "ids_are_row_numbers": ds.manifest.get("ids") == ROW_NUMBERS,
-                # the table's own name for the id column: new rows to score may carry it instead of "id"
-                "id_column": ds.manifest.get("id_column")},
+            "data.json": _data_record(dataset_dir, ds, spec, id_key),
         }
-        for file_name, record in records.items():
-            with writing(Path(models_root) / name / "<new version>" / file_name):
-                (tmp / file_name).write_text(json.dumps(record, indent=2, default=list))
-        card = model_card(json.loads((tmp / "metrics.json").read_text()), records["params.json"],
-                          records["data.json"], stage_cache.built_from(dataset_dir), name)
-        with writing(Path(models_root) / name / "<new version>" / "model_card.md"):
-            (tmp / "model_card.md").write_text(card)
-        if id_key is not None:  # which rows, for promoted_on_candidate_rows
-            with writing(Path(models_root) / name / "<new version>" / TRAIN_IDS):
-                np.save(tmp / TRAIN_IDS, np.sort(id_hashes(tr.ids, id_key)), allow_pickle=False)
-            if tr.groups is not None:  # and of which groups (patients), for the same
-                with writing(Path(models_root) / name / "<new version>" / TRAIN_GROUPS):
-                    np.save(tmp / TRAIN_GROUPS, np.unique(id_hashes(tr.groups, id_key)), allow_pickle=False)
+        _write_version_files(tmp, Path(models_root) / name / "<new version>", records,
+                             stage_cache.built_from(dataset_dir), name, tr, id_key)
         version = registry.commit(models_root, name, tmp)
     except BaseException:
         registry.discard(tmp)
         raise
     log.info("%s: registered %s", name, version)
     return version, False
+
+
+def _warn_horizon_beyond_follow_up(name: str, tr, event_names, horizon: float) -> None:
+    beyond = {e: v["longest"] for e, v in training_follow_up(tr, event_names).items()
+              if v["longest"] is not None and v["longest"] < horizon}
+    if beyond:
+        log.warning("%s: horizon %g is beyond the longest training follow-up of %s: there the risk vs Kaplan-"
+                    "Meier uses the curve's last value and the AUC at h has no controls", name, horizon,
+                    ", ".join(f"{e} ({v:g})" for e, v in beyond.items()))
+
+
+class _Run:
+    """One ``train_version``: fits each preset and records its figures into ``metrics``, and keeps
+    the test predictions the paired bootstrap resamples (``ranking``)."""
+
+    def __init__(self, name, ds, params, metrics, horizons, inputs, no_truth, progress):
+        self.name, self.ds, self.params, self.metrics, self.horizons = name, ds, params, metrics, horizons
+        self.x_tr, self.x_va, self.x_te = inputs
+        self.no_truth, self.progress = no_truth, progress
+        self.by_event_horizon = [horizons.get(e, np.nan) for e in ds.event_names]
+        self.ranking = {}
+
+    def fit(self, model_name: str):
+        """Fit one preset, timing it and counting its epochs."""
+        tr, va, params = self.ds.train, self.ds.val, self.params
+        t0 = time.perf_counter()
+
+        def on_epoch(epoch, hist, m=model_name):
+            if epoch == 1:
+                crash_point("train")
+            if self.progress is not None:
+                self.progress(m, epoch, hist)
+        model = fit_preset(model_name, tr, va, seed=params.seed, hidden_sizes=(params.hidden,),
+                           max_epochs=params.max_epochs, patience=params.patience,
+                           params=params.overrides.get(model_name, {}), x_train=self.x_tr, x_val=self.x_va,
+                           on_epoch=on_epoch, device=params.device)
+        self.metrics["seconds"][model_name] = time.perf_counter() - t0
+        self.metrics["epochs"][model_name] = len(model.history_.train_loss)
+        stage = getattr(model, "encoder_history_", None)  # CET's encoder-only stage, when it ran
+        self.metrics["encoder_epochs"][model_name] = 0 if stage is None else len(stage.train_loss)
+        return model
+
+    def score(self, model_name: str, model) -> None:
+        """Every figure of one fitted model on the validation and test rows, and its log line."""
+        ds, metrics, tr, te = self.ds, self.metrics, self.ds.train, self.ds.test
+        splits = (("val", ds.val, self.x_va), ("test", te, self.x_te))
+        for split_name, split, x in splits:
+            metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
+                                                       label=f"{self.name} {split_name}",
+                                                       warn_no_truth=not self.no_truth)
+        self.ranking[model_name] = ranking_inputs(model_name, model, self.x_te, self.by_event_horizon,
+                                                  rmst_horizons(tr))
+        metrics["summary"][model_name] = {
+            f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
+        if hasattr(model, "predict_survival"):  # time models: calibration by a horizon, no truth needed
+            for split_name, split, x in splits:
+                metrics["calibration"][split_name][model_name] = calibration_by_horizon(
+                    model, split, x, ds.event_names, self.horizons, train=tr)
+        if isinstance(model, CETModel):  # how much of its P(ever) lies past the training follow-up
+            metrics["beyond_follow_up"]["test"][model_name] = beyond_follow_up(model, self.x_te, tr,
+                                                                               ds.event_names, te)
+        summary = metrics["summary"][model_name]
+        shown = next((f"{label} {summary[key]:.3f}" for key, label in (
+            ("val_auc", "val AUC"), ("val_ci_rmst", "val C (RMST)"), ("val_ci", "val C"))
+                      if np.isfinite(summary.get(key, np.nan))), "no validation score")
+        calibrated = metrics["calibration"]["val"].get(model_name)
+        if calibrated:
+            shown += (f", validation risk by the median follow-up vs Kaplan-Meier by risk group: mean abs. "
+                      f"difference {np.mean([r['ece'] for r in calibrated.values()]):.3f}")
+        log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", self.name, model_name,
+                 metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
+                 metrics["seconds"][model_name], shown)
+
+    def add_reference(self) -> None:
+        """The Cox reference per event, scored on the same rows."""
+        ds, metrics = self.ds, self.metrics
+        t0 = time.perf_counter()
+        scores, inputs = cox_reference(ds.train, {"val": ds.val, "test": ds.test}, ds.event_names)
+        for split_name in ("val", "test"):
+            metrics[split_name][REFERENCE] = scores[split_name]
+        metrics["summary"][REFERENCE] = {
+            f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(scores[s]).items()}
+        metrics["seconds"][REFERENCE] = time.perf_counter() - t0
+        self.ranking[REFERENCE] = inputs["test"]
+        c = metrics["summary"][REFERENCE].get("val_ci_rmst", np.nan)
+        log.info("%s %s: Cox proportional hazards per event on the standardised features, %.1fs, val C (RMST) %s",
+                 self.name, REFERENCE, metrics["seconds"][REFERENCE],
+                 "undefined" if not np.isfinite(c) else f"{c:.3f}")
+
+
+def _data_record(dataset_dir: Path, ds, spec, id_key) -> dict:
+    """``data.json``: what the version was trained on, and what predict needs to score new rows."""
+    tr = ds.train
+    return {
+        "path": str(dataset_dir.resolve()), "fingerprint": stage_cache.fingerprint(dataset_dir),
+        "name": ds.manifest.get("name"), "feature_names": ds.feature_names, "event_names": ds.event_names,
+        "time_unit": ds.manifest.get("time_unit"), "split_sizes": ds.manifest.get("split_sizes"),
+        "sequences": None if spec is None else {"length": spec["length"], "dim": spec["dim"]},
+        # how the build turned raw records into these features: lets predict score new raw data
+        "featurization": ds.manifest.get("featurization"),
+        # how far the training data reach: predict warns of a horizon or feature values beyond them
+        "follow_up": training_follow_up(tr, ds.event_names),
+        "feature_ranges": feature_ranges(tr.X, ds.feature_names),
+        "feature_moments": feature_moments(tr.X, ds.feature_names),
+        # D_ITEMS / D_LABITEMS labels of a MIMIC build's items (metadata, no row): warnings name them
+        "item_labels": item_labels(ds.manifest),
+        "train_ids_key": None if id_key is None else key_digest(id_key, ROW_IDS),
+        "split_by": ds.manifest.get("split_by") if tr.groups is not None else None,
+        "ids_are_row_numbers": ds.manifest.get("ids") == ROW_NUMBERS,
+        # the table's own name for the id column: new rows to score may carry it instead of "id"
+        "id_column": ds.manifest.get("id_column")}
+
+
+def _write_version_files(tmp: Path, shown_as: Path, records: dict, built_from, name: str, tr, id_key) -> None:
+    """The version's JSON records, its model card and, with ``id_key``, its training rows' keyed
+    id hashes, into the staging folder ``tmp`` (errors name ``shown_as``)."""
+    for file_name, record in records.items():
+        with writing(shown_as / file_name):
+            (tmp / file_name).write_text(json.dumps(record, indent=2, default=list))
+    card = model_card(json.loads((tmp / "metrics.json").read_text()), records["params.json"],
+                      records["data.json"], built_from, name)
+    with writing(shown_as / "model_card.md"):
+        (tmp / "model_card.md").write_text(card)
+    if id_key is not None:  # which rows, for promoted_on_candidate_rows
+        with writing(shown_as / TRAIN_IDS):
+            np.save(tmp / TRAIN_IDS, np.sort(id_hashes(tr.ids, id_key)), allow_pickle=False)
+        if tr.groups is not None:  # and of which groups (patients), for the same
+            with writing(shown_as / TRAIN_GROUPS):
+                np.save(tmp / TRAIN_GROUPS, np.unique(id_hashes(tr.groups, id_key)), allow_pickle=False)
 
 
 def calibration_horizons(split, event_names, horizon: float | None = None) -> dict[str, float]:

@@ -278,7 +278,6 @@ def iter_records(path: Path, stats: ReadStats | None = None, max_error_rate: flo
     """
     stats = stats if stats is not None else ReadStats(str(path))
     loads = orjson.loads
-    lines = stats.lines
 
     def parse(line: bytes):
         """The object of a line, or None (blank: counted; malformed: counted, maybe failing).
@@ -301,47 +300,60 @@ def iter_records(path: Path, stats: ReadStats | None = None, max_error_rate: flo
             return None
         return obj
 
+    batches = iter_line_batches(path, read_size or READ_SIZE, stats=stats)
     if select is None:
-        for batch in iter_line_batches(path, read_size or READ_SIZE, stats=stats):
-            for line in batch:
-                lines += 1
-                stats.lines = lines
-                obj = parse(line)
-                if obj is not None:
-                    yield obj
+        yield from _every_line(batches, stats, parse)
     else:
-        marker = b'"' + select.field.encode() + b'":"'
-        width, decide, skipped, nested, cache = len(marker), select.decide, select.skipped, select.nested, {}
-        for batch in iter_line_batches(path, read_size or READ_SIZE, stats=stats):
-            for line in batch:
-                lines += 1
-                # the hot path: a line shaped {...} whose field decides it is not wanted (ints
-                # compare faster than one-byte slices; 123 = "{", 125 = "}")
-                if line and line[0] == 123 and line[-1] == 125:
-                    i = line.find(marker)
-                    if i >= 0:
-                        j = line.find(b'"', i + width)
-                        if j >= 0 and not (nested and line.find(marker, j) >= 0):
-                            raw = line[i + width:j]
-                            verdict = cache.get(raw)
-                            if verdict is None:
-                                if len(cache) >= select.cache_limit:
-                                    cache.clear()
-                                verdict = cache[raw] = True if b"\\" in raw else decide(raw)
-                            if verdict is not True:
-                                if verdict is not False:
-                                    skipped[verdict] += 1
-                                continue
-                stats.lines = lines
-                obj = parse(line)
-                if obj is not None:
-                    yield obj
-    stats.lines = lines
+        yield from _selected_lines(batches, stats, parse, select)
     if stats.too_long:
         log.warning("%s: %d line(s) longer than %d MiB skipped unread (no Reddit record is that long)", path,
                     stats.too_long, MAX_LINE >> 20)
     if stats.malformed and stats.error_rate > max_error_rate:
         _fail(path, stats, max_error_rate)
+
+
+def _every_line(batches, stats: ReadStats, parse) -> Iterator[dict]:
+    lines = stats.lines
+    for batch in batches:
+        for line in batch:
+            lines += 1
+            stats.lines = lines
+            obj = parse(line)
+            if obj is not None:
+                yield obj
+    stats.lines = lines
+
+
+def _selected_lines(batches, stats: ReadStats, parse, select: FieldFilter) -> Iterator[dict]:
+    """The objects of the lines ``select`` does not skip; a skipped line is never decoded."""
+    lines = stats.lines
+    marker = b'"' + select.field.encode() + b'":"'
+    width, decide, skipped, nested, cache = len(marker), select.decide, select.skipped, select.nested, {}
+    for batch in batches:
+        for line in batch:
+            lines += 1
+            # the hot path: a line shaped {...} whose field decides it is not wanted (ints
+            # compare faster than one-byte slices; 123 = "{", 125 = "}")
+            if line and line[0] == 123 and line[-1] == 125:
+                i = line.find(marker)
+                if i >= 0:
+                    j = line.find(b'"', i + width)
+                    if j >= 0 and not (nested and line.find(marker, j) >= 0):
+                        raw = line[i + width:j]
+                        verdict = cache.get(raw)
+                        if verdict is None:
+                            if len(cache) >= select.cache_limit:
+                                cache.clear()
+                            verdict = cache[raw] = True if b"\\" in raw else decide(raw)
+                        if verdict is not True:
+                            if verdict is not False:
+                                skipped[verdict] += 1
+                            continue
+            stats.lines = lines
+            obj = parse(line)
+            if obj is not None:
+                yield obj
+    stats.lines = lines
 
 
 def _fail(path, stats: ReadStats, limit: float):

@@ -270,128 +270,21 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
     out = refuse_non_empty(Path(out_dir), overwrite)
     started = time.perf_counter()
     users = make_users(n_users, months, seed)
-    n = n_users
     all_months = months.all()
     _, comment_end_ts = month_bounds(months.comment_end)
     _, sub_end_ts = month_bounds(months.submission_end)
 
-    valid_count = np.zeros(n, np.int64)  # valid comments so far
-    before_early = np.zeros(n, np.int64)  # valid comments before the early submission
-    t20 = np.zeros(n, np.int64)
-    first_sub = np.zeros((n, K), np.int64)  # epoch of the first submission to each of the nine (0 = none)
-    pending: dict[str, list] = {}  # month -> [(ts, user, k)] event submissions
-    for u in np.flatnonzero(users.early > 0):
-        m = _month_of(int(users.early[u]))
-        pending.setdefault(m, []).append((int(users.early[u]), int(u), int(users.early_sub[u])))
-
+    state = _State(users, sub_end_ts, text, malformed_rate)
     tmp = temporary_sibling(out)
-    stats = {"comments": 0, "submissions": 0, "malformed": 0, "deleted_author": 0}
-    cid, sid = 36**5, 36**4
     try:
         for mi, month in enumerate(tqdm(all_months, desc="Reddit stand-in", unit="month", disable=not progress)):
             rng = np.random.default_rng([seed, 2, mi])
-            m0, m1 = month_bounds(month)
             if month <= months.comment_end:
-                w = _ZstWriter(tmp / f"RC_{month}.zst")
-                active = np.flatnonzero(users.start < m1)
-                frac = np.clip((m1 - np.maximum(users.start[active], m0)) / (m1 - m0), 0, 1)
-                counts = rng.poisson(users.rate[active] * frac)
-                who = np.repeat(active, counts)
-                lo = np.maximum(users.start[who], m0)
-                ts = lo + (rng.random(who.size) * (m1 - lo)).astype(np.int64)
-                order = np.lexsort((ts, who))
-                who, ts = who[order], ts[order]
-                removed = rng.random(who.size) < 0.02  # author kept, body removed by a moderator
-                valid = ~removed
-                # running count of valid comments per user (rows are sorted by user, then time)
-                group_start = np.r_[True, who[1:] != who[:-1]] if who.size else np.zeros(0, bool)
-                cum = np.cumsum(valid)
-                base = np.maximum.accumulate(np.where(group_start, np.r_[0, cum[:-1]] if cum.size else cum, 0))
-                running = valid_count[who] + cum - base
-                hit = valid & (running == 20)
-                for u, t in zip(who[hit].tolist(), ts[hit].tolist(), strict=True):
-                    t20[u] = t
-                    for k in np.flatnonzero(users.occur[u]):
-                        ft = t + int(users.delay_days[u, k] * 86400)
-                        if ft < sub_end_ts:
-                            pending.setdefault(_month_of(ft), []).append((ft, u, int(k)))
-                valid_count += np.bincount(who[valid], minlength=n)
-                early_rows = valid & (users.early[who] > 0) & (ts < users.early[who])
-                before_early += np.bincount(who[early_rows], minlength=n)
-                # rows are made and written in blocks (each sorted by time): memory stays bounded at any scale
-                for lo in range(0, who.size, ROWS_PER_BLOCK):
-                    blk = slice(lo, lo + ROWS_PER_BLOCK)
-                    topic = _topics(users.interest[who[blk]], rng)
-                    bodies = _texts(topic, rng) if text == "phrases" else realistic_texts(topic, rng)
-                    rows = []
-                    for i, (u, t) in enumerate(zip(who[blk].tolist(), ts[blk].tolist(), strict=True)):
-                        tp = topic[i]
-                        sub = (
-                            TOPIC_SUBREDDITS[tp][i % 3] if tp >= 0 else GENERAL_SUBREDDITS[i % len(GENERAL_SUBREDDITS)]
-                        )
-                        body = "[removed]" if removed[lo + i] else bodies[i]
-                        rows.append((t, _comment(month, users.names[u], body, t, cid, sub, rng)))
-                        cid += 1
-                    _write_rows(w, rows, rng, malformed_rate, stats)
-                rows = []
-                # background: deleted authors, AutoModerator, light users with few comments
-                for _ in range(max(1, who.size // 15)):
-                    t = int(m0 + rng.random() * (m1 - m0))
-                    kind = rng.random()
-                    author = (
-                        "[deleted]"
-                        if kind < 0.7
-                        else ("AutoModerator" if kind < 0.85 else f"lurker_{rng.integers(0, 10**5)}")
-                    )
-                    body = (
-                        ("[deleted]" if rng.random() < 0.5 else "[removed]")
-                        if author == "[deleted]"
-                        else _text(rng, None)
-                    )
-                    stats["deleted_author"] += author == "[deleted]"
-                    rows.append((t, _comment(month, author, body, t, cid, GENERAL_SUBREDDITS[0], rng)))
-                    cid += 1
-                    if len(rows) >= ROWS_PER_BLOCK:
-                        _write_rows(w, rows, rng, malformed_rate, stats)
-                        rows = []
-                _write_rows(w, rows, rng, malformed_rate, stats)
-                stats["comments"] += w.lines
-                w.close()
+                state.comment_month(tmp / f"RC_{month}.zst", month, rng)
             if month <= months.submission_end:
-                w = _ZstWriter(tmp / f"RS_{month}.zst")
-                rows = []
-                for ft, u, k in pending.pop(month, []):
-                    if first_sub[u, k] == 0 or ft < first_sub[u, k]:
-                        first_sub[u, k] = ft
-                    title = _text(rng, k).split(".")[0]
-                    rows.append((ft, _submission(month, users.names[u], title, _text(rng, k), ft, sid, SUBREDDITS[k]
-                                                 if rng.random() < 0.8 else SUBREDDITS[k].lower())))
-                    sid += 1
-                # later submissions to the nine by users who already posted there, and posts elsewhere
-                for _ in range(max(3, n // 20)):
-                    t = int(m0 + rng.random() * (m1 - m0))
-                    u = int(rng.integers(0, n))
-                    ks = np.flatnonzero((first_sub[u] > 0) & (first_sub[u] < t))
-                    sub = SUBREDDITS[int(rng.choice(ks))] if ks.size and rng.random() < 0.5 else \
-                        GENERAL_SUBREDDITS[int(rng.integers(0, len(GENERAL_SUBREDDITS)))]
-                    author: str | None = users.names[u]
-                    if rng.random() < 0.05:
-                        author = "[deleted]"
-                    if "2011-01" <= month <= "2013-12" and rng.random() < 0.001:
-                        author = None
-                    subname: str | None = sub
-                    if "2014-01" <= month <= "2017-12" and rng.random() < 0.001:
-                        subname = None  # a promoted post
-                    selftext = ["", "[deleted]", "[removed]", _text(rng, None)][int(rng.integers(0, 4))]
-                    rows.append((t, _submission(month, author, _text(rng, None)[:60], selftext, t, sid, subname)))
-                    sid += 1
-                # a submission to one of the nine by a [deleted] author (never an event)
-                t = int(m0 + rng.random() * (m1 - m0))
-                rows.append((t, _submission(month, "[deleted]", "gone", "[deleted]", t, sid, SUBREDDITS[mi % K])))
-                sid += 1
-                _write_rows(w, rows, rng, malformed_rate, stats)
-                stats["submissions"] += w.lines
-                w.close()
+                state.submission_month(tmp / f"RS_{month}.zst", month, mi, rng)
+        pending, valid_count, before_early, t20, first_sub, stats = (
+            state.pending, state.valid_count, state.before_early, state.t20, state.first_sub, state.stats)
         if pending:
             raise RuntimeError(f"internal: submissions left for months {sorted(pending)}")
 
@@ -440,6 +333,139 @@ def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None 
         raise
     publish(tmp, out)
     return out
+
+
+class _State:
+    """What the stand-in's months share while they are written: each user's valid comments so
+    far (and before an early submission), the time of the 20th, the first submission to each of
+    the nine, the event submissions still to write, the line counts and the next ids."""
+
+    def __init__(self, users: Users, sub_end_ts: int, text: str, malformed_rate: float):
+        n = len(users.names)
+        self.users, self.n, self.sub_end_ts, self.text, self.malformed_rate = users, n, sub_end_ts, text, malformed_rate
+        self.valid_count = np.zeros(n, np.int64)  # valid comments so far
+        self.before_early = np.zeros(n, np.int64)  # valid comments before the early submission
+        self.t20 = np.zeros(n, np.int64)
+        self.first_sub = np.zeros((n, K), np.int64)  # epoch of the first submission to each of the nine (0 = none)
+        self.pending: dict[str, list] = {}  # month -> [(ts, user, k)] event submissions
+        for u in np.flatnonzero(users.early > 0):
+            m = _month_of(int(users.early[u]))
+            self.pending.setdefault(m, []).append((int(users.early[u]), int(u), int(users.early_sub[u])))
+        self.stats = {"comments": 0, "submissions": 0, "malformed": 0, "deleted_author": 0}
+        self.cid, self.sid = 36**5, 36**4
+
+    def comment_month(self, path: Path, month: str, rng) -> None:
+        """One RC_ dump: the users' comments (with the events their 20th valid comment sets off)
+        and the background of other authors."""
+        users = self.users
+        w = _ZstWriter(path)
+        m0, m1 = month_bounds(month)
+        active = np.flatnonzero(users.start < m1)
+        frac = np.clip((m1 - np.maximum(users.start[active], m0)) / (m1 - m0), 0, 1)
+        counts = rng.poisson(users.rate[active] * frac)
+        who = np.repeat(active, counts)
+        lo = np.maximum(users.start[who], m0)
+        ts = lo + (rng.random(who.size) * (m1 - lo)).astype(np.int64)
+        order = np.lexsort((ts, who))
+        who, ts = who[order], ts[order]
+        removed = rng.random(who.size) < 0.02  # author kept, body removed by a moderator
+        valid = ~removed
+        self._count_valid(who, ts, valid)
+        # rows are made and written in blocks (each sorted by time): memory stays bounded at any scale
+        for lo in range(0, who.size, ROWS_PER_BLOCK):
+            blk = slice(lo, lo + ROWS_PER_BLOCK)
+            topic = _topics(users.interest[who[blk]], rng)
+            bodies = _texts(topic, rng) if self.text == "phrases" else realistic_texts(topic, rng)
+            rows = []
+            for i, (u, t) in enumerate(zip(who[blk].tolist(), ts[blk].tolist(), strict=True)):
+                tp = topic[i]
+                sub = TOPIC_SUBREDDITS[tp][i % 3] if tp >= 0 else GENERAL_SUBREDDITS[i % len(GENERAL_SUBREDDITS)]
+                body = "[removed]" if removed[lo + i] else bodies[i]
+                rows.append((t, _comment(month, users.names[u], body, t, self.cid, sub, rng)))
+                self.cid += 1
+            _write_rows(w, rows, rng, self.malformed_rate, self.stats)
+        self._background(w, month, max(1, who.size // 15), rng)
+        self.stats["comments"] += w.lines
+        w.close()
+
+    def _count_valid(self, who, ts, valid) -> None:
+        """The running count of valid comments per user (rows sorted by user, then time): a 20th
+        schedules the user's event submissions."""
+        users = self.users
+        group_start = np.r_[True, who[1:] != who[:-1]] if who.size else np.zeros(0, bool)
+        cum = np.cumsum(valid)
+        base = np.maximum.accumulate(np.where(group_start, np.r_[0, cum[:-1]] if cum.size else cum, 0))
+        running = self.valid_count[who] + cum - base
+        hit = valid & (running == 20)
+        for u, t in zip(who[hit].tolist(), ts[hit].tolist(), strict=True):
+            self.t20[u] = t
+            for k in np.flatnonzero(users.occur[u]):
+                ft = t + int(users.delay_days[u, k] * 86400)
+                if ft < self.sub_end_ts:
+                    self.pending.setdefault(_month_of(ft), []).append((ft, u, int(k)))
+        self.valid_count += np.bincount(who[valid], minlength=self.n)
+        early_rows = valid & (users.early[who] > 0) & (ts < users.early[who])
+        self.before_early += np.bincount(who[early_rows], minlength=self.n)
+
+    def _background(self, w: _ZstWriter, month: str, count: int, rng) -> None:
+        """Deleted authors, AutoModerator, light users with few comments."""
+        m0, m1 = month_bounds(month)
+        rows = []
+        for _ in range(count):
+            t = int(m0 + rng.random() * (m1 - m0))
+            kind = rng.random()
+            author = ("[deleted]" if kind < 0.7
+                      else "AutoModerator" if kind < 0.85 else f"lurker_{rng.integers(0, 10**5)}")
+            body = ("[deleted]" if rng.random() < 0.5 else "[removed]") if author == "[deleted]" else _text(rng, None)
+            self.stats["deleted_author"] += author == "[deleted]"
+            rows.append((t, _comment(month, author, body, t, self.cid, GENERAL_SUBREDDITS[0], rng)))
+            self.cid += 1
+            if len(rows) >= ROWS_PER_BLOCK:
+                _write_rows(w, rows, rng, self.malformed_rate, self.stats)
+                rows = []
+        _write_rows(w, rows, rng, self.malformed_rate, self.stats)
+
+    def submission_month(self, path: Path, month: str, mi: int, rng) -> None:
+        """One RS_ dump: the event submissions due this month, later and other posts, and one
+        submission to the nine by a [deleted] author (never an event)."""
+        users, first_sub = self.users, self.first_sub
+        w = _ZstWriter(path)
+        m0, m1 = month_bounds(month)
+        rows = []
+        for ft, u, k in self.pending.pop(month, []):
+            if first_sub[u, k] == 0 or ft < first_sub[u, k]:
+                first_sub[u, k] = ft
+            title = _text(rng, k).split(".")[0]
+            rows.append((ft, _submission(month, users.names[u], title, _text(rng, k), ft, self.sid, SUBREDDITS[k]
+                                         if rng.random() < 0.8 else SUBREDDITS[k].lower())))
+            self.sid += 1
+        for _ in range(max(3, self.n // 20)):  # later submissions to the nine by users who posted there, and others
+            rows.append(self._other_submission(month, m0, m1, rng))
+        t = int(m0 + rng.random() * (m1 - m0))
+        rows.append((t, _submission(month, "[deleted]", "gone", "[deleted]", t, self.sid, SUBREDDITS[mi % K])))
+        self.sid += 1
+        _write_rows(w, rows, rng, self.malformed_rate, self.stats)
+        self.stats["submissions"] += w.lines
+        w.close()
+
+    def _other_submission(self, month: str, m0: int, m1: int, rng) -> tuple:
+        t = int(m0 + rng.random() * (m1 - m0))
+        u = int(rng.integers(0, self.n))
+        ks = np.flatnonzero((self.first_sub[u] > 0) & (self.first_sub[u] < t))
+        sub = SUBREDDITS[int(rng.choice(ks))] if ks.size and rng.random() < 0.5 else \
+            GENERAL_SUBREDDITS[int(rng.integers(0, len(GENERAL_SUBREDDITS)))]
+        author: str | None = self.users.names[u]
+        if rng.random() < 0.05:
+            author = "[deleted]"
+        if "2011-01" <= month <= "2013-12" and rng.random() < 0.001:
+            author = None
+        subname: str | None = sub
+        if "2014-01" <= month <= "2017-12" and rng.random() < 0.001:
+            subname = None  # a promoted post
+        selftext = ["", "[deleted]", "[removed]", _text(rng, None)][int(rng.integers(0, 4))]
+        row = (t, _submission(month, author, _text(rng, None)[:60], selftext, t, self.sid, subname))
+        self.sid += 1
+        return row
 
 
 def _cohort(users: Users, valid_count, before_early, t20, first_sub, comment_end_ts) -> np.ndarray:

@@ -1,0 +1,472 @@
+"""Your own table to the dataset contract (``flows.table``): read a CSV or parquet file, check
+every column, split the rows, impute and encode the features, and write the dataset folder
+(``cet_model.dataset.write_dataset``). Errors name the file, the column and the row, never a
+cell's content."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from cet_model.choices import IMPUTE, TABLE_SPLIT_METHODS
+from cet_model.dataset import (
+    GROUP_COLUMN,
+    ROW_NUMBERS,
+    SPLITS,
+    assign_splits,
+    check_numeric,
+    event_columns,
+    first_non_number,
+    holds_dates,
+    load_dataset,  # noqa: F401  (the doctests)
+    min_keys,
+    missing_indicator,
+    other_rows,
+    require_columns,
+    row_at,
+    write_dataset,
+)
+from cet_model.validation import kind_of
+
+
+def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
+                            id_column: str | None = None, split_column: str | None = None, seed: int = 0,
+                            fractions=(0.6, 0.2, 0.2), impute: str | None = None,
+                            categorical=None, missing_times: str = "refuse",
+                            group_column: str | None = None, split_method: str = "random") -> Path | None:
+    """A dataset folder from one table of your own data: a row per subject, numeric feature
+    columns, and per event a follow-up time and an indicator (1 = the event was seen at that
+    time, 0 = follow-up ended without it). Such data carry no true occurrence: ``c_e`` and
+    ``t_true_e`` are written null, so AUC and ECE against the truth are left undefined, the
+    Oracle is left out, and promotion goes by Harrell's C (docs/datasets.md, "Your own data").
+
+    ``table``: a polars or pandas frame (n rows), or the path of a ``.csv`` or ``.parquet`` file
+    holding one. ``features``: column names (d), or None for every column that ``events``,
+    ``id_column``, ``split_column`` and ``group_column`` do not name, in the table's order. ``events``:
+    {event name: (time column, indicator column)} (M). ``id_column``: unique ids (default: the
+    row number). ``split_column``: train/val/test per row (default: a seeded random split in
+    ``fractions``; with ``group_column``, e.g. a patient id when a patient has several rows, whole
+    groups are drawn, so no group is in two splits, and ``fractions`` are shares of the groups).
+    ``split_method``: ``"random"`` (exact shares), ``"hash"`` (each id, or group, keeps its
+    split when the table grows) or ``"stratified"`` (each combination of observed events, per row
+    or per group, in every split in the shares: for a rare outcome; :func:`assign_splits`).
+    ``impute``: None (default) refuses a missing feature value (null or NaN); ``"median"`` fills it with the column's
+    median over the training rows, and records the
+    medians and the count of filled cells per column and split in the manifest's
+    ``featurization`` (what ``flows.predict`` applies to new rows); ``"median+indicator"`` does the
+    same and adds, right after each column with a gap on some training row, a 0/1 column
+    ``<column>_missing`` (1 where the value was missing: in clinical data a test not ordered is
+    information), listed in ``featurization["indicators"]``. ``categorical``: feature
+    columns (text or numbers) turned into one 0/1 column per level seen in the training rows,
+    named ``<column>=<level>`` (at most ``MAX_LEVELS`` levels); a missing value, or a level the
+    training rows do not have, is all zeros and counted; the levels are recorded in
+    ``featurization`` for new rows. ``missing_times``: ``"refuse"`` (default) refuses a missing
+    time; ``"mask"`` leaves that event out for that row (``mask_e`` = 0: no term in the likelihood,
+    no place in a metric; e.g. an outcome not followed at one site), where its indicator is
+    missing or 0, counted per event and split in the manifest's ``censoring``. Bad values are
+    refused naming the file (or ``table`` for a frame), the column and the row (counted from 0,
+    the header not counted; in a CSV file also its line). ``out_dir=None`` checks the table the
+    same way and writes nothing (returns None): what ``flows.table`` does before its flow starts.
+
+    >>> import polars as pl, tempfile
+    >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
+    >>> out = write_follow_up_dataset(tempfile.mkdtemp() + "/mine", t, ["age"], {"death": ("days", "died")},
+    ...                               name="mine", time_unit="days")
+    >>> ds = load_dataset(out)
+    >>> len(ds.train) + len(ds.val) + len(ds.test), ds.event_names, bool(np.isnan(ds.train.C).all())
+    (5, ['death'], True)
+    """
+    src = _Source.of(table)
+    if not events:
+        raise ValueError("events: name at least one event as {name: (time column, indicator column)}")
+    if split_method not in TABLE_SPLIT_METHODS:
+        raise ValueError(f"split_method: one of {TABLE_SPLIT_METHODS}, got {split_method!r}")
+    if impute not in IMPUTE:
+        raise ValueError(f"impute: None (refuse missing feature values), 'median' or "
+                         f"'median+indicator', got {impute!r}")
+    if missing_times not in ("refuse", "mask"):
+        raise ValueError(f"missing_times: 'refuse' or 'mask', got {missing_times!r}")
+    if group_column is not None and split_column is not None:
+        raise ValueError("group_column draws the split by groups; split_column gives it: name one of them")
+    if split_method == "hash" and split_column is not None:
+        raise ValueError("split_method 'hash' draws the split; split_column gives it: name one of them")
+    check_column_names(src.where, src.table.columns)
+    chosen = features is None
+    others = (id_column, split_column, group_column)
+    features, categorical = _feature_columns(src, features, categorical, events, others)
+    wanted = [*features, *(c for pair in events.values() for c in pair),
+              *(c for c in (id_column, split_column, group_column) if c is not None)]
+    require_columns(src.table, list(dict.fromkeys(wanted)), src.where)
+    if src.table.height == 0:
+        raise ValueError(f"{src.where}: no rows")
+    ids = _ids(src, id_column)
+    if split_column is not None:
+        split = _given_split(src, split_column)
+    else:
+        split = _drawn_split(src, ids, events, id_column, group_column, seed, fractions, split_method)
+    _check_split_sizes(src, split, fractions, group_column)
+    encoded = _Features(src, split, impute, chosen)
+    for col in features:  # name the table's column and row, not the file the dataset would have
+        if col in categorical:
+            encoded.add_levels(col)
+        else:
+            encoded.add_numbers(col)
+    encoded.check_names()
+    cols = [ids.alias("id"), split.alias("split")]
+    group = [] if group_column is None else [src.table[group_column].cast(pl.String).alias(GROUP_COLUMN)]
+    features_frame = pl.DataFrame([*cols, *group, *encoded.columns])  # bool -> 0/1
+    event_cols, masked = [], {}
+    for e, (time_col, seen_col) in events.items():
+        event_cols += _event_frame_columns(src, split, e, time_col, seen_col, missing_times, masked)
+    events_frame = pl.DataFrame([*cols, *event_cols])
+    if out_dir is None:  # checked only, nothing written
+        return None
+    digest = hashlib.sha256(features_frame.write_csv().encode() + events_frame.write_csv().encode()).hexdigest()
+    manifest = {"name": name, "feature_names": [c.name for c in encoded.columns],
+                "event_names": [str(e) for e in events],
+                "time_unit": time_unit, "seeds": {"split": None if split_column else seed},
+                **({} if split_column else {"split_method": split_method}),
+                **({"split_by": group_column} if group_column is not None else {}),
+                **({"ids": ROW_NUMBERS} if id_column is None else {"id_column": str(id_column)}),
+                "censoring": {"kind": "follow-up", "artificial": False,
+                              "note": "times censored by the end of follow-up; the true occurrence is not known",
+                              **({"masked": masked, "masked_note": "cells without a follow-up time, left out "
+                                  "(mask_e = 0)"} if masked else {})},
+                "source_fingerprints": {"table": digest}}
+    if impute is not None or encoded.levels:  # how new rows are prepared: flows.predict does the same to them
+        manifest["featurization"] = encoded.record()
+    return write_dataset(out_dir, features_frame, events_frame, manifest)
+
+
+@dataclass
+class _Source:
+    """The table and how its errors name it: the file (or ``table`` for a frame) and, in a CSV
+    file, the line of a row."""
+
+    table: pl.DataFrame
+    where: str = "table"
+    first_line: int | None = None
+
+    @classmethod
+    def of(cls, table) -> _Source:
+        if isinstance(table, str | Path):
+            return cls(read_table(table), str(table), first_data_line(table))
+        return cls(table if isinstance(table, pl.DataFrame) else pl.from_pandas(table))
+
+    def at(self, row: int) -> str:
+        return row_at(row, self.first_line)
+
+
+def _feature_columns(src: _Source, features, categorical, events: dict, others) -> tuple[list[str], list[str]]:
+    """The feature columns (every column not named otherwise when ``features`` is None; a
+    categorical column is a feature) and the categorical ones, refusing the contract's names."""
+    if features is None:
+        named = {c for pair in events.values() for c in pair} | set(others)
+        features = [c for c in src.table.columns if c not in named]
+        if not features:
+            raise ValueError(f"{src.where}: no feature columns left; its columns {src.table.columns} are all named "
+                             "as event, id, split or group columns")
+    features = [str(f) for f in features]
+    categorical = [str(c) for c in (categorical or ())]
+    features += [c for c in categorical if c not in features]
+    reserved = [c for c in features if c in ("id", "split", GROUP_COLUMN)]
+    if reserved:  # the contract's own columns in features.parquet
+        c = reserved[0]
+        how = {"id": "name it as the ids with --id-column id (id_column)", "split": "name it as the split with "
+               "--split-column split (split_column)", GROUP_COLUMN: "rename it"}[c]
+        raise ValueError(f"{src.where}: column {c!r} would be a feature, but the dataset keeps {c!r} for its own "
+                         f"column: {how}, leave it out with --features, or rename it")
+    return features, categorical
+
+
+def _ids(src: _Source, id_column: str | None) -> pl.Series:
+    """The id column, checked complete and unique, or the row numbers."""
+    if id_column is None:
+        return pl.Series("id", np.arange(src.table.height))
+    ids = src.table[id_column]
+    if ids.is_null().any():
+        raise ValueError(f"{src.where}: column {id_column!r} {src.at(int(ids.is_null().arg_max()))} is missing; "
+                         "every row needs an id")
+    repeated = ids.is_duplicated()
+    if repeated.any():
+        first = int(repeated.arg_max())  # the first row whose id comes again
+        again = int(np.flatnonzero((ids == ids[first]).to_numpy())[1])
+        raise ValueError(f"{src.where}: column {id_column!r} {src.at(again)} repeats row {first}'s id: ids must be "
+                         f"unique ({int(repeated.sum())} rows share an id). Several rows per patient? Leave id_column "
+                         "out (or give a row id) and name the patient with group_column (--group-column), "
+                         "which keeps each patient in one split")
+    return ids
+
+
+def _given_split(src: _Source, split_column: str) -> pl.Series:
+    split = src.table[split_column].cast(pl.String, strict=False)
+    bad = ~split.is_in(list(SPLITS)).fill_null(False)
+    if bad.any():
+        row = int(bad.arg_max())
+        raise ValueError(f"{src.where}: column {split_column!r} {src.at(row)} is not one of {SPLITS}"
+                         f"{' (it is missing)' if src.table[split_column][row] is None else ''}")
+    return split
+
+
+def _drawn_split(src: _Source, ids, events: dict, id_column, group_column, seed, fractions, method) -> pl.Series:
+    """A seeded split drawn over rows, ids (``"hash"``) or groups (``assign_splits``)."""
+    table, n = src.table, src.table.height
+    if group_column is not None:
+        groups = table[group_column]
+        if groups.is_null().any():
+            raise ValueError(f"{src.where}: column {group_column!r} {src.at(int(groups.is_null().arg_max()))} is "
+                             "missing; every row needs its group")
+        names, unit = np.unique(groups.cast(pl.String).to_numpy(), return_inverse=True)  # groups sorted: seed-stable
+    elif method == "hash" and id_column is not None:
+        names, unit = ids.cast(pl.String).to_numpy(), np.arange(n)  # by id: a reordered table keeps its split
+    else:
+        names, unit = np.arange(n), np.arange(n)
+    strata = None
+    if method == "stratified":  # which events each row (group) was seen to have: "10", "01", ...
+        seen = np.column_stack([table[c].cast(pl.Float64, strict=False).fill_null(0.0).to_numpy() == 1.0
+                                for _, c in events.values()])  # a bad indicator is refused later, by name
+        per_unit = np.zeros((len(names), seen.shape[1]), dtype=bool)
+        np.logical_or.at(per_unit, unit, seen)
+        strata = np.array(["".join("1" if v else "0" for v in row) for row in per_unit])
+    labels = assign_splits(names, seed, fractions, method, strata=strata)
+    return pl.Series(labels[unit].tolist(), dtype=pl.String)
+
+
+def _check_split_sizes(src: _Source, split: pl.Series, fractions, group_column) -> None:
+    sizes = {k: int((split == k).sum()) for k in SPLITS}
+    if any(v == 0 for v in sizes.values()):  # a given split column too: training, selection and test each need rows
+        empty = [k for k, v in sizes.items() if v == 0]
+        raise ValueError(f"{src.where}: {src.table.height} rows give the splits {sizes}: {' and '.join(empty)} would "
+                         f"be empty; every split needs rows (with the seeded 60/20/20 split, at least "
+                         f"{min_keys(fractions)} {'groups' if group_column else 'rows'}; a model evaluated on a "
+                         "handful of rows says little)")
+
+
+@dataclass
+class _Features:
+    """The encoded feature columns, built column by column, with what ``flows.predict`` needs to
+    prepare new rows the same way (``record``)."""
+
+    src: _Source
+    split: pl.Series
+    impute: str | None
+    chosen: bool  # the features were every column not named otherwise
+    columns: list = field(default_factory=list)
+    medians: dict = field(default_factory=dict)
+    imputed: dict = field(default_factory=dict)
+    levels: dict = field(default_factory=dict)
+    level_counts: dict = field(default_factory=dict)
+    indicators: list = field(default_factory=list)
+
+    def per_split(self, mask: pl.Series) -> dict[str, int]:
+        return {k: int((mask & (self.split == k)).sum()) for k in SPLITS}
+
+    def add_levels(self, col: str) -> None:
+        """One 0/1 column per level of ``col`` seen in the training rows."""
+        where, text = self.src.where, self.src.table[col].cast(pl.String)
+        levels = sorted(text.filter((self.split == "train") & text.is_not_null()).unique().to_list())
+        if not levels:
+            raise ValueError(f"{where}: categorical column {col!r} has no value on any training row")
+        if len(levels) > MAX_LEVELS:
+            raise ValueError(f"{where}: categorical column {col!r} has {len(levels)} levels on the training "
+                             f"rows (at most {MAX_LEVELS}): an identifier or free text? leave it out or group it")
+        columns, missing, unseen = encode_levels(text, col, levels)
+        self.levels[col] = levels
+        self.columns += columns
+        self.level_counts[col] = {"missing": self.per_split(missing), "unseen": self.per_split(unseen)}
+
+    def add_numbers(self, col: str) -> None:
+        """A numeric column, checked, its gaps filled with the training median when imputing (and,
+        with ``"median+indicator"``, its missingness column after it)."""
+        values = self._numbers(col)
+        missing = values.is_null() | values.is_nan().fill_null(True)
+        if self.impute is None or not missing.any():
+            try:
+                check_numeric(values, self.src.where, col, finite=True, first_line=self.src.first_line)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (the models take no missing values: impute them, e.g. impute='median' "
+                                 "(--impute median), or leave the rows out first, and say how in your "
+                                 "report)") from None
+        else:
+            check_numeric(values.fill_null(0.0).fill_nan(0.0), self.src.where, col, finite=True,
+                          first_line=self.src.first_line)  # +-inf: an error, not a gap
+            train_values = values.filter(~missing & (self.split == "train"))
+            if train_values.len() == 0:
+                raise ValueError(f"{self.src.where}: column {col!r} has no value on any training row: nothing to "
+                                 "impute from; leave the column out")
+            self.medians[col] = float(train_values.median())
+            self.imputed[col] = self.per_split(missing)
+            values = values.fill_nan(None).fill_null(self.medians[col])
+        if self.impute is not None and col not in self.medians:  # a complete column: its median for new rows
+            self.medians[col] = float(values.filter(self.split == "train").median())
+        self.columns.append(values.alias(col))
+        if self.impute == "median+indicator" and self.imputed.get(col, {}).get("train"):  # no training gap: none
+            self.indicators.append(col)
+            self.columns.append(missing.cast(pl.Float64).alias(missing_indicator(col)))
+
+    def _numbers(self, col: str) -> pl.Series:
+        """``col`` as floats (booleans as 0/1); text is refused with what to do about it."""
+        where, column = self.src.where, self.src.table[col]
+        values = column.cast(pl.Int8) if column.dtype == pl.Boolean else column
+        if values.dtype.is_numeric():
+            return values.cast(pl.Float64)
+        first = first_non_number(values, self.src.at)
+        hint = (" or leave it out of the features (none were named, so every column but the event, id, split "
+                "and group columns is one)") if self.chosen else ""
+        if holds_dates(values):
+            raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers{first}: it holds "
+                             "dates; give what they mean as a number (an age, days since a reference date) or leave "
+                             f"it out of the features{hint.removeprefix(' or leave it out of the features')}")
+        raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers{first}; name it as "
+                         f"categorical (one 0/1 column per level) or encode it first{hint}")
+
+    def check_names(self) -> None:
+        names = [c.name for c in self.columns]
+        if GROUP_COLUMN in names:
+            raise ValueError(f"{self.src.where}: feature column {GROUP_COLUMN!r} has the name of the dataset's "
+                             "column of split groups; rename it")
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:
+            raise ValueError(f"{self.src.where}: feature columns {twice} would be written twice (a column of the "
+                             "table has the name of an indicator or a categorical level); rename it")
+
+    def record(self) -> dict:
+        """The manifest's ``featurization``: what ``flows.predict`` applies to new rows."""
+        return {"source": "table", "impute": self.impute, "medians": self.medians, "imputed": self.imputed,
+                "categorical": self.levels, "categorical_counts": self.level_counts,
+                **({"indicators": self.indicators} if self.impute == "median+indicator" else {})}
+
+
+def _event_frame_columns(src: _Source, split, e: str, time_col: str, seen_col: str, missing_times: str,
+                         masked: dict) -> list[pl.Series]:
+    """The contract's columns of event ``e`` (``t_e``, ``s_e``, null ``c_e`` and ``t_true_e``,
+    and ``mask_e`` where missing times are masked, counted into ``masked``), checked."""
+    table, n, out = src.table, src.table.height, []
+    times, seen = table[time_col], table[seen_col].cast(pl.Float64, strict=False)
+    numeric = times.dtype.is_numeric() or times.dtype == pl.Null  # text is refused below, naming the column
+    gap = times.is_null() | (times.cast(pl.Float64).is_nan().fill_null(False) if numeric else False)
+    if missing_times == "mask" and numeric and gap.any():
+        seen_there = gap & (seen == 1.0).fill_null(False)
+        if seen_there.any():
+            raise ValueError(f"{src.where}: {src.at(int(seen_there.arg_max()))} has {seen_col!r} = 1 but no "
+                             f"{time_col!r}: an event seen without its time cannot be left out; give its time or "
+                             "drop the row")
+        masked[e] = {k: int((gap & (split == k)).sum()) for k in SPLITS}
+        # a placeholder the masked cell never uses (checked like any time, then ignored by the mask)
+        times = times.cast(pl.Float64).fill_nan(None).fill_null(1.0)
+        seen = seen.zip_with(~gap, pl.Series([0.0] * n))  # only there: elsewhere a missing indicator is an error
+        out.append(pl.Series(f"mask_{e}", (~gap).cast(pl.Int8)))
+    try:
+        check_numeric(times, src.where, time_col, finite=True, positive=True, first_line=src.first_line)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (a log-normal time must be > 0: an event on the day of entry needs a time "
+                         "such as half a day, and a missing time a decision, e.g. missing_times='mask' "
+                         "(--missing-times mask) leaves the event out for that row; say which in your "
+                         "report)") from None
+    bad = ~seen.is_in([0.0, 1.0]).fill_null(False)
+    if bad.any():
+        row = int(bad.arg_max())
+        raise ValueError(f"{src.where}: column {seen_col!r} {src.at(row)} is "
+                         f"{kind_of(table[seen_col][row])}{other_rows(bad)}; "
+                         f"expected 0 or 1 (1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
+    t, s, c, tt = event_columns(e)
+    return out + [times.cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
+                  pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]
+
+
+MAX_LEVELS = 100  # a categorical column with more training levels is refused (an id or free text)
+
+
+def encode_levels(column: pl.Series, name: str, levels: list[str]) -> tuple[list[pl.Series], pl.Series, pl.Series]:
+    """One 0/1 float column per level (``<name>=<level>``) of ``column`` read as text, and the
+    masks of its missing values and of its values outside ``levels`` (both encoded as all zeros).
+
+    >>> cols, missing, unseen = encode_levels(pl.Series(["a", None, "c", "b"]), "site", ["a", "b"])
+    >>> [c.name for c in cols], cols[0].to_list(), missing.to_list(), unseen.to_list()
+    (['site=a', 'site=b'], [1.0, 0.0, 0.0, 0.0], [False, True, False, False], [False, False, True, False])
+    """
+    text = column.cast(pl.String)
+    columns = [(text == level).fill_null(False).cast(pl.Float64).alias(f"{name}={level}") for level in levels]
+    missing = text.is_null()
+    return columns, missing, ~missing & ~text.is_in(levels).fill_null(False)
+
+
+def read_table(path) -> pl.DataFrame:
+    """A table from a ``.csv`` file (types inferred from every row; an empty cell is null, and a
+    column with no value at all is read as missing numbers, not text) or, under any other name, a
+    parquet file; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    kind = "CSV" if path.suffix.lower() == ".csv" else "parquet"
+    try:
+        table = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
+    except Exception as exc:  # polars raises several types for an unreadable file
+        raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
+    if kind == "CSV":
+        check_csv_header(path, table.columns)
+    if kind == "CSV" and table.height:
+        empty = [c for c in table.columns if table[c].null_count() == table.height]
+        table = table.with_columns(pl.col(c).cast(pl.Float64) for c in empty)
+    return table
+
+
+def first_data_line(path) -> int | None:
+    """The line of a table file's first data row (a CSV's header is line 1), or None where lines
+    mean nothing (parquet). With ``row_at`` it names a row as the user finds it in an editor.
+
+    >>> first_data_line("visits.csv"), first_data_line("visits.parquet")
+    (2, None)
+    """
+    return 2 if Path(path).suffix.lower() == ".csv" else None
+
+
+def check_csv_header(path, columns) -> None:
+    """A CSV file read as one column whose name holds ';', a tab or '|' was written with another
+    separator: an error that says so (rather than every column missing).
+
+    >>> check_csv_header("cohort.csv", ["week;arrest;age"])
+    Traceback (most recent call last):
+    ...
+    ValueError: cohort.csv: one column named 'week;arrest;age': the file seems separated by ';'; a CSV file here is
+    separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
+    """
+    if len(columns) == 1:
+        sep = next((sep for sep in ";\t|" if sep in columns[0]), None)
+        if sep is not None:
+            raise ValueError(f"{path}: one column named {columns[0][:60]!r}: the file seems separated by {sep!r}; a "
+                             "CSV file here is separated by commas (with '.' as the decimal mark): convert it, or "
+                             "save it as parquet")
+    try:  # the header as written: the reader renames a repeated name ("age_duplicated_0") and names an empty one
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return
+    check_column_names(path, header)
+
+
+def check_column_names(where, names) -> None:
+    """ValueError naming ``where`` and the column when a name is empty or repeated.
+
+    >>> check_column_names("cohort.csv", ["age", "sofa", "age"])
+    Traceback (most recent call last):
+    ...
+    ValueError: cohort.csv: column 'age' comes 2 times in the header (columns 0, 2); give each column its own name
+    """
+    for i, name in enumerate(names):
+        if not str(name).strip():
+            raise ValueError(f"{where}: column {i} (counted from 0) has an empty name in the header; name it")
+    seen: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        seen.setdefault(str(name), []).append(i)
+    for name, at in seen.items():
+        if len(at) > 1:
+            raise ValueError(f"{where}: column {name!r} comes {len(at)} times in the header (columns "
+                             f"{', '.join(map(str, at))}); give each column its own name")
+
+
