@@ -84,8 +84,8 @@ def train_steps(device: str, steps: int) -> dict:
 
 def _synthetic(n: int, workdir: Path):
     """The paper's synthetic data, reference mode, ``n`` rows split 60/20/20, written once in ``workdir``."""
-    from cet_experiments import synthetic
     from cet_model.dataset import load_dataset
+    from flows.lib.standin import synthetic
 
     folder = workdir / f"synthetic-{n}"
     if not folder.exists():

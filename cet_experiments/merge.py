@@ -25,7 +25,7 @@ import json
 import logging
 from pathlib import Path
 
-from .report import write_report
+from flows.lib.experiment.report import write_report
 
 _SHARED_CONFIG = ("hidden_sizes", "max_epochs", "patience")
 log = logging.getLogger("cet_experiments")

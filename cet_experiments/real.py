@@ -54,8 +54,7 @@ from cet_model.metrics import (
     integrated_brier_score,
     uno_c,
 )
-
-from .records import data_fingerprint, resolved_params
+from flows.lib.experiment.records import data_fingerprint, resolved_params
 
 log = logging.getLogger("cet_experiments.real")
 

@@ -14,8 +14,7 @@ import re
 from pathlib import Path
 
 from cet_model.atomic import write_text
-
-from .tables import average_table
+from flows.lib.experiment.tables import average_table
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 FORMER_CLI = "python -m cet_model.experiments"  # the harness lived in cet_model until the architecture change

@@ -57,12 +57,10 @@ from .dataset import Split
 from .estimators import MAX_EXACT_EVENTS
 from .host import cpu_model, machine  # noqa: F401  (re-exported: reports and models record it)
 from .metrics import (
-    RiskGained,
     brier_times,
     concordance_index,
     expected_calibration_error,
     integrated_brier_score,
-    kaplan_meier_risk_gained,
     mrae,
     occurrence_auc,
     resampled_auc,
@@ -71,6 +69,7 @@ from .metrics import (
     uno_c,
 )
 from .models import BCModel, CETModel, ETModel
+from .nonparametric import RiskGained, kaplan_meier_risk_gained
 from .recipe import Recipe
 
 log = logging.getLogger("cet_model.evaluation")
@@ -282,7 +281,7 @@ def risk_gained_last_quarter(t, s, end: float, level: float = 0.95) -> RiskGaine
     """The Kaplan-Meier risk gained over the last quarter of the follow-up, from ``0.75 * end`` to
     ``end`` (e.g. :func:`followed_until` of ``t``), of times ``t`` (n,) with indicators ``s`` (n,),
     with its ``level`` confidence interval and the events in that quarter
-    (:func:`cet_model.metrics.kaplan_meier_risk_gained`: Greenwood's variance, log scale; reliable
+    (:func:`cet_model.nonparametric.kaplan_meier_risk_gained`: Greenwood's variance, log scale; reliable
     with about four or more events): near 0 where the curve has levelled off by the end (a plateau:
     the data show about how many will ever have the event), a large part of the risk by the end
     (``RISING_SHARE`` or more) where it still rises there: then the follow-up does not show how many
@@ -295,7 +294,7 @@ def risk_gained_last_quarter(t, s, end: float, level: float = 0.95) -> RiskGaine
     >>> t = np.r_[np.linspace(1.0, 20.0, 50), np.full(150, 20.0)]   # events until the end
     >>> s = (t < 20).astype(float)
     >>> r = risk_gained_last_quarter(t, s, followed_until(t))
-    >>> from cet_model.metrics import kaplan_meier_risk
+    >>> from cet_model.nonparametric import kaplan_meier_risk
     >>> round(r.gain, 3), round(r.gain / kaplan_meier_risk(t, s, 20.0), 2)   # a quarter of the risk by 20
     (0.06, 0.24)
     >>> round(r.low, 3), round(r.high, 3), r.events

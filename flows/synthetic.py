@@ -15,7 +15,6 @@ import sys
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from cet_experiments import synthetic
 from flows.common import check_cache, record_stage
 from flows.lib import commands
 from flows.lib.flow_params import SyntheticParams, recipe
@@ -26,8 +25,9 @@ from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
+from flows.lib.standin import synthetic
 
-CODE = ["cet_experiments.synthetic", "cet_model.censoring", "cet_model.dataset"]
+CODE = ["flows.lib.standin.synthetic", "cet_model.censoring", "cet_model.dataset"]
 
 
 @task(name="generate-synthetic")

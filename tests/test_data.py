@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cet_experiments import synthetic
 from cet_model.censoring import censor_by_median, censor_uniform
 from cet_model.dataset import load_dataset, write_dataset
+from flows.lib.standin import synthetic
 
 SMALL = dict(n=1000, split_sizes=(600, 200, 200))
 

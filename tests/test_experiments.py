@@ -5,9 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cet_experiments import experiments, summary, synthetic
-from cet_experiments.search import PAPER_POINT
-from cet_experiments.tables import average_table
+from cet_experiments import experiments, summary
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import (
     PRESET_OF_ESTIMATOR,
@@ -18,6 +16,9 @@ from cet_model.evaluation import (
     fit_preset,
     machine,
 )
+from flows.lib.experiment.search import PAPER_POINT
+from flows.lib.experiment.tables import average_table
+from flows.lib.standin import synthetic
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +150,7 @@ def test_oracle_learns_the_true_occurrence(tmp_path):
 
 
 def test_search_draws_stay_in_the_paper_ranges():
-    from cet_experiments.search import SPACE, draw
+    from flows.lib.experiment.search import SPACE, draw
 
     rng = np.random.default_rng(0)
     points = [draw(rng) for _ in range(300)]
@@ -157,7 +158,7 @@ def test_search_draws_stay_in_the_paper_ranges():
     assert all(30 <= p["n_samples"] <= 200 and 100 <= p["hidden"] <= 1000 for p in points)
     assert all(-4 <= p["log_epsilon"] <= 0 and 0 < p["temperature"] <= 1 for p in points)
     with pytest.raises(ValueError, match="budget"):
-        from cet_experiments.search import random_search
+        from flows.lib.experiment.search import random_search
         random_search(None, 0)
 
 

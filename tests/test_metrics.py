@@ -10,19 +10,21 @@ from cet_model.metrics import (
     calibration_curve,
     concordance_index,
     expected_calibration_error,
-    grenander_density,
     horizon_auc,
     horizon_calibration,
-    kaplan_meier_risk,
-    kaplan_meier_risk_gained,
-    lcm_slope_sf,
-    maller_zhou_test,
-    mixture_cure_fit,
     mrae,
     occurrence_auc,
     resampled_auc,
     resampled_concordance_index,
     resampled_horizon_auc,
+)
+from cet_model.nonparametric import (
+    grenander_density,
+    kaplan_meier_risk,
+    kaplan_meier_risk_gained,
+    lcm_slope_sf,
+    maller_zhou_test,
+    mixture_cure_fit,
     yuen_musta_test,
 )
 

@@ -262,7 +262,7 @@ def test_missing_follow_up_leaves_the_event_out_for_that_row_and_the_metrics_ski
                                                         te.S[keep, 1]))
     # and P(ever) past the follow-up is averaged over the followed rows, its end taken from them
     from cet_model.evaluation import followed_until
-    from cet_model.metrics import kaplan_meier_risk
+    from cet_model.nonparametric import kaplan_meier_risk
     from flows.lib.modeling.train_eval import beyond_follow_up
 
     record = beyond_follow_up(model, te.X, ds.train, ds.event_names, te)["second"]
@@ -388,7 +388,7 @@ def test_the_oracle_is_left_out_where_it_has_nothing_to_learn(rossi_dir):
 
 def test_the_experiment_harness_reports_what_it_left_out(rossi_dir, tmp_path):
     from cet_experiments import experiments
-    from cet_experiments.search import random_search
+    from flows.lib.experiment.search import random_search
 
     ds = load_dataset(rossi_dir)
     result = experiments.run(ds, 1, ("CET", "Oracle"), hidden_sizes=(8,), max_epochs=20, patience=5, progress=False)

@@ -218,7 +218,9 @@ def test_the_dataset_does_not_depend_on_the_pseudonymisation_key(reddit_dumps, r
         a, b = pl.read_parquet(path / name), pl.read_parquet(other / name)
         assert not a["id"].equals(b["id"])
         assert a.drop("id").equals(b.drop("id")), name
-    np.testing.assert_array_equal(np.load(path / "sequences.npy"), np.load(other / "sequences.npy"))
+    # the other key names its own embedding cache, filled by another build of the module: the same texts, but
+    # PyTorch's thread count at that time may differ, and with it the float rounding of the matmuls (~1e-7)
+    np.testing.assert_allclose(np.load(path / "sequences.npy"), np.load(other / "sequences.npy"), rtol=0, atol=1e-6)
 
 
 def test_the_archive_layout_and_a_flat_folder_give_identical_datasets(reddit_dumps, reddit_ds, embedding_cache,

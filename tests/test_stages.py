@@ -37,7 +37,7 @@ def test_large_files_are_fingerprinted_by_size_and_mtime(tmp_path, monkeypatch):
 def test_stage_key_and_stamp(tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("x")
-    code = stage_cache.code_version("cet_experiments.synthetic", "sql/mimic")
+    code = stage_cache.code_version("flows.lib.standin.synthetic", "sql/mimic")
     key = stage_cache.stage_key({"src": src}, {"n": 1}, code)
     assert key == stage_cache.stage_key({"src": src}, {"n": 1}, code)
     assert key != stage_cache.stage_key({"src": src}, {"n": 2}, code)
@@ -80,8 +80,8 @@ def test_whole_file_and_dataset_writers_sweep_a_dead_writers_temporaries(tmp_pat
     import subprocess
     import sys
 
-    from cet_experiments import synthetic
     from cet_model.atomic import write_text
+    from flows.lib.standin import synthetic
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from cet_experiments import synthetic
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import bootstrap_intervals, model_inputs, ranking_inputs, rmst_horizons
 from cet_model.models import load_model
 from flows.lib.mimic.build import MimicParams, build
 from flows.lib.modeling.train_eval import FitProgress, TrainParams, train_version
+from flows.lib.standin import synthetic
 from tests.mimic_fixture import write_fixture
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cet_experiments import synthetic
 from cet_model.atomic import MARKER, spreadsheet_safe, write_csv
 from flows import mimic as mimic_cli
 from flows import predict as predict_cli
@@ -25,6 +24,7 @@ from flows.lib.infra import registry
 from flows.lib.infra.folders import check_output_file
 from flows.lib.modeling import explain
 from flows.lib.modeling.predict import written_scores
+from flows.lib.standin import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO.parent / "shared" / "data" / "mimic-iii-demo"

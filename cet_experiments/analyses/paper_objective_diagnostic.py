@@ -20,11 +20,11 @@ import math
 import tempfile
 from pathlib import Path
 
-from cet_experiments import synthetic
 from cet_model import CETModel
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import machine
 from cet_model.metrics import occurrence_auc
+from flows.lib.standin import synthetic
 
 VARIANTS = {
     "bound (eq. 8), log eps = -2": dict(objective="bound", log_epsilon=-2.0),

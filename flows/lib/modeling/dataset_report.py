@@ -25,8 +25,8 @@ import numpy as np  # noqa: E402
 from cet_model.atomic import save_figure, write_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
-from cet_model.metrics import kaplan_meier_curve, kaplan_meier_plateau, kaplan_meier_risk  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
+from cet_model.nonparametric import kaplan_meier_curve, kaplan_meier_plateau, kaplan_meier_risk  # noqa: E402
 from flows.lib.infra.stage_cache import built_from  # noqa: E402
 from flows.lib.modeling.model_card import markdown_table  # noqa: E402
 from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure  # noqa: E402

@@ -47,8 +47,9 @@ from cet_model.evaluation import (
     unknown_occurrence,
     wants_reference,
 )
-from cet_model.metrics import horizon_auc, horizon_calibration, kaplan_meier_risk
+from cet_model.metrics import horizon_auc, horizon_calibration
 from cet_model.models import CETModel
+from cet_model.nonparametric import kaplan_meier_risk
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.keys import kept_key, key_digest, key_matches
@@ -1128,21 +1129,22 @@ def experiment(dataset_dir, out, runs: int, search: int = 0, models=DEFAULT_PRES
                max_epochs: int | None = None, patience: int | None = None, seed: int = 0,
                title: str | None = None, reference: str = "auto") -> Path:
     """The paper-format report of one dataset: optional random search for CET, then ``runs``
-    seeds of every model (and the Cox reference where ``reference`` asks for it: ``experiments.run``);
+    seeds of every model (and the Cox reference where ``reference`` asks for it: ``flows.lib.experiment.runner.run``);
     writes ``out/table.md``, ``metrics.json`` and the figures."""
-    from cet_experiments import experiments
-    from cet_experiments.search import overrides_from, random_search
+    from flows.lib.experiment.report import write_report
+    from flows.lib.experiment.runner import run
+    from flows.lib.experiment.search import overrides_from, random_search
 
     ds = load_dataset(dataset_dir)
     sizes, overrides, found = (hidden,), None, None
     if search:
         found = random_search(ds, search, seed=seed, max_epochs=max_epochs, patience=patience, progress=False)
         sizes, overrides = overrides_from(found["best"])
-    result = experiments.run(ds, runs, tuple(models), hidden_sizes=sizes, max_epochs=max_epochs, patience=patience,
+    result = run(ds, runs, tuple(models), hidden_sizes=sizes, max_epochs=max_epochs, patience=patience,
                              first_seed=seed, overrides=overrides, progress=False, reference=reference)
     if found is not None:
         result["search"] = found
-    experiments.write_report(result, Path(out), title or f"{ds.manifest.get('name', Path(dataset_dir).name)}")
+    write_report(result, Path(out), title or f"{ds.manifest.get('name', Path(dataset_dir).name)}")
     return Path(out)
 
 

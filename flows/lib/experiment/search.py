@@ -5,7 +5,7 @@ of the
 validation AUC against the true occurrence c. Trial 0 is the paper's own setting
 (``PAPER_POINT``), so a small budget cannot end below the paper's choice on validation; the
 others are draws from ``SPACE``. The best point is then fixed for the repeated runs
-(``cet_experiments.experiments.run(..., overrides=...)``).
+(``flows.lib.experiment.runner.run(..., overrides=...)``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Writing one experiment report: ``metrics.json``, ``table.md`` and the figures, atomically.
 
-Shared by ``python -m cet_experiments`` (:mod:`cet_experiments.experiments`) and
-``python -m cet_experiments merge`` (:mod:`cet_experiments.merge`).
+Shared by ``train-evaluate`` with ``runs`` > 0, ``python -m cet_experiments`` and
+``python -m cet_experiments merge``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from sklearn.datasets import make_circles, make_moons
 
 from cet_model.censoring import censor_uniform
 from cet_model.dataset import event_columns, write_dataset
-from flows.lib.choices import SYNTHETIC_MODES as MODES  # noqa: E402
+from flows.lib.choices import SYNTHETIC_MODES as MODES
 
 EVENT_NAMES = ["T1", "T2"]
 FEATURE_NAMES = ["x1", "x2", "x3", "x4", "x5"]
@@ -66,6 +66,7 @@ def generate(mode: str = "reference", n: int = 40_000, noise: float = 1.0, seed:
         "censoring": {"scheme": "uniform(0, upper)", "upper": [CENSOR_UPPER] * 2},
         "seeds": {"moons": seed, "circles": circles_seed, "numpy": [seed, 2]},
         "noise": noise, "split_sizes": dict(zip(("train", "val", "test"), map(int, split_sizes), strict=True)),
+        # the generator's recorded name since its first version (part of the data's fingerprint)
         "source_fingerprints": {"generator": "cet_experiments.synthetic v1"},
     }
     return features, pl.DataFrame(ev).with_columns(pl.col("^t_true_.*$").fill_nan(None)), manifest
