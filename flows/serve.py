@@ -34,6 +34,7 @@ import time
 
 import httpx
 from prefect import serve
+from prefect.client.schemas.objects import ConcurrencyLimitConfig
 from prefect.deployments.runner import EntrypointType
 from prefect.schedules import Cron
 from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL
@@ -54,6 +55,10 @@ log = logging.getLogger("cet.serve")
 
 FLOWS = (build_synthetic, build_mimic_features, build_reddit_features, build_table_dataset, train_evaluate, retrain,
          predict, full_pipeline)
+# one run of a deployment at a time; a run that would start beside it is cancelled, not queued
+# (prefect.yaml's ``one_at_a_time``: a scheduled retrain never starts beside a manual one)
+ONE_AT_A_TIME = {"limit": 1, "collision_strategy": "CANCEL_NEW"}
+OVERLAPPING = ("predict",)  # reads a promoted model and writes the output it was given: runs may overlap
 
 
 def deployments(settings: Settings | None = None) -> list:
@@ -63,6 +68,8 @@ def deployments(settings: Settings | None = None) -> list:
         scheduled = f.name == "retrain" and s.retrain_dataset is not None  # no dataset named: nothing to retrain
         schedules = [Cron(s.retrain_cron, timezone=s.retrain_timezone)] if scheduled else None
         out.append(f.to_deployment(name=f.name, schedules=schedules, tags=["cet"],
+                                   concurrency_limit=None if f.name in OVERLAPPING else ConcurrencyLimitConfig(
+                                       **ONE_AT_A_TIME),
                                    entrypoint_type=EntrypointType.MODULE_PATH,
                                    description=(f.description or "").split("\n\n")[0]))
     return out

@@ -32,6 +32,17 @@ def test_prefect_yaml_deploys_every_flow_the_server_serves():
         assert d["work_pool"]["name"] == "cet"
     retrain = next(d for d in spec["deployments"] if d["name"] == "retrain")
     assert retrain["schedules"][0]["cron"] == "0 3 * * 1"
+    from flows.serve import ONE_AT_A_TIME, deployments
+
+    limits = {d["name"]: d.get("concurrency_limit") for d in spec["deployments"]}
+    assert limits == {n: None if n == "predict" else ONE_AT_A_TIME for n in FLOWS}  # scoring runs may overlap
+    served = {d.name: d for d in deployments()}  # python -m flows.serve: the same limits
+    assert list(served) == FLOWS
+    for name, limit in limits.items():
+        d = served[name]
+        got = None if d.concurrency_limit is None else {
+            "limit": d.concurrency_limit, "collision_strategy": d.concurrency_options.collision_strategy.value}
+        assert got == limit, name
 
 
 @pytest.fixture(scope="module")
