@@ -58,7 +58,7 @@ from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import dataset_report as dataset_report_lib
-from flows.lib.modeling import explain, subgroups, train_eval
+from flows.lib.modeling import explain, subgroups, train_eval, version_text
 from flows.lib.modeling.predict import resolve_version
 
 
@@ -130,16 +130,16 @@ def judge(models_root: str, name: str, version: str, metric: str, tolerance: flo
 
 @task(name="publish-metrics")
 def publish_metrics(name: str, version: str) -> None:
-    rows = train_eval.metric_rows(Path(version))
+    rows = version_text.metric_rows(Path(version))
     create_table_artifact(rows, key=f"metrics-{artifact_key(name)}",
                           description=f"{name}, model version {Path(version).name}: test metrics")
-    create_table_artifact(train_eval.calibration_rows(Path(version)), key=f"calibration-{artifact_key(name)}",
+    create_table_artifact(version_text.calibration_rows(Path(version)), key=f"calibration-{artifact_key(name)}",
                           description=f"{name}, model version {Path(version).name}: predicted risk by each event's "
                                       "horizon (the median training follow-up) against the Kaplan-Meier risk of "
                                       "groups of rows by predicted risk; mean absolute difference per split")
-    record = train_eval.intervals(Path(version))
+    record = version_text.intervals(Path(version))
     if record:
-        create_table_artifact(train_eval.interval_rows(Path(version)), key=f"intervals-{artifact_key(name)}",
+        create_table_artifact(version_text.interval_rows(Path(version)), key=f"intervals-{artifact_key(name)}",
                               description=f"{name}, model version {Path(version).name}: test AUC, Harrell's C and "
                                           "AUC at each event's horizon (averages over events) with "
                                           f"{record['level']:.0%} paired bootstrap "
@@ -170,7 +170,7 @@ def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden
                       patience: int, seed: int, name: str, reference: str = "auto") -> str:
     path = train_eval.experiment(dataset_dir, out, runs, search, hidden=hidden, max_epochs=max_epochs,
                                  patience=patience, seed=seed, title=f"{name}: {runs} runs", reference=reference)
-    create_table_artifact(train_eval.experiment_rows(path), key=f"experiment-{artifact_key(name)}",
+    create_table_artifact(version_text.experiment_rows(path), key=f"experiment-{artifact_key(name)}",
                           description=f"{name}: mean ± std over {runs} runs (test split)")
     get_run_logger().info("%s: experiment report in %s", name, path)
     return str(path)
@@ -316,7 +316,7 @@ def registry_command(ap, args) -> int:
                           *("-" if r[k] is None else f"{r[k]:.4f}" for k in ("val_auc", "val_ci_rmst")),
                           r["decision"] or "-"])
         print(f"{s.models_dir / name}: {len(rows)} versions (*: promoted; history.jsonl has every decision)")
-        print("\n".join(train_eval.text_table(table)))
+        print("\n".join(version_text.text_table(table)))
         return 0
     with output_lock(s.models_dir / name, s.lock_wait, "promote"):
         try:
@@ -404,7 +404,7 @@ def print_version(version: Path, decision: dict | None, subgroups_file=None) -> 
             print(f"  {decision['comparison']}")
     else:
         print(f"{version}: not judged by the promotion rule")
-    print("\n".join(train_eval.summary_lines(version)))
+    print("\n".join(version_text.summary_lines(version)))
     if subgroups_file:
         print("\n".join(subgroups.subgroup_lines(subgroups_file)))
 

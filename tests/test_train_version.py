@@ -293,7 +293,7 @@ def test_real_data_get_a_cox_reference_and_stand_ins_do_not(tmp_path):
 
     from cet_model.evaluation import REFERENCE
     from flows.lib.ingest import write_follow_up_dataset
-    from flows.lib.modeling.train_eval import summary_lines
+    from flows.lib.modeling.version_text import summary_lines
 
     ds_dir = write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
                                      {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks")
@@ -335,7 +335,7 @@ def test_the_summary_shows_each_event_beside_its_observed_test_rows(tmp_path):
     from lifelines.datasets import load_rossi
 
     from flows.lib.ingest import write_follow_up_dataset
-    from flows.lib.modeling.train_eval import summary_lines
+    from flows.lib.modeling.version_text import summary_lines
 
     params = TrainParams(models=("CET", "BC"), hidden=8, max_epochs=3, patience=2)
     synth = synthetic.write(tmp_path / "synthetic", n=400, split_sizes=(240, 80, 80))
@@ -356,12 +356,12 @@ def test_the_summary_shows_each_event_beside_its_observed_test_rows(tmp_path):
             cells += [f"{bounds['estimate']:.3f}", f"[{bounds['low']:.3f},", f"{bounds['high']:.3f}]"]
         assert lines[at + 2 + j].split() == cells
     # the last table, then only what is said of the follow-up's end (this synthetic data's is short)
-    from flows.lib.modeling.train_eval import beyond_lines, rising_lines
+    from flows.lib.modeling.version_text import beyond_lines, rising_lines
 
     end = beyond_lines(version) + rising_lines(version)
     assert end and lines[at + 4:] == end, lines[at + 4:]
     # the Prefect artifact's rows: the averages, then each event's interval
-    from flows.lib.modeling.train_eval import interval_rows
+    from flows.lib.modeling.version_text import interval_rows
 
     rows = interval_rows(version)
     assert {r["event"] for r in rows} == {"average", "T1", "T2"}
@@ -388,7 +388,7 @@ def test_the_summary_says_why_a_model_has_no_figure(tmp_path):
     from lifelines.datasets import load_rossi
 
     from flows.lib.ingest import write_follow_up_dataset
-    from flows.lib.modeling.train_eval import summary_lines
+    from flows.lib.modeling.version_text import summary_lines
 
     params = TrainParams(models=("CET", "BC"), hidden=8, max_epochs=3, patience=2, reference="none")
     ds_dir = write_follow_up_dataset(tmp_path / "rossi", load_rossi(), ["fin", "age", "prio"],
@@ -411,7 +411,7 @@ def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_th
     from lifelines.datasets import load_rossi
 
     from flows.lib.ingest import write_follow_up_dataset
-    from flows.lib.modeling.train_eval import summary_lines
+    from flows.lib.modeling.version_text import summary_lines
 
     params = TrainParams(models=("CET",), hidden=8, max_epochs=3, patience=2)
     rossi = load_rossi()
@@ -488,7 +488,7 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
     new rows warns of it. Followed to 1000 (every event seen): nothing is said."""
     from flows.lib.ingest import write_follow_up_dataset
     from flows.lib.modeling.predict import score
-    from flows.lib.modeling.train_eval import summary_lines
+    from flows.lib.modeling.version_text import summary_lines
 
     table = _cured_cohort(1000, follow_up)
     ds_dir = write_follow_up_dataset(tmp_path / "cured", table, ["x"], {"e": ("t", "s")}, name="cured",

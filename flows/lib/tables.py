@@ -12,7 +12,7 @@ from cet_model.dataset import SPLITS, event_columns
 from flows.lib import flow_params
 from flows.lib.flow_params import TableBuildParams
 from flows.lib.ingest import missing_indicator, write_follow_up_dataset
-from flows.lib.modeling.train_eval import FEW_OBSERVED
+from flows.lib.modeling.version_text import FEW_OBSERVED
 
 STAGE = "build-table-dataset"
 

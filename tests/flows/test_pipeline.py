@@ -18,7 +18,7 @@ from flows import predict as predict_flow
 from flows.full_pipeline import full_pipeline
 from flows.lib.flow_params import RetrainParams, SyntheticParams, TrainEvaluateParams
 from flows.lib.infra import registry
-from flows.lib.modeling import train_eval
+from flows.lib.modeling import train_eval, version_text
 from flows.synthetic import build_synthetic
 from flows.train import retrain, train_evaluate
 
@@ -58,7 +58,7 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     table = json.loads(next(a for a in art if a.key == "intervals-synthetic").data)
     assert {(r["what"], r["metric"]) for r in table} >= {("CET", "auc"), ("CET - BC", "auc"), ("CET - ET", "ci")}
     assert all(r["low"] <= r["estimate"] <= r["high"] for r in table if not r["what"].startswith("CET - "))
-    rows = train_eval.calibration_rows(v1)
+    rows = version_text.calibration_rows(v1)
     assert {(r["model"], r["event"]) for r in rows} == {
         (m, e) for m in ("CET", "CET-paper", "ET") for e in data_info["event_names"]
     }

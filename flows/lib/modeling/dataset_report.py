@@ -30,7 +30,7 @@ from cet_model.nonparametric import kaplan_meier_curve, kaplan_meier_plateau, ka
 from flows.lib.infra.stage_cache import built_from  # noqa: E402
 from flows.lib.modeling.model_card import markdown_table  # noqa: E402
 from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure  # noqa: E402
-from flows.lib.modeling.train_eval import metric_rows  # noqa: E402
+from flows.lib.modeling.version_text import metric_rows  # noqa: E402
 
 TIME_MODELS = ("CET", "ET")  # the models with a survival curve drawn beside Kaplan-Meier
 HORIZON_QUANTILES = (0.25, 0.5, 0.75)  # of each event's training follow-up: the cumulative incidence table

@@ -31,7 +31,8 @@ from cet_model.importance import (
 from cet_model.models import load_model
 from flows.lib.choices import EXPLAIN_SPLITS
 from flows.lib.infra import stage_cache
-from flows.lib.modeling.train_eval import item_labels, text_table
+from flows.lib.modeling.train_eval import item_labels
+from flows.lib.modeling.version_text import text_table
 
 log = logging.getLogger("flows.explain")
 SPLITS = EXPLAIN_SPLITS

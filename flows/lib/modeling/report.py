@@ -28,13 +28,7 @@ from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from flows.lib.infra import stage_cache  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
-from flows.lib.modeling.train_eval import (  # noqa: E402
-    beyond_record,
-    difference_table,
-    intervals,
-    metric_rows,
-    quarter_text,
-)
+from flows.lib.modeling.version_text import beyond_record, difference_table, intervals, metric_rows, quarter_text  # noqa: E402
 
 
 def auc_figure(version: Path, title: str, path: Path) -> Path:

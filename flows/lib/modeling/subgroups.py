@@ -28,18 +28,15 @@ from cet_model.atomic import write_text
 from cet_model.dataset import Dataset, load_dataset
 from cet_model.evaluation import (
     bootstrap_intervals,
+    bounds_text,
     evaluate,
     model_inputs,
     ranking_inputs,
     rmst_horizons,
 )
 from cet_model.models import load_model
-from flows.lib.modeling.train_eval import (
-    bounds_text,
-    calibration_by_horizon,
-    text_table,
-    version_horizons,
-)
+from flows.lib.modeling.train_eval import calibration_by_horizon, version_horizons
+from flows.lib.modeling.version_text import text_table
 
 log = logging.getLogger("flows.train")
 
