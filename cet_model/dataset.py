@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from .atomic import check_replaceable, replace_folder, temporary_name, writing
-from .choices import IMPUTE, SPLIT_METHODS, TABLE_SPLIT_METHODS  # noqa: F401
+from .choices import SPLIT_METHODS, TABLE_SPLIT_METHODS  # noqa: F401  (SPLIT_METHODS: the builds read it here)
 from .comments import NpyRows, RowView
 from .validation import kind_of
 

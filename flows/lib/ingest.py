@@ -23,7 +23,6 @@ from cet_model.dataset import (
     event_columns,
     first_non_number,
     holds_dates,
-    load_dataset,  # noqa: F401  (the doctests)
     min_keys,
     missing_indicator,
     other_rows,
@@ -74,6 +73,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     same way and writes nothing (returns None): what ``flows.table`` does before its flow starts.
 
     >>> import polars as pl, tempfile
+    >>> from cet_model.dataset import load_dataset
     >>> t = pl.DataFrame({"age": [60.0, 71, 55, 80, 66], "days": [5.0, 9, 2, 7, 3], "died": [1, 0, 1, 0, 0]})
     >>> out = write_follow_up_dataset(tempfile.mkdtemp() + "/mine", t, ["age"], {"death": ("days", "died")},
     ...                               name="mine", time_unit="days")
