@@ -125,15 +125,17 @@ def test_rerun_embeds_nothing_new(reddit_dumps, reddit_ds, embedding_cache, tmp_
     np.testing.assert_array_equal(load_dataset(again).train.sequences, first.train.sequences)
 
 
-def test_another_key_gives_other_ids(reddit_dumps, embedding_cache, reddit_ds, tmp_path):
+@pytest.fixture(scope="module")
+def other_key_ds(reddit_dumps, embedding_cache, tmp_path_factory):
+    """The same dumps built with another pseudonymisation key."""
+    root = tmp_path_factory.mktemp("reddit-other-key")
     params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
-    other = build(
-        reddit_dumps,
-        tmp_path / "ds",
-        tmp_path / "work",
-        params,
-        key="another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0",
-    )
+    key = "another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0"
+    return build(reddit_dumps, root / "ds", root / "work", params, key=key)
+
+
+def test_another_key_gives_other_ids(other_key_ds, reddit_ds):
+    other = other_key_ds
     assert not set(pl.read_parquet(other / "events.parquet")["id"]) & set(
         pl.read_parquet(reddit_ds[0] / "events.parquet")["id"]
     )
@@ -202,24 +204,16 @@ def test_malformed_lines_are_counted_then_fail_above_the_rate(tmp_path, embeddin
     assert not (tmp_path / "ds2").exists()
 
 
-def test_the_dataset_does_not_depend_on_the_pseudonymisation_key(reddit_dumps, reddit_ds, embedding_cache, tmp_path):
+def test_the_dataset_does_not_depend_on_the_pseudonymisation_key(reddit_ds, other_key_ds):
     """Same dumps and seeds, another key: only the ids differ. (Rows, split and censoring once
     followed the pseudonyms, so a cold build with a fresh random key gave other results.)"""
-    path, _ = reddit_ds
-    params = RedditParams(**{**PARAMS.__dict__, "embedding_cache": str(embedding_cache)})
-    other = build(
-        reddit_dumps,
-        tmp_path / "ds",
-        tmp_path / "work",
-        params,
-        key="another-pseudonym-key-3c9e1a7f5b2d8046e1f3a5c7b9d0",
-    )
+    path, other = reddit_ds[0], other_key_ds
     for name in ("features.parquet", "events.parquet"):
         a, b = pl.read_parquet(path / name), pl.read_parquet(other / name)
         assert not a["id"].equals(b["id"])
         assert a.drop("id").equals(b.drop("id")), name
-    # the other key names its own embedding cache, filled by another build of the module: the same texts, but
-    # PyTorch's thread count at that time may differ, and with it the float rounding of the matmuls (~1e-7)
+    # the other key names its own embedding cache, so its build embeds the texts again: PyTorch's thread count
+    # then may differ from the first build's, and with it the float rounding of the matmuls (~1e-7)
     np.testing.assert_allclose(np.load(path / "sequences.npy"), np.load(other / "sequences.npy"), rtol=0, atol=1e-6)
 
 
