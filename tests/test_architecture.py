@@ -2,7 +2,7 @@
 
 - ``cet_model`` (the model library) imports neither prefect, duckdb, the flows nor the
   experiment harness; the flows never import the harness (``cet_experiments`` uses the
-  product, not the other way round).
+  product, not the other way round); ``flows/lib/infra`` imports nothing that runs on it.
 - Real builds (``flows/lib/{infra,mimic,reddit,modeling}``) never import stand-in code: only
   the flow entry points (``flows/*.py``) pick a stand-in as the default source.
 - No import cycles inside ``cet_model``, ``cet_experiments`` or ``flows``.
@@ -65,6 +65,16 @@ def test_model_library_imports_no_orchestration_and_no_harness():
 def test_the_flows_never_import_the_experiment_harness():
     offending = {name: sorted(m for m in imports_of(path) if m.split(".")[0] == "cet_experiments")
                  for name, path in modules("flows").items()}
+    assert {k: v for k, v in offending.items() if v} == {}
+
+
+def test_the_infrastructure_never_imports_what_runs_on_it():
+    """``flows/lib/infra`` (settings, stages, registry, runners) sits under the builds and the
+    modelling: an import back up (settings once imported the Reddit embedder) is refused."""
+    above = ("flows.lib.reddit", "flows.lib.mimic", "flows.lib.modeling", "flows.lib.standin", "flows.lib.experiment",
+             "flows.lib.ingest", "flows.lib.tables")
+    offending = {name: sorted(m for m in imports_of(path) if m.startswith(above))
+                 for name, path in modules("flows/lib/infra").items()}
     assert {k: v for k, v in offending.items() if v} == {}
 
 
