@@ -63,10 +63,9 @@ def main(argv=None) -> int:
     ap = commands.full_pipeline()
     args = ap.parse_args(argv)
     apply_log_level(args)
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     t0 = time.perf_counter()
     try:
-        params = FullPipelineParams(datasets=datasets, max_epochs=args.max_epochs, hidden=args.hidden, seed=args.seed)
+        params = commands.params(args, FullPipelineParams)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     path = full_pipeline(params)

@@ -143,11 +143,7 @@ def main(argv=None) -> int:
         except (FileNotFoundError, ValueError) as exc:
             ap.error(f"--mimic-dir {exc}")
     try:
-        params = MimicBuildParams(out=args.out, mimic_dir=args.mimic_dir, work_dir=args.work_dir,
-                                  download_demo_url=args.download_demo, window_hours=args.window_hours,
-                                  split_seed=args.seed, censor_seed=args.seed, memory_limit=args.memory_limit,
-                                  window_events=args.window_events, standin_scale=args.standin_scale,
-                                  split_method=args.split_method)
+        params = commands.params(args, MimicBuildParams)
         check_output_folder(params.out or str(Settings().dataset_dir("mimic")),
                             {"--mimic-dir": params.mimic_dir or Settings().mimic_dir}, params.work_dir)
         if not params.mimic_dir and not params.download_demo_url and not Settings().mimic_dir:

@@ -133,19 +133,11 @@ def main(argv=None) -> int:
     require_path(ap, "--sequences", args.sequences, "file")
     for d in args.dumps or []:
         require_path(ap, "--dumps", d, "dir")
-    try:
-        qs = [float(q) for q in args.quantiles.split(",") if q.strip()]
-    except ValueError:
-        ap.error(f"--quantiles: {args.quantiles!r} is not a comma-separated list of numbers")
-    try:
-        hs = [float(h) for h in args.horizons.split(",") if h.strip()]
-    except ValueError:
-        ap.error(f"--horizons: {args.horizons!r} is not a comma-separated list of numbers")
-    if args.rmst and not hs:
+    if args.rmst and not args.horizons:
         ap.error("--rmst needs --horizons: the restricted mean event-free time is taken up to each of them")
     try:
         s = Settings()
-        version = predict_lib.resolve_version(s.models_dir, s.dataset_name(args.dataset), args.model_version)
+        version = predict_lib.resolve_version(s.models_dir, s.dataset_name(args.dataset), args.version)
     except (FileNotFoundError, ValueError) as exc:
         ap.error(str(exc))
     if args.mimic_dir:  # a table missing or unreadable: a usage error now, not a failed flow's traceback
@@ -169,9 +161,7 @@ def main(argv=None) -> int:
         except ValueError as exc:
             ap.error(f"--features {exc}")
     try:
-        params = PredictParams(features=args.features, mimic_dir=args.mimic_dir, dumps=args.dumps, out=args.out,
-                               work_dir=args.work_dir, dataset=args.dataset, version=version.name, quantiles=qs,
-                               sequences=args.sequences, horizons=hs, rmst=args.rmst)
+        params = commands.params(args, PredictParams, version=version.name)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     s = Settings()

@@ -202,23 +202,7 @@ def main(argv=None) -> int:
     for d in args.dumps or []:
         require_path(ap, "--dumps", d, "dir")
     try:
-        dumps = args.dumps[0] if args.dumps and len(args.dumps) == 1 else args.dumps
-        params = RedditBuildParams(
-            out=args.out,
-            dumps=dumps,
-            work_dir=args.work_dir,
-            start=args.start,
-            comment_end=args.comment_end,
-            submission_end=args.submission_end,
-            standin_users=args.standin_users,
-            standin_text=args.standin_text,
-            model=args.model,
-            device=args.device,
-            split_seed=args.seed,
-            censor_seed=args.seed,
-            max_error_rate=args.max_error_rate,
-            split_method=args.split_method,
-        )
+        params = commands.params(args, RedditBuildParams)
         check_output_folder(
             params.out or str(Settings().dataset_dir("reddit")),
             {"--dumps": params.dumps or Settings().reddit_dumps},

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     apply_log_level(args)
     try:
-        params = SyntheticParams(out=args.out, mode=args.mode, n=args.n, seed=args.seed)
+        params = commands.params(args, SyntheticParams)
         check_output_folder(params.out or str(Settings().dataset_dir("synthetic")), {})
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))

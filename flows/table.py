@@ -73,32 +73,13 @@ def build_table_dataset(params: TableBuildParams) -> str:
         return record_stage(tables.STAGE, path, key, tables.recipe(params, out))
 
 
-def parse_event(ap, text: str) -> tuple[str, tuple[str, str]]:
-    """``NAME=TIME,INDICATOR`` -> (NAME, (TIME, INDICATOR)); a usage error otherwise."""
-    name, sep, cols = text.partition("=")
-    parts = [c.strip() for c in cols.split(",")]
-    if not sep or not name.strip() or len(parts) != 2 or not all(parts):
-        ap.error(f"--event {text!r}: expected NAME=TIME_COLUMN,INDICATOR_COLUMN (e.g. death=days,died)")
-    return name.strip(), (parts[0], parts[1])
-
-
 def main(argv=None) -> int:
     ap = commands.table()
     args = ap.parse_args(argv)
     apply_log_level(args)
     require_path(ap, "--table", args.table, "file")
-    events = dict(parse_event(ap, e) for e in args.event)
-    if len(events) != len(args.event):
-        ap.error("--event: an event name is given twice")
-    features = [f.strip() for f in args.features.split(",") if f.strip()] if args.features else None
     try:
-        params = TableBuildParams(table=args.table, name=args.name, events=events, time_unit=args.time_unit,
-                                  features=features, out=args.out, id_column=args.id_column,
-                                  split_column=args.split_column, group_column=args.group_column, seed=args.seed,
-                                  split_method=args.split_method,
-                                  impute=args.impute,
-                                  categorical=[c.strip() for c in (args.categorical or "").split(",") if c.strip()],
-                                  missing_times=args.missing_times)
+        params = commands.params(args, TableBuildParams, events=commands.events(args.events))
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     try:  # a bad value is a usage error naming file, column and row now, not a failed flow's tracebacks

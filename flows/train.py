@@ -373,21 +373,13 @@ def main(argv=None) -> int:
                     ap.error(f"no dataset at {default} (the default folder for --dataset {name}): "
                              + (f"build it first ({build}) or " if name in BUILDS else "")
                              + "give its folder with --data")
-            params = TrainEvaluateParams(dataset=args.dataset, data=args.data, max_epochs=args.max_epochs,
-                                         hidden=args.hidden, seed=args.seed, promote_metric=args.promote_metric,
-                                         promote_tolerance=args.promote_tolerance,
-                                         promote_evidence=args.promote_evidence, runs=args.runs, search=args.search,
-                                         horizon=args.horizon, reference=args.reference,
-                                         models=[m.strip() for m in args.models.split(",") if m.strip()]
-                                         if args.models else None,
-                                         subgroups=[c.strip() for c in (args.subgroups or "").split(",") if c.strip()])
+            params = commands.params(args, TrainEvaluateParams)
             if params.subgroups:  # a column the dataset lacks: a usage error before any flow starts
                 folder = Path(args.data) if args.data else Settings().dataset_dir(Settings().dataset_name(args.dataset))
                 subgroups.check_dataset_columns(folder, params.subgroups)
         else:
             build_flow(Settings().dataset_name(args.dataset))  # refuses a name with nothing to rebuild from
-            params = RetrainParams(dataset=args.dataset, seed=args.seed, promote_metric=args.promote_metric,
-                                   promote_tolerance=args.promote_tolerance, promote_evidence=args.promote_evidence)
+            params = commands.params(args, RetrainParams)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)

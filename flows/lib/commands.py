@@ -2,6 +2,11 @@
 options here before Prefect, PyTorch or polars load, so ``--help``, ``--version`` and a usage
 error answer at once (``parse_early``), and its ``main`` parses them again to run.
 
+A flow's options are not declared here: ``options`` makes one per field of the flow's parameter
+model (``flows.lib.flow_params``), with the field's type, choices, default and description, and
+``params`` turns the parsed options back into that model. The commands with no flow behind them
+(``generate``, ``versions``, ``promote``, ``show``, ``explain``, ``serve``) declare theirs here.
+
     >>> ap = table()
     >>> ap.parse_args(["--table", "t.csv", "--name", "c", "--event", "death=days,died", "--time-unit", "days"]).name
     'c'
@@ -12,26 +17,13 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+import types
+import typing
 from pathlib import Path
 
-from cet_model.choices import (
-    IMPORTANCE_REPEATS,
-    IMPORTANCE_SCORES,
-    IMPUTE,
-    REFERENCE_CHOICES,
-    TABLE_SPLIT_METHODS,
-)
-from flows.lib.choices import (
-    BUILDS,
-    DEMO_URL,
-    EMBEDDING_MODEL,
-    EVIDENCE,
-    EXPLAIN_SPLITS,
-    METRIC_DIRECTION,
-    MIMIC_STANDIN_SCALE,
-    REDDIT_STANDIN_USERS,
-    SYNTHETIC_MODES,
-)
+from cet_model.choices import IMPORTANCE_REPEATS, IMPORTANCE_SCORES
+from flows.lib import flow_params
+from flows.lib.choices import DEMO_URL, EXPLAIN_SPLITS
 from flows.lib.infra.cli import command_parser
 
 FLOWS = Path(__file__).resolve().parents[1]
@@ -49,13 +41,86 @@ def parse_early(name: str) -> None:
     globals()[name]().parse_args(sys.argv[1:])
 
 
+def _listed(kind):
+    """An argparse type: a comma-separated list of ``kind``."""
+    def parse(text: str) -> list:
+        try:
+            return [kind(v.strip()) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {kind.__name__}s") from None
+    parse.__name__ = f"list of {kind.__name__}"
+    return parse
+
+
+def _argument(field) -> dict:
+    """argparse keywords for one pydantic field: its type, choices, whether it is required, and its
+    description as help, with the default appended where the description does not give it."""
+    union = typing.get_origin(field.annotation) in (typing.Union, types.UnionType)
+    kinds = [a for a in typing.get_args(field.annotation) if a is not type(None)] if union else [field.annotation]
+    kind = kinds[0]
+    kw: dict = {"help": (field.description or "").replace("%", "%%")}  # argparse formats help with %
+    if field.is_required():
+        kw["required"] = True
+    elif field.default is not None and field.default is not False and field.default != [] \
+            and "default" not in kw["help"]:
+        shown = ",".join(map(str, field.default)) if isinstance(field.default, list) else field.default
+        kw["help"] += f" (default {shown})"
+    if kind is bool:
+        return kw | {"action": "store_true"}
+    if len(kinds) == 2 and typing.get_origin(kinds[1]) is list:  # one value or several: "a" or ["a", "b"]
+        return kw | {"nargs": "+", "action": "extend"}
+    if typing.get_origin(kind) is typing.Literal:
+        return kw | {"choices": typing.get_args(kind)}
+    if typing.get_origin(kind) is list:
+        (item,) = typing.get_args(kind)
+        if typing.get_origin(item) is typing.Literal:
+            values = typing.get_args(item)
+            kw["help"] += f"; of {', '.join(values)}"
+            item = str
+        return kw | {"type": _listed(item), "metavar": "A,B,..."}
+    return kw | ({"type": kind} if kind in (int, float) else {})
+
+
+def options(parser: argparse.ArgumentParser, model, flags: dict | None = None, **custom: dict) -> None:
+    """One option per field of the flow parameter model ``model`` (``flows.lib.flow_params``),
+    declared by the field alone: ``--<field-name>`` (``flags`` renames), its type, choices,
+    default and help; ``custom`` replaces the keywords of a field whose command-line form differs
+    (e.g. ``--event NAME=TIME,INDICATOR`` for a mapping; the help stays the field's). Every
+    option's value stays ``None`` when not given, so the model's default (or the setting behind
+    it) applies.
+
+    >>> from flows.lib.flow_params import SyntheticParams
+    >>> ap = argparse.ArgumentParser()
+    >>> options(ap, SyntheticParams)
+    >>> params(ap.parse_args(["--n", "500", "--mode", "independent"]), SyntheticParams)
+    SyntheticParams(out=None, mode='independent', n=500, seed=0)
+    """
+    flags = flags or {}
+    for name, field in model.model_fields.items():
+        kw = _argument(field) | custom.get(name, {})
+        parser.add_argument(flags.get(name, "--" + name.replace("_", "-")), dest=name, **kw)
+
+
+def params(args: argparse.Namespace, model, **given):
+    """The flow parameters ``model`` from parsed ``options`` (and ``given`` values): the options
+    left out are left out, so the model's defaults apply. A one-item list for a field that takes
+    one value or several becomes that value. Raises pydantic's ValidationError (a ``ValueError``
+    naming the field) on a bad value."""
+    values = {}
+    for name, field in model.model_fields.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if isinstance(value, list) and len(value) == 1 and str in typing.get_args(field.annotation):
+            value = value[0]
+        values[name] = value
+    return model(**values | given)
+
+
 def synthetic() -> argparse.ArgumentParser:
     """``python -m flows.synthetic``'s options."""
     ap = command_parser("python -m flows.synthetic", _doc("synthetic").split("\n\n")[0])
-    ap.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/synthetic)")
-    ap.add_argument("--mode", choices=SYNTHETIC_MODES, help="reference (the original code's) or independent")
-    ap.add_argument("--n", type=int, help="rows (default: $CET_SYNTHETIC_N or 40000, the paper's)")
-    ap.add_argument("--seed", type=int, default=0, help="generator and censoring seed (default %(default)s)")
+    options(ap, flow_params.SyntheticParams)
     return ap
 
 
@@ -64,24 +129,8 @@ def mimic() -> argparse.ArgumentParser:
     ap = command_parser("python -m flows.mimic", _doc("mimic").split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the MIMIC dataset folder")
-    src = b.add_mutually_exclusive_group()
-    src.add_argument("--mimic-dir", help="folder with ADMISSIONS, CHARTEVENTS, ... as .csv or .csv.gz "
-                                         "(default: a generated stand-in, see --standin-scale)")
-    src.add_argument("--download-demo", nargs="?", const=DEMO_URL, metavar="URL",
-                     help=f"fetch and verify the open demo (default {DEMO_URL})")
-    b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/mimic)")
-    b.add_argument("--work-dir", help="staged tables and scratch (default: a hidden folder beside --out)")
-    b.add_argument("--window-hours", type=int, default=24, help="feature window after the origin (default %(default)s)")
-    b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
-    b.add_argument("--split-method", choices=["random", "hash"], default="random",
-                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each patient keeps "
-                        "its split when the cohort grows and is rebuilt (shares in expectation)")
-    b.add_argument("--memory-limit", default="2500MB", help="DuckDB memory limit (default %(default)s)")
-    b.add_argument("--window-events", choices=("keep", "mask"), default="keep",
-                   help="events inside the feature window: keep them (the reference) or mask that task")
-    b.add_argument("--standin-scale", type=float,
-                   help="size of the default stand-in source, as a fraction of the full release "
-                        f"(default: $CET_MIMIC_STANDIN_SCALE or {MIMIC_STANDIN_SCALE})")
+    options(b, flow_params.MimicBuildParams, flags={"download_demo_url": "--download-demo"},
+            download_demo_url={"nargs": "?", "const": DEMO_URL, "metavar": "URL"})
     g = sub.add_parser("generate", help="write a MIMIC-III stand-in in the full release's layout, with planted truth")
     g.add_argument("--scale", type=float, required=True,
                    help="fraction of the full release (61,532 ICU stays, 330M chart rows): 0.001 to 1")
@@ -98,26 +147,7 @@ def reddit() -> argparse.ArgumentParser:
     ap = command_parser("python -m flows.reddit", _doc("reddit").split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the Reddit dataset folder")
-    b.add_argument("--dumps", nargs="+", metavar="DIR_OR_URL",
-                   help="folders holding RC_/RS_YYYY-MM dumps, searched recursively (the archive's "
-                        "reddit/comments + reddit/submissions layout, month folders or flat), or one base URL "
-                        "(default: $CET_REDDIT_DUMPS, else a generated stand-in)")
-    b.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/reddit)")
-    b.add_argument("--work-dir", help="scans, embeddings and scratch (default: a hidden folder beside --out)")
-    b.add_argument("--start", help="first month to read, YYYY-MM (default: all)")
-    b.add_argument("--comment-end", default="2017-11", help="last comment month (default %(default)s, the paper's)")
-    b.add_argument("--submission-end", default="2020-01", help="last submission month (default %(default)s)")
-    b.add_argument("--standin-users", type=int, help=f"default: $CET_REDDIT_STANDIN_USERS or {REDDIT_STANDIN_USERS}")
-    b.add_argument("--standin-text", choices=["phrases", "realistic"],
-                   help="stand-in comment text (default: $CET_REDDIT_STANDIN_TEXT or phrases)")
-    b.add_argument("--model", help=f"sentence-transformers model name or folder (default: $CET_EMBEDDING_MODEL "
-                                   f"or {EMBEDDING_MODEL})")
-    b.add_argument("--device", help="auto, cpu or cuda (default: $CET_DEVICE or auto)")
-    b.add_argument("--seed", type=int, default=0, help="split and censoring seed")
-    b.add_argument("--split-method", choices=["random", "hash"], default="random",
-                   help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each user keeps "
-                        "its split when the set of users grows and is rebuilt (shares in expectation)")
-    b.add_argument("--max-error-rate", type=float, default=0.01, help="malformed-line share that fails a file")
+    options(b, flow_params.RedditBuildParams)
     g = sub.add_parser("generate", help="write stand-in Pushshift dumps with planted truth")
     g.add_argument("--users", type=int, required=True, help="simulated users (1k to 1M)")
     g.add_argument("--out", required=True, help="folder for the stand-in dumps (must be empty or absent)")
@@ -136,36 +166,26 @@ def reddit() -> argparse.ArgumentParser:
 def table() -> argparse.ArgumentParser:
     """``python -m flows.table``'s options."""
     ap = command_parser("python -m flows.table", _doc("table").split("\n\n")[0])
-    ap.add_argument("--table", required=True, help=".csv or .parquet file, one row per subject")
-    ap.add_argument("--name", required=True, help="the dataset's name (models/<name>/; default folder "
-                                                  "$CET_DATA_DIR/<name>)")
-    ap.add_argument("--event", action="append", required=True, metavar="NAME=TIME,INDICATOR",
-                    help="an event: its time column and its 0/1 indicator column (repeat for several)")
-    ap.add_argument("--time-unit", required=True, help="unit of the time columns, e.g. days")
-    ap.add_argument("--features", help="comma-separated feature columns (default: every column not named by "
-                                       "--event, --id-column, --split-column or --group-column)")
-    ap.add_argument("--id-column", help="unique subject ids (default: the row number)")
-    ap.add_argument("--split-column", help="train/val/test per row (default: a seeded 60/20/20 split)")
-    ap.add_argument("--group-column", help="draw the seeded split by groups, e.g. a patient id when a patient has "
-                                           "several rows: no group in two splits")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the split (default %(default)s)")
-    ap.add_argument("--split-method", choices=list(TABLE_SPLIT_METHODS), default="random",
-                    help="random: a seeded permutation with exact 60/20/20 shares (default); hash: each id (or "
-                         "--group-column group) keeps its split when the table grows and is rebuilt (shares in "
-                         "expectation); stratified: the rows (groups) with each combination of observed events "
-                         "spread 60/20/20 over the splits, for a rare outcome")
-    ap.add_argument("--categorical", help="comma-separated feature columns (text or codes) to encode as one 0/1 "
-                                          "column per level seen in training (predict encodes new rows the same "
-                                          "way); default: none, and a text column is an error")
-    ap.add_argument("--missing-times", choices=["refuse", "mask"], default="refuse",
-                    help="a missing follow-up time (its indicator missing or 0): refused (default), or that event "
-                         "left out for that row (counted)")
-    ap.add_argument("--impute", choices=[m for m in IMPUTE if m is not None],
-                    help="fill missing feature values with the training rows' median (recorded; predict fills new "
-                         "rows the same way); median+indicator also adds a 0/1 column <column>_missing after each "
-                         "column with a training gap; default: a missing value is an error naming its row")
-    ap.add_argument("--out", help="dataset folder (default: $CET_DATA_DIR/<name>)")
+    options(ap, flow_params.TableBuildParams, flags={"events": "--event"},
+            events={"type": _event, "action": "append", "metavar": "NAME=TIME,INDICATOR"})
     return ap
+
+
+def _event(text: str) -> tuple[str, tuple[str, str]]:
+    """``--event NAME=TIME,INDICATOR`` -> (NAME, (TIME, INDICATOR))."""
+    name, sep, cols = text.partition("=")
+    parts = [c.strip() for c in cols.split(",")]
+    if not sep or not name.strip() or len(parts) != 2 or not all(parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=TIME_COLUMN,INDICATOR_COLUMN (e.g. death=days,died)")
+    return name.strip(), (parts[0], parts[1])
+
+
+def events(given: list[tuple[str, tuple[str, str]]]) -> dict[str, tuple[str, str]]:
+    """The ``--event`` options as the ``events`` mapping; a name given twice is refused."""
+    mapping = dict(given)
+    if len(mapping) != len(given):
+        raise ValueError("--event: an event name is given twice")
+    return mapping
 
 
 def train() -> argparse.ArgumentParser:
@@ -173,40 +193,9 @@ def train() -> argparse.ArgumentParser:
     ap = command_parser("python -m flows.train", _doc("train").split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="train CET, ET and BC on a dataset folder and register them")
-    ev.add_argument("--dataset", help="the dataset's name; models go to models/<name>/ "
-                                      "(default: $CET_RETRAIN_DATASET)")
-    ev.add_argument("--data", help="the dataset folder (default: $CET_DATA_DIR/<dataset>)")
-    ev.add_argument("--max-epochs", type=int, help="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
-    ev.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
-    ev.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
-    ev.add_argument("--models", help="comma-separated presets to train (default: CET,CET-paper,ET,BC,Oracle on data "
-                                     "with the true occurrence; CET,ET,BC on data censored by follow-up alone)")
-    ev.add_argument("--subgroups", help="comma-separated categorical columns or features (e.g. sex,age): CET's test "
-                                        "metrics per subgroup, printed and kept in the version's subgroups.json")
-    ev.add_argument("--horizon", type=float, help="the time, in the dataset's unit (e.g. 52 for a year in weeks), "
-                                                  "at which calibration against Kaplan-Meier and the AUC at h are "
-                                                  "judged for every event (default: each "
-                                                  "event's median training follow-up)")
-    ev.add_argument("--reference", choices=REFERENCE_CHOICES, default="auto",
-                    help="a classical Cox fit per event on the same split, shown beside the models: auto (on data "
-                         "without the true occurrence, where no Oracle is trained; default), cox (any data without "
-                         "comment embeddings), none")
-    ev.add_argument("--runs", type=int, default=0, help="also write the paper-format report over this many seeds")
-    ev.add_argument("--search", type=int, default=0, help="random-search trials for CET before those runs")
+    options(ev, flow_params.TrainEvaluateParams)
     rt = sub.add_parser("retrain", help="rebuild a dataset if its inputs changed, train, apply the promotion rule")
-    rt.add_argument("--dataset", help="synthetic, mimic, reddit, or the name of a table built by python -m "
-                                      "flows.table (default: $CET_RETRAIN_DATASET)")
-    rt.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
-    for p in (ev, rt):
-        p.add_argument("--promote-metric", choices=sorted(METRIC_DIRECTION),
-                       help="validation metric of CET that decides promotion (default: $CET_PROMOTE_METRIC or val_auc)")
-        p.add_argument("--promote-tolerance", type=float,
-                       help="how much worse a new version may be and still be promoted "
-                            "(default: $CET_PROMOTE_TOLERANCE or 0)")
-        p.add_argument("--promote-evidence", choices=EVIDENCE,
-                       help="point: compare the two values; not-worse: promote unless the paired 95%% interval of "
-                            "the difference shows the new version worse; better: only when it shows it better (AUC "
-                            "and C; default: $CET_PROMOTE_EVIDENCE or point)")
+    options(rt, flow_params.RetrainParams)
     ls = sub.add_parser("versions", help="list a dataset's model versions: promoted, data, CET's validation "
                                          "AUC and C (RMST), the rule's decision (no flow run)")
     pr = sub.add_parser("promote", help="promote a version by hand (a rollback), with a reason kept in "
@@ -243,25 +232,7 @@ def train() -> argparse.ArgumentParser:
 def predict() -> argparse.ArgumentParser:
     """``python -m flows.predict``'s options."""
     ap = command_parser("python -m flows.predict", _doc("predict").split("\n\n")[0])
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--features", help="parquet or .csv with id and the model's feature columns, prepared as in "
-                                        "the training dataset (raw units are scaled by the model as in training)")
-    src.add_argument("--mimic-dir", help="raw MIMIC-III tables of new admissions (ADMISSIONS, CHARTEVENTS, "
-                                         "LABEVENTS, OUTPUTEVENTS as .csv or .csv.gz)")
-    src.add_argument("--dumps", action="append", help="folder of Pushshift RC_/RS_ dumps of new users, searched "
-                                                      "recursively (repeat for several)")
-    ap.add_argument("--out", required=True, help="output parquet")
-    ap.add_argument("--work-dir", help="staged tables, scans and embeddings (default: a hidden folder beside --out)")
-    ap.add_argument("--dataset", help="registry name of the model: synthetic, mimic, reddit, ... "
-                                      "(default: $CET_RETRAIN_DATASET)")
-    ap.add_argument("--model-version", help="a registered model version, e.g. v0003 (default: the promoted one)")
-    ap.add_argument("--quantiles", default="0.1,0.5,0.9", help="time quantiles (default %(default)s)")
-    ap.add_argument("--horizons", default="", help="comma-separated times, in the dataset's unit (e.g. 7,30): adds "
-                                                    "risk_<h>_<event> = P(the event happens by h) (default: none)")
-    ap.add_argument("--rmst", action="store_true", help="also rmst_<h>_<event>: the restricted mean event-free "
-                                                         "time up to each --horizons h (the score C (RMST) judges; "
-                                                         "larger: later or never)")
-    ap.add_argument("--sequences", help="comment embeddings .npy, with --features for models trained on Reddit")
+    options(ap, flow_params.PredictParams, flags={"version": "--model-version"})
     return ap
 
 
@@ -293,8 +264,5 @@ def full_pipeline() -> argparse.ArgumentParser:
         epilog=_doc("full_pipeline").split("\n\n", 2)[2],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--datasets", default=",".join(BUILDS), help="comma-separated subset of %(default)s")
-    ap.add_argument("--max-epochs", type=int, help="training epochs cap (default: $CET_MAX_EPOCHS, else automatic)")
-    ap.add_argument("--hidden", type=int, help="hidden width (default: $CET_HIDDEN or 100)")
-    ap.add_argument("--seed", type=int, help="training seed (default: $CET_SEED or 0)")
+    options(ap, flow_params.FullPipelineParams)
     return ap

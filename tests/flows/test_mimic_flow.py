@@ -101,7 +101,8 @@ def test_retrain_rebuilds_as_built_and_never_swaps_real_tables_for_a_standin(tmp
         monkeypatch.setenv(f"CET_{name}", str(value))
     monkeypatch.delenv("CET_MIMIC_DIR", raising=False)
     src = write_fixture(tmp_path / "mimic", n_admissions=12)
-    assert main(["build", "--mimic-dir", str(src), "--window-hours", "12", "--seed", "3"]) == 0
+    assert main(["build", "--mimic-dir", str(src), "--window-hours", "12", "--split-seed", "3",
+                 "--censor-seed", "3"]) == 0
     out = tmp_path / "data" / "mimic"
     manifest = (out / "manifest.json").read_bytes()
     build, recorded = build_flow("mimic")

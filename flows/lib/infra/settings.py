@@ -16,8 +16,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from flows.lib.choices import EMBEDDING_MODEL, MIMIC_STANDIN_SCALE, REDDIT_STANDIN_USERS
-from flows.lib.infra.registry import EVIDENCE
+from flows.lib.choices import EMBEDDING_MODEL, EVIDENCE, MIMIC_STANDIN_SCALE, REDDIT_STANDIN_USERS
 
 DATASET_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a dataset's name: models/<name>/, $CET_DATA_DIR/<name>
 

@@ -21,6 +21,7 @@ from cet_model.comments import CommentInputs, NpyRows
 from cet_model.dataset import first_non_number, row_at
 from cet_model.evaluation import BEYOND_SHARE, FOLLOWED_ROWS, occurrence_beyond_follow_up
 from cet_model.models import load_model
+from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra import registry
 from flows.lib.infra.keys import key_matches
 from flows.lib.ingest import check_csv_header, encode_levels, first_data_line, missing_indicator, read_table
@@ -28,7 +29,6 @@ from flows.lib.reddit.cohort import PSEUDONYM_KEY
 
 log = logging.getLogger("flows.predict")
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
-RMST_NEEDS_HORIZONS = "rmst needs horizons: the restricted mean is taken up to each of them"
 
 
 def resolve_version(models_root, dataset: str, version: str | None = None) -> Path:
