@@ -206,6 +206,9 @@ def test_options_parse_into_the_flows_parameters(tmp_path):
     params = commands.params(table, flow_params.TableBuildParams, events=commands.events(table.events))
     assert params.events == {"death": ("days", "died"), "relapse": ("t_rel", "rel")}
     assert params.categorical == ["sex", "site"] and params.features is None
+    alone = flow_parser("table", None).parse_args(["--table", "t.csv", "--name", "c", "--event", "d=t,s",
+                                                   "--time-unit", "days", "--categorical", "site"])
+    assert commands.params(alone, flow_params.TableBuildParams, events={"d": ("t", "s")}).categorical == ["site"]
     with pytest.raises(ValueError, match="an event name is given twice"):
         commands.events([("d", ("a", "b")), ("d", ("c", "e"))])
 

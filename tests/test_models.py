@@ -499,7 +499,7 @@ def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
     masked[: n // 2, 0] = 0  # the share is taken over the cells that count
     model.fit(x, t, s, mask=masked)
     np.testing.assert_allclose(model.predict_occurrence(x[:1])[0, 0], s[n // 2:, 0].mean(), rtol=1e-4)
-    assert CETModel().fit(x, t, s).recipe_.occurrence_init == "observed"
+    assert CETModel(max_epochs=1).fit(x, t, s).recipe_.occurrence_init == "observed"  # the default start
     with pytest.raises(ValueError, match="occurrence_init must be one of"):
         build(CETModel, occurrence_init="zeros").fit(x, t, s)
     with pytest.raises(ValueError, match="encoder_stage must be True or False, got 'false'"):

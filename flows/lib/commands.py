@@ -52,11 +52,22 @@ def _listed(kind):
     return parse
 
 
+def _kinds(field) -> list:
+    """The types a field's value may have, ``None`` left out: ``str | list[str] | None`` -> [str, list[str]]."""
+    union = typing.get_origin(field.annotation) in (typing.Union, types.UnionType)
+    return [a for a in typing.get_args(field.annotation) if a is not type(None)] if union else [field.annotation]
+
+
+def _one_or_several(field) -> bool:
+    """A field that takes one value or a list of them (``str | list[str]``)."""
+    kinds = _kinds(field)
+    return len(kinds) == 2 and kinds[0] is str and typing.get_origin(kinds[1]) is list
+
+
 def _argument(field) -> dict:
     """argparse keywords for one pydantic field: its type, choices, whether it is required, and its
     description as help, with the default appended where the description does not give it."""
-    union = typing.get_origin(field.annotation) in (typing.Union, types.UnionType)
-    kinds = [a for a in typing.get_args(field.annotation) if a is not type(None)] if union else [field.annotation]
+    kinds = _kinds(field)
     kind = kinds[0]
     kw: dict = {"help": (field.description or "").replace("%", "%%")}  # argparse formats help with %
     if field.is_required():
@@ -67,7 +78,7 @@ def _argument(field) -> dict:
         kw["help"] += f" (default {shown})"
     if kind is bool:
         return kw | {"action": "store_true"}
-    if len(kinds) == 2 and typing.get_origin(kinds[1]) is list:  # one value or several: "a" or ["a", "b"]
+    if _one_or_several(field):  # "a" or ["a", "b"]
         return kw | {"nargs": "+", "action": "extend"}
     if typing.get_origin(kind) is typing.Literal:
         return kw | {"choices": typing.get_args(kind)}
@@ -111,7 +122,7 @@ def params(args: argparse.Namespace, model, **given):
         value = getattr(args, name, None)
         if value is None:
             continue
-        if isinstance(value, list) and len(value) == 1 and str in typing.get_args(field.annotation):
+        if isinstance(value, list) and len(value) == 1 and _one_or_several(field):
             value = value[0]
         values[name] = value
     return model(**values | given)

@@ -141,7 +141,7 @@ def test_a_text_column_among_the_default_features_is_named_and_nothing_is_writte
 
 @pytest.mark.bad_input
 @pytest.mark.parametrize("argv, message", [
-    (["--event", "arrest=week"], "--event 'arrest=week': expected NAME=TIME_COLUMN,INDICATOR_COLUMN"),
+    (["--event", "arrest=week"], "--event: 'arrest=week': expected NAME=TIME_COLUMN,INDICATOR_COLUMN"),
     (["--event", "week,arrest"], "expected NAME=TIME_COLUMN,INDICATOR_COLUMN"),
     (["--event", "a=week,arrest", "--event", "a=week,arrest"], "--event: an event name is given twice"),
     (["--event", "arrest=week,arrest", "--name", "my data"], "name\n  String should match pattern"),
