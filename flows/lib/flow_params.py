@@ -268,12 +268,9 @@ class TrainEvaluateParams(FlowParams):
     @model_validator(mode="after")
     def _known_models_with_cet(self):
         if self.models is not None:
-            from cet_model.evaluation import check_presets
+            from flows.lib.modeling.train_eval import check_models  # here: the options parse before PyTorch loads
 
-            check_presets(self.models)  # an unknown name is refused listing the presets
-            if "CET" not in self.models:
-                raise ValueError(f"models {self.models} must include CET: the promotion rule judges it and predict "
-                                 "scores with it")
+            check_models(self.models)
         return self
 
 

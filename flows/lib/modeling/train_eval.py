@@ -55,8 +55,21 @@ log = logging.getLogger("flows.train")
 CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.infra.registry")
 
 
+def check_models(models) -> None:
+    """The presets a version trains: known names (an unknown one is refused listing the presets),
+    CET among them (the promotion rule judges it and predict scores with it)."""
+    check_presets(models)
+    if "CET" not in models:
+        raise ValueError(f"models {list(models)} must include CET: the promotion rule judges it and predict scores "
+                         "with it")
+
+
 @dataclass(frozen=True)
 class TrainParams:
+    """What ``train_version`` runs with, every value resolved: the flow's ``TrainEvaluateParams``
+    (declared, described and checked there) with the settings filled in by ``flows.train``, plus
+    what no command line sets (the device, per-model overrides)."""
+
     models: tuple[str, ...] | None = None  # None: the data decide (``default_presets``)
     hidden: int = 100
     max_epochs: int | None = None  # None: automatic (cet_model.train.TrainConfig.budget)
@@ -69,11 +82,9 @@ class TrainParams:
 
     def __post_init__(self):
         if self.models is not None:
-            check_presets(self.models)
+            check_models(self.models)
         if self.reference not in REFERENCE_CHOICES:
             raise ValueError(f"reference must be one of {REFERENCE_CHOICES}, got {self.reference!r}")
-        if self.models is not None and "CET" not in self.models:
-            raise ValueError("models must include CET: the registry promotes and predicts with it")
         if self.horizon is not None and not self.horizon > 0:
             raise ValueError(f"horizon must be a time > 0, got {self.horizon}")
 
