@@ -29,6 +29,7 @@ from cet_model.evaluation import difference_text
 # metric -> +1 when higher is better, -1 when lower is better
 from flows.lib.choices import METRIC_DIRECTION  # noqa: E402
 from flows.lib.infra.crash import crash_point
+from flows.lib.infra.evaluation_record import Evaluation
 
 VERSION = re.compile(r"^v(\d{4,})$")
 # what decides between two point values: the values themselves, or the paired interval of their difference
@@ -117,15 +118,13 @@ def promoted(root: Path, dataset: str) -> Path | None:
 def metric_value(version_dir: Path, metric: str, model: str = "CET") -> float:
     """A version's recorded summary value; NaN when it is undefined there (e.g. a concordance on
     validation rows without an observed event) or was not recorded (a version from before it was)."""
-    metrics = json.loads((Path(version_dir) / "metrics.json").read_text())
-    value = metrics["summary"][model].get(metric)
+    value = Evaluation.read(version_dir).summary[model].get(metric)
     return float("nan") if value is None else float(value)
 
 
 def metric_recorded(version_dir: Path, metric: str, model: str = "CET") -> bool:
     """Whether the version recorded ``metric`` at all (its value may still be undefined)."""
-    metrics = json.loads((Path(version_dir) / "metrics.json").read_text())
-    return metric in metrics["summary"][model]
+    return metric in Evaluation.read(version_dir).summary[model]
 
 
 UNDEFINED_WHY = {m: "a concordance needs the event observed in some validation rows" for m in ("val_ci", "val_ci_rmst")}
@@ -303,7 +302,7 @@ def version_rows(root: Path, dataset: str) -> list[dict]:
                 return json.loads(path.read_text()) if path.is_file() else {}
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise ValueError(f"{path}: not JSON ({exc}); the version's record is damaged") from None
-        summary = (read("metrics.json").get("summary") or {}).get("CET") or {}
+        summary = Evaluation.from_json(read("metrics.json")).summary.get("CET") or {}
         decision = read("decision.json")
         values = {k: summary.get(k) for k in ("val_auc", "val_ci_rmst")}
         is_promoted = current is not None and current.name == v

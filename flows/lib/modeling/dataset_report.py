@@ -12,7 +12,6 @@ Each version's model card is ``flows.lib.modeling.model_card``.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from cet_model.nonparametric import kaplan_meier_curve, kaplan_meier_plateau, kaplan_meier_risk  # noqa: E402
+from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402
 from flows.lib.infra.stage_cache import built_from  # noqa: E402
 from flows.lib.modeling.model_card import markdown_table  # noqa: E402
 from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure  # noqa: E402
@@ -196,7 +196,7 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
     ds = load_dataset(dataset_dir)
     tr, te, events = ds.train, ds.test, ds.event_names
     x = model_inputs(te)
-    metrics = json.loads((version / "metrics.json").read_text())
+    metrics = Evaluation.read(version)
     models = {m: load_model(version / m, device=device) for m in TIME_MODELS if (version / m / "config.json").is_file()}
     kind = built_from(dataset_dir)
     parts = [f"# {name}: model version {version.name}", "",
@@ -216,7 +216,7 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
               "model's mean predicted risk by then.", "",
               markdown_table(["event", "horizon", "Kaplan-Meier", *models],
                               incidence_rows(tr, te, x, events, models)), ""]
-    calibration = (metrics.get("calibration") or {}).get("test") or {}
+    calibration = metrics.calibration.get("test") or {}
     if calibration:
         figure = horizon_calibration_figure(calibration, events, out_dir / "calibration-horizon.png",
                                             f"{name}: risk by the horizon against Kaplan-Meier, by risk group")

@@ -4,6 +4,8 @@ limitations and the command that trains it again. Written from the version's own
 
 from __future__ import annotations
 
+from flows.lib.infra.evaluation_record import Evaluation
+
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     """A markdown table of strings."""
@@ -11,10 +13,10 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
                       *("| " + " | ".join(r) + " |" for r in rows)])
 
 
-def model_card(metrics: dict, params: dict, data: dict, built: str, name: str) -> str:
-    """The model card of a version from its records (``metrics.json``, ``params.json``,
+def model_card(metrics: Evaluation, params: dict, data: dict, built: str, name: str) -> str:
+    """The model card of a version from its records (its evaluation, ``params.json``,
     ``data.json``) and what its data were built from."""
-    summary = metrics.get("summary") or {}
+    summary = metrics.summary
     keys = (("test_auc", "AUC"), ("test_ci_rmst", "C (RMST)"), ("test_ci", "Harrell's C"), ("test_ece", "ECE"),
             ("test_ibs", "IBS"))
     trained = list(summary)
@@ -23,7 +25,7 @@ def model_card(metrics: dict, params: dict, data: dict, built: str, name: str) -
     table = markdown_table(["model", *(label for _, label in shown)],
                             [[m, *("" if summary[m].get(k) is None else f"{summary[m][k]:.3f}" for k, _ in shown)]
                              for m in scored])
-    record = (metrics.get("intervals") or {}).get("test") or {}
+    record = metrics.intervals.get("test") or {}
     labels = {"auc": "AUC", "ci": "Harrell's C", "ci_rmst": "C (RMST)", "auc_h": "AUC at the horizon"}
     differences = [f"- CET − {model}, {labels.get(metric, metric)}: {v['estimate']:+.3f} "
                    f"[{v['low']:+.3f}, {v['high']:+.3f}]"
@@ -33,7 +35,7 @@ def model_card(metrics: dict, params: dict, data: dict, built: str, name: str) -
     if params.get("models"):
         command.append("--models " + ",".join(params["models"]))
     for key, flag in (("hidden", "--hidden"), ("seed", "--seed"), ("max_epochs", "--max-epochs"),
-                      ("horizon", "--horizon")):
+                      ("patience", "--patience"), ("horizon", "--horizon")):
         if params.get(key) is not None:
             command.append(f"{flag} {params[key]}")
     no_truth = not any((summary[m] or {}).get("test_auc") is not None for m in trained)

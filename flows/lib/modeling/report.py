@@ -10,7 +10,6 @@ reaches the report.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from pathlib import Path
 
@@ -28,11 +27,12 @@ from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from flows.lib.infra import stage_cache  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
+from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402
 from flows.lib.modeling.version_text import beyond_record, difference_table, intervals, metric_rows, quarter_text  # noqa: E402
 
 
 def auc_figure(version: Path, title: str, path: Path) -> Path:
-    metrics = json.loads((version / "metrics.json").read_text())["test"]
+    metrics = Evaluation.read(version).test
     models = list(metrics)
     tasks = list(next(iter(metrics.values())))
     fig, ax = plt.subplots(figsize=(max(5, 0.8 * len(tasks) + 2), 3.2))

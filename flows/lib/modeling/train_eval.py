@@ -46,6 +46,7 @@ from cet_model.models import CETModel
 from cet_model.nonparametric import kaplan_meier_risk
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
+from flows.lib.infra.evaluation_record import Evaluation
 from flows.lib.infra.keys import kept_key, key_digest, key_matches
 from flows.lib.modeling.model_card import model_card
 from flows.lib.modeling.version_text import FEW_OBSERVED, VERSION_METRICS
@@ -423,18 +424,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         on_models(models)
     tmp = registry.staging_dir(models_root, name)
     try:
-        metrics = {
-            "val": {},
-            "test": {},
-            "summary": {},
-            "seconds": {},
-            "epochs": {},
-            "encoder_epochs": {},
-            "skipped": skipped,
-            "calibration": {"val": {}, "test": {}},
-            "beyond_follow_up": {"test": {}},
-            "observed": {"val": observed_events(va, ds.event_names), "test": observed_events(te, ds.event_names)},
-        }
+        metrics = Evaluation(skipped=skipped, observed={"val": observed_events(va, ds.event_names),
+                                                        "test": observed_events(te, ds.event_names)})
         horizons = calibration_horizons(tr, ds.event_names, params.horizon)
         if params.horizon is not None:
             _warn_horizon_beyond_follow_up(name, tr, ds.event_names, params.horizon)
@@ -450,12 +441,12 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         if wanted and spec is None:  # the classical model as the yardstick
             run.add_reference()
         t0 = time.perf_counter()
-        metrics["intervals"] = {"test": bootstrap_intervals(te, run.ranking, seed=params.seed, train=tr,
+        metrics.intervals = {"test": bootstrap_intervals(te, run.ranking, seed=params.seed, train=tr,
                                                             horizons=run.by_event_horizon)}
         log.info("%s: test intervals (paired bootstrap, %d resamples of the %d test rows) in %.1fs", name,
-                 metrics["intervals"]["test"]["resamples"], len(te), time.perf_counter() - t0)
+                 metrics.intervals["test"]["resamples"], len(te), time.perf_counter() - t0)
         records = {
-            "metrics.json": _clean(metrics),
+            "metrics.json": metrics.to_json(),
             "params.json": {**asdict(params), "stage_key": key, "machine": machine()},
             "data.json": _data_record(dataset_dir, ds, spec, id_key),
         }
@@ -503,10 +494,10 @@ class _Run:
                            max_epochs=params.max_epochs, patience=params.patience,
                            params=params.overrides.get(model_name, {}), x_train=self.x_tr, x_val=self.x_va,
                            on_epoch=on_epoch, device=params.device)
-        self.metrics["seconds"][model_name] = time.perf_counter() - t0
-        self.metrics["epochs"][model_name] = len(model.history_.train_loss)
+        self.metrics.seconds[model_name] = time.perf_counter() - t0
+        self.metrics.epochs[model_name] = len(model.history_.train_loss)
         stage = getattr(model, "encoder_history_", None)  # CET's encoder-only stage, when it ran
-        self.metrics["encoder_epochs"][model_name] = 0 if stage is None else len(stage.train_loss)
+        self.metrics.encoder_epochs[model_name] = 0 if stage is None else len(stage.train_loss)
         return model
 
     def score(self, model_name: str, model) -> None:
@@ -514,31 +505,31 @@ class _Run:
         ds, metrics, tr, te = self.ds, self.metrics, self.ds.train, self.ds.test
         splits = (("val", ds.val, self.x_va), ("test", te, self.x_te))
         for split_name, split, x in splits:
-            metrics[split_name][model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
+            getattr(metrics, split_name)[model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
                                                        label=f"{self.name} {split_name}",
                                                        warn_no_truth=not self.no_truth)
         self.ranking[model_name] = ranking_inputs(model_name, model, self.x_te, self.by_event_horizon,
                                                   rmst_horizons(tr))
-        metrics["summary"][model_name] = {
-            f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(metrics[s][model_name]).items()}
+        metrics.summary[model_name] = {
+            f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(getattr(metrics, s)[model_name]).items()}
         if hasattr(model, "predict_survival"):  # time models: calibration by a horizon, no truth needed
             for split_name, split, x in splits:
-                metrics["calibration"][split_name][model_name] = calibration_by_horizon(
+                metrics.calibration[split_name][model_name] = calibration_by_horizon(
                     model, split, x, ds.event_names, self.horizons, train=tr)
         if isinstance(model, CETModel):  # how much of its P(ever) lies past the training follow-up
-            metrics["beyond_follow_up"]["test"][model_name] = beyond_follow_up(model, self.x_te, tr,
+            metrics.beyond_follow_up["test"][model_name] = beyond_follow_up(model, self.x_te, tr,
                                                                                ds.event_names, te)
-        summary = metrics["summary"][model_name]
+        summary = metrics.summary[model_name]
         shown = next((f"{label} {summary[key]:.3f}" for key, label in (
             ("val_auc", "val AUC"), ("val_ci_rmst", "val C (RMST)"), ("val_ci", "val C"))
                       if np.isfinite(summary.get(key, np.nan))), "no validation score")
-        calibrated = metrics["calibration"]["val"].get(model_name)
+        calibrated = metrics.calibration["val"].get(model_name)
         if calibrated:
             shown += (f", validation risk by the median follow-up vs Kaplan-Meier by risk group: mean abs. "
                       f"difference {np.mean([r['ece'] for r in calibrated.values()]):.3f}")
         log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", self.name, model_name,
-                 metrics["epochs"][model_name], metrics["encoder_epochs"][model_name],
-                 metrics["seconds"][model_name], shown)
+                 metrics.epochs[model_name], metrics.encoder_epochs[model_name],
+                 metrics.seconds[model_name], shown)
 
     def add_reference(self) -> None:
         """The Cox reference per event, scored on the same rows."""
@@ -546,14 +537,14 @@ class _Run:
         t0 = time.perf_counter()
         scores, inputs = cox_reference(ds.train, {"val": ds.val, "test": ds.test}, ds.event_names)
         for split_name in ("val", "test"):
-            metrics[split_name][REFERENCE] = scores[split_name]
-        metrics["summary"][REFERENCE] = {
+            getattr(metrics, split_name)[REFERENCE] = scores[split_name]
+        metrics.summary[REFERENCE] = {
             f"{s}_{m}": v for s in ("val", "test") for m, v in task_means(scores[s]).items()}
-        metrics["seconds"][REFERENCE] = time.perf_counter() - t0
+        metrics.seconds[REFERENCE] = time.perf_counter() - t0
         self.ranking[REFERENCE] = inputs["test"]
-        c = metrics["summary"][REFERENCE].get("val_ci_rmst", np.nan)
+        c = metrics.summary[REFERENCE].get("val_ci_rmst", np.nan)
         log.info("%s %s: Cox proportional hazards per event on the standardised features, %.1fs, val C (RMST) %s",
-                 self.name, REFERENCE, metrics["seconds"][REFERENCE],
+                 self.name, REFERENCE, metrics.seconds[REFERENCE],
                  "undefined" if not np.isfinite(c) else f"{c:.3f}")
 
 
@@ -586,7 +577,7 @@ def _write_version_files(tmp: Path, shown_as: Path, records: dict, built_from, n
     for file_name, record in records.items():
         with writing(shown_as / file_name):
             (tmp / file_name).write_text(json.dumps(record, indent=2, default=list))
-    card = model_card(json.loads((tmp / "metrics.json").read_text()), records["params.json"],
+    card = model_card(Evaluation.read(tmp), records["params.json"],
                       records["data.json"], built_from, name)
     with writing(shown_as / "model_card.md"):
         (tmp / "model_card.md").write_text(card)
@@ -618,7 +609,7 @@ def calibration_horizons(split, event_names, horizon: float | None = None) -> di
 def version_horizons(version: Path, split, event_names) -> dict[str, float]:
     """The horizons a version's calibration used (recorded per event in ``metrics.json``), or for a
     version without that record, ``calibration_horizons`` of the training split."""
-    record = (json.loads((Path(version) / "metrics.json").read_text()).get("calibration") or {}).get("test") or {}
+    record = Evaluation.read(version).calibration.get("test") or {}
     events = record.get("CET") or next(iter(record.values()), {})
     return {e: float(r["horizon"]) for e, r in events.items()} or calibration_horizons(split, event_names)
 
@@ -774,17 +765,6 @@ def observed_events(split, event_names: list[str]) -> dict[str, int]:
     """
     seen = split.S > 0.5 if split.mask is None else (split.S > 0.5) & (split.mask > 0.5)
     return {e: int(seen[:, j].sum()) for j, e in enumerate(event_names)}
-
-
-def _clean(o):
-    """NaN (a metric undefined on a split, e.g. no positive case) becomes null: strict JSON."""
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_clean(v) for v in o]
-    if isinstance(o, float | np.floating):
-        return None if np.isnan(o) else float(o)
-    return o
 
 
 def experiment(dataset_dir, out, runs: int, search: int = 0, models=DEFAULT_PRESETS,

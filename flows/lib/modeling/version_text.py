@@ -1,6 +1,7 @@
 """What a model version's records say, as text and table rows: the summary ``flows.train``
 prints, the per-event and interval tables, the notes on P(ever) beyond the follow-up, and the
-rows the flows publish as Prefect artifacts. Reads a version folder's JSON records only."""
+rows the flows publish as Prefect artifacts. Reads a version folder's records only: its evaluation
+(``flows.lib.infra.evaluation_record.Evaluation``), ``params.json`` and ``data.json``."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ from cet_model.evaluation import (
     difference_text,
     mean_std,
 )
+from flows.lib.infra.evaluation_record import Evaluation
 
 VERSION_METRICS = (*METRICS, CI_RMST)  # what a version records per model, split and task
 def metric_rows(version: Path) -> list[dict]:
     """The test metrics of a version as table rows (model, task, then VERSION_METRICS)."""
-    metrics = json.loads((Path(version) / "metrics.json").read_text())
+    metrics = Evaluation.read(version)
     rows = []
-    for model, tasks in metrics["test"].items():
+    for model, tasks in metrics.test.items():
         for task, row in tasks.items():
             rows.append({"model": model, "task": task, **{m: _round(row.get(m)) for m in VERSION_METRICS}})
-        summ = metrics["summary"][model]
+        summ = metrics.summary[model]
         rows.append({"model": model, "task": "Avg", **{m: _round(summ.get(f"test_{m}")) for m in VERSION_METRICS}})
     return rows
 
@@ -209,7 +211,7 @@ def beyond_record(version: Path) -> dict:
     """A version's record of P(ever) past the follow-up on its test rows, {model: {event: ...}}
     (:func:`beyond_follow_up`), or {} for an older version without the record."""
     path = Path(version) / "metrics.json"
-    return ((json.loads(path.read_text()).get("beyond_follow_up") or {}).get("test") or {}) if path.is_file() else {}
+    return (Evaluation.read(version).beyond_follow_up.get("test") or {}) if path.is_file() else {}
 
 
 def _km_text(record: dict) -> str:
@@ -221,16 +223,6 @@ def _km_text(record: dict) -> str:
     split = record.get("km_split_by_follow_up")
     return (f"{split:.3f} on the test rows, " if split is not None else "") + \
         f"{record['km_by_follow_up']:.3f} on the training rows"
-
-
-def recorded_events(metrics: dict) -> list[str]:
-    """The events of a version's ``metrics.json``, in the dataset's order (the order ``by_event``
-    intervals follow).
-
-    >>> recorded_events({"test": {"CET": {"a": {}, "b": {}}, "BC": {"a": {}, "b": {}}}})
-    ['a', 'b']
-    """
-    return list(dict.fromkeys(e for rows in metrics["test"].values() for e in rows))
 
 
 FEW_OBSERVED = 10  # an event observed in fewer test rows is said under the per-event table
@@ -261,9 +253,9 @@ def per_event_lines(version: Path) -> list[str]:
       observed in fewer than 10 test rows: arrest (0): a figure and its interval rest on that many cases; with none, no
       concordance (Harrell's C, C (RMST), the AUC at h) can be computed
     """
-    metrics = json.loads((Path(version) / "metrics.json").read_text())
-    test, events = metrics["test"], recorded_events(metrics)
-    observed = (metrics.get("observed") or {}).get("test") or {}
+    metrics = Evaluation.read(version)
+    test, events = metrics.test, metrics.events()
+    observed = metrics.observed.get("test") or {}
     few = [f"{e} ({observed[e]})" for e in events if isinstance(observed.get(e), int) and observed[e] < FEW_OBSERVED]
     few_line = (f"  observed in fewer than {FEW_OBSERVED} test rows: {', '.join(few)}: a figure and its interval rest "
                 "on that many cases" + ("; with none, no concordance (Harrell's C, C (RMST), the AUC at h) can be "
@@ -276,7 +268,7 @@ def per_event_lines(version: Path) -> list[str]:
     models = [m for m, rows in test.items() if any((rows.get(e) or {}).get(key) is not None for e in events)]
     if not models:
         return []
-    record = ((metrics.get("intervals") or {}).get("test") or {})
+    record = metrics.intervals.get("test") or {}
     bounds = (record.get("by_event") or {}).get(key) or {}  # older versions have none
     table = [["event", *(["observed"] if observed else []), *models]]
     for j, e in enumerate(events):
@@ -310,8 +302,7 @@ def difference_table(record: dict, titles: dict[str, str], empty: str = "") -> l
 def intervals(version: Path) -> dict:
     """A version's paired bootstrap intervals of the test AUC and Harrell's C
     (``cet_model.evaluation.bootstrap_intervals``); {} for a version trained before they were recorded."""
-    record = json.loads((Path(version) / "metrics.json").read_text()).get("intervals") or {}
-    return record.get("test") or {}
+    return Evaluation.read(version).intervals.get("test") or {}
 
 
 def interval_rows(version: Path) -> list[dict]:
@@ -319,7 +310,7 @@ def interval_rows(version: Path) -> list[dict]:
     average over events; each event's own interval where there are several), metric, estimate,
     low, high."""
     record, rows = intervals(version), []
-    events = recorded_events(json.loads((Path(version) / "metrics.json").read_text()))
+    events = Evaluation.read(version).events()
     for kind, prefix in (("metrics", ""), ("differences", "CET - ")):
         for metric, models in (record.get(kind) or {}).items():
             for model, v in models.items():
@@ -349,7 +340,7 @@ def calibration_rows(version: Path) -> list[dict]:
     mean absolute difference between predicted risk and Kaplan-Meier risk over the risk groups
     (``calibration_by_horizon``), and the cumulative/dynamic AUC of the risk at the horizon (None for a
     version trained before it was recorded). Empty for a version trained before calibration was recorded."""
-    record = json.loads((Path(version) / "metrics.json").read_text()).get("calibration") or {}
+    record = Evaluation.read(version).calibration
     rows = []
     for model, events in (record.get("test") or {}).items():
         for event, test in events.items():
