@@ -19,13 +19,9 @@ from pathlib import Path
 
 import torch
 
+from cet_model.choices import REFERENCE_CHOICES
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import (
-    DEFAULT_PRESETS,
-    PRESET_OF_ESTIMATOR,
-    PRESETS,
-    REFERENCE_CHOICES,
-)
+from cet_model.evaluation import DEFAULT_PRESETS, PRESET_OF_ESTIMATOR, PRESETS
 from flows.lib.experiment.records import DATA_FILES, data_fingerprint, resolved_params  # noqa: F401  (re-exported)
 from flows.lib.experiment.report import write_figures, write_report  # noqa: F401  (re-exported)
 from flows.lib.experiment.runner import run

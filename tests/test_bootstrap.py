@@ -1,10 +1,10 @@
-"""Paired bootstrap intervals of the test metrics (``cet_model.evaluation.bootstrap_intervals``)."""
+"""Paired bootstrap intervals of the test metrics (``cet_model.bootstrap.bootstrap_intervals``)."""
 
 import numpy as np
 import pytest
 
+from cet_model.bootstrap import bootstrap_intervals
 from cet_model.dataset import Split
-from cet_model.evaluation import bootstrap_intervals
 from cet_model.metrics import concordance_index, horizon_auc, occurrence_auc
 
 

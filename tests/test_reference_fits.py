@@ -81,7 +81,8 @@ def test_cox_reference_ranks_as_lifelines_cox_on_rossi():
     from lifelines.datasets import load_rossi
 
     from cet_model.dataset import Split
-    from cet_model.evaluation import CI_RMST, concordance_index, cox_reference
+    from cet_model.evaluation import CI_RMST, concordance_index
+    from cet_model.reference import cox_reference
 
     df = load_rossi()
     cols = list(ROSSI)
@@ -114,8 +115,10 @@ def test_cox_reference_gives_an_event_without_training_events_the_null_model():
     """An event no training row has (a rare lab in a small cohort) gets the null model, every row
     the same risk: C 0.5 where the test rows have events, columns without NaN, so the paired
     bootstrap of CET minus the reference averages over the same events for both."""
+    from cet_model.bootstrap import bootstrap_intervals
     from cet_model.dataset import Split
-    from cet_model.evaluation import CI_RMST, REFERENCE, bootstrap_intervals, cox_reference
+    from cet_model.evaluation import CI_RMST
+    from cet_model.reference import REFERENCE, cox_reference
 
     rng = np.random.default_rng(1)
 
@@ -148,8 +151,8 @@ def test_cox_curves_by_blocks_of_rows_are_the_curves_of_all_rows_at_once():
     from lifelines.datasets import load_rossi
     from sksurv.linear_model import CoxPHSurvivalAnalysis
 
-    from cet_model.evaluation import _cox_curves, step_rmst
     from cet_model.metrics import brier_times
+    from cet_model.reference import _cox_curves, step_rmst
 
     df = load_rossi()
     z = df[list(ROSSI)].to_numpy(float)

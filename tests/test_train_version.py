@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from cet_model.bootstrap import bootstrap_intervals
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import bootstrap_intervals, model_inputs, ranking_inputs, rmst_horizons
+from cet_model.evaluation import model_inputs, ranking_inputs, rmst_horizons
 from cet_model.models import load_model
 from flows.lib.mimic.build import MimicParams, build
 from flows.lib.modeling.train_eval import FitProgress, TrainParams, train_version
@@ -291,7 +292,7 @@ def test_real_data_get_a_cox_reference_and_stand_ins_do_not(tmp_path):
     not the reference."""
     from lifelines.datasets import load_rossi
 
-    from cet_model.evaluation import REFERENCE
+    from cet_model.reference import REFERENCE
     from flows.lib.ingest import write_follow_up_dataset
     from flows.lib.modeling.version_text import summary_lines
 

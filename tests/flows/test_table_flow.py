@@ -293,8 +293,9 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
                      r"the median follow-up vs Kaplan-Meier by risk group: mean abs. difference 0\.\d{3}", caplog.text)
     caplog.clear()
     # calibration without truth: risk by the median training follow-up against Kaplan-Meier per risk group
+    from cet_model.bootstrap import bootstrap_intervals
     from cet_model.dataset import load_dataset as load
-    from cet_model.evaluation import bootstrap_intervals, ranking_inputs, rmst_horizons
+    from cet_model.evaluation import ranking_inputs, rmst_horizons
     from cet_model.metrics import concordance_index, horizon_auc, horizon_calibration
 
     ds = load(tmp_path / "data" / "gaps")

@@ -10,20 +10,17 @@ import numpy as np
 
 from cet_model.dataset import Dataset
 from cet_model.evaluation import (
-    COX_PENALIZER,
     DEFAULT_PRESETS,
     PRESETS,
-    REFERENCE,
     check_presets,
-    cox_reference,
     evaluate,
     fit_preset,
     machine,
     model_inputs,
     presets_for_truth,
-    wants_reference,
 )
 from cet_model.metrics import calibration_curve, expected_calibration_error
+from cet_model.reference import COX_PENALIZER, REFERENCE, cox_reference, wants_reference
 
 from . import figures
 from .records import data_fingerprint, resolved_params

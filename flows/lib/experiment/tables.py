@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cet_model.evaluation import CI_RMST, METRICS, REFERENCE, average_over_tasks, mean_std
+from cet_model.evaluation import CI_RMST, METRICS, average_over_tasks, mean_std
+from cet_model.reference import REFERENCE
 
 HEADERS = {"auc": "AUC", "mrae": "MRAE", "ci": "CI", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS",
            CI_RMST: "C (RMST)"}

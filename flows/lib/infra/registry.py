@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cet_model.atomic import remove_dead_leftovers, write_text
-from cet_model.evaluation import difference_text
+from cet_model.bootstrap import difference_text
 
 # metric -> +1 when higher is better, -1 when lower is better
 from flows.lib.choices import METRIC_DIRECTION  # noqa: E402

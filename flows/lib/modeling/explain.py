@@ -17,8 +17,9 @@ import numpy as np
 import polars as pl
 
 from cet_model.atomic import write_csv as write_safe_csv
+from cet_model.bootstrap import difference_text
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import CI_RMST, difference_text, rmst_horizons
+from cet_model.evaluation import CI_RMST, rmst_horizons
 from cet_model.importance import (
     CI_TIMING,
     COMMENTS,

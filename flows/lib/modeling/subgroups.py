@@ -25,15 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from cet_model.atomic import write_text
+from cet_model.bootstrap import bootstrap_intervals, bounds_text
 from cet_model.dataset import Dataset, load_dataset
-from cet_model.evaluation import (
-    bootstrap_intervals,
-    bounds_text,
-    evaluate,
-    model_inputs,
-    ranking_inputs,
-    rmst_horizons,
-)
+from cet_model.evaluation import evaluate, model_inputs, ranking_inputs, rmst_horizons
 from cet_model.models import load_model
 from flows.lib.modeling.train_eval import calibration_by_horizon, version_horizons
 from flows.lib.modeling.version_text import text_table

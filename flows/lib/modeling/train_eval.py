@@ -16,18 +16,15 @@ from pathlib import Path
 import numpy as np
 
 from cet_model.atomic import writing
+from cet_model.bootstrap import bootstrap_intervals, difference_text
+from cet_model.choices import REFERENCE_CHOICES
 from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
     CI_RMST,
     DEFAULT_PRESETS,
-    REFERENCE,
-    REFERENCE_CHOICES,
     average_over_tasks,
-    bootstrap_intervals,
     check_presets,
     comment_encoder_for,
-    cox_reference,
-    difference_text,
     evaluate,
     fit_preset,
     followed_until,
@@ -39,11 +36,11 @@ from cet_model.evaluation import (
     risk_gained_last_quarter,
     rmst_horizons,
     unknown_occurrence,
-    wants_reference,
 )
 from cet_model.metrics import horizon_auc, horizon_calibration
 from cet_model.models import CETModel
 from cet_model.nonparametric import kaplan_meier_risk
+from cet_model.reference import REFERENCE, cox_reference, wants_reference
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.evaluation_record import Evaluation

@@ -10,18 +10,17 @@ from pathlib import Path
 
 import numpy as np
 
+from cet_model.bootstrap import bounds_text, difference_text
 from cet_model.evaluation import (
     BEYOND_SHARE,
     CI_RMST,
     FOLLOWED_ROWS,
     METRICS,
-    REFERENCE,
     RISING_SHARE,
     average_over_tasks,
-    bounds_text,
-    difference_text,
     mean_std,
 )
+from cet_model.reference import REFERENCE
 from flows.lib.infra.evaluation_record import Evaluation
 
 VERSION_METRICS = (*METRICS, CI_RMST)  # what a version records per model, split and task
@@ -301,7 +300,7 @@ def difference_table(record: dict, titles: dict[str, str], empty: str = "") -> l
 
 def intervals(version: Path) -> dict:
     """A version's paired bootstrap intervals of the test AUC and Harrell's C
-    (``cet_model.evaluation.bootstrap_intervals``); {} for a version trained before they were recorded."""
+    (``cet_model.bootstrap.bootstrap_intervals``); {} for a version trained before they were recorded."""
     return Evaluation.read(version).intervals.get("test") or {}
 
 

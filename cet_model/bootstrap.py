@@ -1,0 +1,156 @@
+"""Paired bootstrap intervals of a split's metrics (the test rows resampled, the same resamples
+for every model), and interval records as text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .choices import CI_RMST
+from .dataset import Split
+from .metrics import resampled_auc, resampled_concordance_index, resampled_horizon_auc
+
+BOOTSTRAP_RESAMPLES = 200
+
+
+def bootstrap_intervals(split: Split, inputs: dict[str, dict[str, np.ndarray]], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                        level: float = 0.95, seed: int = 0, reference: str = "CET", train: Split | None = None,
+                        horizons=None) -> dict:
+    """Paired bootstrap intervals for the average over events of AUC and Harrell's C (of the
+    predicted times, and of the restricted means where ``inputs`` have them), per model,
+    and for ``reference`` minus each other model; with ``train`` and ``horizons`` ((M,), NaN for
+    none) also of the AUC at each event's horizon of the risk by it (``auc_h``, the
+    cumulative/dynamic AUC, ``cet_model.metrics.horizon_auc``; censoring weights from ``train``,
+    which is not resampled).
+
+    ``inputs``: {model: ``ranking_inputs(...)``} on ``split``'s rows, (n, M) each. The rows (the
+    patients, users) are resampled ``resamples`` times; every model and event is scored on the
+    same resamples, so a difference's interval is paired: it leaves out the part of the spread
+    the models share. Per resample, the metric of each event (AUC on the rows whose true
+    occurrence is known, C on all; masked cells out) is averaged over the events where it is
+    defined, as ``average_over_tasks`` does; the interval is the ``level`` percentile interval of
+    those averages. ``estimate`` is the average on the rows themselves (the summary's figure).
+
+    Returns {"resamples", "level", "seed", "rows", "metrics": {metric: {model: {"estimate",
+    "low", "high", "undefined_resamples"}}}, "differences": {metric: {model: {...}}}, "by_event":
+    {metric: {model: [each event's interval on the same resamples, None where undefined]}}}, metric in
+    "auc", "ci", "ci_rmst", "auc_h"; a metric no model has, or that is undefined on every event (AUC without
+    the truth), is left out; "undefined_resamples" counts the resamples where no event defines it
+    (a rare event drawn without a case), left out of the interval.
+
+    >>> rng = np.random.default_rng(0)
+    >>> c = (rng.random((300, 2)) < 0.5).astype(float)
+    >>> t = rng.exponential(size=(300, 2)) + 0.1
+    >>> test = Split(ids=np.arange(300), X=np.zeros((300, 1)), T=t, S=c, C=c, T_true=t)
+    >>> good, noise = c + rng.normal(0, 0.5, c.shape), rng.random(c.shape)
+    >>> out = bootstrap_intervals(test, {"CET": {"auc": good}, "BC": {"auc": noise}})
+    >>> d = out["differences"]["auc"]["BC"]
+    >>> bool(0 < d["low"] < d["estimate"] < d["high"])
+    True
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    n = len(split)
+    out = {"resamples": resamples, "level": level, "seed": seed, "rows": n, "metrics": {}, "differences": {}}
+    if n == 0:
+        return out
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    # how many times each row is drawn, per resample: (resamples, n)
+    counts = np.bincount((draws + n * np.arange(resamples)[:, None]).reshape(-1), minlength=resamples * n)
+    counts = counts.reshape(resamples, n).astype(np.float64)
+    horizons = None if horizons is None else np.asarray(horizons, dtype=np.float64)
+    for metric in ("auc", "ci", CI_RMST, "auc_h"):
+        if metric == "auc_h" and (train is None or horizons is None):
+            continue
+        estimates, per_resample, per_event = {}, {}, {}
+        for model, given in inputs.items():
+            if metric not in given:
+                continue
+            values = np.asarray(given[metric], dtype=np.float64)
+            by_event = [_metric_per_resample(split, metric, j, values[:, j], counts, train,
+                                             None if horizons is None else horizons[j])
+                        for j in range(values.shape[1])]
+            point = np.array([b[0] for b in by_event])
+            if np.isnan(point).all():
+                continue
+            estimates[model] = float(np.nanmean(point))
+            per_resample[model] = nanmean_rows(np.stack([b[1] for b in by_event]))
+            per_event[model] = [None if np.isnan(b[0]) else _interval(b[0], b[1], level) for b in by_event]
+        if not estimates:
+            continue
+        out["metrics"][metric] = {m: _interval(estimates[m], per_resample[m], level) for m in estimates}
+        out.setdefault("by_event", {})[metric] = per_event
+        if reference in estimates:
+            out["differences"][metric] = {
+                m: _interval(estimates[reference] - estimates[m], per_resample[reference] - per_resample[m], level)
+                for m in estimates if m != reference}
+    return out
+
+
+def _metric_per_resample(split: Split, metric: str, j: int, values: np.ndarray, counts: np.ndarray,
+                         train: Split | None = None, horizon: float | None = None):
+    """(the metric of event j on the rows themselves, (resamples,) the metric on each resample)."""
+    keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
+    if metric == "auc":
+        keep &= ~np.isnan(split.C[:, j])
+    if metric == "auc_h" and not (horizon is not None and np.isfinite(horizon) and np.isfinite(values[keep]).all()):
+        return float("nan"), np.full(counts.shape[0], np.nan)
+    if np.isnan(values[keep]).any():  # a model without a prediction for this event: undefined for it
+        return float("nan"), np.full(counts.shape[0], np.nan)
+    rows = np.flatnonzero(keep)
+    weights = np.vstack([np.ones((1, rows.size)), counts[:, rows]])  # the rows themselves, then each resample
+    if metric == "auc":
+        got = resampled_auc(split.C[rows, j], values[rows], weights)
+    elif metric in ("ci", CI_RMST):  # both rank times: a larger value, a later event
+        got = resampled_concordance_index(split.T[rows, j], values[rows], split.S[rows, j], weights)
+    else:
+        followed = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
+        got = resampled_horizon_auc(train.T[followed, j], train.S[followed, j], split.T[rows, j], split.S[rows, j],
+                                    values[rows], horizon, weights)
+    return float(got[0]), got[1:]
+
+
+def nanmean_rows(a: np.ndarray) -> np.ndarray:
+    """Column means of (events, runs or resamples) over the defined (non-NaN) events; NaN where
+    none is, without numpy's "Mean of empty slice" warning."""
+    defined = ~np.isnan(a)
+    count = defined.sum(axis=0)
+    return np.where(count > 0, np.where(defined, a, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
+
+
+def _interval(estimate: float, resampled: np.ndarray, level: float) -> dict:
+    defined = resampled[~np.isnan(resampled)]
+    if defined.size == 0:
+        return {"estimate": estimate, "low": float("nan"), "high": float("nan"), "undefined_resamples": resampled.size}
+    low, high = np.quantile(defined, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return {"estimate": estimate, "low": float(low), "high": float(high),
+            "undefined_resamples": int(resampled.size - defined.size)}
+
+
+
+def bounds_text(v: dict | None, signed: bool = False) -> str:
+    """An interval record's bounds as text, "" without them.
+
+    >>> bounds_text({"estimate": 0.71, "low": 0.68, "high": 0.74}), bounds_text(None)
+    (' [0.680, 0.740]', '')
+    """
+    if not v or v.get("low") is None:
+        return ""
+    form = "+.3f" if signed else ".3f"
+    return f" [{_no_minus_zero(v['low']):{form}}, {_no_minus_zero(v['high']):{form}}]"
+
+
+def difference_text(v: dict) -> str:
+    """A difference with its interval; a difference that rounds to zero is shown as +0.000.
+
+    >>> difference_text({"estimate": 0.0301, "low": 0.0119, "high": 0.048})
+    '+0.030 [+0.012, +0.048]'
+    >>> difference_text({"estimate": -1e-6, "low": -2e-6, "high": 1e-6})
+    '+0.000 [+0.000, +0.000]'
+    """
+    return f"{_no_minus_zero(v['estimate']):+.3f}" + bounds_text(v, signed=True)
+
+
+def _no_minus_zero(x: float) -> float:
+    return round(float(x), 3) + 0.0
