@@ -24,7 +24,7 @@ def one(data: Path, model: str, epochs: int, threads: int) -> float:
 
     torch.set_num_threads(threads)
     from cet_model.dataset import load_dataset
-    from cet_model.evaluation import fit_preset
+    from cet_model.presets import fit_preset
 
     ds = load_dataset(data)
     t0 = time.perf_counter()

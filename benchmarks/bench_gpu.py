@@ -95,8 +95,8 @@ def _synthetic(n: int, workdir: Path):
 
 def synthetic_fit(device: str, n: int, workdir: Path, batch_size: int | None = None) -> dict:
     """A whole default CET fit on the synthetic data (``batch_size``: another batch, all else default)."""
-    from cet_model.evaluation import fit_preset
     from cet_model.metrics import occurrence_auc
+    from cet_model.presets import fit_preset
 
     ds = _synthetic(n, workdir)
     _sync(device)
@@ -125,7 +125,7 @@ def reddit_shaped_epochs(device: str, users: int, epochs: int = 2, resident: boo
     import cet_model.rows as streaming
     from cet_model.comments import CommentInputs
     from cet_model.dataset import Split
-    from cet_model.evaluation import fit_preset
+    from cet_model.presets import fit_preset
 
     rng = np.random.default_rng(0)
 
@@ -170,7 +170,7 @@ def reddit_shaped_epochs(device: str, users: int, epochs: int = 2, resident: boo
 def _step_setup(device: str, n: int, workdir: Path):
     """A default CET built and set up by the product on the synthetic data (one epoch), its
     training tensors on ``device``, and ``batch_loss(idx)`` as ``BaseModel.fit`` defines it."""
-    from cet_model.evaluation import fit_preset
+    from cet_model.presets import fit_preset
 
     ds = _synthetic(n, workdir)
     model = fit_preset("CET", ds.train, ds.val, max_epochs=1, patience=1, device=device)

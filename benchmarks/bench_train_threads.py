@@ -34,7 +34,7 @@ def child(threads: int, presets: str, data: str, epochs: int) -> None:
     torch.set_num_threads(threads)
     sys.path.insert(0, str(ROOT))
     from cet_model.dataset import load_dataset
-    from cet_model.evaluation import fit_preset
+    from cet_model.presets import fit_preset
 
     ds = load_dataset(data)
     t0 = time.perf_counter()

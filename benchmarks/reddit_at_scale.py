@@ -87,7 +87,7 @@ def child_fit(data: str, rows: int, mode: str) -> dict:
 
     from cet_model.comments import CommentInputs, flatten_inputs
     from cet_model.dataset import Split, load_dataset
-    from cet_model.evaluation import fit_preset
+    from cet_model.presets import fit_preset
 
     def head(split: Split, k: int) -> Split:
         return split.take(np.arange(min(k, len(split))))

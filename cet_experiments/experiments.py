@@ -6,7 +6,7 @@ trains every model on the same dataset once per seed, evaluates on the test spli
 writes ``DIR/metrics.json``, ``DIR/table.md`` and the paper's figures (mean +- std over runs,
 plus the average over tasks). The models are the presets of :mod:`cet_model.evaluation`
 (``CET`` is the product default; ``CET-paper`` the original code's objective; ``ET``, ``BC``
-and ``Oracle`` the baselines), fitted with :func:`cet_model.evaluation.fit_preset` and scored
+and ``Oracle`` the baselines), fitted with :func:`cet_model.presets.fit_preset` and scored
 with :func:`cet_model.evaluation.evaluate` -- the same calls the production flow makes.
 """
 
@@ -21,7 +21,7 @@ import torch
 
 from cet_model.choices import REFERENCE_CHOICES
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import DEFAULT_PRESETS, PRESET_OF_ESTIMATOR, PRESETS
+from cet_model.presets import DEFAULT_PRESETS, PRESET_OF_ESTIMATOR, PRESETS
 from flows.lib.experiment.records import DATA_FILES, data_fingerprint, resolved_params  # noqa: F401  (re-exported)
 from flows.lib.experiment.report import write_figures, write_report  # noqa: F401  (re-exported)
 from flows.lib.experiment.runner import run

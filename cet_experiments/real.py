@@ -8,7 +8,7 @@ the truth (``c``, and their times ``t_true``); uniform censoring U(0, 2 x the tr
 the true times) is drawn on top (``cet_model.censoring.censor_by_median``, once, seed 0); the
 models learn from the censored times; the test AUC and ECE of P(ever) are scored against the
 truth, and MRAE and Harrell's C where defined (``cet_model.evaluation.evaluate``). Rows: CET,
-CET-paper, ET, BC, Oracle (``cet_model.evaluation.PRESETS``).
+CET-paper, ET, BC, Oracle (``cet_model.presets.PRESETS``).
 
 Protocol ``b`` (the natural one): the data as recorded, no added censoring. Per event, on the
 test rows: Harrell's and Uno's C of three rankings (the predicted median time, the restricted
@@ -46,7 +46,7 @@ import numpy as np
 from cet_model.atomic import write_text
 from cet_model.censoring import censor_by_median
 from cet_model.dataset import Dataset, Split, load_dataset
-from cet_model.evaluation import evaluate, fit_preset, machine
+from cet_model.evaluation import evaluate, machine
 from cet_model.metrics import (
     brier_times,
     concordance_index,
@@ -54,6 +54,7 @@ from cet_model.metrics import (
     integrated_brier_score,
     uno_c,
 )
+from cet_model.presets import fit_preset
 from flows.lib.experiment.records import data_fingerprint, resolved_params
 
 log = logging.getLogger("cet_experiments.real")
@@ -620,7 +621,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    from cet_model.evaluation import PRESETS
+    from cet_model.presets import PRESETS
 
     unknown = [m for m in models if m not in PRESETS and m not in VARIANTS]
     if unknown:

@@ -7,7 +7,8 @@ import pytest
 
 from cet_experiments import experiments, summary
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import PRESET_OF_ESTIMATOR, cpu_model, evaluate, fit_preset, machine
+from cet_model.evaluation import cpu_model, evaluate, machine
+from cet_model.presets import PRESET_OF_ESTIMATOR, fit_preset
 from cet_model.reference import REFERENCE, cox_reference
 from flows.lib.experiment.search import PAPER_POINT
 from flows.lib.experiment.tables import average_table

@@ -9,8 +9,9 @@ import pytest
 
 from cet_model import BCModel, CETModel
 from cet_model.dataset import Split
-from cet_model.evaluation import fit_preset, rmst_horizons
+from cet_model.evaluation import rmst_horizons
 from cet_model.importance import COMMENTS, feature_groups, permutation_importance, ranked
+from cet_model.presets import fit_preset
 from flows.lib.infra import registry
 from flows.lib.ingest import write_follow_up_dataset
 from flows.lib.modeling.train_eval import TrainParams, train_version

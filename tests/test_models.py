@@ -753,7 +753,7 @@ def test_raw_units_no_longer_break_the_papers_objective():
     scaled inside the model it trains."""
     from lifelines.datasets import load_rossi
 
-    from cet_model.evaluation import PAPER_CET
+    from cet_model.presets import PAPER_CET
 
     df = load_rossi()
     x, t, s = df[["fin", "age", "prio"]].to_numpy(float), df[["week"]].to_numpy(float), df[["arrest"]].to_numpy(float)

@@ -12,8 +12,9 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset, write_dataset
-from cet_model.evaluation import evaluate, fit_preset, presets_for_truth, rmst_horizons
+from cet_model.evaluation import evaluate, rmst_horizons
 from cet_model.metrics import concordance_index, occurrence_auc
+from cet_model.presets import fit_preset, presets_for_truth
 from flows.lib.ingest import write_follow_up_dataset
 
 FEATURES = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]

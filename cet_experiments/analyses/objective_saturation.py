@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import fit_preset, machine, model_inputs
+from cet_model.evaluation import machine, model_inputs
 from cet_model.metrics import expected_calibration_error, occurrence_auc
+from cet_model.presets import fit_preset
 
 MODELS = {
     "CET-bound (eq. 8, Gumbel)": ("CET-bound", {}),

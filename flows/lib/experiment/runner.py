@@ -9,17 +9,9 @@ import time
 import numpy as np
 
 from cet_model.dataset import Dataset
-from cet_model.evaluation import (
-    DEFAULT_PRESETS,
-    PRESETS,
-    check_presets,
-    evaluate,
-    fit_preset,
-    machine,
-    model_inputs,
-    presets_for_truth,
-)
+from cet_model.evaluation import evaluate, machine, model_inputs
 from cet_model.metrics import calibration_curve, expected_calibration_error
+from cet_model.presets import DEFAULT_PRESETS, PRESETS, check_presets, fit_preset, presets_for_truth
 from cet_model.reference import COX_PENALIZER, REFERENCE, cox_reference, wants_reference
 
 from . import figures

@@ -15,13 +15,8 @@ import time
 
 import numpy as np
 
-from cet_model.evaluation import (
-    PRESET_OF_ESTIMATOR,
-    evaluate,
-    fit_preset,
-    model_inputs,
-    unknown_occurrence,
-)
+from cet_model.evaluation import evaluate, model_inputs
+from cet_model.presets import PRESET_OF_ESTIMATOR, fit_preset, unknown_occurrence
 
 PAPER_POINT = {"estimator": "gumbel", "n_samples": 100, "log_epsilon": math.log(0.7), "hidden": 100,
                "temperature": 0.3}

@@ -21,25 +21,27 @@ from cet_model.choices import REFERENCE_CHOICES
 from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
     CI_RMST,
-    DEFAULT_PRESETS,
     average_over_tasks,
-    check_presets,
-    comment_encoder_for,
     evaluate,
-    fit_preset,
     followed_until,
     machine,
     model_inputs,
     occurrence_beyond_follow_up,
-    presets_for_truth,
     ranking_inputs,
     risk_gained_last_quarter,
     rmst_horizons,
-    unknown_occurrence,
 )
 from cet_model.metrics import horizon_auc, horizon_calibration
 from cet_model.models import CETModel
 from cet_model.nonparametric import kaplan_meier_risk
+from cet_model.presets import (
+    DEFAULT_PRESETS,
+    check_presets,
+    comment_encoder_for,
+    fit_preset,
+    presets_for_truth,
+    unknown_occurrence,
+)
 from cet_model.reference import REFERENCE, cox_reference, wants_reference
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
