@@ -3,7 +3,7 @@
     python benchmarks/bench_mimic_standin.py [--scale 0.05] [--levels 6,1] [--rounds 2]
 
 The pipeline generates its stand-in (``flows.lib.standin.mimic.ensure``) into a working folder
-and stages it at once; since 2026-11-29 it writes it with gzip level 1 (``flows.mimic generate``,
+and stages it at once; it writes it with gzip level 1 (``flows.mimic generate``,
 for a stand-in to keep, still defaults to 6). For each level, ``--rounds`` rounds alternating the
 levels, each into a fresh temporary folder: ``generate`` seconds (seed 0), the eight files'
 compressed bytes, and the seconds to stage every table the build reads (``stage_all``, DuckDB,

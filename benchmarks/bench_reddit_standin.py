@@ -1,5 +1,5 @@
 """Reddit stand-in generation: the dumps' zstd framing with zstd's default long-distance hash table
-for a 2 GiB window (2^24 entries, what ``compressor`` used until 2026-11-29) against the 2^20 it
+for a 2 GiB window (2^24 entries, what ``compressor`` used before) against the 2^20 it
 uses now.
 
     python benchmarks/bench_reddit_standin.py [--users 150,2000] [--rounds 2]

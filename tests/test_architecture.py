@@ -161,3 +161,15 @@ def test_the_estimator_reads_in_one_sitting():
     text = (ROOT / "cet_model" / "models.py").read_text()
     for part in ("class ETModel", "class BCModel", "class _Base", "def save(", "save_file(", "class Rows"):
         assert part not in text, f"cet_model/models.py holds {part!r}"
+
+
+def test_no_dates_outside_the_changelog():
+    """The docs and the code describe the software as it is; what changed when is in
+    CHANGELOG.md. A calendar date in prose (not a quoted value, such as a date a parser is
+    shown) is refused."""
+    tracked = subprocess.run(["git", "ls-files", "*.py", "*.md", "*.sh", "*.toml", "*.yaml"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    date = re.compile(r"(?<![\"'\w-])20\d\d-[01]\d-[0-3]\d(?![\"'\w])")
+    found = [f"{p}:{i}" for p in tracked if p != "CHANGELOG.md"
+             for i, line in enumerate((ROOT / p).read_text().splitlines(), 1) if date.search(line)]
+    assert found == []

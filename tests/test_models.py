@@ -37,9 +37,9 @@ def test_cet_fit_predict_shapes(small_survival, objective, estimator, conditione
 
 @pytest.mark.parametrize("cls,events", [(CETModel, 2), (CETModel, 9), (ETModel, 2), (BCModel, 2)])
 def test_no_rows_give_empty_predictions_of_the_right_shape(cls, events):
-    """Zero rows (an empty file of new subjects, a subgroup with none) score to empty arrays, as
-    predict_occurrence always did; the time predictions raised numpy's "need at least one array"
-    until 2026-11-27. M = 9 takes the sampled path of the conditioned decoder."""
+    """Zero rows (an empty file of new subjects, a subgroup with none) score to empty arrays, the
+    time predictions too (not numpy's "need at least one array"). M = 9 takes the sampled path of
+    the conditioned decoder."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 3))
     t, s = rng.exponential(size=(60, events)) + 0.1, (rng.random((60, events)) < 0.5).astype(float)
@@ -52,7 +52,7 @@ def test_no_rows_give_empty_predictions_of_the_right_shape(cls, events):
     assert model.predict_time(x[:0]).shape == (0, events)
     assert model.predict_rmst(x[:0], 1.0).shape == (0, events)
     assert model.predict_survival(x[:0], [0.5, 1.0]).shape == (0, 2, events)
-    # and on rows, every prediction is float64 (ET's survival was float32 until 2026-11-27)
+    # and on rows, every prediction is float64 (ET's survival too)
     assert {a.dtype for a in (model.predict_occurrence(x), model.predict_time(x), model.predict_rmst(x, 1.0),
                               model.predict_survival(x, [0.5, 1.0]))} == {np.dtype(np.float64)}
 
