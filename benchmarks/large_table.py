@@ -1,17 +1,20 @@
 """A table of one's own at scale: the product's commands on a generated cohort, wall and peak memory.
 
-    python benchmarks/large_table.py [--rows 300000] [--seed 0] [--work DIR] [--out FILE]
+    python benchmarks/large_table.py [--rows 300000] [--features 12] [--seed 0] [--aft] [--work DIR] [--out FILE]
+    python benchmarks/large_table.py --rows 1000000 --features 50 --aft   # issue 74's size (about 20 min)
 
-Writes a parquet table as a user would bring one (``--rows`` subjects, 12 numeric features and a
-5-level text column, two events censored by follow-up: event ``a`` occurs with probability
+Writes a parquet table as a user would bring one (``--rows`` subjects, ``--features`` numeric
+features and a 5-level text column, two events censored by follow-up: event ``a`` occurs with probability
 sigmoid(x0 - 0.5), ``b`` with sigmoid(x2 - 1.5), their log-normal times move with x1 and x3,
 follow-up uniform on 0.5-80.5 days, times to 0.01 day), then runs, each in its own process under
 ``/usr/bin/time``-like accounting (``os.wait4``: the child's own peak memory): ``flows.table`` (build,
 ``--categorical site``) and ``flows.train evaluate --models CET,ET,BC`` (defaults; the Cox reference
 fitted beside them, as on any data without the truth). Records per stage the wall seconds and the
 child's peak resident memory, and the seconds each model's fit took from the train log, in
-``benchmarks/results/large_table.json`` (or ``--out``). It is what found the Cox reference holding
-every test row's step curve at once (docs/benchmarks.md, "A large table").
+``benchmarks/results/large_table.json`` (or ``--out``). With ``--aft``, then lifelines'
+``LogNormalAFTFitter`` on the same training rows and features, one fit per event, timed in the
+same run (the yardstick of CET's fit time). It is what found the Cox reference holding every test
+row's step curve at once (docs/benchmarks.md, "A large table").
 """
 
 from __future__ import annotations
@@ -36,12 +39,13 @@ from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import machine  # noqa: E402
 
 
-def cohort(n: int, seed: int) -> pl.DataFrame:
-    """The generated table: ``x0``..``x11``, ``site``, ``time_a``/``seen_a``, ``time_b``/``seen_b``."""
+def cohort(n: int, seed: int, features: int = 12) -> pl.DataFrame:
+    """The generated table: ``x0``.. (``features`` of them, at least 4), ``site``,
+    ``time_a``/``seen_a``, ``time_b``/``seen_b``."""
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, 12))
+    x = rng.standard_normal((n, features))
     follow_up = rng.uniform(0.0, 80.0, n) + 0.5
-    cols = {f"x{i}": x[:, i] for i in range(12)}
+    cols = {f"x{i}": x[:, i] for i in range(features)}
     cols["site"] = rng.choice(list("ABCDE"), n)
     for e, (occ, shift, timing, log_m) in {"a": (0, -0.5, 1, 3.0), "b": (2, -1.5, 3, 3.5)}.items():
         happens = rng.random(n) < 1.0 / (1.0 + np.exp(-(x[:, occ] + shift)))
@@ -67,10 +71,31 @@ def run(cmd: list[str], env: dict, log: Path) -> dict:
     }  # KiB on Linux
 
 
+def lognormal_aft_seconds(data: Path) -> dict[str, float]:
+    """Seconds of lifelines' LogNormalAFTFitter on the built dataset's training rows, per event."""
+    import pandas as pd
+    from lifelines import LogNormalAFTFitter
+
+    from cet_model.dataset import load_dataset
+
+    ds = load_dataset(data)
+    tr = ds.train
+    frame = pd.DataFrame(tr.X, columns=ds.feature_names)
+    seconds = {}
+    for j, e in enumerate(ds.event_names):
+        df = frame.assign(_t=tr.T[:, j], _s=tr.S[:, j])
+        t0 = time.perf_counter()
+        LogNormalAFTFitter().fit(df, duration_col="_t", event_col="_s")
+        seconds[e] = round(time.perf_counter() - t0, 1)
+    return seconds
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=300_000)
+    ap.add_argument("--features", type=int, default=12, help="numeric features (at least 4)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--aft", action="store_true", help="also time lifelines' LogNormalAFT fits of the same events")
     ap.add_argument("--work", help="folder for the table, data, models and log (default: a temporary one)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "large_table.json"))
     args = ap.parse_args(argv)
@@ -78,7 +103,9 @@ def main(argv=None) -> int:
         work = Path(args.work or scratch)
         work.mkdir(parents=True, exist_ok=True)
         table = work / "cohort.parquet"
-        cohort(args.rows, args.seed).write_parquet(table)
+        if args.features < 4:
+            ap.error("--features: at least 4 (the events depend on x0..x3)")
+        cohort(args.rows, args.seed, args.features).write_parquet(table)
         env = dict(
             os.environ,
             CET_DATA_DIR=str(work / "data"),
@@ -116,15 +143,20 @@ def main(argv=None) -> int:
         fits = {m: float(s) for m, s in re.findall(r"large (CET|ET|BC|Cox \(reference\)): .*?([\d.]+)s,", text)}
         intervals = re.search(r"test intervals .* in ([\d.]+)s", text)
         sizes = json.loads((work / "data" / "large" / "manifest.json").read_text())["split_sizes"]
+        aft = lognormal_aft_seconds(work / "data" / "large") if args.aft else None
     record = {
         "command": " ".join(["python", "benchmarks/large_table.py", *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine(),
         "rows": args.rows,
+        "features": args.features,
         "split_sizes": sizes,
         "stages": stages,
         "fit_seconds": fits,
         "bootstrap_seconds": float(intervals.group(1)) if intervals else None,
     }
+    if aft is not None:
+        record["lognormal_aft_seconds"] = aft
+        record["cet_over_aft"] = round(fits["CET"] / sum(aft.values()), 2) if "CET" in fits else None
     write_text(args.out, json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
     return 0
