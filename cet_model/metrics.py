@@ -131,10 +131,12 @@ def _concordance_inputs(event_times, predicted_times, event_observed):
     return t, pred, e
 
 
-def _ordered_pair_weights(group: np.ndarray, first: np.ndarray, rank: np.ndarray, w: np.ndarray):
+def _ordered_pair_weights(group: np.ndarray, first: np.ndarray, rank: np.ndarray, w: np.ndarray,
+                          w_first: np.ndarray | None = None):
     """Over pairs (i, j) of distinct elements, i before j in the given order, same ``group``,
     ``first[i]`` true: the sums of w_i * w_j (column by column of ``w``, (n, B)) over those with
     rank_i < rank_j, rank_i == rank_j, and all: three (B,) arrays (whole numbers for counts).
+    ``w_first`` (n, B), given: the weight of i (the first of the pair) in place of w_i.
 
     rank_i < rank_j is decided at the highest bit where the ranks differ. Walking the bits
     from the top, elements stay ordered by (group, rank prefix, position); at bit b the pairs
@@ -146,15 +148,16 @@ def _ordered_pair_weights(group: np.ndarray, first: np.ndarray, rank: np.ndarray
     zeros = np.zeros(w.shape[1])
     if rank.size < 2:
         return zeros, zeros.copy(), zeros.copy()
+    wf = w if w_first is None else w_first
     perm = np.lexsort((np.arange(rank.size), group))  # by group, then position
-    group, first, rank, w = group[perm], first[perm], rank[perm], w[perm]
+    group, first, rank, w, wf = group[perm], first[perm], rank[perm], w[perm], wf[perm]
     sizes = np.diff(np.flatnonzero(np.r_[True, group[1:] != group[:-1], True]))
     keep = np.repeat(sizes >= 2, sizes)  # a group of one has no pairs
-    group, first, rank, w = group[keep], first[keep], rank[keep], w[keep]
+    group, first, rank, w, wf = group[keep], first[keep], rank[keep], w[keep], wf[keep]
     n = rank.size
     if n < 2:
         return zeros, zeros.copy(), zeros.copy()
-    fw = w * first[:, None]
+    fw = wf * first[:, None]
     total = _pair_weights_within(group, fw, w)
     n_bits = max(1, int(rank.max()).bit_length())
     full = (group << n_bits) | rank
@@ -313,19 +316,46 @@ def _surv_array(t, s):
 
 
 def uno_c(t_train, s_train, t, s, predicted_times, tau: float | None = None) -> float:
-    """Uno's IPCW concordance (scikit-survival) of predicted times: an earlier predicted time
-    is a higher risk. Censoring weights come from the training split; ``tau`` defaults to
-    the 90th percentile of the training times. NaN when undefined (no comparable pair,
-    no event)."""
-    from sksurv.metrics import concordance_index_ipcw
+    """Uno's IPCW concordance of predicted times (an earlier predicted time is a higher risk),
+    as scikit-survival's ``concordance_index_ipcw`` computes it, in O(n log n) (scikit-survival's
+    loop is O(events x n): minutes on 10^5 rows). A pair is comparable as in Harrell's C (i an
+    event before j, or at j's time with j censored); i weighs 1 / G(t_i)^2, G the Kaplan-Meier
+    curve of the training split's censoring, and 0 from ``tau`` on (default: the 90th percentile
+    of the training times). NaN when undefined (no comparable pair, G zero at an event).
 
-    t_train, t = np.asarray(t_train, np.float64), np.asarray(t, np.float64)
+    >>> rng = np.random.default_rng(0)
+    >>> t, s = rng.exponential(size=300), rng.random(300) < 0.7
+    >>> pred = t + rng.normal(0, 0.5, 300)
+    >>> from sksurv.metrics import concordance_index_ipcw
+    >>> reference = concordance_index_ipcw(_surv_array(t, s), _surv_array(t, s), -pred, tau=np.quantile(t, 0.9))[0]
+    >>> bool(abs(uno_c(t, s, t, s, pred) - reference) < 1e-12)
+    True
+    """
+    from sksurv.nonparametric import CensoringDistributionEstimator
+
+    t_train, t = np.asarray(t_train, np.float64), np.asarray(t, np.float64).reshape(-1)
+    e = np.asarray(s).reshape(-1).astype(bool)
+    pred = np.asarray(predicted_times, np.float64).reshape(-1)
     tau = float(np.quantile(t_train, 0.9)) if tau is None else tau
+    before = t < tau
     try:
-        return float(concordance_index_ipcw(_surv_array(t_train, s_train), _surv_array(t, s),
-                                            -np.asarray(predicted_times, np.float64), tau=tau)[0])
-    except (ValueError, ZeroDivisionError):
+        censoring = CensoringDistributionEstimator().fit(_surv_array(t_train, s_train))
+        ipcw = np.zeros(t.size)
+        ipcw[before] = censoring.predict_ipcw(_surv_array(t[before], e[before]))
+    except ValueError:  # G is zero at an event time, or no row before tau
         return float("nan")
+    order = np.lexsort((~e, t))  # by time, events before censored rows at the same time
+    t, pred, e, w_i = t[order], pred[order], e[order], np.square(ipcw[order])[:, None]
+    rank = np.unique(pred, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    ones = np.ones((t.size, 1))
+    less, tied, total = _ordered_pair_weights(np.zeros(t.size, np.int64), e, rank, ones, w_i)
+    ev = np.flatnonzero(e)  # less the pairs of two events at the same time, not comparable
+    time_group = np.concatenate([[0], np.cumsum(t[1:] != t[:-1])]).astype(np.int64)
+    less2, tied2, total2 = _ordered_pair_weights(time_group[ev], np.ones(ev.size, bool), rank[ev], ones[ev], w_i[ev])
+    comparable = float((total - total2)[0])
+    if not comparable > 0:
+        return float("nan")
+    return float(((less - less2) + 0.5 * (tied - tied2))[0] / comparable)
 
 
 def horizon_auc(t_train, s_train, t, s, risk, horizon: float) -> float:

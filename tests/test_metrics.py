@@ -463,3 +463,32 @@ def test_mixture_cure_fit_is_lifelines_mixture_cure_fit_on_real_data():
         (1 / 3, np.log([1.0, 2.0, 4.0]).mean(), np.log([1.0, 2.0, 4.0]).std() + 1e-3))
     with pytest.raises(ValueError, match="same length"):
         mixture_cure_fit(np.ones(3), np.ones(2))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_uno_c_equals_scikit_survivals_on_ties_censoring_and_tau(seed):
+    """Uno's C in O(n log n) gives scikit-survival's ``concordance_index_ipcw`` (its O(events x n)
+    loop): tied times (events and censored rows at one time), tied predictions, rows past tau,
+    censoring weights from other training rows, predictions given as times."""
+    from sksurv.metrics import concordance_index_ipcw
+    from sksurv.util import Surv
+
+    from cet_model.metrics import uno_c
+
+    rng = np.random.default_rng(seed)
+    n_tr, n = 400, 250
+    t_tr = np.round(rng.exponential(size=n_tr), 1) + 0.1  # rounded: many ties
+    s_tr = rng.random(n_tr) < 0.6
+    t = np.round(rng.exponential(size=n), 1) + 0.1
+    t = np.minimum(t, t_tr.max())  # within the training follow-up: the censoring weights are defined
+    s = rng.random(n) < 0.6
+    pred = np.round(t + rng.normal(0, 0.7, n), 1)  # tied predictions too
+    for tau in (None, float(np.quantile(t_tr, 0.5)), float(t_tr.max()) + 1):
+        tau_used = float(np.quantile(t_tr, 0.9)) if tau is None else tau
+        try:
+            expected = concordance_index_ipcw(Surv.from_arrays(s_tr, t_tr), Surv.from_arrays(s, t), -pred,
+                                              tau=tau_used)[0]
+        except ValueError:  # the censoring curve is zero at an event time before tau: undefined
+            expected = float("nan")
+        assert uno_c(t_tr, s_tr, t, s, pred, tau=tau) == pytest.approx(expected, abs=1e-12, nan_ok=True), tau
+    assert np.isnan(uno_c(t_tr, s_tr, t, np.zeros(n, bool), pred))  # no event: no comparable pair

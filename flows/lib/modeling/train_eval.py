@@ -503,6 +503,8 @@ class _Run:
         """Every figure of one fitted model on the validation and test rows, and its log line."""
         ds, metrics, tr, te = self.ds, self.metrics, self.ds.train, self.ds.test
         splits = (("val", ds.val, self.x_va), ("test", te, self.x_te))
+        t0 = time.perf_counter()
+        log.info("%s %s: scoring the %d validation and %d test rows", self.name, model_name, len(ds.val), len(te))
         for split_name, split, x in splits:
             getattr(metrics, split_name)[model_name] = evaluate(model_name, model, split, ds.event_names, x, train=tr,
                                                        label=f"{self.name} {split_name}",
@@ -526,9 +528,9 @@ class _Run:
         if calibrated:
             shown += (f", validation risk by the median follow-up vs Kaplan-Meier by risk group: mean abs. "
                       f"difference {np.mean([r['ece'] for r in calibrated.values()]):.3f}")
-        log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, %s", self.name, model_name,
+        log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, scored in %.1fs, %s", self.name, model_name,
                  metrics.epochs[model_name], metrics.encoder_epochs[model_name],
-                 metrics.seconds[model_name], shown)
+                 metrics.seconds[model_name], time.perf_counter() - t0, shown)
 
     def add_reference(self) -> None:
         """The Cox reference per event, scored on the same rows."""
