@@ -165,7 +165,7 @@ def network_curves(model, test: Split) -> list[Curves]:
     """Per event, the ``Curves`` of a fitted CET or ET."""
     x = test.X
     median = model.predict_time(x)
-    return [Curves(median[:, j], lambda at, j=j: model.predict_survival(x, at)[:, :, j])
+    return [Curves(median[:, j], lambda at, j=j: model.predict_survival(x, at, event=j))
             for j in range(median.shape[1])]
 
 
@@ -338,7 +338,7 @@ def followed_ece(model, train: Split, split: Split) -> list[float]:
     m = split.T.shape[1]
     ends = [float(train.T[(train.mask[:, j] > 0.5) if train.mask is not None else slice(None), j].max())
             for j in range(m)]
-    risk = 1.0 - np.stack([model.predict_survival(split.X, [h])[:, 0, j] for j, h in enumerate(ends)], axis=1)
+    risk = 1.0 - np.stack([model.predict_survival(split.X, [h], event=j)[:, 0] for j, h in enumerate(ends)], axis=1)
     out = []
     for j in range(m):
         known = ~np.isnan(split.C[:, j])

@@ -52,12 +52,17 @@ class ETModel(_Base):
         return torch.exp(mu + torch.exp(log_sigma) * ndtri(q)).cpu().numpy().astype(np.float64)
 
     @streamed
-    def predict_survival(self, X, times) -> np.ndarray:
-        """S_j(t | x), shape (n, len(times), M)."""
+    def predict_survival(self, X, times, event: int | str | None = None) -> np.ndarray:
+        """S_j(t | x), shape (n, len(times), M); with ``event`` (a name or an index) that event's alone,
+        (n, len(times))."""
         mu, log_sigma = self._params(X)
+        if event is not None:
+            j = self._event_index(event)
+            mu, log_sigma = mu[:, j:j + 1], log_sigma[:, j:j + 1]
         lt = torch.as_tensor(log_times(times), dtype=mu.dtype, device=mu.device).view(1, -1, 1)
-        return (losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1)).exp().cpu().numpy()
-                .astype(np.float64))  # float64, as CET's
+        s = (losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1)).exp().cpu().numpy()
+             .astype(np.float64))  # float64, as CET's
+        return s if event is None else s[:, :, 0]
 
     @streamed
     def predict_rmst(self, X, horizon) -> np.ndarray:

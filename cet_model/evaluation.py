@@ -110,7 +110,7 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
                 t_tr, s_tr = train.T[keep_tr, j], train.S[keep_tr, j]
                 row["uno_c"] = uno_c(t_tr, s_tr, t, s, t_hat[keep, j])
                 times = brier_times(t)
-                surv = model.predict_survival(x[keep], times)[:, :, j] if len(times) >= 2 else None
+                surv = model.predict_survival(x[keep], times, event=j) if len(times) >= 2 else None
                 row["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, surv, times) if surv is not None else float("nan")
         tasks[e] = row
     if no_truth and warn_no_truth:

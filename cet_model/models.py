@@ -296,14 +296,15 @@ class CETModel(_Base):
         mu, log_sigma = self.net_.decoder(x, c)
         return log_w, mu[..., j], log_sigma[..., j]
 
-    def _per_event(self, X, fn) -> list:
+    def _per_event(self, X, fn, events=None) -> list:
+        """``fn`` of each event's conditional components, for ``events`` (indices; default all)."""
         x = self._x(X)
         m = self.n_events_
         k = min(int(self.recipe_.n_samples), 2 ** (m - 1))
         sampled = self._conditioned and 2 ** (m - 1) > int(self.recipe_.n_samples)
         out = []
         with torch.no_grad():
-            for j in range(m):
+            for j in range(m) if events is None else events:
                 u = None
                 if sampled:  # one draw per event for every row: rows are scored independently of each
                     # other, and drawn on the CPU: a model trained on a GPU predicts the same on a CPU
@@ -322,8 +323,9 @@ class CETModel(_Base):
         return np.stack(self._per_event(X, lambda lw, mu, ls, x, j: mixture_quantile(lw, mu, ls, z)), 1)
 
     @streamed
-    def predict_survival(self, X, times) -> np.ndarray:
-        """Population survival 1 - p_j + p_j S_j(t | c_j = 1), shape (n, len(times), M)."""
+    def predict_survival(self, X, times, event: int | str | None = None) -> np.ndarray:
+        """Population survival 1 - p_j + p_j S_j(t | c_j = 1), shape (n, len(times), M); with
+        ``event`` (a name or an index) that event's alone, (n, len(times)), computed for it alone."""
         log_grid = log_times(times)
         p = self.predict_occurrence(X)
 
@@ -332,6 +334,9 @@ class CETModel(_Base):
             log_s = losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1))
             return torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2).exp().cpu().numpy()
 
+        if event is not None:
+            j = self._event_index(event)
+            return 1.0 - p[:, None, j] + p[:, None, j] * self._per_event(X, surv, [j])[0]
         s_cond = np.stack(self._per_event(X, surv), axis=2)  # (n, T, M)
         return 1.0 - p[:, None, :] + p[:, None, :] * s_cond
 
@@ -356,7 +361,7 @@ class CETModel(_Base):
 
     def _curve_parts(self, X, j: int):
         p = self.predict_occurrence(X)[:, j]
-        parts = self._per_event(X, lambda lw, mu, ls, x, k: torch.stack([lw, mu, ls], -1).cpu().numpy())[j]
+        parts = self._per_event(X, lambda lw, mu, ls, x, k: torch.stack([lw, mu, ls], -1).cpu().numpy(), [j])[0]
         return p, *(parts[..., i].astype(np.float64) for i in range(3))
 
 

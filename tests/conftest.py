@@ -6,12 +6,12 @@ import torch
 
 # Two threads per test process; one per worker when pytest-xdist runs several (``-n 2``), since
 # OpenMP threads that outnumber the cores spin against each other and make fits ten times slower.
-_THREADS = 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2
+THREADS = 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2
 
 
 @pytest.fixture(autouse=True)
 def _threads():
-    torch.set_num_threads(_THREADS)
+    torch.set_num_threads(THREADS)
 
 
 @pytest.fixture(autouse=True)

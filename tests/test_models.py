@@ -89,6 +89,12 @@ def test_predict_rmst_is_the_area_under_the_population_survival_curve(small_surv
         area = np.trapezoid(model.predict_survival(x[:6], grid)[:, :, j], grid, axis=1)
         np.testing.assert_allclose(got[:, j], area, rtol=1e-5)
     np.testing.assert_allclose(model.predict_rmst(x[:6], 2.0), model.predict_rmst(x[:6], [2.0] * t.shape[1]))
+    grid = [0.5, 1.0, 2.0]
+    every = model.predict_survival(x[:6], grid)
+    for j in range(t.shape[1]):  # one event's curves, computed for it alone, are the same numbers
+        np.testing.assert_array_equal(model.predict_survival(x[:6], grid, event=j), every[:, :, j])
+    with pytest.raises(ValueError, match="none of this model's events"):
+        model.predict_survival(x[:6], grid, event=t.shape[1])
     assert (model.predict_rmst(x[:6], 2.0) <= 2.0 + 1e-9).all()
     for bad, match in ((0.0, "finite and > 0"), ([1.0], r"one per event \(\d\), got shape \(1,\)"),
                        (np.inf, "finite and > 0")):

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -14,6 +15,7 @@ from sksurv.metrics import concordance_index_censored, integrated_brier_score
 from sksurv.util import Surv
 
 from cet_model import BCModel, CETModel, ETModel, load_model, survival_targets
+from tests.conftest import THREADS
 
 FAST = dict(hidden_sizes=(8,), max_epochs=40, device="cpu", dropout=0.0, lr=0.01)
 
@@ -32,6 +34,7 @@ def cohort(n=300, m=1, seed=0):
 
 @pytest.fixture(scope="module")
 def one_event():
+    torch.set_num_threads(THREADS)  # set up before the autouse fixture: the threads decide the float sums
     x, t, s = cohort()
     y = Surv.from_arrays(event=s[:, 0].astype(bool), time=t[:, 0])
     return x, t, s, y, CETModel(**FAST).fit(x, y)

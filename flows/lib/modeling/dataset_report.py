@@ -64,7 +64,7 @@ def survival_figure(split, x, events, models: dict, path: Path, title: str) -> P
         grid = np.linspace(0.0, float(split.T[keep, j].max()), GRID)
         rows = np.flatnonzero(keep)
         for name, model in models.items():
-            mean = model.predict_survival(x[rows] if not isinstance(x, np.ndarray) else x[keep], grid)[:, :, j].mean(0)
+            mean = model.predict_survival(x[rows] if not isinstance(x, np.ndarray) else x[keep], grid, event=j).mean(0)
             ax.plot(grid, mean, lw=1.2, label=f"{name} (mean predicted)")
         ax.set_ylim(0, 1.02)
         ax.set_title(f"{e} (n={int(keep.sum())}, {int(split.S[keep, j].sum())} events)", fontsize=9)
@@ -135,7 +135,7 @@ def incidence_rows(train, split, x, events, models: dict) -> list[list[str]]:
         horizons = [float(h) for h in np.quantile(train.T[followed, j], HORIZON_QUANTILES)]
         idx = np.flatnonzero(keep)
         predicted = {name: 1.0 - model.predict_survival(x[idx] if not isinstance(x, np.ndarray) else x[keep],
-                                                        horizons)[:, :, j].mean(0)
+                                                        horizons, event=j).mean(0)
                      for name, model in models.items()}
         for k, h in enumerate(horizons):
             observed = kaplan_meier_risk(split.T[keep, j], split.S[keep, j], h)
