@@ -21,7 +21,7 @@ import torch
 
 from cet_model.choices import REFERENCE_CHOICES
 from cet_model.dataset import load_dataset
-from cet_model.presets import DEFAULT_PRESETS, PRESET_OF_ESTIMATOR, PRESETS
+from cet_model.presets import PAPER_PRESETS, PRESET_OF_ESTIMATOR, PRESETS
 from flows.lib.experiment.records import DATA_FILES, data_fingerprint, resolved_params  # noqa: F401  (re-exported)
 from flows.lib.experiment.report import write_figures, write_report  # noqa: F401  (re-exported)
 from flows.lib.experiment.runner import run
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     for p in (syn, ds_cmd):
         p.add_argument("--runs", type=int, default=10, help="seeds per model (default 10)")
         p.add_argument("--out", type=Path, required=True, help="folder for metrics.json and table.md")
-        p.add_argument("--models", default=",".join(DEFAULT_PRESETS),
+        p.add_argument("--models", default=",".join(PAPER_PRESETS),
                        help=f"comma-separated, from {','.join(PRESETS)} (default: %(default)s)")
         p.add_argument("--hidden", type=int, default=100, help="hidden width (paper: 100 synthetic, 750 others)")
         p.add_argument("--max-epochs", type=int, default=None,

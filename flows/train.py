@@ -182,8 +182,8 @@ def artifact_key(name: str) -> str:
 
 @flow(name="train-evaluate", flow_run_name=run_name("train"), task_runner=thread_runner())
 def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
-    """Dataset folder -> CET (the default), CET-paper, ET, BC and the oracle -> metrics, a registered
-    version and a promotion decision (on CET).
+    """Dataset folder -> CET (the default), ET, BC (and the oracle with the truth) -> metrics, a
+    registered version and a promotion decision (on CET).
 
     ``dataset``: the name (default: CET_RETRAIN_DATASET); ``data``: the folder (default:
     CET_DATA_DIR/<dataset>).

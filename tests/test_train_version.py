@@ -572,3 +572,21 @@ def test_a_stand_in_records_the_true_occurrence_beside_p_ever(tmp_path):
     assert all(
         0 < b < s for b, s in zip(by_end, te.C.mean(axis=0), strict=True)
     )  # some of the truth lies after the end
+
+
+def test_the_default_presets_follow_the_truth_and_leave_cet_paper_to_whoever_names_it(tmp_path):
+    """With the true occurrence: CET, ET, BC and the Oracle; without it: CET, ET, BC. CET-paper (the
+    paper's objective) trains when a run names it, and the paper-format comparison keeps it."""
+    from cet_model.presets import PAPER_PRESETS
+    from flows.lib.modeling.train_eval import default_presets
+
+    synth = synthetic.write(tmp_path / "syn", n=400, split_sizes=(240, 80, 80))
+    ds = load_dataset(synth)
+    assert default_presets(ds.train, ds.val, ds.test) == ("CET", "ET", "BC", "Oracle")
+    for split in (ds.val, ds.test):
+        split.C[:] = np.nan
+    assert default_presets(ds.train, ds.val, ds.test) == ("CET", "ET", "BC")
+    assert "CET-paper" in PAPER_PRESETS
+    version, _ = train_version(synth, tmp_path / "models", "syn",
+                               TrainParams(models=("CET", "CET-paper"), hidden=4, max_epochs=1))
+    assert list(json.loads((version / "metrics.json").read_text())["test"]) == ["CET", "CET-paper"]

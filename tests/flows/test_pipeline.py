@@ -60,7 +60,7 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     assert all(r["low"] <= r["estimate"] <= r["high"] for r in table if not r["what"].startswith("CET - "))
     rows = version_text.calibration_rows(v1)
     assert {(r["model"], r["event"]) for r in rows} == {
-        (m, e) for m in ("CET", "CET-paper", "ET") for e in data_info["event_names"]
+        (m, e) for m in ("CET", "ET") for e in data_info["event_names"]
     }
     assert all(0.0 <= r["test_abs_diff"] <= 1.0 and r["horizon"] > 0 for r in rows)
     # the dataset's report: with the truth, its AUC and calibration figures too; the card says the data
@@ -217,13 +217,13 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     reports = cet_env / "reports"
     assert report == str(reports / "report.md")
     text = (reports / "report.md").read_text()
-    # the report leads with the headline: per dataset the default CET, CET-paper, ET, BC and the oracle
+    # the report leads with the headline: per dataset the default CET, ET, BC and the oracle
     first_section = min(text.index(f"## {n}") for n in ("synthetic", "mimic", "reddit"))
     assert text.index("## Headline") < first_section
     headline = text[text.index("## Headline"):first_section]
     for name in ("synthetic", "mimic", "reddit"):
         shown = re.findall(rf"^\| {name} \| ([^|]+) \| ([^|]+) \|", headline, flags=re.M)
-        assert [m.strip() for _, m in shown] == ["**CET**", "CET-paper", "ET", "BC", "Oracle"], (name, shown)
+        assert [m.strip() for _, m in shown] == ["**CET**", "ET", "BC", "Oracle"], (name, shown)
         # what the data are, from the build stamp: the stand-ins say so, in the table and their sections
         kind = "synthetic (the paper's)" if name == "synthetic" else "generated stand-in"
         assert {k.strip() for k, _ in shown} == {kind}, (name, shown)
@@ -440,7 +440,7 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env, ca
                 and "promoted by val_ci_rmst (Harrell's C of the restricted mean" in result["decision"]["note"])
     assert second["decision"]["promoted"] and np.isfinite(second["decision"]["candidate_value"])
     metrics = json.loads((cet_env / "models" / "rossi" / "v0002" / "metrics.json").read_text())
-    # no truth: the product default and the baselines (CET-paper and the Oracle only where the truth is)
+    # no truth: the product default and the baselines (the Oracle only where the truth is)
     assert sorted(metrics["test"]) == ["BC", "CET", "ET"] and metrics["skipped"] == {}
     first_metrics = json.loads((cet_env / "models" / "rossi" / "v0001" / "metrics.json").read_text())
     assert "Cox (reference)" in first_metrics["test"]  # no truth: the classical reference by default (v0002: none)

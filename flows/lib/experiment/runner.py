@@ -11,7 +11,7 @@ import numpy as np
 from cet_model.dataset import Dataset
 from cet_model.evaluation import evaluate, machine, model_inputs
 from cet_model.metrics import calibration_curve, expected_calibration_error
-from cet_model.presets import DEFAULT_PRESETS, PRESETS, check_presets, fit_preset, presets_for_truth
+from cet_model.presets import PAPER_PRESETS, PRESETS, check_presets, fit_preset, presets_for_truth
 from cet_model.reference import COX_PENALIZER, REFERENCE, cox_reference, wants_reference
 
 from . import figures
@@ -20,7 +20,7 @@ from .records import data_fingerprint, resolved_params
 log = logging.getLogger(__name__)
 
 
-def run(ds: Dataset, runs: int, models=DEFAULT_PRESETS, hidden_sizes=(100,), max_epochs=None,
+def run(ds: Dataset, runs: int, models=PAPER_PRESETS, hidden_sizes=(100,), max_epochs=None,
         patience=None, first_seed=0, overrides: dict | None = None, progress: bool = True,
         model_runs: dict | None = None, reference: str = "auto") -> dict:
     """Fit each model ``runs`` times (seeds first_seed, first_seed + 1, ...) and evaluate;

@@ -138,7 +138,7 @@ data_kind = stage_cache.built_from
 
 def headline_table(entries: list[dict]) -> str:
     """One row per dataset and model (the average over tasks, test split): CET (the default),
-    CET-paper, ET, BC and the oracle where the dataset holds the true occurrence; AUC and
+    CET-paper where it was trained, ET, BC and the oracle where the dataset holds the true occurrence; AUC and
     Harrell's C with their paired bootstrap interval where the version holds it."""
     cols = [("auc", "AUC"), ("mrae", "MRAE"), ("ci", "Harrell's C"), ("ece", "ECE"), ("ibs", "IBS")]
     lines = ["| dataset | data | model | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 3) + "|"]
@@ -225,7 +225,8 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
              "paper's CI), ECE of P(ever), and the integrated Brier score (IBS) of the population "
              "survival curves. Figures are PNGs next to this file.", "",
              "## Headline", "", "Average over tasks, test split. **CET** is the product default (exact "
-             "marginal likelihood); CET-paper is the paper's model as its original code trained it. "
+             "marginal likelihood); CET-paper, where a run names it, is the paper's model as its original code "
+             "trained it. "
              "The data column says what each dataset was built from (its build stamp): a generated stand-in "
              "checks the software, not the model on real data. "
              "[ ]: 95% paired bootstrap interval (test rows resampled; each dataset's section has CET minus each "
