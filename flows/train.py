@@ -58,7 +58,7 @@ from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import dataset_report as dataset_report_lib
-from flows.lib.modeling import explain, subgroups, train_eval, version_text
+from flows.lib.modeling import explain, render, subgroups, train_eval, version_text
 from flows.lib.modeling.predict import resolve_version
 
 
@@ -316,7 +316,7 @@ def registry_command(ap, args) -> int:
                           *("-" if r[k] is None else f"{r[k]:.4f}" for k in ("val_auc", "val_ci_rmst")),
                           r["decision"] or "-"])
         print(f"{s.models_dir / name}: {len(rows)} versions (*: promoted; history.jsonl has every decision)")
-        print("\n".join(version_text.text_table(table)))
+        print("\n".join(render.text(table)))
         return 0
     with output_lock(s.models_dir / name, s.lock_wait, "promote"):
         try:

@@ -10,6 +10,7 @@ import numpy as np
 
 from cet_model.evaluation import CI_RMST, METRICS, average_over_tasks, mean_std
 from cet_model.reference import REFERENCE
+from flows.lib.modeling.render import markdown
 
 HEADERS = {"auc": "AUC", "mrae": "MRAE", "ci": "CI", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS",
            CI_RMST: "C (RMST)"}
@@ -57,14 +58,13 @@ def table_markdown(result: dict, title: str) -> str:
              "AUC against the true occurrence c; ET's AUC from the rank of its predicted median time. "
              "MRAE, Harrell's CI and Uno's C of predicted median times; ECE of P(ever); IBS: integrated "
              f"Brier score of the population survival curves (lower is better).{rmst}",
-             "", "| Model | Task | " + " | ".join(HEADERS[m] for m in shown) + " |",
-             "|---" * (len(shown) + 2) + "|"]
+             ""]
+    table = [["Model", "Task", *(HEADERS[m] for m in shown)]]
     for name, entry in result["models"].items():
         tasks = dict(entry["tasks"])
         rows = list(tasks.items()) + [("Avg", {m: average_over_tasks(tasks, m) for m in shown})]
-        for task, vals in rows:
-            cells = [fmt(vals.get(m, [])) for m in shown]
-            lines.append(f"| {name} | {task} | " + " | ".join(cells) + " |")
+        table += [[name, task, *(fmt(vals.get(m, [])) for m in shown)] for task, vals in rows]
+    lines.append(markdown(table))
     m = result.get("machine", {})
     lines += ["", f"Machine: {m.get('processor')}, {m.get('cpu_count')} cores, torch {m.get('torch')}, "
               f"CUDA: {m.get('cuda')}."]
@@ -74,11 +74,9 @@ def table_markdown(result: dict, title: str) -> str:
 def average_table(result: dict) -> str:
     """One row per model: the per-run average over tasks, then mean ± std over runs."""
     shown = columns(result)
-    lines = ["| Model | " + " | ".join(HEADERS[m] for m in shown) + " | runs | s / fit |",
-             "|---" * (len(shown) + 3) + "|"]
+    table = [["Model", *(HEADERS[m] for m in shown), "runs", "s / fit"]]
     for name, entry in result["models"].items():
-        cells = [fmt(average_over_tasks(entry["tasks"], m)) for m in shown]
         secs = entry.get("seconds", [])
-        per_fit = f"{sum(secs) / len(secs):.1f}" if secs else ""
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(secs)} | {per_fit} |")
-    return "\n".join(lines)
+        table.append([name, *(fmt(average_over_tasks(entry["tasks"], m)) for m in shown), str(len(secs)),
+                      f"{sum(secs) / len(secs):.1f}" if secs else ""])
+    return markdown(table)

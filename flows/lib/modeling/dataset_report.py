@@ -28,7 +28,7 @@ from cet_model.models import load_model  # noqa: E402
 from cet_model.nonparametric import kaplan_meier_curve, kaplan_meier_plateau, kaplan_meier_risk  # noqa: E402
 from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402
 from flows.lib.infra.stage_cache import built_from  # noqa: E402
-from flows.lib.modeling.model_card import markdown_table  # noqa: E402
+from flows.lib.modeling.render import cell, markdown  # noqa: E402
 from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure  # noqa: E402
 from flows.lib.modeling.version_text import metric_rows  # noqa: E402
 
@@ -150,9 +150,9 @@ def metrics_table(rows: list[dict]) -> str:
     """The version's test metrics per model and event, the columns and models that have a value."""
     cols = [c for c in METRIC_LABELS if any(r.get(c) is not None for r in rows)]
     kept = [r for r in rows if any(r.get(c) is not None for c in cols)]
-    return markdown_table(["model", "event", *(METRIC_LABELS[c] for c in cols)],
-                          [[r["model"], "average" if r["task"] == "Avg" else r["task"],
-                            *("" if r.get(c) is None else f"{r[c]:.3f}" for c in cols)] for r in kept])
+    return markdown([["model", "event", *(METRIC_LABELS[c] for c in cols)],
+                     *([r["model"], "average" if r["task"] == "Avg" else r["task"], *(cell(r.get(c)) for c in cols)]
+                       for r in kept)])
 
 
 def report_is_current(out_dir, version, name: str) -> bool:
@@ -214,8 +214,8 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
     parts += ["## Cumulative incidence at three horizons", "",
               "Kaplan-Meier's share with the event by each quartile of the training follow-up, against each "
               "model's mean predicted risk by then.", "",
-              markdown_table(["event", "horizon", "Kaplan-Meier", *models],
-                              incidence_rows(tr, te, x, events, models)), ""]
+              markdown([["event", "horizon", "Kaplan-Meier", *models], *incidence_rows(tr, te, x, events, models)]),
+              ""]
     calibration = metrics.calibration.get("test") or {}
     if calibration:
         figure = horizon_calibration_figure(calibration, events, out_dir / "calibration-horizon.png",

@@ -32,8 +32,8 @@ from cet_model.importance import (
 from cet_model.models import load_model
 from flows.lib.choices import EXPLAIN_SPLITS
 from flows.lib.infra import stage_cache
+from flows.lib.modeling import render
 from flows.lib.modeling.train_eval import item_labels
-from flows.lib.modeling.version_text import text_table
 
 log = logging.getLogger("flows.explain")
 SPLITS = EXPLAIN_SPLITS
@@ -158,7 +158,7 @@ def report_lines(result: dict, top: int = 20, metric: str | None = None) -> list
     ]
     if weak:
         lines.append(f"  near chance as it is, so its importances say little: {', '.join(weak)}")
-    lines += text_table(table_lines(result, top, metric))
+    lines += render.text(table_lines(result, top, metric))
     lone = dominant_input(result, metric)
     if lone:
         lines.append(

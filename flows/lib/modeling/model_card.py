@@ -5,12 +5,7 @@ limitations and the command that trains it again. Written from the version's own
 from __future__ import annotations
 
 from flows.lib.infra.evaluation_record import Evaluation
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A markdown table of strings."""
-    return "\n".join(["| " + " | ".join(header) + " |", "|---" * len(header) + "|",
-                      *("| " + " | ".join(r) + " |" for r in rows)])
+from flows.lib.modeling.render import cell, markdown
 
 
 def model_card(metrics: Evaluation, params: dict, data: dict, built: str, name: str) -> str:
@@ -22,9 +17,8 @@ def model_card(metrics: Evaluation, params: dict, data: dict, built: str, name: 
     trained = list(summary)
     scored = [m for m in trained if any((summary[m] or {}).get(k) is not None for k, _ in keys)]
     shown = [(k, label) for k, label in keys if any(summary[m].get(k) is not None for m in scored)]
-    table = markdown_table(["model", *(label for _, label in shown)],
-                            [[m, *("" if summary[m].get(k) is None else f"{summary[m][k]:.3f}" for k, _ in shown)]
-                             for m in scored])
+    table = markdown([["model", *(label for _, label in shown)],
+                      *([m, *(cell(summary[m].get(k)) for k, _ in shown)] for m in scored)])
     record = metrics.intervals.get("test") or {}
     labels = {"auc": "AUC", "ci": "Harrell's C", "ci_rmst": "C (RMST)", "auc_h": "AUC at the horizon"}
     differences = [f"- CET − {model}, {labels.get(metric, metric)}: {v['estimate']:+.3f} "

@@ -30,6 +30,7 @@ from cet_model.reference import REFERENCE  # noqa: E402
 from flows.lib.infra import stage_cache  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
 from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402
+from flows.lib.modeling.render import cell, markdown  # noqa: E402
 from flows.lib.modeling.version_text import beyond_record, difference_table, intervals, metric_rows, quarter_text  # noqa: E402
 
 
@@ -123,11 +124,7 @@ def inline_figures(markdown: str, folder: Path) -> str:
 
 def _table(rows: list[dict]) -> str:
     cols = ["model", "task", "auc", "mrae", "ci", "ece", "uno_c", "ibs"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        lines.append("| " + " | ".join("" if r[c] is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]))
-                                       for c in cols) + " |")
-    return "\n".join(lines)
+    return markdown([cols, *([cell(r[c]) for c in cols] for r in rows)])
 
 
 HEADLINE_MODELS = ("CET", "CET-paper", "ET", "BC", "Oracle", REFERENCE)  # the reference: real data only
@@ -141,7 +138,7 @@ def headline_table(entries: list[dict]) -> str:
     CET-paper where it was trained, ET, BC and the oracle where the dataset holds the true occurrence; AUC and
     Harrell's C with their paired bootstrap interval where the version holds it."""
     cols = [("auc", "AUC"), ("mrae", "MRAE"), ("ci", "Harrell's C"), ("ece", "ECE"), ("ibs", "IBS")]
-    lines = ["| dataset | data | model | " + " | ".join(h for _, h in cols) + " |", "|---" * (len(cols) + 3) + "|"]
+    table = [["dataset", "data", "model", *(h for _, h in cols)]]
     for e in entries:
         kind = data_kind(e["dataset"])
         rows = {r["model"]: r for r in metric_rows(Path(e["version"])) if r["task"] == "Avg"}
@@ -149,15 +146,10 @@ def headline_table(entries: list[dict]) -> str:
         for model in HEADLINE_MODELS:
             if model not in rows:
                 continue
-            cells = [
-                ""
-                if rows[model][c] is None
-                else f"{rows[model][c]:.3f}" + bounds_text((bounds.get(c) or {}).get(model))
-                for c, _ in cols
-            ]
-            name = f"**{model}**" if model == "CET" else model
-            lines.append(f"| {e['name']} | {kind} | {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            cells = [cell(rows[model][c]) + ("" if rows[model][c] is None
+                                             else bounds_text((bounds.get(c) or {}).get(model))) for c, _ in cols]
+            table.append([e["name"], kind, f"**{model}**" if model == "CET" else model, *cells])
+    return markdown(table)
 
 
 def differences_table(version: Path) -> str:
@@ -169,8 +161,7 @@ def differences_table(version: Path) -> str:
         return ""
     return "\n".join([f"CET minus each model, test split; [ ]: {record['level']:.0%} paired bootstrap interval "
                       f"({record['resamples']} resamples of the {record['rows']} test rows, the same for every model).",
-                      "", "| " + " | ".join(table[0]) + " |", "|---" * len(table[0]) + "|",
-                      *("| " + " | ".join(row) + " |" for row in table[1:])])
+                      "", markdown(table)])
 
 
 def beyond_table(version: Path) -> str:
@@ -204,8 +195,7 @@ def beyond_table(version: Path) -> str:
                       "follow-up's end (the last time at least 10 training rows were still followed) rests on the "
                       "log-normal tail, not on data"
                       + ("; the true share is the share of test rows that ever have the event" if truth else "") + ".",
-                      "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|",
-                      *("| " + " | ".join(row) + " |" for row in rows)])
+                      "", markdown([head, *rows])])
 
 
 STANDIN_NOTE = ("**A generated stand-in, not real data.** Its rows are drawn by this project in the layout of "

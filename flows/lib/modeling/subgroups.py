@@ -29,8 +29,8 @@ from cet_model.bootstrap import bootstrap_intervals, bounds_text
 from cet_model.dataset import Dataset, load_dataset
 from cet_model.evaluation import evaluate, model_inputs, ranking_inputs, rmst_horizons
 from cet_model.models import load_model
+from flows.lib.modeling import render
 from flows.lib.modeling.train_eval import calibration_by_horizon, version_horizons
-from flows.lib.modeling.version_text import text_table
 
 log = logging.getLogger("flows.train")
 
@@ -179,7 +179,7 @@ def subgroup_lines(path) -> list[str]:
         table.append([r["group"], str(r["rows"]), "-" if r["events"] is None else str(r["events"]),
                       *("-" if r.get(k) is None else f"{r[k]:.3f}" + _bounds(r.get(f"{k}_interval")) for k in keys)])
     return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows; [ ]: 95% bootstrap interval over "
-            "the group's rows):", *text_table(table)]
+            "the group's rows):", *render.text(table)]
 
 
 def _bounds(interval) -> str:

@@ -22,6 +22,7 @@ from cet_model.evaluation import (
 )
 from cet_model.reference import REFERENCE
 from flows.lib.infra.evaluation_record import Evaluation
+from flows.lib.modeling import render
 
 VERSION_METRICS = (*METRICS, CI_RMST)  # what a version records per model, split and task
 def metric_rows(version: Path) -> list[dict]:
@@ -79,7 +80,7 @@ def summary_lines(version: Path) -> list[str]:
          else "h: each event's median training follow-up")
     note = (f" ({h}; risk vs KM: predicted risk by h against Kaplan-Meier, mean abs. difference; AUC at h: "
             "cumulative/dynamic AUC of that risk)" if by_horizon else "")
-    lines = [f"test split, averages over events{note}:", *text_table(table)]
+    lines = [f"test split, averages over events{note}:", *render.text(table)]
     blank = [cells[0] for cells in table[1:] if all(c == "-" for c in cells[1:])]
     classifiers = [m for m in blank if m == "BC"]  # BC on data without the truth: say why its row is empty
     if classifiers:
@@ -99,7 +100,7 @@ def summary_lines(version: Path) -> list[str]:
     diff = difference_table(record, {**SUMMARY_COLUMNS, "auc_h": "AUC at h"}, empty="-")
     if diff:
         lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({record['resamples']} resamples of the "
-                  f"{record['rows']} test rows, the same for every model); CET minus each model:", *text_table(diff)]
+                  f"{record['rows']} test rows, the same for every model); CET minus each model:", *render.text(diff)]
     return lines + per_event_lines(version) + beyond_lines(version) + rising_lines(version)
 
 
@@ -280,7 +281,7 @@ def per_event_lines(version: Path) -> list[str]:
     notes = [text for text, shown in (("observed: test rows with the event observed", observed),
                                       (f"[ ]: {record.get('level', 0.95):.0%} paired bootstrap interval, the same "
                                        "resamples", bounds)) if shown]
-    lines = [f"test split, per event: {title}" + (f" ({'; '.join(notes)})" if notes else "") + ":", *text_table(table)]
+    lines = [f"test split, per event: {title}" + (f" ({'; '.join(notes)})" if notes else "") + ":", *render.text(table)]
     return lines + ([few_line] if few else [])
 
 
@@ -322,16 +323,6 @@ def interval_rows(version: Path) -> list[dict]:
                     rows.append({"what": model, "event": event, "metric": metric,
                                  **{k: _round(v.get(k)) for k in ("estimate", "low", "high")}})
     return rows
-
-
-def text_table(table: list[list[str]]) -> list[str]:
-    """Rows of cells as indented, left-aligned text lines (what the CLI prints).
-
-    >>> text_table([["model", "C"], ["CET", "0.712"]])
-    ['  model  C', '  CET    0.712']
-    """
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
 
 
 def calibration_rows(version: Path) -> list[dict]:
