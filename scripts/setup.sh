@@ -15,7 +15,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet --require-hashes --no-deps -r requirements.lock
     .venv/bin/python -m pip install --quiet --no-deps "torch==${CET_TORCH_VERSION:-2.13.0}"
-    .venv/bin/python -m pip install --quiet --no-deps -e .
+    # setuptools' notice that an editable install reads this folder is expected here: not shown
+    PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install --quiet --no-deps -e .
     .venv/bin/python -m pip check   # the lock and the torch build together satisfy every requirement
     echo "$want" > "$stamp"
 fi

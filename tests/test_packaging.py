@@ -19,10 +19,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_package_folder_is_listed_in_pyproject():
+    """Every module folder, and every folder of data files (setuptools warns at install about a
+    folder it can import but is not told of)."""
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("cet_model", "cet_experiments", "flows")
              for p in (ROOT / top).rglob("__init__.py")}
-    assert found | {"cet_sql"} == listed
+    data = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "flows").rglob("*.csv")}
+    sql = {".".join(("cet_sql", *p.relative_to(ROOT / "sql").parts)) for p in (ROOT / "sql").rglob("*")
+           if p.is_dir() and p.name != "__pycache__"}
+    assert found | data | sql | {"cet_sql"} == listed
 
 
 @pytest.mark.slow
