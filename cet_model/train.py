@@ -6,8 +6,10 @@ restored), or full-batch L-BFGS for small deterministic fits (reference tests).
 Budget: ``max_epochs=None`` means at least ``DEFAULT_EPOCHS`` epochs *and* at least
 ``MIN_STEPS`` optimizer steps. On a data set that fits in a few batches, 100 epochs are only a
 few hundred steps, too few to converge; the epochs and the patience are then stretched by the
-same factor. An explicit ``max_epochs`` is obeyed as given. When the budget ends while the
-monitored loss is still improving (no early stop), ``ConvergenceWarning`` says so.
+same factor. With validation data early stopping ends a fit, and that budget times
+``VALIDATED_CAP`` is only a cap; without them the budget is the fit's length. An explicit
+``max_epochs`` is obeyed as given. When the budget ends while the monitored loss is still
+improving (no early stop), ``ConvergenceWarning`` says so.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ log = logging.getLogger("cet_model")
 DEFAULT_EPOCHS = 100
 DEFAULT_PATIENCE = 10
 MIN_STEPS = 5000
+VALIDATED_CAP = 4  # with validation data: the automatic budget times this, a cap early stopping stays under
 # a first stage that keeps one of its first EARLY_KEEP epochs after running at least 10x as many
 # warns: its weights are close to their random start (docs/decisions.md, init_noise_probe.py)
 EARLY_KEEP = 5
@@ -46,36 +49,41 @@ class TrainConfig:
     verbose: bool = False
     tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
 
-    def budget(self, n_train: int) -> tuple[int, int]:
-        """(epochs, patience) for ``n_train`` rows.
+    def budget(self, n_train: int, validated: bool = False) -> tuple[int, int]:
+        """(epochs, patience) for ``n_train`` rows; ``validated``: early stopping watches
+        validation data, and the automatic budget is a cap ``VALIDATED_CAP`` times as long.
 
         >>> TrainConfig().budget(80)        # one step per epoch: 5,000 epochs, patience 500
         (5000, 500)
         >>> TrainConfig().budget(24_000)    # 60 steps per epoch: the defaults
         (100, 10)
-        >>> TrainConfig(max_epochs=5, patience=2).budget(80)
+        >>> TrainConfig().budget(24_000, validated=True)    # the same patience under a cap
+        (400, 10)
+        >>> TrainConfig(max_epochs=5, patience=2).budget(80, validated=True)
         (5, 2)
         """
         steps = max(1, math.ceil(n_train / (self.batch_size or n_train)))
         stretch = max(1, math.ceil(MIN_STEPS / (DEFAULT_EPOCHS * steps)))
-        epochs = self.max_epochs if self.max_epochs is not None else DEFAULT_EPOCHS * stretch
+        cap = VALIDATED_CAP if validated else 1
+        epochs = self.max_epochs if self.max_epochs is not None else DEFAULT_EPOCHS * stretch * cap
         patience = self.patience if self.patience is not None else DEFAULT_PATIENCE * (
             stretch if self.max_epochs is None else 1)
         return int(epochs), int(patience)
 
 
 def later_stage(cfg: TrainConfig, n_train: int, patience_fraction: float) -> TrainConfig:
-    """The configuration of a further stage of a fit: the first stage's epoch budget and
-    ``patience_fraction`` of its patience (at least 1 epoch), both made explicit.
+    """The configuration of a further stage of a fit, which watches validation data: the first
+    stage's epoch budget and ``patience_fraction`` of its patience (at least 1 epoch), both made
+    explicit.
 
-    >>> TrainConfig().budget(80)
-    (5000, 500)
+    >>> TrainConfig().budget(80, validated=True)
+    (20000, 500)
     >>> later_stage(TrainConfig(), 80, 0.5).budget(80)
-    (5000, 250)
+    (20000, 250)
     >>> later_stage(TrainConfig(max_epochs=30, patience=3), 80, 0.5).budget(80)   # round(1.5) = 2
     (30, 2)
     """
-    epochs, patience = cfg.budget(n_train)
+    epochs, patience = cfg.budget(n_train, validated=True)
     return replace(cfg, max_epochs=epochs, patience=shorter_patience(patience, patience_fraction))
 
 
@@ -246,7 +254,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
     else:
         opt = torch.optim.Adam(params, lr=cfg.lr)
     batch_size = cfg.batch_size or n_train
-    max_epochs, patience = cfg.budget(n_train)
+    max_epochs, patience = cfg.budget(n_train, validated=val_loss is not None)
     hist = History()
     rule = EarlyStopping(patience, cfg.tol, math.inf if start_best is None else start_best)
     best_state = snapshot(module)

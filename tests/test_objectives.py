@@ -253,3 +253,30 @@ def test_single_event_closed_form_equals_the_enumeration():
             free=st < 0.5,
         ).value
     torch.testing.assert_close(closed, enum)
+
+
+def test_with_validation_data_the_automatic_budget_is_a_cap_four_times_as_long(monkeypatch):
+    """A loss that keeps falling: without validation data the automatic budget is the fit's length;
+    with them early stopping decides, under a cap VALIDATED_CAP times that budget (patience alike)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from cet_model import train as training
+
+    monkeypatch.setattr(training, "MIN_STEPS", 1)  # 100 epochs of one step: a short budget
+    module = torch.nn.Linear(1, 1)
+    falling = iter(range(10**6))
+
+    def batch_loss(idx):
+        return module.weight.sum() * 0.0 + 1.0 / (2 + next(falling))
+
+    cfg = training.TrainConfig(batch_size=None)
+    assert cfg.budget(8) == (100, 10) and cfg.budget(8, validated=True) == (400, 10)
+    gen = torch.Generator().manual_seed(0)
+    with pytest.warns(ConvergenceWarning, match="budget of 100 epochs"):
+        alone = training.train(module, batch_loss, 8, cfg, gen)
+    ticks = iter(range(10**6))
+    with pytest.warns(ConvergenceWarning, match="budget of 400 epochs"):
+        checked = training.train(module, batch_loss, 8, cfg, gen, val_loss=lambda: -float(next(ticks)))
+    assert len(alone.train_loss) == 100 and len(checked.train_loss) == 400
+    stopped = training.train(module, batch_loss, 8, cfg, gen, val_loss=lambda: 1.0)  # no gain: patience ends it
+    assert stopped.stopped_early and len(stopped.train_loss) == 11
