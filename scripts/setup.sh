@@ -12,6 +12,8 @@ fi
 stamp=.venv/.cet-installed
 want=$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-16)-${CET_TORCH_VERSION:-2.13.0}
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    started=$SECONDS
+    echo "setup: installing the locked dependencies and torch into .venv (a few minutes, once)"
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet --require-hashes --no-deps -r requirements.lock
     .venv/bin/python -m pip install --quiet --no-deps "torch==${CET_TORCH_VERSION:-2.13.0}"
@@ -19,4 +21,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install --quiet --no-deps -e .
     .venv/bin/python -m pip check   # the lock and the torch build together satisfy every requirement
     echo "$want" > "$stamp"
+    echo "setup: done in $(( SECONDS - started )) s"
 fi
