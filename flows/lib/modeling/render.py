@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 
 
-def cell(value, digits: int = 3, empty: str = "") -> str:
-    """A table cell: ``empty`` for None or NaN, a float to ``digits`` decimals, anything else as text."""
+def cell(value) -> str:
+    """A table cell: "" for None or NaN, a float to three decimals, anything else as text."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return empty
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+        return ""
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def text(table: list[list[str]]) -> list[str]:
