@@ -25,9 +25,9 @@ from flows.lib.infra.folders import check_output_file
 from flows.lib.modeling import explain
 from flows.lib.modeling.predict import written_scores
 from flows.lib.standin import synthetic
+from tests.mimic_fixture import write_fixture
 
 REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO.parent / "shared" / "data" / "mimic-iii-demo"
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -72,10 +72,7 @@ def test_table_build_refuses_a_folder_the_user_owns_and_one_holding_the_table(tm
 
 @pytest.mark.parametrize("where", ["same", "inside", "containing"])
 def test_mimic_build_refuses_an_out_that_overlaps_the_raw_tables(tmp_path, where, capsys):
-    raw = tmp_path / "raw" / "mimic"
-    raw.mkdir(parents=True)
-    for f in DEMO.iterdir():
-        os.symlink(f, raw / f.name)  # the real tables, linked: the test must not copy 28 files
+    raw = write_fixture(tmp_path / "raw" / "mimic")  # MIMIC-III tables in their real layout (no demo needed)
     before = sorted(p.name for p in raw.iterdir())
     out = {"same": raw, "inside": raw / "features", "containing": tmp_path / "raw"}[where]
     err = _usage_error(mimic_cli.main, ["build", "--mimic-dir", str(raw), "--out", str(out)], capsys)
