@@ -68,8 +68,9 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
     s = Settings()
     if s.threads is not None and not os.environ.get(threads.VARIABLE):  # from .env: the models read the environment
         os.environ[threads.VARIABLE] = str(s.threads)
-    n, why = threads.choose()
-    logger.info("%s: each fit uses %d CPU thread%s (%s; CET_THREADS sets it)", name, n, "" if n == 1 else "s", why)
+    if p.workers == 1:  # else train_version says how its side-by-side fits are spread
+        n, why = threads.choose()
+        logger.info("%s: each fit uses %d CPU thread%s (%s; CET_THREADS sets it)", name, n, "" if n == 1 else "s", why)
     artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models or ('the default models',))} "
                                                      f"on {name}")
     percent = train_eval.FitProgress(
@@ -199,8 +200,8 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     training = train_eval.TrainParams(
         models=tuple(params.models) if params.models else None, hidden=params.hidden or s.hidden,
         max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
-        seed=s.seed if params.seed is None else params.seed, device=s.device, horizon=params.horizon,
-        reference=params.reference)
+        seed=s.seed if params.seed is None else params.seed, device=s.device, workers=s.train_workers,
+        horizon=params.horizon, reference=params.reference)
     if params.subgroups:  # refused before anything trains
         subgroups.check_dataset_columns(path, params.subgroups)
     explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set

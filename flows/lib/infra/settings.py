@@ -73,6 +73,8 @@ class Settings(BaseSettings):
     patience: int | None = Field(default=None, gt=0)  # None: automatic (10 epochs, stretched with the budget)
     seed: int = Field(default=0, ge=0)
     threads: int | None = Field(default=None, gt=0)  # CPU threads per fit; None: cet_model.threads chooses
+    # a version's fits side by side in this many processes; None: one a CPU (a GPU: 1); 1: one after another
+    train_workers: int | None = Field(default=None, gt=0)  # flows.lib.modeling.side_by_side.plan
     promote_metric: str = "val_auc"
     promote_tolerance: float = Field(default=0.0, ge=0)
     promote_evidence: Literal[EVIDENCE] = "point"  # type: ignore[valid-type]  # registry.Rule

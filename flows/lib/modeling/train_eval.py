@@ -32,7 +32,7 @@ from cet_model.evaluation import (
     rmst_horizons,
 )
 from cet_model.metrics import horizon_auc, horizon_calibration
-from cet_model.models import CETModel
+from cet_model.models import CETModel, resolve_device
 from cet_model.nonparametric import kaplan_meier_risk
 from cet_model.presets import (
     DEFAULT_PRESETS,
@@ -48,12 +48,13 @@ from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.evaluation_record import Evaluation
 from flows.lib.infra.keys import kept_key, key_digest, key_matches
+from flows.lib.modeling import side_by_side
 from flows.lib.modeling.model_card import model_card
 from flows.lib.modeling.version_text import FEW_OBSERVED, VERSION_METRICS
 
 log = logging.getLogger("flows.train")
 
-CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.infra.registry")
+CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.modeling.side_by_side", "flows.lib.infra.registry")
 
 
 def check_models(models) -> None:
@@ -77,6 +78,7 @@ class TrainParams:
     patience: int | None = None
     seed: int = 0
     device: str = "auto"
+    workers: int | None = 1  # fits side by side in this many processes (None: automatic, side_by_side.plan)
     overrides: dict = field(default_factory=dict)  # per-model keyword overrides, e.g. {"CET": {"n_samples": 20}}
     horizon: float | None = None  # calibration and AUC at h for every event at this time (None: median follow-up)
     reference: str = "auto"  # the classical Cox reference: auto (data without the truth), cox (any features), none
@@ -90,10 +92,11 @@ class TrainParams:
             raise ValueError(f"horizon must be a time > 0, got {self.horizon}")
 
     def key_params(self) -> dict:
-        """What changes the trained weights or what a version records (the horizon); the device does
-        not enter the key."""
+        """What changes the trained weights or what a version records (the horizon); the device and
+        the worker processes do not enter the key."""
         d = asdict(self)
         d.pop("device")
+        d.pop("workers")
         d["models"] = "auto" if self.models is None else list(self.models)
         return d
 
@@ -430,10 +433,18 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         if params.horizon is not None:
             _warn_horizon_beyond_follow_up(name, tr, ds.event_names, params.horizon)
         run = _Run(name, ds, params, metrics, horizons, (x_tr, x_va, x_te), no_truth, progress)
-        for model_name in models:
-            model = run.fit(model_name)
-            model.save(tmp / model_name)
-            run.score(model_name, model)
+        workers, n_threads = side_by_side.plan(params.workers, len(models), resolve_device(params.device).type)
+        if workers > 1:
+            log.info("%s: fitting %s side by side in %d processes of %d CPU thread%s", name, ", ".join(models),
+                     workers, n_threads, "" if n_threads == 1 else "s")
+            fits = run.fit_side_by_side(models, dataset_dir, tmp, workers, n_threads)
+        else:
+            fits = run.fit_here(models, tmp)
+        try:
+            for model_name, model in fits:
+                run.score(model_name, model)
+        finally:
+            fits.close()  # a failed score stops the fits still under way
         wanted = wants_reference(params.reference, no_truth)  # auto: where no Oracle can be trained
         if wanted and spec is not None:
             log.log(logging.WARNING if params.reference == "cox" else logging.INFO,
@@ -447,7 +458,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                  metrics.intervals["test"]["resamples"], len(te), time.perf_counter() - t0)
         records = {
             "metrics.json": metrics.to_json(),
-            "params.json": {**asdict(params), "stage_key": key, "machine": machine()},
+            "params.json": {**asdict(params), "stage_key": key, "machine": machine(),
+                            "fit_processes": {"workers": workers, "threads": n_threads if workers > 1 else None}},
             "data.json": _data_record(dataset_dir, ds, spec, id_key),
         }
         _write_version_files(tmp, Path(models_root) / name / "<new version>", records,
@@ -480,25 +492,44 @@ class _Run:
         self.by_event_horizon = [horizons.get(e, np.nan) for e in ds.event_names]
         self.ranking = {}
 
-    def fit(self, model_name: str):
-        """Fit one preset, timing it and counting its epochs."""
-        tr, va, params = self.ds.train, self.ds.val, self.params
-        t0 = time.perf_counter()
+    def _fit_kwargs(self, model_name: str) -> dict:
+        params = self.params
+        return dict(seed=params.seed, hidden_sizes=(params.hidden,), max_epochs=params.max_epochs,
+                    patience=params.patience, params=params.overrides.get(model_name, {}), device=params.device)
 
-        def on_epoch(epoch, hist, m=model_name):
-            if epoch == 1:
-                crash_point("train")
-            if self.progress is not None:
-                self.progress(m, epoch, hist)
-        model = fit_preset(model_name, tr, va, seed=params.seed, hidden_sizes=(params.hidden,),
-                           max_epochs=params.max_epochs, patience=params.patience,
-                           params=params.overrides.get(model_name, {}), x_train=self.x_tr, x_val=self.x_va,
-                           on_epoch=on_epoch, device=params.device)
-        self.metrics.seconds[model_name] = time.perf_counter() - t0
+    def _record_fit(self, model_name: str, model, seconds: float, encoder_epochs: int) -> None:
+        self.metrics.seconds[model_name] = seconds
         self.metrics.epochs[model_name] = len(model.history_.train_loss)
-        stage = getattr(model, "encoder_history_", None)  # CET's encoder-only stage, when it ran
-        self.metrics.encoder_epochs[model_name] = 0 if stage is None else len(stage.train_loss)
-        return model
+        self.metrics.encoder_epochs[model_name] = encoder_epochs
+
+    def fit_here(self, models, staging: Path):
+        """Each preset fitted in this process, one after another, saved to ``staging``; yields
+        (name, model) as each is done."""
+        tr, va = self.ds.train, self.ds.val
+        for model_name in models:
+            t0 = time.perf_counter()
+
+            def on_epoch(epoch, hist, m=model_name):
+                if epoch == 1:
+                    crash_point("train")
+                if self.progress is not None:
+                    self.progress(m, epoch, hist)
+            model = fit_preset(model_name, tr, va, x_train=self.x_tr, x_val=self.x_va, on_epoch=on_epoch,
+                               **self._fit_kwargs(model_name))
+            stage = getattr(model, "encoder_history_", None)  # CET's encoder-only stage, when it ran
+            self._record_fit(model_name, model, time.perf_counter() - t0, 0 if stage is None else len(stage.train_loss))
+            model.save(staging / model_name)
+            yield model_name, model
+
+    def fit_side_by_side(self, models, dataset_dir, staging: Path, workers: int, n_threads: int):
+        """The presets fitted in ``workers`` processes at once (``side_by_side``); yields (name,
+        model) in the order of ``models``."""
+        fits = side_by_side.fit_side_by_side(models, dataset_dir, staging, {m: self._fit_kwargs(m) for m in models},
+                                             workers, n_threads, self.progress,
+                                             on_first_epochs=lambda: crash_point("train"))
+        for model_name, model, seconds, encoder_epochs in fits:
+            self._record_fit(model_name, model, seconds, encoder_epochs)
+            yield model_name, model
 
     def score(self, model_name: str, model) -> None:
         """Every figure of one fitted model on the validation and test rows, and its log line."""
