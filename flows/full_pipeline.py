@@ -55,19 +55,31 @@ def build_dataset(name: str) -> str:
     return build(recorded) if recorded is not None else build()
 
 
+class _Later:
+    """A build started only when its result is asked for (``sequential``)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def result(self) -> str:
+        return build_dataset.submit(self.name).result()
+
+
 @flow(name="full-pipeline", flow_run_name=run_name("pipeline"), task_runner=thread_runner())
 def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
     """Build each dataset (skipped when unchanged), train-evaluate it, then write the report. The
-    next dataset builds while one trains: a version's fits leave CPU time over (the longest fit
-    runs alone at the end), and a build is mostly reading, SQL and embedding."""
+    next dataset builds while one trains (unless ``sequential``): a version's fits leave CPU time
+    over (the longest fit runs alone at the end), and a build is mostly reading, SQL and embedding."""
     s = Settings()
     entries = []
     names = list(params.datasets)
     building = build_dataset.submit(names[0])
     for i, name in enumerate(names):
         path = building.result()
-        if i + 1 < len(names):
+        if i + 1 < len(names) and not params.sequential:
             building = build_dataset.submit(names[i + 1])
+        elif i + 1 < len(names):
+            building = _Later(names[i + 1])
         entries.append(train_evaluate(TrainEvaluateParams(dataset=name, data=path, max_epochs=params.max_epochs,
                                                           hidden=params.hidden, seed=params.seed)))
     return write_report(entries, str(s.reports_dir))

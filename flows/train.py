@@ -86,7 +86,8 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
 
     try:
         version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress,
-                                                   on_models=percent.fitting, id_key=train_eval.row_key(s))
+                                                   on_models=percent.fitting, id_key=train_eval.row_key(s),
+                                                   on_fitted=percent.fitted)
     except BaseException as exc:  # failed or cancelled: the progress artifact says so instead of standing still
         ended = "cancelled" if not isinstance(exc, Exception) else f"failed ({type(exc).__name__})"
         try:

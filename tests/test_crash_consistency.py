@@ -25,7 +25,8 @@ from tests.prefect_server import _free_port, _start_server, _stop
 pytestmark = pytest.mark.slow  # kills the pipeline inside every stage, then reruns it (minutes)
 
 REPO = Path(__file__).resolve().parents[1]
-# the order the pipeline reaches them: synthetic is trained before MIMIC is staged
+# the order the pipeline reaches them one stage at a time (--sequential): synthetic is trained before
+# MIMIC is staged
 ORDER = ("train", "promote", "staging", "sql", "scan", "embed", "report")
 LEFTOVER = re.compile(r"\.(tmp|partial|old)-\d+(-[^-]+)?$|^\.incoming-")
 # the registry's records carry wall-clock times by design: compared without them
@@ -56,11 +57,11 @@ def _env(root: Path, api_url: str, crash: str | None) -> dict:
     return env
 
 
-def _pipeline(root: Path, api_url: str, crash: str | None = None) -> subprocess.CompletedProcess:
+def _pipeline(root: Path, api_url: str, crash: str | None = None, *args: str) -> subprocess.CompletedProcess:
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"run-{crash or 'clean'}.log", "w") as log:
-        return subprocess.run([sys.executable, "-m", "flows.full_pipeline"], cwd=root, env=_env(root, api_url, crash),
-                              stdout=log, stderr=subprocess.STDOUT, timeout=600)
+        return subprocess.run([sys.executable, "-m", "flows.full_pipeline", *args], cwd=root,
+                              env=_env(root, api_url, crash), stdout=log, stderr=subprocess.STDOUT, timeout=600)
 
 
 def _digest(path: Path) -> str:
@@ -126,6 +127,18 @@ def _nothing_unfinished_is_taken_as_finished(root: Path, point: str) -> None:
             assert {"manifest.json", "features.parquet", "events.parquet"} <= {p.name for p in d.iterdir()}
 
 
+def _rerun_gives_the_same_bytes(root: Path, api_url: str, want: dict) -> None:
+    done = _pipeline(root, api_url)
+    assert done.returncode == 0, _log_tail(root, None)
+    got = _outputs(root)
+    assert sorted(got) == sorted(want), "different files after the crashes"
+    differ = [k for k in want if got[k] != want[k]]
+    assert differ == [], f"outputs differ from the uninterrupted run: {differ}"
+    # the killed runs' temporaries were swept once their stage ran again
+    left = [str(p.relative_to(root)) for p in root.rglob(".*") if LEFTOVER.search(p.name)]
+    assert left == [], left
+
+
 @pytest.mark.slow
 def test_kill_9_inside_each_stage_then_rerun_gives_the_same_bytes(tmp_path):
     assert sorted(ORDER) == sorted(POINTS)
@@ -140,20 +153,19 @@ def test_kill_9_inside_each_stage_then_rerun_gives_the_same_bytes(tmp_path):
         assert any(k.endswith("sequences.npy") for k in want) and "reports/report.md" in want
         root.rename(tmp_path / "uninterrupted")  # kept for a look when this fails
 
-        for point in ORDER:
-            crashed = _pipeline(root, server["url"], crash=point)
+        for point in ORDER:  # one stage at a time, so that each point is reached in this order
+            crashed = _pipeline(root, server["url"], point, "--sequential")
             assert crashed.returncode == -signal.SIGKILL, (
                 f"{point}: exit {crashed.returncode}\n{_log_tail(root, point)}"
             )
             _nothing_unfinished_is_taken_as_finished(root, point)
-        done = _pipeline(root, server["url"])
-        assert done.returncode == 0, _log_tail(root, None)
-        got = _outputs(root)
-        assert sorted(got) == sorted(want), "different files after the crashes"
-        differ = [k for k in want if got[k] != want[k]]
-        assert differ == [], f"outputs differ from the uninterrupted run: {differ}"
-        # the killed runs' temporaries were swept once their stage ran again
-        left = [str(p.relative_to(root)) for p in root.rglob(".*") if LEFTOVER.search(p.name)]
-        assert left == [], left
+        _rerun_gives_the_same_bytes(root, server["url"], want)
+        root.rename(tmp_path / "one-stage-at-a-time")
+
+        # the default: the MIMIC build runs while the synthetic fits do, and the kill lands in both
+        crashed = _pipeline(root, server["url"], "train")
+        assert crashed.returncode == -signal.SIGKILL, f"train: exit {crashed.returncode}\n{_log_tail(root, 'train')}"
+        _nothing_unfinished_is_taken_as_finished(root, "train")
+        _rerun_gives_the_same_bytes(root, server["url"], want)
     finally:
         _stop(proc)

@@ -102,3 +102,17 @@ def test_documented_stand_in_defaults_are_the_settings():
     for field in ("mimic_standin_scale", "reddit_standin_users"):
         default = Settings.model_fields[field].default
         assert f"CET_{field.upper()}, default {default:g}" in text, field
+
+
+def test_the_main_jobs_time_table_is_generated_from_the_recorded_runs():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("main_job_times", ROOT / "benchmarks" / "main_job_times.py")
+    main_job_times = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(main_job_times)
+    record = main_job_times.load()
+    rendered = main_job_times.table(record)
+    assert rendered in (ROOT / "docs" / "pipeline.md").read_text(), "run: python benchmarks/main_job_times.py table"
+    assert all({"commit", "models", "pipeline_s", "machine"} <= set(run) for run in record["runs"])
+    # one row per group of default models, each with its own count
+    assert rendered.count("\n") == 2 + len(record["earlier"]) + len({r["models"] for r in record["runs"]})

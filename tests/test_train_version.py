@@ -46,7 +46,11 @@ def test_fit_progress_counts_models_whole_and_throttles_the_updates(tmp_path):
     assert len(calls) == sum(metrics["epochs"].values()) + metrics["encoder_epochs"]["CET"]
     ticks = iter(0.1 * i for i in range(len(calls))).__next__
     progress = FitProgress(params.models, interval=0.5, clock=ticks)
-    sent = [(model, progress.epoch(model, epoch)) for model, epoch in calls]
+    sent = []
+    for i, (model, epoch) in enumerate(calls):
+        if i and calls[i - 1][0] != model:
+            progress.fitted(calls[i - 1][0])  # one after another: a model ends as the next starts
+        sent.append((model, progress.epoch(model, epoch)))
     values = [v for _, v in sent if v is not None]
     assert values == sorted(values) and values[-1] < 100.0 and progress.finish() == 100.0
     first_et = next(i for i, (model, _) in enumerate(sent) if model == "ET")

@@ -344,3 +344,5 @@ class FullPipelineParams(FlowParams):
     max_epochs: int | None = Field(None, ge=1, description="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
     hidden: int | None = Field(None, ge=1, description="hidden width (default: $CET_HIDDEN or 100)")
     seed: int | None = Field(None, ge=0, description=SEED)
+    sequential: bool = Field(False, description="build each dataset after the one before it has trained, not "
+                                                "while it trains (less memory at once; the log in order)")

@@ -116,44 +116,59 @@ def default_presets(train, val, test) -> tuple[str, ...]:
 class FitProgress:
     """Percent of a dataset's fits done, for a progress artifact, and whether to send it now.
 
-    The models before the current one count whole. How long the current one runs is decided by
-    early stopping, so it is not known in advance: after e epochs it counts e / (e + 100) of its
-    share (half after 100 epochs, 90 % after 900), never the whole until the next model starts.
-    The figure never goes back and never reaches 100 before ``finish``. An update is due when a
-    model starts or ``interval`` seconds have passed since the last one: each update is a call to
-    the Prefect API, and a small dataset's fits run thousands of epochs of a few milliseconds.
+    Each model has an equal share. A fitted model (``fitted``) counts whole. How long one runs is
+    decided by early stopping, so it is not known in advance: after e epochs it counts e / (e + 100)
+    of its share (half after 100 epochs, 90 % after 900). Fits side by side advance together. The
+    figure never goes back and never reaches 100 before ``finish``. An update is due at a model's
+    first epoch or when ``interval`` seconds have passed since the last one: each update is a call
+    to the Prefect API, and a small dataset's fits run thousands of epochs of a few milliseconds.
 
     >>> times = iter([0.0, 0.5, 2.5, 2.6]).__next__
     >>> progress = FitProgress(("CET", "ET"), interval=2.0, clock=times)
-    >>> progress.epoch("CET", 0), progress.epoch("CET", 1), progress.epoch("CET", 99), progress.epoch("ET", 0)
-    (0.5, None, 25.0, 50.5)
+    >>> progress.epoch("CET", 0), progress.epoch("CET", 1), progress.epoch("CET", 99)
+    (0.5, None, 25.0)
+    >>> progress.fitted("CET")
+    >>> progress.epoch("ET", 0)
+    50.5
     >>> progress.finish()
     100.0
     >>> progress = FitProgress(("CET", "BC", "Oracle"), clock=lambda: 0.0)
     >>> progress.fitting(("CET", "BC"))   # the oracle left out: two shares of 50, not three of 33
-    >>> progress.epoch("BC", 0)
-    50.5
+    >>> progress.epoch("BC", 0), progress.epoch("CET", 99)  # side by side
+    (0.5, 25.5)
     """
 
     def __init__(self, models: tuple[str, ...], interval: float = 2.0, clock=time.monotonic):
         self.models, self.interval, self.clock = tuple(models), float(interval), clock
-        self.current, self.percent, self.sent_at = None, 0.0, None
+        self.fraction: dict[str, float] = {}
+        self.percent, self.sent_at = 0.0, None
 
     def fitting(self, models) -> None:
         """The models that will be fitted after all (a preset left out has no share)."""
         self.models = tuple(models)
 
+    def fitted(self, model: str) -> None:
+        """``model``'s fit has ended: it counts whole."""
+        self.fraction[model] = 1.0
+        self._update()
+
     def epoch(self, model: str, epoch: int) -> float | None:
         """``model`` has finished epoch ``epoch`` (0-based): the percent to send, or None if not due."""
-        share = 100.0 / len(self.models)
-        done = epoch + 1
-        value = share * (self.models.index(model) + done / (done + 100))
-        self.percent = max(self.percent, round(value, 1))
+        first = model not in self.fraction
+        if self.fraction.get(model, 0.0) < 1.0:
+            done = epoch + 1
+            self.fraction[model] = done / (done + 100)
+        self._update()
         now = self.clock()
-        if model != self.current or self.sent_at is None or now - self.sent_at >= self.interval:
-            self.current, self.sent_at = model, now
+        if first or self.sent_at is None or now - self.sent_at >= self.interval:
+            self.sent_at = now
             return self.percent
         return None
+
+    def _update(self) -> None:
+        share = 100.0 / len(self.models)
+        value = share * sum(self.fraction.get(m, 0.0) for m in self.models)
+        self.percent = min(max(self.percent, round(value, 1)), 99.9)
 
     def finish(self) -> float:
         """Every fit is done."""
@@ -398,10 +413,12 @@ def task_means(tasks: dict) -> dict:
 
 
 def train_version(dataset_dir, models_root, name: str, params: TrainParams = TrainParams(),
-                  progress=None, on_models=None, id_key: bytes | None = None) -> tuple[Path, bool]:
+                  progress=None, on_models=None, id_key: bytes | None = None, on_fitted=None) -> tuple[Path, bool]:
     """Train (or reuse) a version of ``name``'s models; returns (version folder, reused).
-    ``progress(model, epoch, history)`` after every epoch; ``on_models(models)`` once, with the
-    presets that will be fitted (those left out for want of the truth are not among them).
+    ``progress(model, epoch, history)`` after every epoch (fits side by side: their first two
+    epochs, then at most one a half second, and the last); ``on_fitted(model)`` when a fit has
+    ended; ``on_models(models)`` once, with the presets that will be fitted (those left out for
+    want of the truth are not among them).
     ``id_key`` (``row_key``): the version also keeps its training rows' ids as keyed hashes
     (``TRAIN_IDS``), and their split groups' where the data have them (``TRAIN_GROUPS``), for
     ``promoted_on_candidate_rows``."""
@@ -442,6 +459,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
             fits = run.fit_here(models, tmp)
         try:
             for model_name, model in fits:
+                if on_fitted is not None:
+                    on_fitted(model_name)
                 run.score(model_name, model)
         finally:
             fits.close()  # a failed score stops the fits still under way
