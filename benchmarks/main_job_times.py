@@ -77,8 +77,19 @@ def run(rev: str, note: str | None, args: list[str]) -> dict:
         models = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c",
                                  "from cet_model.presets import DEFAULT_PRESETS; print(', '.join(DEFAULT_PRESETS))"],
                                 cwd=clone, capture_output=True, text=True, check=True).stdout.strip()
+        headline = headline_auc(clone / "models")
     return {"commit": commit, "models": models, "args": args, "pipeline_s": int(found.group(1)),
-            "wall_s": round(wall), "machine": machine(), "note": note}
+            "wall_s": round(wall), "headline_test_auc": headline, "machine": machine(), "note": note}
+
+
+def headline_auc(models_root: Path) -> dict:
+    """Each dataset's first version: every model's test AUC, the report's headline."""
+    out = {}
+    for metrics in sorted(models_root.glob("*/v0001/metrics.json")):
+        summary = json.loads(metrics.read_text())["summary"]
+        out[metrics.parts[-3]] = {m: round(v["test_auc"], 3) for m, v in summary.items()
+                                  if isinstance(v.get("test_auc"), float)}
+    return out
 
 
 def main(argv=None) -> int:

@@ -114,5 +114,6 @@ def test_the_main_jobs_time_table_is_generated_from_the_recorded_runs():
     rendered = main_job_times.table(record)
     assert rendered in (ROOT / "docs" / "pipeline.md").read_text(), "run: python benchmarks/main_job_times.py table"
     assert all({"commit", "models", "pipeline_s", "machine"} <= set(run) for run in record["runs"])
-    # one row per group of default models, each with its own count
-    assert rendered.count("\n") == 2 + len(record["earlier"]) + len({r["models"] for r in record["runs"]})
+    # one row per group of default models and main-job arguments, each with its own count
+    groups = {(r["models"], tuple(r.get("args") or ())) for r in record["runs"]}
+    assert rendered.count("\n") == 2 + len(record["earlier"]) + len(groups)
