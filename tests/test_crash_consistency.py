@@ -47,6 +47,9 @@ def _env(root: Path, api_url: str, crash: str | None) -> dict:
         CET_REDDIT_STANDIN_USERS="150",
         CET_EMBED_BLOCK="400",
         CET_PSEUDONYM_KEY="crash-test-key-7d793037a0760186574b0282f2f435e7",
+        # fits in the flow's process: at this size a worker's start-up (importing torch) is most of a
+        # fit, and eleven runs of three versions pay it; tests/test_side_by_side.py covers the workers
+        CET_TRAIN_WORKERS="1",
         PREFECT_API_URL=api_url,
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         DO_NOT_TRACK="1",
