@@ -55,16 +55,6 @@ def build_dataset(name: str) -> str:
     return build(recorded) if recorded is not None else build()
 
 
-class _Later:
-    """A build started only when its result is asked for (``sequential``)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def result(self) -> str:
-        return build_dataset.submit(self.name).result()
-
-
 @flow(name="full-pipeline", flow_run_name=run_name("pipeline"), task_runner=thread_runner())
 def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
     """Build each dataset (skipped when unchanged), train-evaluate it, then write the report. The
@@ -73,13 +63,10 @@ def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
     s = Settings()
     entries = []
     names = list(params.datasets)
-    building = build_dataset.submit(names[0])
+    building = None  # the next dataset's build, under way while this one trains
     for i, name in enumerate(names):
-        path = building.result()
-        if i + 1 < len(names) and not params.sequential:
-            building = build_dataset.submit(names[i + 1])
-        elif i + 1 < len(names):
-            building = _Later(names[i + 1])
+        path = (building or build_dataset.submit(name)).result()
+        building = build_dataset.submit(names[i + 1]) if i + 1 < len(names) and not params.sequential else None
         entries.append(train_evaluate(TrainEvaluateParams(dataset=name, data=path, max_epochs=params.max_epochs,
                                                           hidden=params.hidden, seed=params.seed)))
     return write_report(entries, str(s.reports_dir))

@@ -68,9 +68,6 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
     s = Settings()
     if s.threads is not None and not os.environ.get(threads.VARIABLE):  # from .env: the models read the environment
         os.environ[threads.VARIABLE] = str(s.threads)
-    if p.workers == 1:  # else train_version says how its side-by-side fits are spread
-        n, why = threads.choose()
-        logger.info("%s: each fit uses %d CPU thread%s (%s; CET_THREADS sets it)", name, n, "" if n == 1 else "s", why)
     artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models or ('the default models',))} "
                                                      f"on {name}")
     percent = train_eval.FitProgress(

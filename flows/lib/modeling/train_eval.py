@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cet_model import threads as cet_threads
 from cet_model.atomic import writing
 from cet_model.bootstrap import bootstrap_intervals, difference_text
 from cet_model.choices import REFERENCE_CHOICES
@@ -456,6 +457,9 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
                      workers, n_threads, "" if n_threads == 1 else "s")
             fits = run.fit_side_by_side(models, dataset_dir, tmp, workers, n_threads)
         else:
+            n, why = cet_threads.choose()
+            log.info("%s: fitting %s one after another, each with %d CPU thread%s (%s; CET_THREADS sets it)", name,
+                     ", ".join(models), n, "" if n == 1 else "s", why)
             fits = run.fit_here(models, tmp)
         try:
             for model_name, model in fits:
