@@ -7,6 +7,11 @@ import torch
 # Two threads per test process; one per worker when pytest-xdist runs several (``-n 2``), since
 # OpenMP threads that outnumber the cores spin against each other and make fits ten times slower.
 THREADS = 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2
+# A version's fits one after another in the process that trains it, here and in the commands the
+# tests start (they inherit the environment): at test sizes a spawned fit worker's start-up
+# (importing torch) is most of a fit, and pytest-xdist already keeps every core busy. The product's
+# default, fits side by side, runs in tests/test_side_by_side.py and the full-pipeline test.
+os.environ.setdefault("CET_TRAIN_WORKERS", "1")
 
 
 @pytest.fixture(autouse=True)

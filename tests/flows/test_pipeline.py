@@ -210,10 +210,15 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     monkeypatch.setenv("CET_PSEUDONYM_KEY", KEY_MARKER)
     monkeypatch.chdir(cet_env)
     monkeypatch.setenv("CET_DATA_DIR", "data")  # relative, as the main job's default
+    monkeypatch.delenv("CET_TRAIN_WORKERS", raising=False)  # the product's default: fits side by side
     t0 = time.perf_counter()
     report = full_pipeline()
     first = time.perf_counter() - t0
     assert_no_private_markers(cet_env, capfd.readouterr())
+    from flows.lib.modeling import side_by_side
+
+    fitted = json.loads((cet_env / "models" / "synthetic" / "v0001" / "params.json").read_text())["fit_processes"]
+    assert fitted["workers"] == side_by_side.plan(None, 4, "cpu")[0]  # side by side wherever there are CPUs for it
     reports = cet_env / "reports"
     assert report == str(reports / "report.md")
     text = (reports / "report.md").read_text()
