@@ -756,22 +756,12 @@ def test_a_model_saved_before_the_recipe_was_apart_loads_and_predicts_the_same(s
         config["params"].update(recipe, block_em="auto", standardize="auto")
         if isinstance(model, CETModel):
             config["params"]["shared_first_layer"] = False
-            config["params"]["encoder_stage"] = model.objective == "marginal"
             config["params"]["occurrence_init"] = "km" if model.objective == "marginal" else recipe["occurrence_init"]
         (folder / "config.json").write_text(json.dumps(config))
         again = load_model(folder)
         np.testing.assert_array_equal(again.predict_occurrence(x), model.predict_occurrence(x))
         assert again.recipe_ == model.recipe_ or again.recipe_.occurrence_init == "observed"
         assert set(again.get_params()) == set(model.get_params())
-    # saved with its recipe apart, by a version that still had the encoder stage (a field since removed)
-    model = CETModel(**FAST).fit(x, t, s)
-    folder = model.save(tmp_path / "with-stage")
-    config = json.loads((folder / "config.json").read_text())
-    config["recipe"]["encoder_stage"] = True
-    (folder / "config.json").write_text(json.dumps(config))
-    again = load_model(folder)
-    assert again.recipe_ == model.recipe_ and type(again) is CETModel
-    np.testing.assert_array_equal(again.predict_time(x), model.predict_time(x))
 
 
 def test_a_long_budget_says_when_it_ends_after_its_first_epoch(small_survival, monkeypatch, caplog):
