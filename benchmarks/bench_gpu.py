@@ -107,10 +107,10 @@ def synthetic_fit(device: str, n: int, workdir: Path, batch_size: int | None = N
     seconds = time.perf_counter() - t0
     p = model.predict_occurrence(ds.test.X)
     auc = [occurrence_auc(ds.test.C[:, j], p[:, j]) for j in range(p.shape[1])]
-    hist = model.history_
-    return {"fit_s": round(seconds, 1), "epochs": len(hist.train_loss),
-            "batch_size": model.batch_size, "steps": len(hist.train_loss) * -(-len(ds.train) // model.batch_size),
-            "val_objective": round(min(hist.val_loss), 5),
+    stages = [h for h in (model.history_, getattr(model, "encoder_history_", None)) if h is not None]
+    return {"fit_s": round(seconds, 1), "epochs": len(model.history_.train_loss),
+            "batch_size": model.batch_size, "steps": sum(len(h.train_loss) for h in stages)
+            * -(-len(ds.train) // model.batch_size), "val_objective": round(min(min(h.val_loss) for h in stages), 5),
             "s_per_epoch": round(seconds / len(model.history_.train_loss), 3),
             "test_auc_mean": round(float(np.mean(auc)), 4)}
 

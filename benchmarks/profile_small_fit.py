@@ -3,7 +3,7 @@
     python benchmarks/profile_small_fit.py [--dataset veteran] [--seed 0] [--top 18]
 
 Fits the default CETModel and ETModel as ``bench_survset.py`` does (early stopping on the
-validation split), each under cProfile, and prints the epochs each
+validation split, so CET's encoder stage runs), each under cProfile, and prints the epochs each
 ran and the functions with the most own time. Then times the training loop's copy of the best
 weights (``cet_model.train.snapshot``) against ``copy.deepcopy(state_dict())`` on a CET network of
 the default width, and an epoch's two switches of the training flag (``cet_model.train.training_switch``)
@@ -46,7 +46,9 @@ def main(argv=None) -> int:
         prof.enable()
         _, secs, model = fit_cet(parts, cls, seed=args.seed)
         prof.disable()
-        print(f"{cls.__name__}: {secs:.2f} s, {len(model.history_.train_loss)} epochs")
+        stage = getattr(model, "encoder_history_", None)
+        print(f"{cls.__name__}: {secs:.2f} s, {len(model.history_.train_loss)} epochs"
+              + (f" + {len(stage.train_loss)} encoder-stage epochs" if stage is not None else ""))
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
     net = CETNetwork(parts["train"][0].shape[1], 1, (100,), 0.5, "net")
     n = 2000

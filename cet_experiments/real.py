@@ -251,6 +251,7 @@ def _step_survival(forest, x, at) -> np.ndarray:
 # recipe variants of the default CET for the ablation: {row: CETModel parameters changed}
 VARIANTS: dict[str, dict] = {
     "CET/unconditioned": {"condition_on_occurrence": False},
+    "CET/no-encoder-stage": {"encoder_stage": False},
     "CET/uniform-init": {"occurrence_init": "uniform"},
     "CET/sigma-net": {"sigma": "net"},
     "CET/sigma-constant": {"sigma": "constant"},

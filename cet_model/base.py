@@ -133,7 +133,7 @@ class _Base(SurvivalContract, BaseEstimator):
         product trains with the objective's own recipe.
 
             >>> from cet_model import CETModel
-            >>> CETModel.with_recipe(occurrence_init="uniform")(seed=1).get_params()["seed"]
+            >>> CETModel.with_recipe(encoder_stage=False)(seed=1).get_params()["seed"]
             1
         """
         merged = {**cls.recipe_changes, **changes}
@@ -312,7 +312,7 @@ class _Base(SurvivalContract, BaseEstimator):
             idx = idx.to(self.device_)
             return self._train_loss(*[a[idx] if a is not None else None for a in tr])
 
-        val_loss = None
+        val_loss, va = None, None
         given = {"X_val": X_val is not None, "T_val": T_val is not None, "S_val": S_val is not None}
         if any(given.values()) and not all(given.values()):
             raise ValueError("validation data need X_val, T_val and S_val together; got "
@@ -327,7 +327,12 @@ class _Base(SurvivalContract, BaseEstimator):
         with fitting_threads():  # CET_THREADS, else PyTorch's count capped at the usable CPUs (cet_model.threads)
             self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
                                   val_loss, desc=self._desc(), on_epoch=on_epoch)
+            self._after_training(batch_loss, len(x), val_loss, va, on_epoch)
         return self
+
+    def _after_training(self, batch_loss, n_train: int, val_loss, val_tensors, on_epoch) -> None:
+        """A further training stage after early stopping, if the model has one (CET's encoder stage);
+        ``val_tensors``: the validation rows as ``_tensors`` gives them (None without validation data)."""
 
     def objective_score(self, X, T, S, mask=None) -> float:
         """The training objective (CET's; ET and BC: the log-likelihood) per row and event, on

@@ -37,6 +37,9 @@ from .objectives import OBJECTIVES, log_epsilon_for
 from .params import CETParams, keyword_init
 from .persistence import FORMAT, FORMAT_VERSION  # noqa: F401
 from .rows import streamed
+from .train import TrainConfig, later_stage, train, training_only
+
+ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
 
 
 class CETModel(_Base):
@@ -47,7 +50,7 @@ class CETModel(_Base):
     - ``objective``: ``"marginal"`` (the exact log marginal likelihood), ``"paper"`` (the original
       code's objective and recipe) or ``"bound"`` (eq. 8 as printed).
     - ``condition_on_occurrence``: the time head reads the occurrences of all M events beside x
-      (the default, the paper's model), or x only (a mixture-cure log-normal model per event on
+      (the paper's model), or x only (the default: a mixture-cure log-normal model per event on
       shared inputs).
     - ``hidden_sizes``, ``dropout``: the layers of both heads; ``()`` gives linear models.
     - ``lr``, ``batch_size``, ``max_epochs``, ``patience``: Adam and early stopping on the
@@ -62,8 +65,8 @@ class CETModel(_Base):
     (:mod:`cet_model.contract`). ``GridSearchCV``, ``cross_val_score`` and a ``Pipeline`` work as is.
 
     ``CETModel()`` is the product default. How it trains (each event's occurrence logit started at
-    its observed share, one early stop on the validation objective, one log sigma per event below
-    150 training rows) is its recipe, ``recipe_`` once fitted
+    its observed share, the occurrence head trained on alone after the joint early stop, one log
+    sigma per event below 150 training rows) is its recipe, ``recipe_`` once fitted
     (:mod:`cet_model.recipe`).
 
     Example:
@@ -121,6 +124,37 @@ class CETModel(_Base):
                              f"training rows have more free (censored or masked) cells than max_patterns="
                              f"{self.recipe_.max_patterns} sums exactly (the importance-weighted bound draws samples): "
                              "raise max_patterns, set condition_on_occurrence=False, or use optimizer='adam'")
+
+    def _after_training(self, batch_loss, n_train, val_loss, val_tensors, on_epoch) -> None:
+        """The encoder stage (``recipe_.encoder_stage``): from the weights early stopping chose,
+        train the occurrence encoder alone (the time decoder and any comment encoder frozen) on the
+        same objective, budget and early stopping, with ``ENCODER_STAGE_PATIENCE`` (half) of the
+        joint stage's patience. Both heads are then stopped by the validation objective, each at its
+        own time: the time head, fitted to continuous times, overfits first, and the joint stop
+        otherwise halts the occurrence head while it still improves. Runs only when validation data
+        were given and the joint stage stopped early (when its budget ran out the objective was still
+        improving and ``ConvergenceWarning`` has said so). Its history is ``encoder_history_`` (None
+        when the stage did not run). Where the objective has its closed form (M = 1, or a decoder
+        that does not read c), the frozen decoder's terms on the validation rows are computed once
+        for the stage (``_frozen_decoder_val_loss``): the same monitored values (to float32 rounding
+        when the rows are streamed comment embeddings and sigma is per row)."""
+        self.encoder_history_ = None
+        if not self.recipe_.encoder_stage or val_loss is None or not self.history_.stopped_early:
+            return
+        if self._closed_form:
+            val_loss = self._frozen_decoder_val_loss(*val_tensors)
+        offset = len(self.history_.train_loss)
+        shifted = None if on_epoch is None else (lambda epoch, hist: on_epoch(offset + epoch, hist))
+        with training_only(self.net_, self.net_.encoder):
+            self.encoder_history_ = train(self.net_, batch_loss, n_train, self._encoder_stage_config(n_train),
+                                          self.shuffle_generator_,
+                                          val_loss, desc=self._desc() + "/encoder", on_epoch=shifted,
+                                          start_best=min(self.history_.val_loss))
+
+    def _encoder_stage_config(self, n_train: int) -> TrainConfig:
+        """The encoder stage's training configuration: the joint stage's, with its epoch budget
+        and ``ENCODER_STAGE_PATIENCE`` of its patience."""
+        return later_stage(self._config(), n_train, ENCODER_STAGE_PATIENCE)
 
     @property
     def _conditioned(self) -> bool:
@@ -202,6 +236,29 @@ class CETModel(_Base):
         else:
             k = max(int(self.recipe_.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)
         return self._chunks(n, self._hidden() * k)
+
+    def _frozen_decoder_val_loss(self, x, log_t, s, mask):
+        """``_objective_value`` on these rows for a closed-form objective while only the occurrence
+        encoder trains (the encoder stage): the features and the decoder's log density and log
+        survival of every cell are computed once, here; each call of the returned function runs
+        the encoder alone. Same chunks and operations as ``_objective_value``: the same value to
+        the bit, for a fraction of the time on a small fit."""
+        parts = []
+        with torch.no_grad():
+            for sl in self._objective_chunks(len(x)):  # the same slices: the same sums, in the same order
+                h = self.net_.features(x[sl])
+                mu, log_sigma = likelihood.closed_form_decoder(self.net_.decoder, self._conditioned, self.n_events_, h)
+                lt = log_t[sl]
+                parts.append((h, s[sl], losses.lognormal_log_pdf(lt, mu, log_sigma),
+                              losses.lognormal_log_survival(lt, mu, log_sigma), None if mask is None else mask[sl]))
+
+        def val_loss() -> float:
+            total = 0.0
+            for h, ss, log_f, log_surv, mk in parts:
+                cell = likelihood.masked(losses.mixture_cure_loglik(self.net_.encoder(h), ss, log_f, log_surv), mk)
+                total += cell.sum(-1).sum().item()
+            return -total / (len(x) * self.n_events_)
+        return val_loss
 
     # --- predictions --------------------------------------------------------------------------
     @streamed

@@ -25,7 +25,7 @@ FORMAT, FORMAT_VERSION = model_folder.FORMAT, model_folder.FORMAT_VERSION
 CLASSES = ("CETModel", "ETModel", "BCModel")
 # parameters of earlier versions that a saved model may still name: they only shaped its training
 # (the weights mean the same without them) and are dropped when it is loaded
-FORMER_TRAINING_PARAMS = ("block_em", "standardize", "shared_first_layer", "encoder_stage")
+FORMER_TRAINING_PARAMS = ("block_em", "standardize", "shared_first_layer")
 
 
 def read_config(path) -> dict:

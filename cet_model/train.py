@@ -18,8 +18,9 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import torch
@@ -68,6 +69,31 @@ class TrainConfig:
         patience = self.patience if self.patience is not None else DEFAULT_PATIENCE * (
             stretch if self.max_epochs is None else 1)
         return int(epochs), int(patience)
+
+
+def later_stage(cfg: TrainConfig, n_train: int, patience_fraction: float) -> TrainConfig:
+    """The configuration of a further stage of a fit, which watches validation data: the first
+    stage's epoch budget and ``patience_fraction`` of its patience (at least 1 epoch), both made
+    explicit.
+
+    >>> TrainConfig().budget(80, validated=True)
+    (20000, 500)
+    >>> later_stage(TrainConfig(), 80, 0.5).budget(80)
+    (20000, 250)
+    >>> later_stage(TrainConfig(max_epochs=30, patience=3), 80, 0.5).budget(80)   # round(1.5) = 2
+    (30, 2)
+    """
+    epochs, patience = cfg.budget(n_train, validated=True)
+    return replace(cfg, max_epochs=epochs, patience=shorter_patience(patience, patience_fraction))
+
+
+def shorter_patience(patience: int, fraction: float) -> int:
+    """``fraction`` of ``patience`` epochs, rounded (half to even), at least 1.
+
+    >>> shorter_patience(500, 0.5), shorter_patience(5, 0.5), shorter_patience(3, 0.25)
+    (250, 2, 1)
+    """
+    return max(1, round(patience * fraction))
 
 
 @dataclass
@@ -134,6 +160,28 @@ def trainable(module: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in module.parameters() if p.requires_grad]
 
 
+@contextmanager
+def training_only(module: torch.nn.Module, part: torch.nn.Module) -> Iterator[None]:
+    """Freeze every parameter of ``module`` outside ``part`` while the block runs; restore after.
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    >>> with training_only(net, net[1]):
+    ...     len(trainable(net))
+    2
+    >>> len(trainable(net))
+    4
+    """
+    keep = {id(p) for p in part.parameters()}
+    before = [(p, p.requires_grad) for p in module.parameters()]
+    try:
+        for p, _ in before:
+            p.requires_grad_(id(p) in keep and p.requires_grad)
+        yield
+    finally:
+        for p, flag in before:
+            p.requires_grad_(flag)
+
+
 def training_switch(module: torch.nn.Module) -> Callable[[bool], None]:
     """A function ``set(mode)`` that does what ``module.train(mode)`` does, for the training loop's
     two switches an epoch: it sets the ``training`` flag of ``module`` and of every submodule, held
@@ -184,12 +232,14 @@ def budget_eta(desc: str, first_epoch: float, max_epochs: int, now: float | None
 def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Tensor], n_train: int,
           cfg: TrainConfig, shuffle_generator: torch.Generator,
           val_loss: Callable[[], float] | None = None, desc: str = "train",
-          on_epoch: Callable[[int, History], None] | None = None) -> History:
+          on_epoch: Callable[[int, History], None] | None = None, start_best: float | None = None) -> History:
     """Minimise ``batch_loss(row_index)``; stop after ``patience`` epochs without improvement.
 
     ``val_loss()`` returns the monitored loss (dropout off); without it the epoch's mean
     training loss is monitored. The best weights seen are restored at the end.
     ``on_epoch(epoch, history)`` is called after each epoch with the module in eval mode.
+    ``start_best``: the monitored loss of the weights the module holds now (a further stage of a
+    fit); an epoch must beat it to replace them, so the stage never ends on worse weights.
     """
     if cfg.optimizer == "lbfgs":
         if val_loss is not None:
@@ -206,7 +256,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
     batch_size = cfg.batch_size or n_train
     max_epochs, patience = cfg.budget(n_train, validated=val_loss is not None)
     hist = History()
-    rule = EarlyStopping(patience, cfg.tol)
+    rule = EarlyStopping(patience, cfg.tol, math.inf if start_best is None else start_best)
     best_state = snapshot(module)
     set_training = training_switch(module)
     bar = tqdm(range(max_epochs), desc=desc, disable=not cfg.verbose, leave=False)
@@ -244,7 +294,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
             break
     log.info("%s: %d epochs, best epoch %d, monitored loss %.5f", desc, len(hist.train_loss),
              hist.best_epoch + 1, rule.best)
-    if (val_loss is not None and hist.stopped_early and hist.best_epoch < EARLY_KEEP
+    if (start_best is None and val_loss is not None and hist.stopped_early and hist.best_epoch < EARLY_KEEP
             and len(hist.val_loss) >= 10 * EARLY_KEEP):
         warnings.warn(f"{desc}: early stopping kept epoch {hist.best_epoch + 1} of {len(hist.val_loss)}: the weights "
                       "are close to their random start, which the validation objective preferred to every later "

@@ -8,6 +8,7 @@ from sklearn.exceptions import NotFittedError
 
 from cet_model import BCModel, CETModel, ETModel, load_model
 from cet_model.models import FORMAT_VERSION
+from cet_model.train import EarlyStopping
 from tests.conftest import build
 
 FAST = dict(hidden_sizes=(16,), max_epochs=3, patience=2, batch_size=64, device="cpu")
@@ -196,7 +197,8 @@ def test_seeded_fits_are_reproducible_on_cpu(small_survival):
 
 def test_early_stopping_restores_the_best_weights(small_survival):
     x, t, s, _ = small_survival
-    model = CETModel(hidden_sizes=(16,), max_epochs=30, patience=3, lr=0.05, device="cpu").fit(x, t, s, x, t, s)
+    model = build(CETModel, hidden_sizes=(16,), max_epochs=30, patience=3, lr=0.05, device="cpu",
+                     encoder_stage=False).fit(x, t, s, x, t, s)
     h = model.history_
     assert h.best_epoch == int(np.argmin(h.val_loss))
     assert model.objective_score(x, t, s) == pytest.approx(-min(h.val_loss), rel=1e-5)
@@ -413,9 +415,9 @@ def test_hyper_parameters_are_listed_once_in_the_params_dataclasses():
         CETModel(hidden=3)
     # the recipe cut on the real cohorts (docs/decisions.md): at most 12, the removed switches gone
     assert len(CETModel().get_params()) <= 12
-    removed = {"block_em", "shared_first_layer", "standardize", "encoder_stage"}
+    removed = {"block_em", "shared_first_layer", "standardize"}
     moved = {"estimator", "n_samples", "temperature", "log_epsilon", "max_patterns", "importance_samples",
-             "occurrence_init", "sigma", "input_dropout", "optimizer", "weight_decay", "dtype"}
+             "occurrence_init", "encoder_stage", "sigma", "input_dropout", "optimizer", "weight_decay", "dtype"}
     for cls in (CETModel, ETModel, BCModel):
         assert not (removed | moved) & set(cls().get_params())
     with pytest.raises(TypeError, match=r"belong to the training recipe: CETModel.with_recipe\(sigma=...\)"):
@@ -506,6 +508,8 @@ def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
     assert CETModel(max_epochs=1).fit(x, t, s).recipe_.occurrence_init == "observed"  # the default start
     with pytest.raises(ValueError, match="occurrence_init must be one of"):
         build(CETModel, occurrence_init="zeros").fit(x, t, s)
+    with pytest.raises(ValueError, match="encoder_stage must be True or False, got 'false'"):
+        CETModel.with_recipe(encoder_stage="false")  # a string from a config is refused, not truthy
     with pytest.raises(ValueError, match="condition_on_occurrence must be True or False, got 'false'"):
         CETModel(condition_on_occurrence="false").fit(x, t, s)
 
@@ -532,6 +536,108 @@ def test_bc_starts_at_the_observed_share_like_cet():
 def _split_rows(data, n_train=200):
     x, t, s, _ = data
     return (x[:n_train], t[:n_train], s[:n_train]), (x[n_train:], t[n_train:], s[n_train:])
+
+
+def test_encoder_stage_trains_the_encoder_alone_after_the_joint_stop(small_survival):
+    (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
+    kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1,
+              sigma="net")
+    joint = build(CETModel, encoder_stage=False, **kw).fit(x, t, s, xv, tv, sv)
+    staged = build(CETModel, **kw).fit(x, t, s, xv, tv, sv)  # the default: encoder_stage=True
+    assert joint.history_.stopped_early and joint.encoder_history_ is None
+    h = staged.encoder_history_
+    assert h is not None and h.best_epoch >= 0  # the stage found better weights
+    a, b = joint.net_.state_dict(), staged.net_.state_dict()
+    for name in a:  # same joint stage (seeded); then only the occurrence encoder moved
+        if name.startswith("encoder."):
+            continue
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
+    assert any(not torch.equal(a[n], b[n]) for n in a if n.startswith("encoder."))
+    # both heads are stopped by the same validation objective: the stage only ever lowers it
+    assert staged.objective_score(xv, tv, sv) == pytest.approx(-min(h.val_loss), rel=1e-5)
+    assert staged.objective_score(xv, tv, sv) > joint.objective_score(xv, tv, sv)
+    # the stage's patience is half the joint stage's (5 -> round(2.5) = 2): its stopping rule
+    # fires first at its last epoch with patience 2, and would not have fired yet with 5
+    def stops(patience):
+        rule = EarlyStopping(patience, 1e-4, min(staged.history_.val_loss))
+        return [rule.update(e, v)[1] for e, v in enumerate(h.val_loss)]
+    assert h.stopped_early and stops(2).index(True) == len(h.val_loss) - 1
+    assert not any(stops(5))
+
+
+@pytest.mark.parametrize("case", ["one event", "one event, in chunks", "unconditioned, masked", "conditioned"])
+def test_encoder_stage_reuses_the_frozen_decoder_on_validation_rows_with_the_same_result(small_survival, case,
+                                                                                         monkeypatch):
+    """The stage computes the frozen decoder's terms on the validation rows once (closed-form
+    objectives): the fit must be the one that re-runs the decoder every epoch, to the bit, also
+    where the validation rows are evaluated in several chunks."""
+    import cet_model.rows as streaming
+
+    (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
+    kw = dict(hidden_sizes=(16,), max_epochs=200, patience=5, lr=0.01, batch_size=50, device="cpu", seed=1)
+    fit_kw = {}
+    if case == "one event, in chunks":  # 7 rows a chunk for the objective (16 hidden x 64 patterns)
+        monkeypatch.setattr(streaming, "EVAL_ELEMENTS", 7 * 16 * 64)
+    if case.startswith("one event"):
+        t, s, tv, sv = t[:, :1], s[:, :1], tv[:, :1], sv[:, :1]
+    elif case == "unconditioned, masked":
+        kw["condition_on_occurrence"] = False
+        mask = np.ones_like(s)
+        mask[::7, 1] = 0.0
+        fit_kw = dict(mask=mask, mask_val=np.ones_like(sv))
+        fit_kw["mask_val"][::5, 0] = 0.0
+    else:  # two events, a decoder that reads c: no closed form, nothing to reuse
+        kw["condition_on_occurrence"] = True
+    calls = []
+
+    class Uncached(CETModel):
+        def _frozen_decoder_val_loss(self, *rows):
+            calls.append("uncached")
+            return lambda: self._objective_value(*rows)
+
+    class Counted(CETModel):
+        def _frozen_decoder_val_loss(self, *rows):
+            calls.append("cached")
+            return super()._frozen_decoder_val_loss(*rows)
+
+    plain = Uncached(**kw).fit(x, t, s, xv, tv, sv, **fit_kw)
+    cached = Counted(**kw).fit(x, t, s, xv, tv, sv, **fit_kw)
+    assert cached.encoder_history_ is not None and len(cached.encoder_history_.val_loss) > 1
+    assert calls == ([] if case == "conditioned" else ["uncached", "cached"])
+    assert cached.encoder_history_.val_loss == plain.encoder_history_.val_loss
+    a, b = plain.net_.state_dict(), cached.net_.state_dict()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
+    if calls:  # and the reused terms give the objective of the model as it stands
+        rows = cached._tensors(xv, tv, sv, fit_kw.get("mask_val"))
+        assert cached._frozen_decoder_val_loss(*rows)() == cached._objective_value(*rows)
+
+
+def test_encoder_stage_needs_validation_data_and_an_early_stop(small_survival):
+    (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
+    kw = dict(hidden_sizes=(16,), lr=0.05, batch_size=50, device="cpu")
+    assert CETModel(max_epochs=20, patience=3, **kw).fit(x, t, s).encoder_history_ is None  # no validation data
+    with pytest.warns(Warning, match="still improving"):  # the budget ran out: no early stop
+        budget_out = CETModel(max_epochs=2, patience=5, **kw).fit(x, t, s, xv, tv, sv)
+    assert budget_out.encoder_history_ is None
+
+
+def test_a_further_stage_never_ends_on_worse_weights(small_survival):
+    from cet_model.train import TrainConfig, train
+
+    x, t, _, _ = small_survival
+    net = torch.nn.Linear(3, 1)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    xs, ys = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(np.log(t[:, :1]), dtype=torch.float32)
+
+    def loss(idx):
+        return ((net(xs[idx]) - ys[idx]) ** 2).mean()
+
+    hist = train(net, loss, len(x), TrainConfig(lr=0.1, max_epochs=5, patience=2), torch.Generator().manual_seed(0),
+                 lambda: float(loss(torch.arange(len(x)))), start_best=-1.0)  # nothing can beat a negative MSE
+    assert hist.best_epoch == -1
+    for k, v in net.state_dict().items():
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0)
 
 
 def test_training_switch_sets_the_flags_as_module_train_does_and_respects_an_override():
@@ -561,7 +667,7 @@ def test_training_switch_sets_the_flags_as_module_train_does_and_respects_an_ove
 @pytest.mark.parametrize("cls", [CETModel, ETModel])
 def test_fits_with_the_training_switch_equal_fits_with_module_train_to_the_bit(small_survival, monkeypatch, cls):
     """The switch only replaces how the flags are set: a fit with dropout, early stopping on
-    validation rows ends on the same weights as with ``module.train``."""
+    validation rows and (CET) the encoder stage ends on the same weights as with ``module.train``."""
     import cet_model.train as train_module
 
     x, t, s, _ = small_survival
@@ -572,7 +678,8 @@ def test_fits_with_the_training_switch_equal_fits_with_module_train_to_the_bit(s
         return {k: v.clone() for k, v in model.net_.state_dict().items()}, model
 
     switched, model = weights()
-    assert model.history_.stopped_early
+    if cls is CETModel:
+        assert model.encoder_history_ is not None  # the stage ran: both switches were exercised twice
     monkeypatch.setattr(train_module, "training_switch", lambda module: lambda mode: module.train(mode))
     plain, _ = weights()
     assert switched.keys() == plain.keys()
@@ -675,7 +782,7 @@ def test_every_prediction_works_with_either_sigma(small_survival, sigma):
 
 def test_a_first_stage_that_keeps_one_of_its_first_epochs_warns():
     """veteran's collapsed fits kept epoch 1 or 5 of 500 (bench_survset.py): the weights near their
-    random start. The fit says so; a normal stop does not."""
+    random start. The joint stage says so; a later stage (``start_best``) and a normal stop do not."""
     import itertools
 
     from cet_model.train import EARLY_KEEP, TrainConfig, train
@@ -683,7 +790,7 @@ def test_a_first_stage_that_keeps_one_of_its_first_epochs_warns():
     x = torch.randn(40, 2)
     net = torch.nn.Linear(2, 1)
 
-    def fit(best_at):
+    def fit(best_at, start_best=None):
         counter = itertools.count()
 
         def val_loss():  # falls until epoch best_at, then rises
@@ -693,7 +800,7 @@ def test_a_first_stage_that_keeps_one_of_its_first_epochs_warns():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             hist = train(net, lambda idx: net(x[idx]).pow(2).mean(), 40, cfg, torch.Generator().manual_seed(0),
-                         val_loss)
+                         val_loss, start_best=start_best)
         return hist, [str(w.message) for w in caught if "close to their random start" in str(w.message)]
 
     hist, said = fit(best_at=EARLY_KEEP - 1)
@@ -702,6 +809,7 @@ def test_a_first_stage_that_keeps_one_of_its_first_epochs_warns():
                     "their random start, which the validation objective preferred to every later epoch; on a small "
                     "validation split that choice can be chance (compare a few seeds)"]
     assert fit(best_at=EARLY_KEEP)[1] == []  # kept a later epoch
+    assert fit(best_at=0, start_best=-1.0)[1] == []  # a later stage: keeping its start is its design
 
 
 def test_sigma_auto_is_one_per_event_below_1000_training_rows_and_per_row_from_there(tmp_path):

@@ -56,7 +56,7 @@ def test_fits_side_by_side_equal_the_fits_here_and_say_the_same(mimic_dir, tmp_p
         a, b = load_file(here / model / "weights.safetensors"), load_file(apart / model / "weights.safetensors")
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), model
     ma, mb = (json.loads((v / "metrics.json").read_text()) for v in (here, apart))
-    assert ma["epochs"] == mb["epochs"]
+    assert ma["epochs"] == mb["epochs"] and ma["encoder_epochs"] == mb["encoder_epochs"]
     assert ma["test"] == mb["test"] and ma["val"] == mb["val"] and ma["intervals"] == mb["intervals"]
     # what the fits warned and logged in the workers is warned and logged here, once
     assert said_apart == said_here and any(c == "ConvergenceWarning" for c, _ in said_here)

@@ -188,3 +188,40 @@ def test_inputs_copied_to_the_device_train_as_the_streamed_ones(tmp_path, monkey
     for (k, a), b in zip(streamed.net_.state_dict().items(), resident.net_.state_dict().values(), strict=True):
         assert torch.equal(a, b), k
     assert streamed.history_.val_loss == resident.history_.val_loss
+
+
+def test_encoder_stage_on_streamed_comments_reuses_the_frozen_parts_with_the_same_fit(tmp_path):
+    """A decoder without c (closed form): the encoder stage computes the frozen comment encoder's
+    and decoder's outputs on the validation rows once; the fit is the one that recomputes them (the
+    same weights; with a sigma per row the monitored values agree to float32 rounding)."""
+    aux, seq, T, S = _data(2)
+    np.save(tmp_path / "seq.npy", seq)
+    lazy = CommentInputs(aux, np.load(tmp_path / "seq.npy", mmap_mode="r"))
+    kw = dict(
+        hidden_sizes=(8,),
+        comment_encoder=SPEC,
+        condition_on_occurrence=False,
+        max_epochs=300,
+        patience=4,
+        lr=0.01,
+        batch_size=50,
+        device="cpu",
+        seed=3,
+    )
+    calls = []
+
+    class Uncached(CETModel):
+        def _frozen_decoder_val_loss(self, *rows):
+            calls.append("uncached")
+            return lambda: self._objective_value(*rows)
+
+    va = slice(200, None)
+    fits = [
+        cls(**kw).fit(lazy[np.arange(200)], T[:200], S[:200], lazy[np.arange(200, N)], T[va], S[va])
+        for cls in (Uncached, CETModel)
+    ]
+    assert calls == ["uncached"] and fits[1].encoder_history_ is not None
+    assert len(fits[1].encoder_history_.val_loss) > 1
+    np.testing.assert_allclose(fits[0].encoder_history_.val_loss, fits[1].encoder_history_.val_loss, rtol=1e-6)
+    for (k, a), b in zip(fits[0].net_.state_dict().items(), fits[1].net_.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k

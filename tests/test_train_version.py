@@ -1,4 +1,4 @@
-"""What a registered version records about its training, and the progress its fits report."""
+"""What a registered version records about its training: the encoder-only stage's epochs too."""
 
 import json
 
@@ -15,19 +15,35 @@ from flows.lib.standin import synthetic
 from tests.mimic_fixture import write_fixture
 
 
+def test_metrics_record_the_encoder_stage_epochs(tmp_path):
+    raw = write_fixture(tmp_path / "mimic", n_admissions=40)
+    ds_dir = build(raw, tmp_path / "ds", tmp_path / "work", MimicParams(n_chart=2, n_lab=1, n_output=1))
+    kw = dict(models=("CET",), hidden=8, max_epochs=300, patience=2)
+    fast = {"lr": 0.1}  # the few training rows are overfitted within some epochs: an early stop
+    staged, _ = train_version(ds_dir, tmp_path / "models", "mimic", TrainParams(**kw, overrides={"CET": fast}))
+    joint, _ = train_version(ds_dir, tmp_path / "models", "mimic",
+                             TrainParams(**kw, overrides={"CET": {**fast, "encoder_stage": False}}))
+    a = json.loads((staged / "metrics.json").read_text())
+    b = json.loads((joint / "metrics.json").read_text())
+    assert a["epochs"]["CET"] == b["epochs"]["CET"] < 300  # the same seeded joint stage, stopped early
+    assert a["encoder_epochs"]["CET"] >= 1  # then the stage ran, and its epochs are counted
+    assert b["encoder_epochs"]["CET"] == 0
+
+
 def test_fit_progress_counts_models_whole_and_throttles_the_updates(tmp_path):
-    """The epochs train_version reports give a percent
+    """The epochs train_version reports (the encoder stage's continue the joint count) give a percent
     that never goes back, stays below 100 until every fit is done, and is sent when a model starts
     and then at most once per interval (here every 5th epoch: 0.5 s apart, 0.1 s an epoch)."""
     raw = write_fixture(tmp_path / "mimic", n_admissions=40)
     ds_dir = build(raw, tmp_path / "ds", tmp_path / "work", MimicParams(n_chart=2, n_lab=1, n_output=1))
     calls = []
     params = TrainParams(models=("CET", "ET"), hidden=8, max_epochs=60, patience=2,
-                         overrides={"CET": {"lr": 0.05, "sigma": "net"}})
+                         overrides={"CET": {"lr": 0.05, "sigma": "net"}})  # a fit whose encoder stage runs
     version, _ = train_version(ds_dir, tmp_path / "models", "mimic", params,
                                progress=lambda model, epoch, hist: calls.append((model, epoch)))
     metrics = json.loads((version / "metrics.json").read_text())
-    assert len(calls) == sum(metrics["epochs"].values())
+    assert metrics["encoder_epochs"]["CET"] >= 1  # the stage ran, so its epochs are in the calls too
+    assert len(calls) == sum(metrics["epochs"].values()) + metrics["encoder_epochs"]["CET"]
     ticks = iter(0.1 * i for i in range(len(calls))).__next__
     progress = FitProgress(params.models, interval=0.5, clock=ticks)
     sent = []

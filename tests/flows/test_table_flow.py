@@ -288,7 +288,7 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     # no truth anywhere: said once, not once per model and split; the log line shows the validation C
     assert caplog.text.count("the true occurrence is known for no validation or test row") == 1
     assert "the true occurrence is not known for" not in caplog.text
-    assert re.search(r"gaps CET: \d+ epochs, [\d.]+s, scored in [\d.]+s, "
+    assert re.search(r"gaps CET: \d+ epochs \(\+\d+ encoder-only\), [\d.]+s, scored in [\d.]+s, "
                      r"val C \(RMST\) 0\.\d{3}, validation risk by "
                      r"the median follow-up vs Kaplan-Meier by risk group: mean abs. difference 0\.\d{3}", caplog.text)
     caplog.clear()

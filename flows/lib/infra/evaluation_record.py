@@ -33,7 +33,7 @@ class Evaluation:
     - ``val``, ``test``: per event, the metrics of ``cet_model.evaluation.evaluate``
       (``VERSION_METRICS``); ``summary``: per model, the ``val_``/``test_`` averages over the
       events the promotion rule and the tables read;
-    - ``seconds``, ``epochs``: each fit's cost; ``skipped``: presets left
+    - ``seconds``, ``epochs``, ``encoder_epochs``: each fit's cost; ``skipped``: presets left
       out, with why;
     - ``calibration``: per split and model, P(event by the horizon) against Kaplan-Meier;
       ``beyond_follow_up``: per model and event, P(ever) past the training follow-up (test);
@@ -46,6 +46,7 @@ class Evaluation:
     summary: dict[str, dict[str, float | None]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     epochs: dict[str, int] = field(default_factory=dict)
+    encoder_epochs: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     calibration: dict = field(default_factory=lambda: {"val": {}, "test": {}})
     beyond_follow_up: dict = field(default_factory=lambda: {"test": {}})

@@ -123,7 +123,8 @@ def _fit_one(model_name: str, dataset_dir: str, out_dir: str, fit_kwargs: dict) 
                                x_val=model_inputs(ds.val), on_epoch=on_epoch, **fit_kwargs)
             seconds = time.perf_counter() - t0
         model.save(out_dir)
-        return {"seconds": seconds, "history": model.history_,
+        stage = getattr(model, "encoder_history_", None)
+        return {"seconds": seconds, "history": model.history_, "encoder_history": stage,
                 "warnings": [(w.category, str(w.message)) for w in caught]}
     finally:
         logger.removeHandler(handler)
@@ -189,7 +190,7 @@ def fit_side_by_side(models, dataset_dir, staging: Path, fit_kwargs: dict[str, d
                      n_threads: int, progress=None, on_first_epochs=lambda: None):
     """Fit ``models`` (preset names) on ``dataset_dir`` in ``workers`` processes of ``n_threads``
     CPU threads, each with ``fit_preset``'s keywords ``fit_kwargs[name]`` and saved to ``staging /
-    name``. Yields (name, fitted model, fit seconds) in the order of
+    name``. Yields (name, fitted model, fit seconds, encoder-stage epochs) in the order of
     ``models``, each as soon as it and those before it are done. ``on_first_epochs()`` after any
     fit's second epoch (the crash point of the crash tests)."""
     from cet_model.models import load_model
@@ -211,13 +212,13 @@ def fit_side_by_side(models, dataset_dir, staging: Path, fit_kwargs: dict[str, d
             out = future.result()
             for category, message in out["warnings"]:
                 warnings.warn(message, category, stacklevel=2)
-            hist = out["history"]
-            last = len(hist.train_loss) - 1
+            hist, stage = out["history"], out["encoder_history"]
+            last = len(hist.train_loss) + (0 if stage is None else len(stage.train_loss)) - 1
             if progress is not None and listener.last.get(name, (None,))[0] != last and last >= 0:
-                progress(name, last, hist)  # its last epoch, always
+                progress(name, last, stage if stage is not None else hist)  # its last epoch, always
             model = load_model(Path(staging) / name, device="cpu")
-            model.history_ = hist
-            yield name, model, out["seconds"]
+            model.history_, model.encoder_history_ = hist, stage
+            yield name, model, out["seconds"], 0 if stage is None else len(stage.train_loss)
     except BaseException:
         running = list((getattr(pool, "_processes", None) or {}).values())  # no public way to stop a running fit
         for process in running:

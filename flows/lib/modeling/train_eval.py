@@ -520,9 +520,10 @@ class _Run:
         return dict(seed=params.seed, hidden_sizes=(params.hidden,), max_epochs=params.max_epochs,
                     patience=params.patience, params=params.overrides.get(model_name, {}), device=params.device)
 
-    def _record_fit(self, model_name: str, model, seconds: float) -> None:
+    def _record_fit(self, model_name: str, model, seconds: float, encoder_epochs: int) -> None:
         self.metrics.seconds[model_name] = seconds
         self.metrics.epochs[model_name] = len(model.history_.train_loss)
+        self.metrics.encoder_epochs[model_name] = encoder_epochs
 
     def fit_here(self, models, staging: Path):
         """Each preset fitted in this process, one after another, saved to ``staging``; yields
@@ -538,7 +539,8 @@ class _Run:
                     self.progress(m, epoch, hist)
             model = fit_preset(model_name, tr, va, x_train=self.x_tr, x_val=self.x_va, on_epoch=on_epoch,
                                **self._fit_kwargs(model_name))
-            self._record_fit(model_name, model, time.perf_counter() - t0)
+            stage = getattr(model, "encoder_history_", None)  # CET's encoder-only stage, when it ran
+            self._record_fit(model_name, model, time.perf_counter() - t0, 0 if stage is None else len(stage.train_loss))
             model.save(staging / model_name)
             yield model_name, model
 
@@ -548,8 +550,8 @@ class _Run:
         fits = side_by_side.fit_side_by_side(models, dataset_dir, staging, {m: self._fit_kwargs(m) for m in models},
                                              workers, n_threads, self.progress,
                                              on_first_epochs=lambda: crash_point("train"))
-        for model_name, model, seconds in fits:
-            self._record_fit(model_name, model, seconds)
+        for model_name, model, seconds, encoder_epochs in fits:
+            self._record_fit(model_name, model, seconds, encoder_epochs)
             yield model_name, model
 
     def score(self, model_name: str, model) -> None:
@@ -581,8 +583,9 @@ class _Run:
         if calibrated:
             shown += (f", validation risk by the median follow-up vs Kaplan-Meier by risk group: mean abs. "
                       f"difference {np.mean([r['ece'] for r in calibrated.values()]):.3f}")
-        log.info("%s %s: %d epochs, %.1fs, scored in %.1fs, %s", self.name, model_name,
-                 metrics.epochs[model_name], metrics.seconds[model_name], time.perf_counter() - t0, shown)
+        log.info("%s %s: %d epochs (+%d encoder-only), %.1fs, scored in %.1fs, %s", self.name, model_name,
+                 metrics.epochs[model_name], metrics.encoder_epochs[model_name],
+                 metrics.seconds[model_name], time.perf_counter() - t0, shown)
 
     def add_reference(self) -> None:
         """The Cox reference per event, scored on the same rows."""
