@@ -215,10 +215,12 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     report = full_pipeline()
     first = time.perf_counter() - t0
     assert_no_private_markers(cet_env, capfd.readouterr())
+    from cet_model.base import resolve_device
     from flows.lib.modeling import side_by_side
 
     fitted = json.loads((cet_env / "models" / "synthetic" / "v0001" / "params.json").read_text())["fit_processes"]
-    assert fitted["workers"] == side_by_side.plan(None, 4, "cpu")[0]  # side by side wherever there are CPUs for it
+    # the default plan: side by side wherever there are CPUs for it (one after another on a GPU)
+    assert fitted["workers"] == side_by_side.plan(None, 4, resolve_device("auto").type)[0]
     reports = cet_env / "reports"
     assert report == str(reports / "report.md")
     text = (reports / "report.md").read_text()
