@@ -50,8 +50,8 @@ class CETModel(_Base):
     - ``objective``: ``"marginal"`` (the exact log marginal likelihood), ``"paper"`` (the original
       code's objective and recipe) or ``"bound"`` (eq. 8 as printed).
     - ``condition_on_occurrence``: the time head reads the occurrences of all M events beside x
-      (the paper's model), or x only (the default: a mixture-cure log-normal model per event on
-      shared inputs).
+      (the paper's model and the default), or x only (``False``: a mixture-cure log-normal model
+      per event on shared inputs).
     - ``hidden_sizes``, ``dropout``: the layers of both heads; ``()`` gives linear models.
     - ``lr``, ``batch_size``, ``max_epochs``, ``patience``: Adam and early stopping on the
       validation objective; ``None`` sizes the budget to the data (>= 100 epochs, >= 5,000 steps).

@@ -38,6 +38,7 @@ from prefect.artifacts import (
 from prefect.logging import get_run_logger
 
 from cet_model import threads
+from cet_model.bootstrap import resamples_text
 from cet_model.dataset import DATASET_FILES
 from flows.lib import commands
 from flows.lib.choices import BUILDS  # noqa: E402
@@ -142,7 +143,7 @@ def publish_metrics(name: str, version: str) -> None:
                               description=f"{name}, model version {Path(version).name}: test AUC, Harrell's C and "
                                           "AUC at each event's horizon (averages over events) with "
                                           f"{record['level']:.0%} paired bootstrap "
-                                          f"intervals ({record['resamples']} resamples of the test rows), and CET "
+                                          f"intervals ({resamples_text(record)}), and CET "
                                           "minus each model")
 
 

@@ -117,3 +117,29 @@ def test_each_event_gets_its_own_interval_on_the_same_resamples():
             assert [got["low"], got["high"]] == pytest.approx(np.nanquantile(per, [0.025, 0.975]))
     undefined = bootstrap_intervals(split, {"CET": {"ci": np.column_stack([rng.random(120), np.full(120, np.nan)])}})
     assert undefined["by_event"]["ci"]["CET"][1] is None
+
+
+@pytest.mark.slow  # about 6 s: the bootstrap of every row is the yardstick
+def test_above_max_rows_the_spread_is_measured_on_a_subset_and_scaled_to_all_rows():
+    """m of n rows resampled, each resample's deviation scaled by sqrt(m / n): the same estimates,
+    intervals as wide as the bootstrap of every row (unscaled, they would be sqrt(10) times wider)."""
+    rng = np.random.default_rng(3)
+    n = 10_000
+    c = (rng.random((n, 2)) < 0.3).astype(float)
+    t = rng.exponential(size=(n, 2)) + 0.1
+    s = c * (rng.random((n, 2)) < 0.8)
+    split = Split(ids=np.arange(n), X=np.zeros((n, 1)), T=t, S=s, C=c, T_true=t)
+    shared = c + rng.normal(0, 1.0, c.shape)
+    inputs = {"CET": {"auc": shared + 0.3 * c, "ci": -shared * t}, "BC": {"auc": shared, "ci": -shared}}
+    full = bootstrap_intervals(split, inputs, seed=1, max_rows=None)
+    sub = bootstrap_intervals(split, inputs, seed=1, max_rows=1_000)
+    assert (full["subset_rows"], sub["subset_rows"], sub["rows"]) == (n, 1_000, n)
+    for metric in ("auc", "ci"):
+        pairs = [(full["metrics"][metric][m], sub["metrics"][metric][m]) for m in ("CET", "BC")]
+        pairs.append((full["differences"][metric]["BC"], sub["differences"][metric]["BC"]))
+        for a, b in pairs:
+            assert b["estimate"] == a["estimate"]
+            assert b["low"] < b["estimate"] < b["high"]
+            assert 0.75 < (b["high"] - b["low"]) / (a["high"] - a["low"]) < 1.33, (metric, a, b)
+    with pytest.raises(ValueError, match="max_rows"):
+        bootstrap_intervals(split, inputs, max_rows=1)

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 from cet_model.atomic import save_figure as _save  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
-from cet_model.bootstrap import bounds_text  # noqa: E402
+from cet_model.bootstrap import bounds_text, resamples_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.metrics import calibration_curve  # noqa: E402
@@ -160,7 +160,7 @@ def differences_table(version: Path) -> str:
     if not table:
         return ""
     return "\n".join([f"CET minus each model, test split; [ ]: {record['level']:.0%} paired bootstrap interval "
-                      f"({record['resamples']} resamples of the {record['rows']} test rows, the same for every model).",
+                      f"({resamples_text(record)}, the same for every model).",
                       "", markdown(table)])
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from cet_model import threads as cet_threads
 from cet_model.atomic import writing
-from cet_model.bootstrap import bootstrap_intervals, difference_text
+from cet_model.bootstrap import bootstrap_intervals, difference_text, resamples_text
 from cet_model.choices import REFERENCE_CHOICES
 from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
@@ -477,8 +477,8 @@ def train_version(dataset_dir, models_root, name: str, params: TrainParams = Tra
         t0 = time.perf_counter()
         metrics.intervals = {"test": bootstrap_intervals(te, run.ranking, seed=params.seed, train=tr,
                                                             horizons=run.by_event_horizon)}
-        log.info("%s: test intervals (paired bootstrap, %d resamples of the %d test rows) in %.1fs", name,
-                 metrics.intervals["test"]["resamples"], len(te), time.perf_counter() - t0)
+        log.info("%s: test intervals (paired bootstrap, %s) in %.1fs", name,
+                 resamples_text(metrics.intervals["test"]), time.perf_counter() - t0)
         records = {
             "metrics.json": metrics.to_json(),
             "params.json": {**asdict(params), "stage_key": key, "machine": machine(),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cet_model.bootstrap import bounds_text, difference_text
+from cet_model.bootstrap import bounds_text, difference_text, resamples_text
 from cet_model.evaluation import (
     BEYOND_SHARE,
     CI_RMST,
@@ -99,8 +99,8 @@ def summary_lines(version: Path) -> list[str]:
                      "C (RMST) ranks every model by the event-free time, the like-for-like column")
     diff = difference_table(record, {**SUMMARY_COLUMNS, "auc_h": "AUC at h"}, empty="-")
     if diff:
-        lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({record['resamples']} resamples of the "
-                  f"{record['rows']} test rows, the same for every model); CET minus each model:", *render.text(diff)]
+        lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({resamples_text(record)}, the same for "
+                  "every model); CET minus each model:", *render.text(diff)]
     return lines + per_event_lines(version) + beyond_lines(version) + rising_lines(version)
 
 
