@@ -10,7 +10,8 @@ follow-up uniform on 0.5-80.5 days, times to 0.01 day), then runs, each in its o
 ``/usr/bin/time``-like accounting (``os.wait4``: the child's own peak memory): ``flows.table`` (build,
 ``--categorical site``) and ``flows.train evaluate --models CET,ET,BC`` (defaults; the Cox reference
 fitted beside them, as on any data without the truth). Records per stage the wall seconds and the
-child's peak resident memory, and the seconds each model's fit took from the train log, in
+peak memory (the largest process's, and all its processes' together: the fit workers run side by
+side), and the seconds each model's fit took from the train log, in
 ``benchmarks/results/large_table.json`` (or ``--out``). With ``--aft``, then lifelines'
 ``LogNormalAFTFitter`` on the same training rows and features, one fit per event, timed in the
 same run (the yardstick of CET's fit time). It is what found the Cox reference holding every test
@@ -26,6 +27,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -57,18 +59,65 @@ def cohort(n: int, seed: int, features: int = 12) -> pl.DataFrame:
 
 
 def run(cmd: list[str], env: dict, log: Path) -> dict:
-    """Run one command to completion; its wall seconds and its own peak resident memory (MiB)."""
+    """Run one command to completion; its wall seconds, the largest peak resident memory of one of
+    its processes (``peak_rss_mib``: ``os.wait4``'s, the child or a process it waited for) and the
+    peak of the memory of all its processes at once (``peak_total_pss_mib``: the proportional set
+    sizes of the child and every descendant, summed, sampled every 0.5 s; the fit workers and the
+    temporary Prefect server included, shared pages counted once)."""
     t0 = time.perf_counter()
     with open(log, "a") as f:
         child = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+        peak, at_peak, done = [0], [{}], threading.Event()
+
+        def sample():
+            while not done.wait(0.5):
+                each = tree_pss_kib(child.pid)
+                if sum(each.values()) > peak[0]:
+                    peak[0], at_peak[0] = sum(each.values()), each
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(child.pid, 0)  # this child's own resource use
+        done.set()
+        sampler.join()
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise subprocess.CalledProcessError(child.returncode, cmd)
     return {
         "seconds": round(time.perf_counter() - t0, 1),
-        "peak_rss_mib": round(usage.ru_maxrss / 1024),
-    }  # KiB on Linux
+        "peak_rss_mib": round(usage.ru_maxrss / 1024),  # KiB on Linux
+        "peak_total_pss_mib": round(peak[0] / 1024),
+        "at_the_peak_mib": {k: round(v / 1024) for k, v in sorted(at_peak[0].items(), key=lambda kv: -kv[1])},
+    }
+
+
+def tree_pss_kib(root: int) -> dict[str, int]:
+    """The proportional set size (KiB) of process ``root`` and of each of its descendants (Linux
+    /proc), by "pid command"; a process that ends while being read counts nothing."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+    tree, grew = {root}, True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    out = {}
+    for pid in sorted(tree):
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [Path(argv[0].decode(errors="replace")).name] + [a.decode(errors="replace")[:40] for a in argv[1:4]]
+        out[f"{pid} {' '.join(w for w in words if w)}"] = sum(
+            int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
+    return out
 
 
 def lognormal_aft_seconds(data: Path) -> dict[str, float]:

@@ -530,7 +530,6 @@ def load_dataset(path) -> Dataset:
     feats, names = list(manifest["feature_names"]), list(manifest["event_names"])
     ds = Dataset(path=path, manifest=manifest, feature_names=feats, event_names=names)
     split = features["split"].to_numpy()
-    X = features.select(feats).cast(pl.Float64).to_numpy() if feats else np.zeros((features.height, 0))
     cols = {k: events.select([event_columns(e)[i] for e in names]).cast(pl.Float64).to_numpy()
             for i, k in enumerate(("T", "S", "C", "T_true"))}
     ids = features["id"].to_numpy()
@@ -539,10 +538,17 @@ def load_dataset(path) -> Dataset:
     if any(f"mask_{e}" in events.columns for e in names):
         mask = np.column_stack([events[f"mask_{e}"].cast(pl.Float64).to_numpy() if f"mask_{e}" in events.columns
                                 else np.ones(events.height) for e in names])
+    rows = {name: np.flatnonzero(split == name) for name in SPLITS}
+    X = {name: np.empty((r.size, len(feats))) for name, r in rows.items()}
+    for k, f in enumerate(feats):  # a column at a time: no whole-table copy beside the frame and the splits
+        column = features[f].cast(pl.Float64).to_numpy()
+        for name, r in rows.items():
+            X[name][:, k] = column[r]
+    del features, events
     for name in SPLITS:
-        rows = np.flatnonzero(split == name)
-        ds.splits[name] = Split(ids=ids[rows], X=X[rows], sequences=None if seq is None else RowView(seq, rows),
-                                mask=None if mask is None else mask[rows],
-                                groups=None if groups is None else groups[rows],
-                                **{k: v[rows] for k, v in cols.items()})
+        r = rows[name]
+        ds.splits[name] = Split(ids=ids[r], X=X[name], sequences=None if seq is None else RowView(seq, r),
+                                mask=None if mask is None else mask[r],
+                                groups=None if groups is None else groups[r],
+                                **{k: v[r] for k, v in cols.items()})
     return ds

@@ -11,6 +11,11 @@ Prefect's analytics off before Prefect is imported: a first command on a fresh m
 network to report to, and would otherwise print telemetry errors. And it gives the temporary
 server a command starts (no PREFECT_API_URL) 90 s to come up instead of Prefect's 20: on a busy
 2-core machine its start-up took longer than 20 s and the command failed before any work.
+
+Polars' allocator (jemalloc) keeps freed memory until its next allocation by default: a dataset
+of 10^6 rows left a gigabyte held after loading, in the command and in each fit worker at once.
+Here a background thread returns it after a second (``_RJEM_MALLOC_CONF``; the peak memory of
+all processes is ``benchmarks/large_table.py``'s ``peak_total_pss_mib``).
 """
 
 import logging
@@ -21,6 +26,7 @@ os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0")
 for _name in ("flows", "cet_model"):
     if logging.getLogger(_name).level == logging.NOTSET:
         logging.getLogger(_name).setLevel(logging.INFO)
