@@ -511,9 +511,13 @@ def other_rows(bad) -> str:
     return f" (and {n} other row{'s' if n != 1 else ''})" if n > 0 else ""
 
 
-def load_dataset(path) -> Dataset:
-    """Read a dataset folder, check it against the contract, and split it into arrays."""
+def load_dataset(path, splits=SPLITS) -> Dataset:
+    """Read a dataset folder, check it against the contract, and split it into arrays: the
+    ``splits`` named (a fit needs only "train" and "val"; the others are not held in memory)."""
     path = Path(path)
+    unknown = sorted(set(splits) - set(SPLITS))
+    if unknown:
+        raise ValueError(f"splits: {unknown} are not among {list(SPLITS)}")
     for fname in DATASET_FILES:
         if not (path / fname).is_file():
             raise FileNotFoundError(f"{path / fname}: missing; not a dataset folder")
@@ -529,7 +533,6 @@ def load_dataset(path) -> Dataset:
     check_frames(features, events, manifest, where=str(path), sequences=seq)
     feats, names = list(manifest["feature_names"]), list(manifest["event_names"])
     ds = Dataset(path=path, manifest=manifest, feature_names=feats, event_names=names)
-    split = features["split"].to_numpy()
     cols = {k: events.select([event_columns(e)[i] for e in names]).cast(pl.Float64).to_numpy()
             for i, k in enumerate(("T", "S", "C", "T_true"))}
     ids = features["id"].to_numpy()
@@ -538,15 +541,14 @@ def load_dataset(path) -> Dataset:
     if any(f"mask_{e}" in events.columns for e in names):
         mask = np.column_stack([events[f"mask_{e}"].cast(pl.Float64).to_numpy() if f"mask_{e}" in events.columns
                                 else np.ones(events.height) for e in names])
-    rows = {name: np.flatnonzero(split == name) for name in SPLITS}
+    rows = {name: np.flatnonzero((features["split"] == name).to_numpy()) for name in SPLITS if name in splits}
     X = {name: np.empty((r.size, len(feats))) for name, r in rows.items()}
     for k, f in enumerate(feats):  # a column at a time: no whole-table copy beside the frame and the splits
         column = features[f].cast(pl.Float64).to_numpy()
         for name, r in rows.items():
             X[name][:, k] = column[r]
     del features, events
-    for name in SPLITS:
-        r = rows[name]
+    for name, r in rows.items():
         ds.splits[name] = Split(ids=ids[r], X=X[name], sequences=None if seq is None else RowView(seq, r),
                                 mask=None if mask is None else mask[r],
                                 groups=None if groups is None else groups[r],

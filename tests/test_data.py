@@ -197,3 +197,22 @@ def test_split_take_keeps_rows_and_reads_embeddings_from_the_same_file(tmp_path)
         np.testing.assert_array_equal(getattr(part, name), getattr(split, name)[rows])
     assert isinstance(part.sequences, RowView) and part.sequences.base is on_disk
     np.testing.assert_array_equal(np.asarray(part.sequences), seq[[1, 5, 3]])
+
+
+def test_load_dataset_reads_each_split_as_the_table_orders_it_and_only_the_splits_named(tmp_path):
+    path = synthetic.write(tmp_path / "ref", "reference", **SMALL)
+    ds = load_dataset(path)
+    features = pl.read_parquet(path / "features.parquet")
+    for name in ("train", "val", "test"):
+        rows = features.filter(pl.col("split") == name)
+        got = ds.splits[name]
+        assert (got.ids == rows["id"].to_numpy()).all()
+        assert np.array_equal(got.X, rows.select(ds.feature_names).to_numpy()) and got.X.flags.c_contiguous
+    fit_only = load_dataset(path, splits=("train", "val"))
+    assert set(fit_only.splits) == {"train", "val"}
+    for name in ("train", "val"):
+        a, b = ds.splits[name], fit_only.splits[name]
+        for field in ("ids", "X", "T", "S", "C", "T_true"):
+            assert np.array_equal(getattr(a, field), getattr(b, field), equal_nan=True), field
+    with pytest.raises(ValueError, match=r"splits: \['tests'\] are not among"):
+        load_dataset(path, splits=("train", "tests"))

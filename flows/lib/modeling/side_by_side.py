@@ -101,7 +101,7 @@ def _fit_one(model_name: str, dataset_dir: str, out_dir: str, fit_kwargs: dict) 
     from cet_model.evaluation import model_inputs
     from cet_model.presets import fit_preset
 
-    ds = load_dataset(dataset_dir)
+    ds = load_dataset(dataset_dir, splits=("train", "val"))  # the test rows stay out of the worker's memory
     handler = logging.handlers.QueueHandler(_EVENTS)
     logger = logging.getLogger("cet_model")
     logger.addHandler(handler)
