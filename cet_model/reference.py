@@ -129,7 +129,9 @@ def _cox_curves(cox, z: np.ndarray, horizon: float, times: np.ndarray,
     rows = max(1, max_cells // max(len(steps), 1))
     rmst, curves = np.empty(len(z)), np.empty((len(z), len(times)))
     for lo in range(0, len(z), rows):
-        surv = cox.predict_survival_function(z[lo:lo + rows], return_array=True)  # (rows, steps)
+        # (rows, steps): each row's curve at its own steps, the training event times; what
+        # return_array=True gives, without evaluating every curve at every step one row at a time
+        surv = np.stack([f.y for f in cox.predict_survival_function(z[lo:lo + rows])])
         rmst[lo:lo + rows] = step_rmst(steps, surv, horizon)
         curves[lo:lo + rows] = np.where(at > 0, surv[:, np.maximum(at - 1, 0)], 1.0)
     return rmst, curves
