@@ -90,6 +90,7 @@ def test_a_group_is_shuffled_whole():
     assert all(len(x_) == 100 for x_ in seen)  # the cut rows only, also when shuffled
 
 
+@pytest.mark.slow  # a fit at the default budget: CI runs it, the quick loop leaves it out
 def test_comment_embeddings_are_one_more_group():
     """On a Reddit-shaped split (features + comment embeddings), the embeddings are shuffled as
     one input, and an outcome written in them shows there."""

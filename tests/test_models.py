@@ -664,6 +664,7 @@ def test_training_switch_sets_the_flags_as_module_train_does_and_respects_an_ove
     assert calls == [True] and not wrapped[1].training and wrapped[0].training
 
 
+@pytest.mark.slow  # four fits compared to the bit: CI runs it, the quick loop leaves it out
 @pytest.mark.parametrize("cls", [CETModel, ETModel])
 def test_fits_with_the_training_switch_equal_fits_with_module_train_to_the_bit(small_survival, monkeypatch, cls):
     """The switch only replaces how the flags are set: a fit with dropout, early stopping on

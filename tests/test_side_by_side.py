@@ -46,6 +46,7 @@ def _run(ds_dir, root, workers, caplog, overrides=None):
     return version, said, logged, calls
 
 
+@pytest.mark.slow  # spawns fit workers: CI runs it, the quick loop leaves it out
 def test_fits_side_by_side_equal_the_fits_here_and_say_the_same(mimic_dir, tmp_path, caplog):
     workers, n_threads = side_by_side.plan(2, len(MODELS), "cpu", cpus=2, environ={}, current=2)
     assert (workers, n_threads) == (2, 1)
@@ -71,6 +72,7 @@ def test_fits_side_by_side_equal_the_fits_here_and_say_the_same(mimic_dir, tmp_p
     assert multiprocessing.active_children() == []  # the workers are gone
 
 
+@pytest.mark.slow  # spawns fit workers: CI runs it, the quick loop leaves it out
 def test_a_failed_fit_in_a_worker_fails_the_version_and_leaves_nothing(mimic_dir, tmp_path, caplog):
     with pytest.raises(ValueError, match="lr"):
         _run(mimic_dir, tmp_path / "models", 2, caplog, overrides={"BC": {"lr": -1.0}})

@@ -147,6 +147,7 @@ def _drifted(out, noise: float, seed: int, swap: bool = False, rename: dict | No
     return write_dataset(out, features, events, manifest)
 
 
+@pytest.mark.slow  # trains four versions: CI runs it, the quick loop leaves it out
 def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_path):
     """Retrained on shifted data that are harder to predict, the new version's recorded validation
     AUC is below the old one's, which was recorded on the old data; on the new rows the old model
@@ -485,6 +486,7 @@ def _cured_cohort(n: int, follow_up: float, seed: int = 0):
                          "t": np.where(seen, t_true, follow_up), "s": seen.astype(int)})
 
 
+@pytest.mark.slow  # two fits at the default budget: CI runs it, the quick loop leaves it out
 @pytest.mark.parametrize("follow_up,beyond", [(10.0, True), (1000.0, False)])
 def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up(tmp_path, caplog, follow_up, beyond):
     """Followed to 10 while most events would come later (median 12): CET places much of P(ever)

@@ -45,6 +45,7 @@ print("grew_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 - b
 """
 
 
+@pytest.mark.slow  # a fresh interpreter measures its peak memory: CI runs it, the quick loop leaves it out
 def test_huge_hidden_sizes_are_refused_from_the_header_before_any_allocation(saved):
     _edit(saved, lambda c: c["params"].__setitem__("hidden_sizes", [60000, 60000]))  # 14 GB of weights
     run = subprocess.run([sys.executable, "-c", LOAD, str(saved)], capture_output=True, text=True, timeout=120,

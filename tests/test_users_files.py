@@ -190,6 +190,7 @@ print(registry.decide(root, "d", root / "d" / sys.argv[2], registry.Rule())["rea
 """
 
 
+@pytest.mark.slow  # trains versions in a killed process and again: CI runs it, the quick loop leaves it out
 def test_a_kill_between_the_decision_and_the_promotion_keeps_both_on_the_rerun(tmp_path):
     v1 = _version(tmp_path, "d", 0.70)
     registry.decide(tmp_path, "d", v1, registry.Rule())
