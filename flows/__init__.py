@@ -12,8 +12,8 @@ network to report to, and would otherwise print telemetry errors. And it gives t
 server a command starts (no PREFECT_API_URL) 90 s to come up instead of Prefect's 20: on a busy
 2-core machine its start-up took longer than 20 s and the command failed before any work.
 
-Polars' allocator (jemalloc) keeps freed memory until its next allocation by default: a dataset
-of 10^6 rows left a gigabyte held after loading, in the command and in each fit worker at once.
+Polars' allocator (jemalloc) keeps freed memory until its next allocation by default: after
+loading a large dataset, the command and each fit worker would go on holding what loading freed.
 Here a background thread returns it after a second (``_RJEM_MALLOC_CONF``; the peak memory of
 all processes is ``benchmarks/large_table.py``'s ``peak_total_pss_mib``).
 """
