@@ -433,7 +433,8 @@ def run_embed(args) -> dict:
             m = min(k, args.encode_n)
             t0 = time.perf_counter()
             st.encode(texts[:m], batch_size=512, convert_to_numpy=True, normalize_embeddings=True)
-            out["sentence_transformers_encode_512"] = {"texts": m, "texts_per_s": round(m / (time.perf_counter() - t0), 1)}
+            rate = round(m / (time.perf_counter() - t0), 1)
+            out["sentence_transformers_encode_512"] = {"texts": m, "texts_per_s": rate}
             prepare = getattr(st, "preprocess", None) or st.tokenize
             t0 = time.perf_counter()
             for lo in range(0, m, 1024):
