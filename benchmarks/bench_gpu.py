@@ -60,6 +60,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -476,6 +477,8 @@ def epoch_seconds(device: str, tr, va, batch_size: int, epochs: int) -> dict:
     """A default CET fit of ``epochs`` epochs (no early stop, so one stage) at ``batch_size``: the
     seconds to the end of the first epoch (set-up included: input checks, the copy onto the GPU)
     and of each later epoch (its steps and the validation pass)."""
+    from sklearn.exceptions import ConvergenceWarning
+
     from cet_model.comments import CommentInputs
     from cet_model.presets import fit_preset
 
@@ -487,9 +490,11 @@ def epoch_seconds(device: str, tr, va, batch_size: int, epochs: int) -> dict:
 
     _sync(device)
     t0 = time.perf_counter()
-    model = fit_preset("CET", tr, va, max_epochs=epochs, patience=epochs, params={"batch_size": batch_size},
-                       x_train=CommentInputs(tr.X, tr.sequences), x_val=CommentInputs(va.X, va.sequences),
-                       device=device, on_epoch=on_epoch)
+    with warnings.catch_warnings():  # a budget of a few epochs ends while improving, on purpose
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = fit_preset("CET", tr, va, max_epochs=epochs, patience=epochs, params={"batch_size": batch_size},
+                           x_train=CommentInputs(tr.X, tr.sequences), x_val=CommentInputs(va.X, va.sequences),
+                           device=device, on_epoch=on_epoch)
     later = np.diff(stamps)
     return {"batch_size": batch_size, "epochs": len(stamps), "steps_per_epoch": -(-len(tr) // batch_size),
             "first_epoch_with_setup_s": round(stamps[0] - t0, 2),
