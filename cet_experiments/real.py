@@ -256,13 +256,18 @@ VARIANTS: dict[str, dict] = {
     "CET/sigma-net": {"sigma": "net"},
     "CET/sigma-constant": {"sigma": "constant"},
     "CET/input-dropout": {"input_dropout": 0.2},
+    # the automatic patience as at least 200 optimizer steps instead of 10 epochs stretched on small data
+    "CET/patience-200-steps": {"patience_steps": 200},
+    "ET/patience-200-steps": {"patience_steps": 200},
+    "BC/patience-200-steps": {"patience_steps": 200},
 }
 
 
 def preset_of(row: str) -> tuple[str, dict]:
-    """(the ``cet_model.evaluation`` preset, parameters changed) of a row name."""
+    """(the ``cet_model.presets`` preset, parameters changed) of a row name: a variant is named
+    ``<preset>/<change>``."""
     if row in VARIANTS:
-        return "CET", VARIANTS[row]
+        return row.split("/")[0], VARIANTS[row]
     return row, {}
 
 
@@ -630,7 +635,7 @@ def main(argv=None) -> int:
     if not protocols <= {"a", "b"}:
         raise SystemExit(f"--protocols: a, b or a,b; got {args.protocols!r}")
     paper_rows = models if "a" in protocols else []
-    natural_rows = [m for m in models if m not in ("BC", "Oracle")] if "b" in protocols else []
+    natural_rows = [m for m in models if preset_of(m)[0] not in ("BC", "Oracle")] if "b" in protocols else []
     classical = () if args.no_classical or "b" not in protocols else CLASSICAL_ROWS
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     if args.data:

@@ -60,6 +60,10 @@ class Recipe:
         optimizer: ``"adam"`` (mini-batches, early stopping) or ``"lbfgs"`` (full batch, to
             convergence: deterministic reference fits; needs no dropout and no sampling).
         weight_decay: AdamW's decoupled weight decay (0: plain Adam).
+        patience_steps: with the automatic patience (``patience=None``), the epochs without a gain
+            that end a stage cover at least this many optimizer steps and at least
+            ``DEFAULT_PATIENCE`` epochs; None keeps the budget's own rule (``DEFAULT_PATIENCE``
+            epochs, stretched with the epochs on small data: ``cet_model.train``).
         dtype: ``"float32"`` or ``"float64"``.
     """
 
@@ -75,6 +79,7 @@ class Recipe:
     input_dropout: float = 0.0
     optimizer: str = "adam"
     weight_decay: float = 0.0
+    patience_steps: int | None = None
     dtype: str = "float32"
 
     def __post_init__(self):
@@ -101,6 +106,10 @@ class Recipe:
         if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:
             raise ValueError(f"max_patterns and importance_samples must be >= 1, got {self.max_patterns} and "
                              f"{self.importance_samples}")
+        if self.patience_steps is not None and (isinstance(self.patience_steps, bool)
+                                                or not isinstance(self.patience_steps, numbers.Integral)
+                                                or self.patience_steps < 1):
+            raise ValueError(f"patience_steps must be a whole number >= 1 or None, got {self.patience_steps!r}")
         if self.optimizer == "lbfgs" and float(self.weight_decay) > 0:
             raise ValueError("weight_decay applies to Adam only; optimizer='lbfgs' takes weight_decay=0")
         if self.optimizer == "lbfgs" and float(self.input_dropout) > 0:

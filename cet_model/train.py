@@ -48,6 +48,7 @@ class TrainConfig:
     weight_decay: float = 0.0  # > 0: AdamW's decoupled decay (Adam itself when 0)
     verbose: bool = False
     tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
+    patience_steps: int | None = None  # automatic patience: >= this many steps (and DEFAULT_PATIENCE epochs)
 
     def budget(self, n_train: int, validated: bool = False) -> tuple[int, int]:
         """(epochs, patience) for ``n_train`` rows; ``validated``: early stopping watches
@@ -61,13 +62,19 @@ class TrainConfig:
         (400, 10)
         >>> TrainConfig(max_epochs=5, patience=2).budget(80, validated=True)
         (5, 2)
+        >>> TrainConfig(patience_steps=200).budget(800)    # 2 steps per epoch: 100 epochs of patience
+        (2500, 100)
         """
         steps = max(1, math.ceil(n_train / (self.batch_size or n_train)))
         stretch = max(1, math.ceil(MIN_STEPS / (DEFAULT_EPOCHS * steps)))
         cap = VALIDATED_CAP if validated else 1
         epochs = self.max_epochs if self.max_epochs is not None else DEFAULT_EPOCHS * stretch * cap
-        patience = self.patience if self.patience is not None else DEFAULT_PATIENCE * (
-            stretch if self.max_epochs is None else 1)
+        if self.patience is not None:
+            patience = self.patience
+        elif self.patience_steps is not None:
+            patience = max(DEFAULT_PATIENCE, math.ceil(self.patience_steps / steps))
+        else:
+            patience = DEFAULT_PATIENCE * (stretch if self.max_epochs is None else 1)
         return int(epochs), int(patience)
 
 
