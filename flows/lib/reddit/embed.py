@@ -114,6 +114,12 @@ def _loaded(model: str, device: str):
     return st.eval()
 
 
+def _dimension(st) -> int:
+    """The model's vector width (sentence-transformers renamed the method in version 6)."""
+    get = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+    return int(get() or 0)
+
+
 def encode_on_gpu(st, texts: list[str], batch_size: int) -> np.ndarray:
     """(len(texts), D) float32 unit vectors of ``texts`` from the CUDA model ``st``: the vectors
     ``st.encode(texts, batch_size=batch_size, normalize_embeddings=True)`` gives, up to fp16
@@ -127,11 +133,11 @@ def encode_on_gpu(st, texts: list[str], batch_size: int) -> np.ndarray:
     import torch
 
     if not texts:
-        return np.zeros((0, st.get_sentence_embedding_dimension() or 0), np.float32)
+        return np.zeros((0, _dimension(st)), np.float32)
     order = np.argsort([-len(t) for t in texts], kind="stable")
     starts = range(0, len(texts), batch_size)
     prepare = getattr(st, "preprocess", None) or st.tokenize  # sentence-transformers >= 6 names it preprocess
-    pin = st.device.type == "cuda"  # (the same steps run on a CPU model, unpinned: tests/test_reddit_embed.py)
+    pin = st.device.type == "cuda"  # (the same steps run on a CPU model, unpinned: tests/test_embedding.py)
 
     def tokenised(lo: int) -> dict:
         features = prepare([texts[i] for i in order[lo:lo + batch_size]])
