@@ -256,8 +256,7 @@ VARIANTS: dict[str, dict] = {
     "CET/sigma-net": {"sigma": "net"},
     "CET/sigma-constant": {"sigma": "constant"},
     "CET/input-dropout": {"input_dropout": 0.2},
-    # the automatic patience as at least 200 optimizer steps instead of 10 epochs stretched on small data
-    "CET/patience-200-steps": {"patience_steps": 200},
+    # the baselines with CET's patience rule (at least 200 optimizer steps) instead of 10 epochs stretched
     "ET/patience-200-steps": {"patience_steps": 200},
     "BC/patience-200-steps": {"patience_steps": 200},
 }

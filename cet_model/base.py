@@ -20,7 +20,7 @@ from . import rows as streaming
 from .comments import CommentInputs, check_spec
 from .contract import SurvivalContract, is_structured, split_targets, target_summary
 from .params import ModelParams, keyword_init
-from .recipe import recipe_for
+from .recipe import BASELINE_CHANGES, recipe_for
 from .rows import DeviceRows, Rows
 from .threads import fitting_threads
 from .train import TrainConfig, train
@@ -125,6 +125,7 @@ class _Base(SurvivalContract, BaseEstimator):
     _params_class = ModelParams
     __init__ = keyword_init(ModelParams)
     recipe_changes: dict = {}  # a harness preset's changes to the objective's recipe (``with_recipe``)
+    own_recipe_changes: dict = BASELINE_CHANGES  # this class's own changes to it (CET: none)
 
     @classmethod
     def with_recipe(cls, **changes):
@@ -151,7 +152,7 @@ class _Base(SurvivalContract, BaseEstimator):
         """Validate the parameters as given (``params_``: the checked, frozen copy) and resolve the
         recipe (``recipe_``)."""
         self.params_ = self._params_class(**self.get_params())
-        self.recipe_ = recipe_for(self._objective_name, self.recipe_changes)
+        self.recipe_ = recipe_for(self._objective_name, {**self.own_recipe_changes, **self.recipe_changes})
         self.hidden_sizes_ = self.params_.hidden_sizes
         self.comment_encoder_ = self.params_.comment_encoder
         if float(self.dropout) > 0 and self.recipe_.optimizer == "lbfgs":  # a new mask at every evaluation: the line

@@ -54,7 +54,8 @@ class CETModel(_Base):
       per event on shared inputs).
     - ``hidden_sizes``, ``dropout``: the layers of both heads; ``()`` gives linear models.
     - ``lr``, ``batch_size``, ``max_epochs``, ``patience``: Adam and early stopping on the
-      validation objective; ``None`` sizes the budget to the data (>= 100 epochs, >= 5,000 steps).
+      validation objective; ``None`` sizes the budget to the data (>= 100 epochs, >= 5,000 steps)
+      and the patience (>= 10 epochs and >= 200 steps without a gain).
     - ``comment_encoder``: how to read comment embeddings in X (Reddit), or None.
     - ``device``, ``seed``, ``verbose``.
 
@@ -87,6 +88,7 @@ class CETModel(_Base):
 
     _params_class = CETParams
     __init__ = keyword_init(CETParams)
+    own_recipe_changes: dict = {}  # the objective's recipe as declared (cet_model.recipe.RECIPES)
 
     @property
     def _objective_name(self) -> str:

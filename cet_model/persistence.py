@@ -125,7 +125,7 @@ def saved_recipe(cls, config: dict, params: dict, path) -> tuple[type, dict]:
     objective = params.get("objective", "marginal") if "objective" in cls._get_param_names() else "marginal"
     if objective not in RECIPES:
         return cls, params  # refused, naming the field, when the parameters are checked
-    own = dataclasses.asdict(recipe_for(objective))
+    own = dataclasses.asdict(recipe_for(objective, cls.own_recipe_changes))
     changes = {k: v for k, v in saved.items() if k in own and v != own[k] and not (k == "estimator" and v == "auto")}
     try:
         return (cls.with_recipe(**changes) if changes else cls), params

@@ -6,7 +6,8 @@ restored), or full-batch L-BFGS for small deterministic fits (reference tests).
 Budget: ``max_epochs=None`` means at least ``DEFAULT_EPOCHS`` epochs *and* at least
 ``MIN_STEPS`` optimizer steps. On a data set that fits in a few batches, 100 epochs are only a
 few hundred steps, too few to converge; the epochs and the patience are then stretched by the
-same factor. With validation data early stopping ends a fit, and that budget times
+same factor, or (``patience_steps``, CET's recipe) the patience covers at least that many
+steps. With validation data early stopping ends a fit, and that budget times
 ``VALIDATED_CAP`` is only a cap; without them the budget is the fit's length. An explicit
 ``max_epochs`` is obeyed as given. When the budget ends while the monitored loss is still
 improving (no early stop), ``ConvergenceWarning`` says so.
@@ -48,7 +49,7 @@ class TrainConfig:
     weight_decay: float = 0.0  # > 0: AdamW's decoupled decay (Adam itself when 0)
     verbose: bool = False
     tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
-    patience_steps: int | None = None  # automatic patience: >= this many steps (and DEFAULT_PATIENCE epochs)
+    patience_steps: int | None = None  # automatic budget and patience: >= this many steps (and DEFAULT_PATIENCE epochs)
 
     def budget(self, n_train: int, validated: bool = False) -> tuple[int, int]:
         """(epochs, patience) for ``n_train`` rows; ``validated``: early stopping watches
@@ -64,6 +65,8 @@ class TrainConfig:
         (5, 2)
         >>> TrainConfig(patience_steps=200).budget(800)    # 2 steps per epoch: 100 epochs of patience
         (2500, 100)
+        >>> TrainConfig(patience_steps=200, max_epochs=50).budget(800)    # an explicit budget: 10 epochs
+        (50, 10)
         """
         steps = max(1, math.ceil(n_train / (self.batch_size or n_train)))
         stretch = max(1, math.ceil(MIN_STEPS / (DEFAULT_EPOCHS * steps)))
@@ -71,10 +74,12 @@ class TrainConfig:
         epochs = self.max_epochs if self.max_epochs is not None else DEFAULT_EPOCHS * stretch * cap
         if self.patience is not None:
             patience = self.patience
+        elif self.max_epochs is not None:
+            patience = DEFAULT_PATIENCE
         elif self.patience_steps is not None:
             patience = max(DEFAULT_PATIENCE, math.ceil(self.patience_steps / steps))
         else:
-            patience = DEFAULT_PATIENCE * (stretch if self.max_epochs is None else 1)
+            patience = DEFAULT_PATIENCE * stretch
         return int(epochs), int(patience)
 
 
