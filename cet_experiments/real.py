@@ -372,6 +372,8 @@ def merge_records(old: dict, new: dict) -> dict:
     >>> out = merge_records(old, new)
     >>> out["a"], out["b"], out["commands"]
     ({'ET': 1, 'CET': 3}, {'ET': 4, 'CoxPH': 2}, {'ET': 'y', 'CoxPH': 'x', 'CET': 'y'})
+    >>> merge_records(dict(old, machine="m1"), dict(new, machine="m2"))["machines"]   # where each row ran
+    {'ET': 'm2', 'CoxPH': 'm1', 'CET': 'm2'}
     """
     for key in ("fingerprint", "seeds", "scored"):
         if old.get(key, "test" if key == "scored" else None) != new.get(key, "test" if key == "scored" else None):
@@ -383,6 +385,9 @@ def merge_records(old: dict, new: dict) -> dict:
     for protocol in ("a", "b"):
         merged[protocol] = {**old[protocol], **new[protocol]}
     merged["commands"] = commands
+    machines = dict(old.get("machines") or {r: old.get("machine") for p in ("a", "b") for r in old[p]})
+    machines.update({r: new.get("machine") for p in ("a", "b") for r in new[p]})
+    merged["machines"] = machines  # fit seconds compare only between rows of one machine
     return merged
 
 
@@ -533,9 +538,31 @@ def tables_markdown(records: list[dict]) -> str:
         lines.append(f"| {rec['cohort']} | " + " | ".join(_f(_mean(rec["a"][r]["seconds"]), 1) if r in rec["a"] else ""
                                                           for r in fit_rows) + " |")
     lines.append(ablation_markdown(records))
-    machines = sorted({json.dumps(rec.get("machine", {}), sort_keys=True) for rec in records})
-    lines += ["", "Machine: " + "; ".join(_machine_text(json.loads(m)) for m in machines) + "."]
+    lines += ["", machines_line(records)]
     return "\n".join(lines) + "\n"
+
+
+def machines_line(records) -> str:
+    """Where the rows ran: one machine, or each machine with its rows (a record's ``machines``,
+    else its ``machine`` for every row), since fit seconds compare only within one machine.
+
+    >>> machines_line([{"a": {"CET": 1}, "b": {}, "machine": {"cpu_model": "X"}}])
+    'Machine: cpu_model X.'
+    >>> where = {"CET": {"cpu_model": "Y"}, "ET": {"cpu_model": "X"}}
+    >>> machines_line([{"a": {"CET": 1, "ET": 1}, "b": {}, "machines": where}])
+    'Machines: cpu_model X (ET); cpu_model Y (CET).'
+    """
+    rows_on: dict[str, list[str]] = {}
+    for rec in records:
+        where = rec.get("machines") or {r: rec.get("machine", {}) for p in ("a", "b") for r in rec[p]}
+        for row, host in where.items():
+            names = rows_on.setdefault(json.dumps(host or {}, sort_keys=True), [])
+            if row not in names:
+                names.append(row)
+    if len(rows_on) <= 1:
+        return "Machine: " + "; ".join(_machine_text(json.loads(m)) for m in rows_on) + "."
+    return "Machines: " + "; ".join(f"{_machine_text(json.loads(m))} ({', '.join(rows)})"
+                                    for m, rows in sorted(rows_on.items())) + "."
 
 
 ABLATION_METRICS = (("a", "auc", "AUC", 1), ("a", "ece", "ECE", -1), ("b", "harrell_rmst", "Harrell RMST", 1),
