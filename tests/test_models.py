@@ -884,3 +884,17 @@ def test_a_long_budget_says_when_it_ends_after_its_first_epoch(small_survival, m
         CETModel(hidden_sizes=(4,), max_epochs=3, device="cpu").fit(x, t, s)
     lines = [r.getMessage() for r in caplog.records if "epoch 1 of at most 3" in r.getMessage()]
     assert len(lines) == 1 and "the budget ends within" in lines[0] and lines[0].startswith("CET"), lines
+
+
+def test_cet_waits_at_least_200_steps_and_the_baselines_keep_the_stretched_patience():
+    """CET's recipe: at least 200 optimizer steps (and 10 epochs) without a gain end a stage; ET, BC
+    and CET-paper keep 10 epochs stretched with the budget (docs/decisions.md). 800 rows are two
+    steps an epoch, so 100 epochs against 250; an explicit budget keeps 10."""
+    def patience(model, n=800):
+        model._check_params()
+        return model._config().budget(n, validated=True)[1]
+
+    assert patience(CETModel()) == 100 and patience(CETModel(), n=24_000) == 10
+    assert patience(ETModel()) == patience(BCModel()) == patience(CETModel(objective="paper")) == 250
+    assert patience(CETModel(max_epochs=50)) == 10 and patience(CETModel(patience=7)) == 7
+    assert patience(CETModel.with_recipe(patience_steps=None)()) == 250
