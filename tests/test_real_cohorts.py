@@ -18,9 +18,9 @@ from flows.lib.ingest import write_follow_up_dataset
 from tests.conftest import build
 
 
-@pytest.mark.parametrize("name", list(cohorts.COHORTS))
+@pytest.mark.parametrize("name", list(cohorts.ALL))
 def test_each_cohort_has_its_published_rows_and_events(name):
-    cohort = cohorts.COHORTS[name]
+    cohort = cohorts.ALL[name]
     table = cohort.table()
     counts = {"rows": len(table), **{e: int(table[s].sum()) for e, (_, s) in cohort.events.items()}}
     assert counts == cohort.published
@@ -47,6 +47,29 @@ def test_nafld_leaves_out_a_comorbidity_present_at_entry():
         assert table[f"t_{event}"][~prevalent].notna().all()
         seen = table[f"s_{event}"] == 1
         assert (table[f"t_{event}"][seen] <= table["t_death"][seen]).all()  # seen within the follow-up
+
+
+def test_single_event_sets_leave_out_their_leaked_outcomes():
+    """flchain's cause-of-death chapter and support2's status two months on tell the outcome."""
+    assert "fac_chapter" not in cohorts.SINGLE_EVENT["flchain"].table().columns
+    assert "fac_sfdm2" not in cohorts.SINGLE_EVENT["support2"].table().columns
+    assert "fac_sfdm2" not in cohorts.SINGLE_EVENT["support2"].categorical
+    assert all(len(c.events) == 1 for c in cohorts.SINGLE_EVENT.values())
+    assert not set(cohorts.SINGLE_EVENT) & set(cohorts.COHORTS)
+
+
+def test_cohort_names_expand_groups_and_refuse_unknown_names():
+    assert cohorts.cohort_names("multi") == list(cohorts.COHORTS)
+    assert cohorts.cohort_names("pbc, multi,pbc") == ["pbc", *cohorts.COHORTS]
+    with pytest.raises(ValueError, match="unknown cohort 'nope'.*single"):
+        cohorts.cohort_names("aids,nope")
+
+
+def test_a_single_event_set_becomes_a_dataset_folder_with_one_event(tmp_path):
+    ds = load_dataset(cohorts.write_cohort("flchain", tmp_path / "flchain"))
+    assert ds.event_names == ["death"]
+    assert sum(len(s) for s in ds.splits.values()) == 7874
+    assert any(name.startswith("fac_mgus=") for name in ds.feature_names)
 
 
 def test_a_cohort_becomes_a_dataset_folder_as_a_users_table_does(tmp_path):
