@@ -109,6 +109,10 @@ def test_protocol_a_is_the_papers_censoring_on_top_of_what_follow_up_saw():
     want_t[4] = 3.0  # the masked cell keeps its time, never used
     np.testing.assert_allclose(got["T"], want_t)
     assert a.manifest["censoring"]["upper"] == [upper]
+    # the truth's training events past that bound (8.0 of 2, 4 and 8; the masked row left out)
+    assert upper == 8.0 and real.past_bound(a) == {"e": 0.0}
+    a.manifest["censoring"]["upper"] = [3.0]
+    assert real.past_bound(a) == {"e": pytest.approx(2 / 3)}
 
 
 def test_protocol_a_scores_p_ever_against_the_truth_by_hand():
