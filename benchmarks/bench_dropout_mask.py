@@ -34,7 +34,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from cet_model import CETModel, ETModel, networks  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
@@ -117,17 +116,16 @@ def time_masks(repeats: int, rounds: int) -> list[dict]:
 
 
 def time_steps(steps: int, rounds: int) -> list[dict]:
-    from bench_survset import load
+    from cet_experiments.cohorts import cohort_arrays
 
-    parts, _, _ = load("GBSG2")
-    X, t, s = parts["train"]
+    X, t, s = cohort_arrays("GBSG2")[0]["train"]
     rows = []
     for cls in (CETModel, ETModel):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = cls(device="cpu", seed=0, max_epochs=1).fit(X, t[:, None], s[:, None])
+            model = cls(device="cpu", seed=0, max_epochs=1).fit(X, t, s)
         idx = torch.arange(min(400, len(X)))
-        batch = [a[idx] if a is not None else None for a in model._tensors(X, t[:, None], s[:, None], None)]
+        batch = [a[idx] if a is not None else None for a in model._tensors(X, t, s, None)]
         opt = torch.optim.Adam(model.net_.parameters(), lr=1e-3)
         model.net_.train()
 

@@ -3,8 +3,8 @@
     python benchmarks/bench_single_event_cost.py [--dataset support2] [--epochs 20]
     python benchmarks/bench_single_event_cost.py --defaults [--datasets veteran,...,support2] [--seeds 3]
 
-SUPPORT (9,105 seriously ill hospitalised adults; SurvSet ``support2``), one event (death), the
-preprocessing of ``bench_survset.py``. CET (the default objective: the exact marginal
+SUPPORT (9,105 seriously ill hospitalised adults; SurvSet ``support2``), one event (death), split
+and encoded as the harness's cohort (``cet_experiments.cohorts``). CET (the default objective: the exact marginal
 likelihood) and ET are fitted for the same fixed number of epochs (no early stopping, same
 batches), three times each, alternating; the figure is the ratio of median wall times. The
 goal (model issue): CET at most 3x ET. For contrast, CET-paper (100 Gumbel samples, the
@@ -33,21 +33,22 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_survset import DATASETS, fit_cet, load  # noqa: E402
-
+from cet_experiments.cohorts import SINGLE_EVENT, cohort_arrays  # noqa: E402
 from cet_model import CETModel, ETModel  # noqa: E402
 from cet_model.atomic import write_text  # noqa: E402
 from cet_model.evaluation import machine  # noqa: E402
 
+DATASETS = tuple(SINGLE_EVENT)
 
-def timed(make, X, t, s) -> float:
+
+def timed(make, *arrays):
+    """(seconds, model) of ``make().fit(*arrays)``."""
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        make().fit(X, t[:, None], s[:, None])
-    return time.perf_counter() - t0
+        model = make().fit(*arrays)
+    return time.perf_counter() - t0, model
 
 
 WHOLE_FIT_MODELS = {"CET": (CETModel, {}), "CET-one-stop": (CETModel.with_recipe(encoder_stage=False), {}),
@@ -59,13 +60,14 @@ def whole_fits(names, seeds=(0, 1, 2)) -> list[dict]:
     split: seconds and epochs per fit, and the ratios of the median seconds to ET's."""
     rows = []
     for name in names:
-        parts, _, facts = load(name)
+        parts, facts = cohort_arrays(name)
         seconds = {label: [] for label in WHOLE_FIT_MODELS}
         epochs = {label: [] for label in WHOLE_FIT_MODELS}
         stage_epochs = []
         for seed in seeds:
             for label, (cls, kw) in WHOLE_FIT_MODELS.items():
-                _, secs, model = fit_cet(parts, cls, seed=seed, **kw)
+                make = lambda cls=cls, kw=kw, seed=seed: cls(device="cpu", seed=seed, **kw)  # noqa: E731
+                secs, model = timed(make, *parts["train"], *parts["val"])
                 seconds[label].append(round(secs, 3))
                 epochs[label].append(len(model.history_.train_loss))
                 if label == "CET":
@@ -115,14 +117,14 @@ def main(argv=None) -> int:
             f"{out['worst_ratio_one_stop']:.2f}); wrote {path}"
         )
         return 0
-    parts, _, facts = load(args.dataset)
+    parts, facts = cohort_arrays(args.dataset)
     X, t, s = parts["train"]
     kw = dict(max_epochs=args.epochs, patience=args.epochs + 1, device="cpu", seed=0)
     cet, et = [], []
     for _ in range(3):
-        cet.append(timed(lambda: CETModel(**kw), X, t, s))
-        et.append(timed(lambda: ETModel(**kw), X, t, s))
-    paper = timed(lambda: CETModel(objective="paper", lr=3e-4, **kw), X, t, s)
+        cet.append(timed(lambda: CETModel(**kw), X, t, s)[0])
+        et.append(timed(lambda: ETModel(**kw), X, t, s)[0])
+    paper = timed(lambda: CETModel(objective="paper", lr=3e-4, **kw), X, t, s)[0]
     out = {
         "command": "python benchmarks/bench_single_event_cost.py " + " ".join(argv or sys.argv[1:]),
         "dataset": args.dataset,

@@ -1,10 +1,11 @@
-"""Where a small whole fit's time goes: cProfile of one default CET and one ET fit on a SurvSet set.
+"""Where a small whole fit's time goes: cProfile of one default CET and one ET fit on a single-event set.
 
     python benchmarks/profile_small_fit.py [--dataset veteran] [--seed 0] [--top 18]
 
-Fits the default CETModel and ETModel as ``bench_survset.py`` does (early stopping on the
-validation split, so CET's encoder stage runs), each under cProfile, and prints the epochs each
-ran and the functions with the most own time. Then times the training loop's copy of the best
+Fits the default CETModel and ETModel on the harness's cohort (``cet_experiments.cohorts``: its
+split and encoding), stopped early on the validation split so that CET's encoder stage runs,
+each under cProfile, and prints the epochs each ran and the functions with the most own time.
+Then times the training loop's copy of the best
 weights (``cet_model.train.snapshot``) against ``copy.deepcopy(state_dict())`` on a CET network of
 the default width, and an epoch's two switches of the training flag (``cet_model.train.training_switch``)
 against ``net.train()`` and ``net.eval()``. The first fit in the process also pays torch's lazy imports (``exec``,
@@ -18,16 +19,15 @@ import copy
 import cProfile
 import pstats
 import sys
+import time
 import timeit
 import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_survset import fit_cet, load  # noqa: E402
-
+from cet_experiments.cohorts import cohort_arrays  # noqa: E402
 from cet_model import CETModel, ETModel  # noqa: E402
 from cet_model.networks import CETNetwork  # noqa: E402
 from cet_model.train import snapshot, training_switch  # noqa: E402
@@ -40,12 +40,14 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=18)
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
-    parts, _, _ = load(args.dataset)
+    parts, _ = cohort_arrays(args.dataset)
     for cls in (CETModel, ETModel):
         prof = cProfile.Profile()
+        t0 = time.perf_counter()
         prof.enable()
-        _, secs, model = fit_cet(parts, cls, seed=args.seed)
+        model = cls(device="cpu", seed=args.seed).fit(*parts["train"], *parts["val"])
         prof.disable()
+        secs = time.perf_counter() - t0
         stage = getattr(model, "encoder_history_", None)
         print(f"{cls.__name__}: {secs:.2f} s, {len(model.history_.train_loss)} epochs"
               + (f" + {len(stage.train_loss)} encoder-stage epochs" if stage is not None else ""))

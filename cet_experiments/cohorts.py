@@ -299,3 +299,18 @@ def write_cohort(name: str, out_dir, seed: int = 0) -> Path:
     return Path(write_follow_up_dataset(out_dir, table, None, cohort.events, name=name, time_unit=cohort.time_unit,
                                         seed=seed, impute="median+indicator", categorical=list(cohort.categorical),
                                         missing_times="mask", split_method="stratified"))
+
+
+def cohort_arrays(name: str, seed: int = 0) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict]:
+    """Cohort ``name``'s rows as arrays, split and encoded as ``write_cohort`` does (in a
+    temporary folder, removed after): ({split: (X, T, S)} with T and S of shape (rows, events),
+    {"split_sizes": ..., "features": ...}). For timing a fit on real data without a folder."""
+    import tempfile
+
+    from cet_model.dataset import load_dataset
+
+    with tempfile.TemporaryDirectory(prefix="cet-cohort-") as tmp:
+        ds = load_dataset(write_cohort(name, Path(tmp) / name, seed))
+    parts = {k: (p.X, p.T, p.S) for k, p in ds.splits.items()}
+    facts = {"split_sizes": {k: len(p[0]) for k, p in parts.items()}, "features": parts["train"][0].shape[1]}
+    return parts, facts

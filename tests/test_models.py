@@ -782,7 +782,7 @@ def test_every_prediction_works_with_either_sigma(small_survival, sigma):
 
 
 def test_a_first_stage_that_keeps_one_of_its_first_epochs_warns():
-    """veteran's collapsed fits kept epoch 1 or 5 of 500 (bench_survset.py): the weights near their
+    """veteran's collapsed fits kept epoch 1 or 5 of 500 (SurvSet veteran, one split): the weights near their
     random start. The joint stage says so; a later stage (``start_best``) and a normal stop do not."""
     import itertools
 
