@@ -5,14 +5,14 @@
 Fits, once each on the same split and seed: CET-bound (eq. 8; Gumbel-Softmax and the exact
 estimator, so sampling noise is ruled out), CET-paper (the original code's objective, whose
 -log p term counters the saturation), the default CET (exact marginal likelihood), BC and the
-oracle. (The JSON files in benchmarks/results/ come from a run before the objective registry,
+oracle. (The JSON files in docs/results/analyses/ come from a run before the objective registry,
 when ``CET`` meant eq. 8 and ``CET-marginal`` the marginal likelihood.) Records per model the test AUC against the true
 c (mean over tasks), the
 share of test predictions p(c|x) outside [0.01, 0.99], the ECE, and over the true negatives
 the median p and the mean of p (1 - p). The paper's bound is linear in p, so its gradient
 w.r.t. a cell's logit is p (1 - p) x (a constant): it vanishes once p saturates, even when p is
 wrong, while a log loss (BC, the marginal likelihood) keeps a gradient of about p. Writes
-benchmarks/results/objective_saturation_<dataset>.json.
+docs/results/analyses/objective_saturation_<dataset>.json (``--out`` another file).
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from cet_model.atomic import write_text
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import machine, model_inputs
 from cet_model.metrics import expected_calibration_error, occurrence_auc
 from cet_model.presets import fit_preset
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MODELS = {
     "CET-bound (eq. 8, Gumbel)": ("CET-bound", {}),
@@ -71,8 +74,9 @@ def main(argv=None):
             flush=True,
         )
     name = ds.manifest.get("name") or args.data.name
-    out = args.out or Path(__file__).parent / "results" / f"objective_saturation_{args.data.name}.json"
-    out.write_text(
+    out = args.out or ROOT / "docs" / "results" / "analyses" / f"objective_saturation_{args.data.name}.json"
+    write_text(
+        out,
         json.dumps(
             {
                 "dataset": str(args.data),
