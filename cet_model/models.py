@@ -334,7 +334,8 @@ class CETModel(_Base):
         def surv(log_w, mu, log_sigma, x, j):
             lt = torch.as_tensor(log_grid, dtype=mu.dtype, device=mu.device).view(1, -1, 1)
             log_s = losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1))
-            return torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2).exp().cpu().numpy()
+            # the pattern weights sum to 1 within float32 rounding: a survival of 1 + 1e-7 is 1
+            return torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2).clamp(max=0.0).exp().cpu().numpy()
 
         if event is not None:
             j = self._event_index(event)
