@@ -262,7 +262,27 @@ VARIANTS: dict[str, dict] = {
     "CET/stretched-patience": {"patience_steps": None},
     "ET/patience-200-steps": {"patience_steps": 200},
     "BC/patience-200-steps": {"patience_steps": 200},
+    # how a fit given no validation data stops (a user's fit(X, y), a search's candidates): on the
+    # training loss, or on a fifth of its training rows held out (the rest trains)
+    "CET/no-validation": {"validation": "none"},
+    "CET/holdout-20": {"validation": 0.2},
 }
+
+
+def fit_row(row: str, train: Split, val: Split, seed: int, max_epochs: int | None):
+    """Fit row ``row`` (a preset or a variant) on ``train``, stopped early on ``val``, or as its
+    variant's ``validation`` says: ``"none"`` (no validation data) or a share of ``train`` held out
+    for early stopping (drawn with ``seed``)."""
+    preset, params = preset_of(row)
+    params = dict(params)
+    validation = params.pop("validation", "given")
+    if validation == "none":
+        val = None
+    elif validation != "given":
+        order = np.random.default_rng(seed).permutation(len(train))
+        held = max(1, round(validation * len(train)))
+        train, val = train.take(np.sort(order[held:])), train.take(np.sort(order[:held]))
+    return fit_preset(preset, train, val, seed=seed, device="cpu", params=params, max_epochs=max_epochs)
 
 
 def preset_of(row: str) -> tuple[str, dict]:
@@ -296,10 +316,9 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
 
     for seed in seeds:
         for row in paper_rows:
-            preset, params = preset_of(row)
+            preset = preset_of(row)[0]
             t0 = time.perf_counter()
-            model = fit_preset(preset, ds_a.train, ds_a.val, seed=seed, device="cpu", params=params,
-                               max_epochs=max_epochs)
+            model = fit_row(row, ds_a.train, ds_a.val, seed, max_epochs)
             secs = time.perf_counter() - t0
             scores = evaluate(preset, model, ds_a.splits[scored], events, train=ds_a.train, warn_no_truth=False)
             if hasattr(model, "predict_survival"):
@@ -312,10 +331,8 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
                 + " ".join(f"{e}={v['auc']:.3f}" for e, v in scores.items())
             )
         for row in natural_rows:
-            preset, params = preset_of(row)
             t0 = time.perf_counter()
-            model = fit_preset(preset, ds.train, ds.val, seed=seed, device="cpu", params=params,
-                               max_epochs=max_epochs)
+            model = fit_row(row, ds.train, ds.val, seed, max_epochs)
             secs = time.perf_counter() - t0
             sp = ds.splits[scored]
             curves = network_curves(model, sp)

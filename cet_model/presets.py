@@ -85,14 +85,14 @@ def unknown_occurrence(split: Split) -> int:
     return int(unknown.sum())
 
 
-def presets_for_truth(names, train: Split, val: Split) -> tuple[tuple[str, ...], dict[str, str]]:
+def presets_for_truth(names, train: Split, val: Split | None) -> tuple[tuple[str, ...], dict[str, str]]:
     """The presets of ``names`` that can be trained on these splits, and {left-out preset: why}.
 
     The Oracle learns the true occurrence, so it is left out where a training or validation
     cell does not have it (data censored by follow-up alone); every other preset learns from
     the observed times and indicators and is always kept.
     """
-    unknown = unknown_occurrence(train) + unknown_occurrence(val)
+    unknown = unknown_occurrence(train) + (unknown_occurrence(val) if val is not None else 0)
     if "Oracle" not in names or unknown == 0:
         return tuple(names), {}
     why = (f"the true occurrence is not known for {unknown} training and validation cells, and the Oracle "
@@ -108,10 +108,11 @@ def comment_encoder_for(split: Split, width: int = COMMENT_WIDTH) -> dict | None
     return {"n_aux": split.X.shape[1], "length": length, "dim": dim, "width": width}
 
 
-def fit_preset(name: str, train: Split, val: Split, *, seed: int = 0, hidden_sizes=(100,),
+def fit_preset(name: str, train: Split, val: Split | None, *, seed: int = 0, hidden_sizes=(100,),
                max_epochs: int | None = None, patience: int | None = None, params: dict | None = None,
                x_train: np.ndarray | None = None, x_val: np.ndarray | None = None, on_epoch=None, **model_params):
-    """Fit preset ``name`` on ``train`` with early stopping on ``val``; returns the fitted model.
+    """Fit preset ``name`` on ``train`` with early stopping on ``val`` (None: on the training loss,
+    as a fit without validation data does); returns the fitted model.
 
     ``params`` overrides the preset's parameters (e.g. a search's choice), ``model_params``
     adds others (e.g. ``device``); fields of ``cet_model.recipe.Recipe`` among them change the
@@ -126,11 +127,14 @@ def fit_preset(name: str, train: Split, val: Split, *, seed: int = 0, hidden_siz
     kwargs.setdefault("comment_encoder", comment_encoder_for(train))
     model = cls(hidden_sizes=hidden_sizes, max_epochs=max_epochs, patience=patience, seed=seed, **kwargs)
     x_train = model_inputs(train) if x_train is None else x_train
-    x_val = model_inputs(val) if x_val is None else x_val
     left_out = presets_for_truth([name], train, val)[1]
     if left_out:
         raise ValueError(f"Oracle: {left_out['Oracle']}; leave it out on such data")
     # (a cell the mask leaves out may have no truth: it is not learned from, so any 0/1 does)
-    y_train, y_val = (np.nan_to_num(train.C), np.nan_to_num(val.C)) if name == "Oracle" else (train.S, val.S)
+    y_train = np.nan_to_num(train.C) if name == "Oracle" else train.S
+    if val is None:
+        return model.fit(x_train, train.T, y_train, mask=train.mask, on_epoch=on_epoch)
+    x_val = model_inputs(val) if x_val is None else x_val
+    y_val = np.nan_to_num(val.C) if name == "Oracle" else val.S
     return model.fit(x_train, train.T, y_train, x_val, val.T, y_val, mask=train.mask, mask_val=val.mask,
                      on_epoch=on_epoch)
