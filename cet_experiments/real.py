@@ -264,7 +264,7 @@ VARIANTS: dict[str, dict] = {
     "BC/patience-200-steps": {"patience_steps": 200},
     # how a fit given no validation data stops (a user's fit(X, y), a search's candidates): on the
     # training loss, or on a fifth of its training rows held out (the rest trains)
-    "CET/no-validation": {"validation": "none"},
+    "CET/no-validation": {"validation": "none", "holdout": 0.0},
     "CET/holdout-20": {"validation": 0.2},
 }
 

@@ -23,7 +23,7 @@ from .params import ModelParams, keyword_init
 from .recipe import BASELINE_CHANGES, recipe_for
 from .rows import DeviceRows, Rows
 from .threads import fitting_threads
-from .train import TrainConfig, train
+from .train import TrainConfig, holdout_split, train
 from .validation import check_features, check_survival, column_names, unobserved_events
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -282,7 +282,9 @@ class _Base(SurvivalContract, BaseEstimator):
         ``feature_names_in_`` and checked at prediction), or a ``CommentInputs`` (aux features
         and comment embeddings read from disk by rows), read one batch at a time. ``mask`` (n x M, optional): 0 drops
         that cell from the likelihood. Early stopping monitors the validation loss when
-        validation data are given (else the training loss); the best weights are restored.
+        validation data are given; without them CET holds out a fifth of the rows (at least
+        ``MIN_HOLDOUT_ROWS``; ``n_held_out_`` says how many) and watches those, else the training
+        loss is watched. The best weights are restored.
         ``on_epoch(epoch, history)`` is called after every epoch (progress reporting,
         diagnostics). With ``max_epochs=None`` the budget is at least 100 epochs and at least
         5,000 optimizer steps (small data sets get more epochs); a budget that ends while the
@@ -298,13 +300,24 @@ class _Base(SurvivalContract, BaseEstimator):
         if (empty := unobserved_events(s, m, event_names)) is not None:
             warnings.warn(f"{empty}; the model can learn nothing about such an event beyond that it "
                           "was never seen", UserWarning, stacklevel=2)
+        summary = target_summary(t, s, m)  # the event times and horizons of every row given
+        self.n_held_out_ = 0
+        split = None
+        if (all(v is None for v in (X_val, T_val, S_val, mask_val)) and self.recipe_.holdout > 0
+                and self.recipe_.optimizer == "adam"):  # L-BFGS fits to convergence: it would not use them
+            split = holdout_split(len(x), float(self.recipe_.holdout), int(self.seed))
+        if split is not None:  # no validation data: early stopping watches a share of the rows held out
+            keep, held = split
+            X_val, T_val, S_val, mask_val = x[held], t[held], s[held], None if m is None else m[held]
+            x, t, s, m = x[keep], t[keep], s[keep], None if m is None else m[keep]
+            self.n_held_out_ = len(held)
         self._setup(x.shape[1], t.shape[1], n_train=len(x))
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.event_names_ = None if event_names is None else [str(e) for e in event_names]
-        self.event_times_, self.rmst_horizon_ = target_summary(t, s, m)
+        self.event_times_, self.rmst_horizon_ = summary
         self._fit_scaling(x)
         self._prepare(t, s, m)
         tr = self._tensors(x, t, s, m)
@@ -320,7 +333,8 @@ class _Base(SurvivalContract, BaseEstimator):
                              + ", ".join(k for k, v in given.items() if v) + " without "
                              + ", ".join(k for k, v in given.items() if not v))
         if X_val is not None:
-            self._check_columns(X_val, "X_val")
+            if split is None:
+                self._check_columns(X_val, "X_val")
             va = self._tensors(*check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
                                                n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
                                                mask_name="mask_val"))

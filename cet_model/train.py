@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
@@ -81,6 +82,26 @@ class TrainConfig:
         else:
             patience = DEFAULT_PATIENCE * stretch
         return int(epochs), int(patience)
+
+
+MIN_HOLDOUT_ROWS = 10  # fewer rows would make a validation loss too noisy to stop on
+
+
+def holdout_split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(training rows, held-out rows), each in row order, with ``share`` of the ``n`` rows held
+    out at random (``seed``); None when that is fewer than ``MIN_HOLDOUT_ROWS`` rows.
+
+    >>> keep, held = holdout_split(100, 0.2, seed=0)
+    >>> len(keep), len(held), sorted({*keep, *held}) == list(range(100))
+    (80, 20, True)
+    >>> holdout_split(40, 0.2, seed=0) is None   # 8 rows: the training loss is watched instead
+    True
+    """
+    held = round(share * n)
+    if held < MIN_HOLDOUT_ROWS:
+        return None
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[held:]), np.sort(order[:held])
 
 
 def later_stage(cfg: TrainConfig, n_train: int, patience_fraction: float) -> TrainConfig:

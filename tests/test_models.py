@@ -514,7 +514,7 @@ def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
     s = np.column_stack([rng.random(n) < 0.05, rng.random(n) < 0.6]).astype(float)
     t = np.exp(rng.standard_normal((n, 2)))
     model = build(CETModel, hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu",
-                     occurrence_init="observed").fit(x, t, s)
+                  occurrence_init="observed", holdout=0.0).fit(x, t, s)  # every row trains
     np.testing.assert_allclose(model.predict_occurrence(x[:1])[0], s.mean(0), rtol=1e-4)
     masked = np.ones_like(s)
     masked[: n // 2, 0] = 0  # the share is taken over the cells that count
@@ -539,7 +539,7 @@ def test_bc_starts_at_the_observed_share_like_cet():
     t = np.exp(rng.standard_normal((n, 2)))
     fast = dict(hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu")
     bc = BCModel(**fast).fit(x, t, s)
-    cet = CETModel(**fast).fit(x, t, s)
+    cet = build(CETModel, holdout=0.0, **fast).fit(x, t, s)  # BC holds out nothing either
     np.testing.assert_allclose(bc.predict_occurrence(x[:1])[0], s.mean(0), rtol=1e-4)
     np.testing.assert_allclose(bc.predict_occurrence(x[:1]), cet.predict_occurrence(x[:1]), rtol=1e-4)
     uniform = build(BCModel, **fast, occurrence_init="uniform").fit(x, t, s)
@@ -631,10 +631,39 @@ def test_encoder_stage_reuses_the_frozen_decoder_on_validation_rows_with_the_sam
 def test_encoder_stage_needs_validation_data_and_an_early_stop(small_survival):
     (x, t, s), (xv, tv, sv) = _split_rows(small_survival)
     kw = dict(hidden_sizes=(16,), lr=0.05, batch_size=50, device="cpu")
-    assert CETModel(max_epochs=20, patience=3, **kw).fit(x, t, s).encoder_history_ is None  # no validation data
+    no_val = build(CETModel, holdout=0.0, max_epochs=20, patience=3, **kw).fit(x, t, s)
+    assert no_val.encoder_history_ is None and no_val.n_held_out_ == 0  # no validation data
+    # by default, given none, a fifth of the rows is held out: it serves as validation data
+    held = CETModel(max_epochs=20, patience=3, **kw).fit(x, t, s)
+    assert held.n_held_out_ == 40 and len(held.history_.val_loss) == len(held.history_.train_loss)
     with pytest.warns(Warning, match="still improving"):  # the budget ran out: no early stop
         budget_out = CETModel(max_epochs=2, patience=5, **kw).fit(x, t, s, xv, tv, sv)
     assert budget_out.encoder_history_ is None
+
+
+def test_without_validation_data_cet_stops_on_a_fifth_of_the_rows_held_out(small_survival):
+    """Given no validation data (a user's fit(X, y), a search's candidates), CET holds out a fifth
+    of the rows, drawn with its seed, and stops on them: the same network, float for float, as a
+    fit given those rows as validation data. Watching the training loss instead let real cohorts'
+    fits run on until the loss was no longer finite (docs/decisions.md). The event times and
+    horizons still describe every row given."""
+    from cet_model.train import MIN_HOLDOUT_ROWS, holdout_split
+
+    x, t, s, _ = small_survival
+    kw = dict(hidden_sizes=(16,), lr=0.01, batch_size=64, max_epochs=60, patience=5, device="cpu", seed=3)
+    model = CETModel(**kw).fit(x, t, s)
+    keep, held = holdout_split(len(x), 0.2, seed=3)
+    given = build(CETModel, holdout=0.0, **kw).fit(x[keep], t[keep], s[keep], x[held], t[held], s[held])
+    assert model.n_held_out_ == len(held) == 60 and given.n_held_out_ == 0
+    assert model.history_.val_loss == given.history_.val_loss
+    np.testing.assert_array_equal(model.predict_survival(x, [0.5, 2.0]), given.predict_survival(x, [0.5, 2.0]))
+    np.testing.assert_array_equal(model.rmst_horizon_, CETModel(**kw).fit(x, t, s, x, t, s).rmst_horizon_)
+    # too few rows to hold out a validation set worth stopping on: the training loss is watched
+    assert round(0.2 * 47) < MIN_HOLDOUT_ROWS
+    small = CETModel(**dict(kw, max_epochs=3)).fit(x[:47], t[:47], s[:47])
+    assert small.n_held_out_ == 0 and small.history_.val_loss == small.history_.train_loss
+    # ET and BC keep watching the training loss (their recipes were not part of the decision)
+    assert ETModel(**dict(kw, max_epochs=3)).fit(x, t, s).n_held_out_ == 0
 
 
 def test_a_further_stage_never_ends_on_worse_weights(small_survival):
@@ -750,12 +779,13 @@ def test_features_in_raw_units_are_standardised_inside_the_model(small_survival,
     keeps the scaling with the weights and applies it to every prediction. A column on a unit
     scale is used as given, and features all on a unit scale are left alone."""
     x, t, s, _ = small_survival
+    fitted = cls.with_recipe(holdout=0.0)  # the scaling of every row: none held out
     raw = np.column_stack([60 + 12 * x[:, 0], 300 + 150 * x[:, 1], x[:, 2]])
     by_hand = raw.copy()
     by_hand[:, :2] = (raw[:, :2] - raw[:, :2].mean(0)) / raw[:, :2].std(0)
     kw = dict(FAST, max_epochs=8)
-    model = cls(**kw).fit(raw, t, s)
-    hand = cls(**kw).fit(by_hand, t, s)  # unit-scale columns: used as given
+    model = fitted(**kw).fit(raw, t, s)
+    hand = fitted(**kw).fit(by_hand, t, s)  # unit-scale columns: used as given
     np.testing.assert_array_equal(model.feature_scaling_[0], [*raw[:, :2].mean(0), 0.0])
     np.testing.assert_array_equal(model.feature_scaling_[1], [*raw[:, :2].std(0), 1.0])
     np.testing.assert_array_equal(model.predict_occurrence(raw), hand.predict_occurrence(by_hand))
@@ -764,7 +794,7 @@ def test_features_in_raw_units_are_standardised_inside_the_model(small_survival,
     np.testing.assert_array_equal(again.predict_occurrence(raw), model.predict_occurrence(raw))
     if cls is not BCModel:
         np.testing.assert_array_equal(again.predict_time(raw), hand.predict_time(by_hand))
-    unit = cls(**kw).fit(x, t, s)
+    unit = fitted(**kw).fit(x, t, s)
     assert unit.feature_scaling_ is None and "feature_scaling" not in json.loads(
         unit.save(tmp_path / "u").joinpath("config.json").read_text())
 
@@ -841,7 +871,7 @@ def test_sigma_auto_is_one_per_event_below_1000_training_rows_and_per_row_from_t
     t = np.exp(0.5 * x[:, :1] + 0.5 * rng.standard_normal((n + 50, 1)))
     s = (rng.random((n + 50, 1)) < 0.7).astype(float)
     small = CETModel(**FAST).fit(x[:n - 1], t[:n - 1], s[:n - 1], x[n:], t[n:], s[n:])
-    large = CETModel(**FAST).fit(x[:n], t[:n], s[:n])
+    large = CETModel(**FAST).fit(x[:n], t[:n], s[:n], x[n:], t[n:], s[n:])
     assert small.recipe_.sigma == "auto" and ETModel(**FAST).fit(x[:9], t[:9], s[:9]).recipe_.sigma == "auto"
     assert small.sigma_ == "constant" and isinstance(small.net_.decoder.log_sigma, torch.nn.Parameter)
     assert large.sigma_ == "net" and small.net_.decoder.head.out_features == 1
