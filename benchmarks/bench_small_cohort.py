@@ -41,15 +41,19 @@ def fits(table) -> dict:
     t = np.column_stack([table[tc].to_numpy(float) for tc, _ in EVENTS.values()])
     s = np.column_stack([table[sc].to_numpy(float) for _, sc in EVENTS.values()])
     t0 = time.perf_counter()
-    CETModel().fit(x, t, s)
+    model = CETModel().fit(x, t, s)
     cet = time.perf_counter() - t0
+    stage = model.encoder_history_
     cox = {}
     for event, (tc, sc) in EVENTS.items():
         frame = table[features + [tc, sc]]
         t0 = time.perf_counter()
         CoxPHFitter().fit(frame, duration_col=tc, event_col=sc)
         cox[event] = time.perf_counter() - t0
-    return {"cet_fit_s": cet, "coxph_fit_s": cox, "cet_over_coxph_per_event": cet / max(cox.values())}
+    return {"cet_fit_s": cet, "cet_epochs": len(model.history_.train_loss),
+            "cet_encoder_stage_epochs": 0 if stage is None else len(stage.train_loss),
+            "cet_rows_held_out": model.n_held_out_, "coxph_fit_s": cox,
+            "cet_over_coxph_per_event": cet / max(cox.values())}
 
 
 def main() -> int:
