@@ -282,9 +282,9 @@ class _Base(SurvivalContract, BaseEstimator):
         ``feature_names_in_`` and checked at prediction), or a ``CommentInputs`` (aux features
         and comment embeddings read from disk by rows), read one batch at a time. ``mask`` (n x M, optional): 0 drops
         that cell from the likelihood. Early stopping monitors the validation loss when
-        validation data are given; without them CET holds out a fifth of the rows (at least
-        ``MIN_HOLDOUT_ROWS``; ``n_held_out_`` says how many) and watches those, else the training
-        loss is watched. The best weights are restored.
+        validation data are given; without them CET's default recipe holds out a fifth of the
+        rows (``Recipe.holdout``, at least ``MIN_HOLDOUT_ROWS``; ``n_held_out_`` says how many) and
+        watches those, else the training loss is watched. The best weights are restored.
         ``on_epoch(epoch, history)`` is called after every epoch (progress reporting,
         diagnostics). With ``max_epochs=None`` the budget is at least 100 epochs and at least
         5,000 optimizer steps (small data sets get more epochs); a budget that ends while the

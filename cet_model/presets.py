@@ -111,8 +111,8 @@ def comment_encoder_for(split: Split, width: int = COMMENT_WIDTH) -> dict | None
 def fit_preset(name: str, train: Split, val: Split | None, *, seed: int = 0, hidden_sizes=(100,),
                max_epochs: int | None = None, patience: int | None = None, params: dict | None = None,
                x_train: np.ndarray | None = None, x_val: np.ndarray | None = None, on_epoch=None, **model_params):
-    """Fit preset ``name`` on ``train`` with early stopping on ``val`` (None: on the training loss,
-    as a fit without validation data does); returns the fitted model.
+    """Fit preset ``name`` on ``train`` with early stopping on ``val`` (None: as the model stops
+    given no validation data, ``Recipe.holdout``); returns the fitted model.
 
     ``params`` overrides the preset's parameters (e.g. a search's choice), ``model_params``
     adds others (e.g. ``device``); fields of ``cet_model.recipe.Recipe`` among them change the
