@@ -209,8 +209,7 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
         >>> t, s = np.where(c, np.minimum(t_true, 10.0), 10.0), (c & (t_true <= 10.0)).astype(float)
         >>> x = np.zeros((n, 1))
         >>> from cet_model.models import CETModel
-        >>> every_row = CETModel.with_recipe(holdout=0.0)   # an intercept alone: no rows held out to stop on
-        >>> cet = every_row(hidden_sizes=(), max_epochs=200, lr=0.05, seed=0).fit(x, t[:, None], s[:, None])
+        >>> cet = CETModel(hidden_sizes=(), max_epochs=200, lr=0.05, seed=0).fit(x, t[:, None], s[:, None])
         >>> r = occurrence_beyond_follow_up(cet, x, {"e": followed_until(t)}, ["e"])["e"]
         >>> r["follow_up"], round(r["by_follow_up"], 2), round(float(s.mean()), 2)   # by 10, as the data say
         (10.0, 0.09, 0.09)

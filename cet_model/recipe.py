@@ -72,7 +72,8 @@ class Recipe:
             model's seed) is held out and early stopping watches it, as if it had been given
             as validation data (CET's ``marginal`` recipe: 0.2); 0, or fewer than
             ``train.MIN_HOLDOUT_ROWS`` rows to hold out, watches the training loss instead
-            (and so does ``optimizer="lbfgs"``, which does not stop early).
+            (and so do ``optimizer="lbfgs"``, which does not stop early, and a linear model,
+            ``hidden_sizes=()``, fitted to its optimum on every row).
         dtype: ``"float32"`` or ``"float64"``.
     """
 
