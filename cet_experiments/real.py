@@ -263,25 +263,19 @@ VARIANTS: dict[str, dict] = {
     "ET/patience-200-steps": {"patience_steps": 200},
     "BC/patience-200-steps": {"patience_steps": 200},
     # how a fit given no validation data stops (a user's fit(X, y), a search's candidates): on the
-    # training loss, or on a fifth of its training rows held out (the rest trains)
-    "CET/no-validation": {"validation": "none", "holdout": 0.0},
-    "CET/holdout-20": {"validation": 0.2},
+    # training loss, or on a fifth of its training rows held out (Recipe.holdout; the rest trains)
+    "CET/no-validation": {"validation": None, "holdout": 0.0},
+    "CET/holdout-20": {"validation": None, "holdout": 0.2},
 }
 
 
 def fit_row(row: str, train: Split, val: Split, seed: int, max_epochs: int | None):
-    """Fit row ``row`` (a preset or a variant) on ``train``, stopped early on ``val``, or as its
-    variant's ``validation`` says: ``"none"`` (no validation data) or a share of ``train`` held out
-    for early stopping (drawn with ``seed``)."""
+    """Fit row ``row`` (a preset or a variant) on ``train``, stopped early on ``val``, or given no
+    validation data where its variant says ``"validation": None``."""
     preset, params = preset_of(row)
     params = dict(params)
-    validation = params.pop("validation", "given")
-    if validation == "none":
-        val = None
-    elif validation != "given":
-        order = np.random.default_rng(seed).permutation(len(train))
-        held = max(1, round(validation * len(train)))
-        train, val = train.take(np.sort(order[held:])), train.take(np.sort(order[:held]))
+    if "validation" in params:
+        val = params.pop("validation")
     return fit_preset(preset, train, val, seed=seed, device="cpu", params=params, max_epochs=max_epochs)
 
 
