@@ -27,9 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas loads with the first cohort, not with the command line's list of names
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ def positive_times(table: pd.DataFrame, columns) -> pd.DataFrame:
     """Times of 0 (an event on the day of entry) become half the smallest positive time of their
     column, as a log-normal time must be > 0; missing times stay missing.
 
+    >>> import pandas as pd
     >>> positive_times(pd.DataFrame({"t": [0.0, 4.0, 2.0, None]}), ["t"])["t"].tolist()
     [1.0, 4.0, 2.0, nan]
     """
@@ -93,6 +97,7 @@ def _lymph_node() -> pd.DataFrame:
 
 
 def _aids() -> pd.DataFrame:
+    import pandas as pd
     from sksurv.datasets import load_aids
 
     x, aids = load_aids(endpoint="aids")
@@ -122,6 +127,8 @@ def _myeloid() -> pd.DataFrame:
 
 
 def _aidssi2() -> pd.DataFrame:
+    import pandas as pd
+
     df = _rdata("mstate", "aidssi2")
     out = pd.DataFrame({"age_at_infection": df["age.inf"], "ccr5": df["ccr5"]})
     for event, prefix in (("aids", "aids"), ("si_switch", "si"), ("death", "death")):

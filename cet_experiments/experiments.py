@@ -12,22 +12,21 @@ with :func:`cet_model.evaluation.evaluate` -- the same calls the production flow
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-from pathlib import Path
 
 import torch
 
-from cet_model.choices import REFERENCE_CHOICES
 from cet_model.dataset import load_dataset
-from cet_model.presets import PAPER_PRESETS, PRESET_OF_ESTIMATOR, PRESETS
+from cet_model.presets import PRESET_OF_ESTIMATOR, PRESETS
 from flows.lib.experiment.records import DATA_FILES, data_fingerprint, resolved_params  # noqa: F401  (re-exported)
 from flows.lib.experiment.report import write_figures, write_report  # noqa: F401  (re-exported)
 from flows.lib.experiment.runner import run
 from flows.lib.experiment.search import overrides_from, random_search
 from flows.lib.experiment.tables import table_markdown
 from flows.lib.standin import synthetic
+
+from .cli import experiments_parser
 
 log = logging.getLogger("cet_experiments")
 
@@ -48,58 +47,7 @@ def parse_model_runs(text: str, models) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="python -m cet_experiments", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    syn = sub.add_parser("synthetic", help="the paper's synthetic data (Table 3)")
-    syn.add_argument("--mode", choices=("reference", "independent"), default="reference",
-                     help="reference: the original generator (its artefact included); independent: the paper's text "
-                          "(default %(default)s)")
-    syn.add_argument("--data", type=Path, help="an existing synthetic dataset folder (default: generate one)")
-    syn.add_argument("--n", type=int, default=40_000, help="rows to generate, split "
-                                                           "60/20/20 (default: the paper's 40,000)")
-    ds_cmd = sub.add_parser("dataset", help="any dataset folder in the contract")
-    ds_cmd.add_argument("--data", type=Path, required=True, help="a dataset folder in the contract")
-    for p in (syn, ds_cmd):
-        p.add_argument("--runs", type=int, default=10, help="seeds per model (default 10)")
-        p.add_argument("--out", type=Path, required=True, help="folder for metrics.json and table.md")
-        p.add_argument("--models", default=",".join(PAPER_PRESETS),
-                       help=f"comma-separated, from {','.join(PRESETS)} (default: %(default)s)")
-        p.add_argument("--hidden", type=int, default=100, help="hidden width (paper: 100 synthetic, 750 others)")
-        p.add_argument("--max-epochs", type=int, default=None,
-                       help="epoch cap (default: automatic, >= 100 epochs and >= 5,000 steps)")
-        p.add_argument("--patience", type=int, default=None, help="early-stopping patience (default: automatic)")
-        p.add_argument("--first-seed", type=int, default=0, help="seed of the first run; run r uses first + r "
-                                                                  "(default %(default)s)")
-        p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-        p.add_argument("--search", type=int, default=0, metavar="BUDGET",
-                       help="random-search trials for CET-paper before the runs (0: the paper's settings)")
-        p.add_argument("--search-epochs", type=int, default=None, help="epoch cap per trial (default: --max-epochs)")
-        p.add_argument("--reference", choices=REFERENCE_CHOICES, default="auto",
-                       help="the row Cox (reference), a Cox fit per event on the same split: auto (on data "
-                            "without the true occurrence), cox (also with it) or none (default %(default)s)")
-        p.add_argument("--model-runs", default="", metavar="MODEL=N,...",
-                       help="fewer runs for costly rows, e.g. CET-exact=3,CET-marginal=3 (default: --runs each)")
-    sub.add_parser("real", add_help=False, help="the real-data benchmark: published multi-event cohorts, two protocols "
-                   "(python -m cet_experiments real --help)")
-    summ = sub.add_parser("summary", help="rewrite the generated results block of docs/results.md")
-    summ.add_argument("--results", type=Path, default=Path("docs/results"), help="report folders "
-                                                                                 "(default: %(default)s)")
-    summ.add_argument("--doc", type=Path, default=Path("docs/results.md"),
-                      help="the markdown file holding the block (default: %(default)s)")
-    mrg = sub.add_parser("merge", help="merge reports run on disjoint seeds into one (see cet_experiments.merge)")
-    mrg.add_argument("parts", type=Path, nargs="+", help="report folders, each with a metrics.json")
-    mrg.add_argument("--out", type=Path, required=True, help="folder for the merged metrics.json and table.md")
-    mrg.add_argument("--title", default=None, help="table title (default: the first part's)")
-    mrg.add_argument("--drop-first", default="", help="comma-separated models to leave out of the first part "
-                     "(rows the later parts rerun, e.g. after a default changed)")
-    gl = sub.add_parser("goal", help="the model issue's occurrence goal from a report (see cet_experiments.goal)")
-    gl.add_argument("report", type=Path, help="a report folder with a metrics.json")
-    gl.add_argument("--model", default="CET", help="the row judged (default %(default)s)")
-    gl.add_argument("--baselines", default="ET,BC", help="comma-separated; the better "
-                                                         "one per run (default %(default)s)")
-    gl.add_argument("--oracle", default="Oracle", help="the row with the true occurrence (default %(default)s)")
-    args = parser.parse_args(argv)
+    args = experiments_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.command == "goal":
         from .goal import goal_from_folder

@@ -33,7 +33,6 @@ processes into one ``DIR``), with the goals of the model issue judged per cohort
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -58,11 +57,11 @@ from cet_model.metrics import (
 from cet_model.presets import fit_preset
 from flows.lib.experiment.records import data_fingerprint, resolved_params
 
+from .cli import real_parser
+from .rows import CLASSICAL_ROWS, NATURAL_ROWS, PAPER_ROWS, VARIANTS, preset_of
+
 log = logging.getLogger("cet_experiments.real")
 
-PAPER_ROWS = ("CET", "CET-paper", "ET", "BC", "Oracle")  # protocol a
-NATURAL_ROWS = ("CET", "CET-paper", "ET")  # protocol b, the networks (every seed)
-CLASSICAL_ROWS = ("CoxPH", "LogNormalAFT", "RSF")  # protocol b, per event, fitted once
 RANKINGS = ("median", "rmst", "risk")  # what the C's of protocol b rank
 CENSOR_FACTOR = 2.0  # protocol a: U(0, factor x the training median of the true times)
 RIDGE = 0.01  # lifelines' penalizer for CoxPH and LogNormalAFT (one-hot columns without events stay finite)
@@ -249,26 +248,6 @@ def _step_survival(forest, x, at) -> np.ndarray:
 
 
 # --- the runs ------------------------------------------------------------------------------------
-# recipe variants of the default CET for the ablation: {row: CETModel parameters changed}
-VARIANTS: dict[str, dict] = {
-    "CET/unconditioned": {"condition_on_occurrence": False},
-    "CET/no-encoder-stage": {"encoder_stage": False},
-    "CET/uniform-init": {"occurrence_init": "uniform"},
-    "CET/sigma-net": {"sigma": "net"},
-    "CET/sigma-constant": {"sigma": "constant"},
-    "CET/input-dropout": {"input_dropout": 0.2},
-    # CET with the baselines' patience (10 epochs stretched on small data), and the baselines with CET's
-    # (at least 200 optimizer steps)
-    "CET/stretched-patience": {"patience_steps": None},
-    "ET/patience-200-steps": {"patience_steps": 200},
-    "BC/patience-200-steps": {"patience_steps": 200},
-    # how a fit given no validation data stops (a user's fit(X, y), a search's candidates): on the
-    # training loss, or on a fifth of its training rows held out (Recipe.holdout; the rest trains)
-    "CET/no-validation": {"validation": None, "holdout": 0.0},
-    "CET/holdout-20": {"validation": None, "holdout": 0.2},
-}
-
-
 def fit_row(row: str, train: Split, val: Split, seed: int, max_epochs: int | None):
     """Fit row ``row`` (a preset or a variant) on ``train``, stopped early on ``val``, or given no
     validation data where its variant says ``"validation": None``."""
@@ -277,14 +256,6 @@ def fit_row(row: str, train: Split, val: Split, seed: int, max_epochs: int | Non
     if "validation" in params:
         val = params.pop("validation")
     return fit_preset(preset, train, val, seed=seed, device="cpu", params=params, max_epochs=max_epochs)
-
-
-def preset_of(row: str) -> tuple[str, dict]:
-    """(the ``cet_model.presets`` preset, parameters changed) of a row name: a variant is named
-    ``<preset>/<change>``."""
-    if row in VARIANTS:
-        return row.split("/")[0], VARIANTS[row]
-    return row, {}
 
 
 def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_ROWS, classical=CLASSICAL_ROWS,
@@ -647,34 +618,9 @@ def write_tables(out: Path) -> str:
 
 
 def main(argv=None) -> int:
-    from .cohorts import ALL, COHORTS, cohort_names, write_cohort
+    from .cohorts import ALL, cohort_names, write_cohort
 
-    parser = argparse.ArgumentParser(prog="python -m cet_experiments real", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for <cohort>/metrics.json and table.md")
-    parser.add_argument("--cohorts", default="multi", help="comma-separated names or groups: multi (the "
-                        f"benchmark's: {', '.join(COHORTS)}), single (single-event data sets: "
-                        f"{', '.join(n for n in ALL if n not in COHORTS)}); default %(default)s")
-    parser.add_argument("--data", type=Path, action="append", default=[],
-                        help="a dataset folder of your own (flows.table) in place of the cohorts; repeatable")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds per network row (default %(default)s)")
-    parser.add_argument("--first-seed", type=int, default=0, help="seed of the first run (default %(default)s)")
-    parser.add_argument("--models", default=",".join(PAPER_ROWS),
-                        help="rows of protocol a; those with times also run protocol b (default %(default)s; "
-                             f"recipe variants: {', '.join(VARIANTS)})")
-    parser.add_argument("--protocols", default="a,b", help="a, b or both (default %(default)s)")
-    parser.add_argument("--no-classical", action="store_true", help="leave out CoxPH, LogNormalAFT and RSF")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default %(default)s: run "
-                        "cohorts side by side in processes instead)")
-    parser.add_argument("--max-epochs", type=int, default=None, help="the networks' epoch cap (default: their "
-                        "automatic budget)")
-    parser.add_argument("--scored", choices=("test", "val"), default="test",
-                        help="the split every figure is computed on (default %(default)s; val: to decide a default)")
-    parser.add_argument("--tables-only", action="store_true", help="only rewrite table.md from the cohort folders")
-    parser.add_argument("--combine", type=Path, nargs="+", metavar="DIR",
-                        help="write into --out the cohort records of these folders, each row from the last folder "
-                             "that has it (same data and seeds), instead of running anything")
-    parser.add_argument("--rows", default="", help="with --combine: only these rows (comma-separated)")
-    args = parser.parse_args(argv)
+    args = real_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.tables_only:
         print(write_tables(args.out))

@@ -9,3 +9,7 @@ CI_RMST = "ci_rmst"  # Harrell's C of the restricted mean event-free time (later
 CI_TIMING = "ci_timing"  # Harrell's C of the predicted time given occurrence, on the rows with the event observed
 IMPORTANCE_SCORES = ("auc", CI_RMST, CI_TIMING)
 IMPORTANCE_REPEATS = 5  # shuffles per input of permutation importance
+# the names of cet_model.presets.PRESETS (the rows of every table), in order, and the paper's comparison
+PRESET_NAMES = ("CET", "CET-paper", "CET-bound", "CET-unconditioned", "CET-marginal", "CET-uniform-init", "ET", "BC",
+                "Oracle", "CET-Gumbel", "CET-exact", "CET-ARM")
+PAPER_PRESETS = ("CET", "CET-paper", "ET", "BC", "Oracle")

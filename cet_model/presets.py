@@ -58,7 +58,6 @@ PRESET_OF_ESTIMATOR = {"gumbel": "CET-Gumbel", "arm": "CET-ARM", "exact": "CET-e
 # CET-paper trails CET on every real cohort at several times its fit time (docs/decisions.md), so it
 # joins the paper's comparison (experiment reports, cet_experiments) and any run that names it.
 DEFAULT_PRESETS = ("CET", "ET", "BC", "Oracle")
-PAPER_PRESETS = ("CET", "CET-paper", "ET", "BC", "Oracle")
 RECIPE_FIELDS = frozenset(f.name for f in dataclasses.fields(Recipe))
 COMMENT_WIDTH = 100  # per-comment layer width when the dataset has sequences (Reddit)
 

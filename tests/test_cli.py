@@ -149,6 +149,31 @@ def test_help_answers_before_prefect_and_torch_load(command, monkeypatch):
     assert out.stdout == ap.format_help()
 
 
+@pytest.mark.parametrize("sub", [[], ["real"], ["synthetic"], ["merge"]])
+def test_the_harness_help_answers_before_torch_and_pandas_load(sub, monkeypatch):
+    """``python -m cet_experiments [real] --help`` parses from names alone (cet_experiments.cli)."""
+    from cet_experiments import cli
+
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "cet_experiments", *sub, "--help"],
+                         capture_output=True, text=True, cwd=REPO, env={**os.environ, "COLUMNS": "100"}, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    monkeypatch.setenv("COLUMNS", "100")
+    ap = cli.real_parser() if sub == ["real"] else cli.experiments_parser()
+    if sub and sub != ["real"]:
+        ap = ap._subparsers._group_actions[0].choices[sub[0]]
+    assert out.stdout == ap.format_help()
+    assert "CET/holdout-20" in cli.real_parser().format_help() and "lymph_node" in cli.real_parser().format_help()
+
+
+def test_the_names_a_command_line_offers_are_the_presets():
+    from cet_model.choices import PAPER_PRESETS, PRESET_NAMES
+    from cet_model.presets import PRESETS
+
+    assert tuple(PRESETS) == PRESET_NAMES and set(PAPER_PRESETS) <= set(PRESETS)
+
+
 def test_a_usage_error_answers_before_prefect_and_torch_load():
     argv = ["--table", "t.csv", "--name", "c", "--event", "d=days,died", "--time-unit", "days", "--no-such-option"]
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.table", *argv],

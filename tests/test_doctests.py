@@ -1,10 +1,9 @@
 """Every runnable example in a docstring (model library, experiment harness, flows' plain
-functions, the benchmark scripts' helpers) runs and prints what it says; every public class and function of the model
+functions) runs and prints what it says; every public class and function of the model
 library has a docstring."""
 
 import doctest
 import importlib
-import importlib.util
 import inspect
 from pathlib import Path
 
@@ -46,20 +45,6 @@ def test_the_model_library_has_examples():
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
-
-
-BENCHMARK_EXAMPLES = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if ">>>" in p.read_text())
-
-
-@pytest.mark.parametrize("name", BENCHMARK_EXAMPLES)
-def test_benchmark_docstring_examples(name):
-    """The benchmarks are scripts, not a package: each is loaded from its file (its own
-    ``sys.path`` set-up runs, as when it is run); importing one runs no measurement."""
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name[:-3]}", ROOT / "benchmarks" / name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
 
 

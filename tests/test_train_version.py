@@ -583,7 +583,7 @@ def test_a_stand_in_records_the_true_occurrence_beside_p_ever(tmp_path):
 def test_the_default_presets_follow_the_truth_and_leave_cet_paper_to_whoever_names_it(tmp_path):
     """With the true occurrence: CET, ET, BC and the Oracle; without it: CET, ET, BC. CET-paper (the
     paper's objective) trains when a run names it, and the paper-format comparison keeps it."""
-    from cet_model.presets import PAPER_PRESETS
+    from cet_model.choices import PAPER_PRESETS
     from flows.lib.modeling.train_eval import default_presets
 
     synth = synthetic.write(tmp_path / "syn", n=400, split_sizes=(240, 80, 80))

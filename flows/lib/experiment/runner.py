@@ -8,10 +8,11 @@ import time
 
 import numpy as np
 
+from cet_model.choices import PAPER_PRESETS
 from cet_model.dataset import Dataset
 from cet_model.evaluation import evaluate, machine, model_inputs
 from cet_model.metrics import calibration_curve, expected_calibration_error
-from cet_model.presets import PAPER_PRESETS, PRESETS, check_presets, fit_preset, presets_for_truth
+from cet_model.presets import PRESETS, check_presets, fit_preset, presets_for_truth
 from cet_model.reference import COX_PENALIZER, REFERENCE, cox_reference, wants_reference
 
 from . import figures

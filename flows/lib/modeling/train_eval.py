@@ -18,7 +18,7 @@ import numpy as np
 from cet_model import threads as cet_threads
 from cet_model.atomic import writing
 from cet_model.bootstrap import bootstrap_intervals, difference_text, resamples_text
-from cet_model.choices import REFERENCE_CHOICES
+from cet_model.choices import PAPER_PRESETS, REFERENCE_CHOICES
 from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
     CI_RMST,
@@ -37,7 +37,6 @@ from cet_model.models import CETModel, resolve_device
 from cet_model.nonparametric import kaplan_meier_risk
 from cet_model.presets import (
     DEFAULT_PRESETS,
-    PAPER_PRESETS,
     check_presets,
     comment_encoder_for,
     fit_preset,

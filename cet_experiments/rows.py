@@ -1,0 +1,41 @@
+"""The rows of the real-data benchmark: presets, recipe variants of the default CET, and the
+classical fits. Names only (no imports), so that the command line can list them at once."""
+
+from __future__ import annotations
+
+PAPER_ROWS = ("CET", "CET-paper", "ET", "BC", "Oracle")  # protocol a
+NATURAL_ROWS = ("CET", "CET-paper", "ET")  # protocol b, the networks (every seed)
+CLASSICAL_ROWS = ("CoxPH", "LogNormalAFT", "RSF")  # protocol b, per event, fitted once
+
+# recipe variants of the default CET for the ablation: {row: CETModel parameters changed}
+VARIANTS: dict[str, dict] = {
+    "CET/unconditioned": {"condition_on_occurrence": False},
+    "CET/no-encoder-stage": {"encoder_stage": False},
+    "CET/uniform-init": {"occurrence_init": "uniform"},
+    "CET/sigma-net": {"sigma": "net"},
+    "CET/sigma-constant": {"sigma": "constant"},
+    "CET/input-dropout": {"input_dropout": 0.2},
+    # CET with the baselines' patience (10 epochs stretched on small data), and the baselines with CET's
+    # (at least 200 optimizer steps)
+    "CET/stretched-patience": {"patience_steps": None},
+    "ET/patience-200-steps": {"patience_steps": 200},
+    "BC/patience-200-steps": {"patience_steps": 200},
+    # how a fit given no validation data stops (a user's fit(X, y), a search's candidates): on the
+    # training loss, or on a fifth of its training rows held out (Recipe.holdout; the rest trains)
+    "CET/no-validation": {"validation": None, "holdout": 0.0},
+    "CET/holdout-20": {"validation": None, "holdout": 0.2},
+}
+
+
+def preset_of(row: str) -> tuple[str, dict]:
+    """(the ``cet_model.presets`` preset, parameters changed) of a row name: a variant is named
+    ``<preset>/<change>``.
+
+    >>> preset_of("CET/holdout-20")
+    ('CET', {'validation': None, 'holdout': 0.2})
+    >>> preset_of("ET")
+    ('ET', {})
+    """
+    if row in VARIANTS:
+        return row.split("/")[0], VARIANTS[row]
+    return row, {}
