@@ -283,7 +283,12 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
         for row in paper_rows:
             preset = preset_of(row)[0]
             t0 = time.perf_counter()
-            model = fit_row(row, ds_a.train, ds_a.val, seed, max_epochs)
+            try:
+                model = fit_row(row, ds_a.train, ds_a.val, seed, max_epochs)
+            except FloatingPointError as err:  # recorded, so one command shows which rule fails where
+                _diverged(result["a"], row, seed, time.perf_counter() - t0)
+                say(f"a seed {seed} {row:<24} diverged: {err}")
+                continue
             secs = time.perf_counter() - t0
             scores = evaluate(preset, model, ds_a.splits[scored], events, train=ds_a.train, warn_no_truth=False)
             if hasattr(model, "predict_survival"):
@@ -297,7 +302,12 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
             )
         for row in natural_rows:
             t0 = time.perf_counter()
-            model = fit_row(row, ds.train, ds.val, seed, max_epochs)
+            try:
+                model = fit_row(row, ds.train, ds.val, seed, max_epochs)
+            except FloatingPointError as err:
+                _diverged(result["b"], row, seed, time.perf_counter() - t0)
+                say(f"b seed {seed} {row:<24} diverged: {err}")
+                continue
             secs = time.perf_counter() - t0
             sp = ds.splits[scored]
             curves = network_curves(model, sp)
@@ -346,6 +356,14 @@ def _append(table: dict, row: str, scores: dict, secs: float, loglik: float | No
     for e, metrics in scores.items():
         for k, v in metrics.items():
             entry["tasks"].setdefault(e, {}).setdefault(k, []).append(float(v))
+
+
+def _diverged(table: dict, row: str, seed: int, secs: float) -> None:
+    """A fit whose training loss became non-finite: its seed is listed, and the row has no figure
+    on this cohort (a mean over the seeds that finished would hide the failure)."""
+    entry = table.setdefault(row, {"tasks": {}, "seconds": []})
+    entry["seconds"].append(secs)
+    entry.setdefault("diverged", []).append(seed)
 
 
 def merge_records(old: dict, new: dict) -> dict:
@@ -420,7 +438,7 @@ def _mean(values) -> float:
 def event_mean(record: dict, protocol: str, row: str, metric: str, event: str | None = None) -> float:
     """A row's metric, the mean over seeds (and over events when ``event`` is None)."""
     entry = record[protocol].get(row)
-    if entry is None:
+    if entry is None or entry.get("diverged"):
         return math.nan
     tasks = entry["tasks"] if event is None else {event: entry["tasks"][event]}
     return _mean([_mean(v[metric]) for v in tasks.values() if metric in v])
@@ -543,6 +561,11 @@ def tables_markdown(records: list[dict]) -> str:
     for rec in records:
         lines.append(f"| {rec['cohort']} | " + " | ".join(_f(_mean(rec["a"][r]["seconds"]), 1) if r in rec["a"] else ""
                                                           for r in fit_rows) + " |")
+    diverged = [f"{r} on {rec['cohort']} (protocol {p}, seeds {', '.join(map(str, entry['diverged']))})"
+                for rec in records for p in ("a", "b") for r, entry in rec[p].items() if entry.get("diverged")]
+    if diverged:
+        lines += ["", "Diverged (the training loss became non-finite; the row has no figure there): "
+                  + "; ".join(diverged) + "."]
     lines.append(ablation_markdown(records))
     lines += ["", machines_line(records)]
     return "\n".join(lines) + "\n"
@@ -597,9 +620,9 @@ def ablation_markdown(records: list[dict], reference: str = "CET") -> str:
             better = sum(sign * d > 0 for d in deltas)
             cells.append(f"{_signed(float(np.mean(deltas)))} ({better}/{len(deltas)})" if deltas else "—")
         ll = [_mean(rec["b"][v]["loglik"]) - _mean(rec["b"][reference]["loglik"]) for rec in records
-              if v in rec["b"] and reference in rec["b"]]
+              if v in rec["b"] and reference in rec["b"] and not rec["b"][v].get("diverged")]
         ratio = [_mean(rec["a"][v]["seconds"]) / _mean(rec["a"][reference]["seconds"]) for rec in records
-                 if v in rec["a"] and reference in rec["a"]]
+                 if v in rec["a"] and reference in rec["a"] and not rec["a"][v].get("diverged")]
         lines.append(f"| {v} | " + " | ".join(cells) + f" | {_signed(float(np.mean(ll))) if ll else '—'} | "
                      f"{f'{np.mean(ratio):.2f}x' if ratio else '—'} |")
     return "\n".join(lines) + "\n"

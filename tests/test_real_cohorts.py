@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import norm
 
 from cet_experiments import cohorts, real
+from cet_experiments.rows import VARIANTS
 from cet_model import CETModel, ETModel
 from cet_model.dataset import Dataset, Split, load_dataset
 from cet_model.metrics import concordance_index, occurrence_auc
@@ -197,8 +198,7 @@ def test_score_samples_is_the_per_row_score_and_the_marginal_likelihood_of_any_o
 
 
 @pytest.mark.slow
-def test_the_command_on_a_table_of_ones_own(tmp_path):
-    """``--data``: the two protocols on a user's dataset folder, every row and metric filled."""
+def _own_table(tmp_path):
     rng = np.random.default_rng(0)
     n = 240
     age = rng.normal(60, 10, n)
@@ -208,8 +208,13 @@ def test_the_command_on_a_table_of_ones_own(tmp_path):
     seen = c & (t < follow)
     table = pl.DataFrame({"age": age, "t_a": np.where(seen[:, 0], t[:, 0], follow[:, 0]), "s_a": seen[:, 0].astype(int),
                           "t_b": np.where(seen[:, 1], t[:, 1], follow[:, 1]), "s_b": seen[:, 1].astype(int)})
-    folder = write_follow_up_dataset(tmp_path / "mine", table, ["age"], {"a": ("t_a", "s_a"), "b": ("t_b", "s_b")},
-                                     name="mine", time_unit="days", split_method="stratified")
+    return write_follow_up_dataset(tmp_path / "mine", table, ["age"], {"a": ("t_a", "s_a"), "b": ("t_b", "s_b")},
+                                   name="mine", time_unit="days", split_method="stratified")
+
+
+def test_the_command_on_a_table_of_ones_own(tmp_path):
+    """``--data``: the two protocols on a user's dataset folder, every row and metric filled."""
+    folder = _own_table(tmp_path)
     out = tmp_path / "bench"
     assert real.main(["--out", str(out), "--data", str(folder), "--seeds", "1", "--models", "CET,ET,BC,Oracle",
                       "--max-epochs", "5"]) == 0
@@ -222,3 +227,19 @@ def test_the_command_on_a_table_of_ones_own(tmp_path):
     assert not math.isnan(record["b"]["LogNormalAFT"]["loglik"][0]) and math.isnan(record["b"]["CoxPH"]["loglik"][0])
     text = (out / "table.md").read_text()
     assert "| mine | a |" in text and "## Protocol b" in text
+
+
+def test_a_row_that_diverges_is_recorded_and_the_others_run_on(tmp_path, monkeypatch):
+    """A fit whose training loss becomes non-finite does not end the command: its seeds are listed,
+    the row has no figure on that cohort, and every other row is scored."""
+    monkeypatch.setitem(VARIANTS, "CET/lr-1e6", {"lr": 1e6})
+    out = tmp_path / "bench"
+    assert real.main(["--out", str(out), "--data", str(_own_table(tmp_path)), "--seeds", "1", "--models",
+                      "CET/lr-1e6,ET", "--no-classical", "--max-epochs", "3"]) == 0
+    record = json.loads((out / "mine" / "metrics.json").read_text())
+    for protocol in ("a", "b"):
+        assert record[protocol]["CET/lr-1e6"]["diverged"] == [0] and not record[protocol]["CET/lr-1e6"]["tasks"]
+        assert math.isnan(real.event_mean(record, protocol, "CET/lr-1e6", "auc" if protocol == "a" else "ibs"))
+        assert not math.isnan(real.event_mean(record, protocol, "ET", "auc" if protocol == "a" else "ibs"))
+    assert ("Diverged (the training loss became non-finite; the row has no figure there): CET/lr-1e6 on mine "
+            "(protocol a, seeds 0); CET/lr-1e6 on mine (protocol b, seeds 0).") in (out / "table.md").read_text()
