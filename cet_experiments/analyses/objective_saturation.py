@@ -22,14 +22,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
-
-from cet_model.atomic import write_text
-from cet_model.dataset import load_dataset
-from cet_model.evaluation import machine, model_inputs
-from cet_model.metrics import expected_calibration_error, occurrence_auc
-from cet_model.presets import fit_preset
-
 ROOT = Path(__file__).resolve().parents[2]
 
 MODELS = {
@@ -49,6 +41,14 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=100)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    import numpy as np  # the libraries load once the options parse: --help answers at once
+
+    from cet_model.atomic import write_text
+    from cet_model.dataset import load_dataset
+    from cet_model.evaluation import machine, model_inputs
+    from cet_model.metrics import expected_calibration_error, occurrence_auc
+    from cet_model.presets import fit_preset
+
     ds = load_dataset(args.data)
     tr, va, te = ds.train, ds.val, ds.test
     x_tr, x_va, x_te = model_inputs(tr), model_inputs(va), model_inputs(te)

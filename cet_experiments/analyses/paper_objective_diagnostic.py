@@ -6,7 +6,8 @@ Fits CET with the exact estimator (no sampling noise, so only the objective diff
 eq. 8 as printed (``bound``) at log eps = -2 and at eps = 0.7, under the original code's
 objective (``paper``: penalty -log eps - log p, eps = 0.7) and under the exact marginal
 likelihood, recording the validation objective and validation AUC after each epoch, at the
-paper's lr 3e-4. No early stopping; the test split is not touched.
+paper's lr 3e-4. No early stopping; the test split is not touched. Writes
+docs/results/analyses/paper_objective.json (``--out`` another file).
 
 An earlier version of this script labelled ``bound`` at eps = 0.7 "original code": that left
 out the -log p term, which is what keeps p(c|x) away from 0 and 1 in the original.
@@ -20,11 +21,9 @@ import math
 import tempfile
 from pathlib import Path
 
-from cet_model import CETModel
-from cet_model.dataset import load_dataset
-from cet_model.evaluation import machine
-from cet_model.metrics import occurrence_auc
-from flows.lib.standin import synthetic
+from flows.lib.choices import SYNTHETIC_MODES
+
+ROOT = Path(__file__).resolve().parents[2]
 
 VARIANTS = {
     "bound (eq. 8), log eps = -2": dict(objective="bound", log_epsilon=-2.0),
@@ -36,10 +35,17 @@ VARIANTS = {
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mode", default="reference", choices=synthetic.MODES)
+    ap.add_argument("--mode", default="reference", choices=SYNTHETIC_MODES)
     ap.add_argument("--epochs", type=int, default=300)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "paper_objective.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "analyses" / "paper_objective.json")
     args = ap.parse_args(argv)
+    from cet_model import CETModel  # the libraries load once the options parse: --help answers at once
+    from cet_model.atomic import write_text
+    from cet_model.dataset import load_dataset
+    from cet_model.evaluation import machine
+    from cet_model.metrics import occurrence_auc
+    from flows.lib.standin import synthetic
+
     with tempfile.TemporaryDirectory() as tmp:
         ds = load_dataset(synthetic.write(Path(tmp) / "d", args.mode))
     tr, va = ds.train, ds.val
@@ -59,8 +65,7 @@ def main(argv=None):
         res["curves"][name] = curve
         picks = [c for c in curve if c["epoch"] in (10, 25, 50, 100, 200, 300, 400)]
         print(name, " ".join(f"ep{c['epoch']}: AUC {c['val_auc']:.3f}" for c in picks), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2))
+    write_text(args.out, json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":
