@@ -18,7 +18,7 @@ from sklearn.exceptions import NotFittedError
 from . import persistence
 from . import rows as streaming
 from .comments import CommentInputs, check_spec
-from .contract import SurvivalContract, is_structured, split_targets, target_summary
+from .contract import SurvivalContract, is_structured, refuse_unscorable_search, split_targets, target_summary
 from .params import ModelParams, keyword_init
 from .recipe import BASELINE_CHANGES, recipe_for
 from .rows import DeviceRows, Rows
@@ -293,6 +293,7 @@ class _Base(SurvivalContract, BaseEstimator):
         """
         names = column_names(X)
         self._check_params()
+        refuse_unscorable_search(T, S)
         T, S, event_names = split_targets(T, S)
         if S_val is None and is_structured(T_val):
             T_val, S_val, _ = split_targets(T_val, S_val, ("T_val", "S_val"))

@@ -29,6 +29,8 @@ bool field (``survival_targets`` builds it; ``Surv.from_arrays`` builds a one-ev
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from scipy.special import log_ndtr
 
@@ -87,6 +89,27 @@ def split_targets(T, S, names=("T", "S")):
     T_arr = np.stack([np.asarray(T[t], dtype=np.float64) for _, t in pairs], axis=1)
     S_arr = np.stack([np.asarray(T[e], dtype=np.float64) for e, _ in pairs], axis=1)
     return T_arr, S_arr, [e for e, _ in pairs]
+
+
+def refuse_unscorable_search(T, S) -> None:
+    """Refuse ``fit(X, T, S=S)`` inside scikit-learn's cross-validation (``GridSearchCV``,
+    ``cross_val_score``, ``cross_validate``): scikit-learn passes ``S`` to ``fit`` only, so every
+    candidate's ``score(X, T)`` would fail and the search would rank NaNs. A structured ``y``
+    carries the indicators to ``score``; with metadata routing enabled ``S`` can be routed too."""
+    if S is None or is_structured(T):
+        return
+    import sklearn
+
+    if sklearn.get_config().get("enable_metadata_routing"):
+        return  # scikit-learn routes S where it is requested, and refuses it where it is not
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_fit_and_score" and frame.f_globals.get("__name__", "").startswith("sklearn."):
+            raise ValueError("T and S given apart inside a scikit-learn search or cross-validation: scikit-learn "
+                             "would pass S to fit only, and score(X, T) cannot rank without the event indicators. "
+                             "Pass y as one structured array: sksurv.util.Surv.from_arrays(event, time) for one "
+                             "event, cet_model.survival_targets(event, time, names) for several")
+        frame = frame.f_back
 
 
 def target_summary(t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> tuple[list[np.ndarray], np.ndarray]:

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+import sklearn
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
@@ -84,6 +85,34 @@ def test_grid_search_and_cross_validation_score_every_candidate(one_event):
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     assert search.best_params_["hidden_sizes"] == [(), (8,)][int(np.argmax(search.cv_results_["mean_test_score"]))]
     assert np.isfinite(scores).all() and scores.mean() > 0.6
+
+
+def test_a_search_given_t_and_s_apart_raises_instead_of_ranking_nans(one_event):
+    """scikit-learn passes a fit parameter S to fit only: the search refuses at once, naming the
+    structured y, where it used to score every candidate NaN. Outside a search the arrays fit."""
+    x, t, s, y, _ = one_event
+    search = GridSearchCV(CETModel(**FAST), {"hidden_sizes": [(), (8,)]}, cv=KFold(3))
+    with pytest.raises(ValueError, match="All the 6 fits failed") as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search.fit(x, t, S=s)
+    assert "Surv.from_arrays" in str(err.value)
+    with pytest.raises(ValueError, match="structured array"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cross_val_score(ETModel(**FAST), x, t, cv=KFold(3), params={"S": s}, error_score="raise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        direct = CETModel(**FAST).fit(x, t, S=s)
+    np.testing.assert_array_equal(direct.predict(x), CETModel(**FAST).fit(x, y).predict(x))
+
+
+def test_with_metadata_routing_s_reaches_score(one_event):
+    x, t, s, y, _ = one_event
+    with sklearn.config_context(enable_metadata_routing=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CETModel(**FAST).set_fit_request(S=True).set_score_request(S=True)
+        routed = cross_val_score(model, x, t, cv=KFold(3), params={"S": s}, error_score="raise")
+    assert np.isfinite(routed).all()
+    np.testing.assert_allclose(routed, cross_val_score(CETModel(**FAST), x, y, cv=KFold(3)), rtol=1e-12)
 
 
 def test_a_pipeline_with_a_scaler_fits_predicts_and_scores(one_event):
