@@ -99,5 +99,8 @@ def real_parser() -> argparse.ArgumentParser:
     parser.add_argument("--combine", type=Path, nargs="+", metavar="DIR",
                         help="write into --out the cohort records of these folders, each row from the last folder "
                              "that has it (same data and seeds), instead of running anything")
+    parser.add_argument("--against", default="CET", help="comma-separated rows the recipe variants are compared "
+                        "with, each variant with the row of its own preset (default %(default)s; e.g. "
+                        "ET/no-validation,BC/no-validation)")
     parser.add_argument("--rows", default="", help="with --combine: only these rows (comma-separated)")
     return parser

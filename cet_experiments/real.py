@@ -494,8 +494,9 @@ def _signed(v: float) -> str:
     return "—" if math.isnan(v) else f"{round(v, 3) + 0.0:+.3f}"
 
 
-def tables_markdown(records: list[dict]) -> str:
-    """The benchmark's tables from cohort records, protocol a first, with the goals judged."""
+def tables_markdown(records: list[dict], against=("CET",)) -> str:
+    """The benchmark's tables from cohort records, protocol a first, with the goals judged; recipe
+    variants against the rows of ``against`` (``ablation_markdown``)."""
     records = sorted(records, key=lambda r: r["split_sizes"].get("train", 0))
     a_rows = [r for r in PAPER_ROWS if any(r in rec["a"] for rec in records)]
     extra_a = sorted({r for rec in records for r in rec["a"]} - set(a_rows))
@@ -566,7 +567,7 @@ def tables_markdown(records: list[dict]) -> str:
     if diverged:
         lines += ["", "Diverged (the training loss became non-finite; the row has no figure there): "
                   + "; ".join(diverged) + "."]
-    lines.append(ablation_markdown(records))
+    lines.append(ablation_markdown(records, against))
     lines += ["", machines_line(records)]
     return "\n".join(lines) + "\n"
 
@@ -598,20 +599,24 @@ ABLATION_METRICS = (("a", "auc", "AUC", 1), ("a", "ece", "ECE", -1), ("b", "harr
                     ("b", "uno_risk", "Uno risk", 1), ("b", "ibs", "IBS", -1), ("b", "calibration", "calibration", -1))
 
 
-def ablation_markdown(records: list[dict], reference: str = "CET") -> str:
-    """Each recipe variant against ``reference`` on the cohorts that have both: per metric the
-    mean over cohorts of (variant - reference) (each cohort's figure a mean over its events and
-    seeds), the cohorts where the variant is better, and the fit time's ratio. Empty without variants."""
-    variants = sorted({r for rec in records for p in ("a", "b") for r in rec[p] if r in VARIANTS})
-    if not variants:
+def ablation_markdown(records: list[dict], against=("CET",)) -> str:
+    """Each recipe variant against the row of ``against`` with the same preset (``CET`` for the
+    ``CET/...`` variants; ``ET/no-validation`` for ``ET/holdout-20``), on the cohorts that have
+    both: per metric the mean over cohorts of (variant - reference) (each cohort's figure a mean
+    over its events and seeds), the cohorts where the variant is better, and the fit time's ratio.
+    Empty without such pairs."""
+    present = {r for rec in records for p in ("a", "b") for r in rec[p]}
+    pairs = [(v, ref) for ref in against for v in sorted(present & set(VARIANTS))
+             if v != ref and preset_of(v)[0] == preset_of(ref)[0]]
+    if not pairs:
         return ""
     heads = [label for _, _, label, _ in ABLATION_METRICS]
-    lines = ["", f"## Recipe variants against {reference}", "",
-             "Per metric: the mean over cohorts of variant minus default (each cohort: the mean over events and "
+    lines = ["", f"## Recipe variants against {', '.join(against)}", "",
+             "Per metric: the mean over cohorts of variant minus reference (each cohort: the mean over events and "
              "seeds), and in brackets the cohorts where the variant is better / where both ran. Time: the mean "
              "ratio of fit seconds (protocol a).", "",
-             "| variant | " + " | ".join(heads) + " | log-lik | time |", "|---" * (3 + len(heads)) + "|"]
-    for v in variants:
+             "| variant | against | " + " | ".join(heads) + " | log-lik | time |", "|---" * (4 + len(heads)) + "|"]
+    for v, reference in pairs:
         cells = []
         for protocol, metric, _, sign in ABLATION_METRICS:
             deltas = [event_mean(rec, protocol, v, metric) - event_mean(rec, protocol, reference, metric)
@@ -620,10 +625,13 @@ def ablation_markdown(records: list[dict], reference: str = "CET") -> str:
             better = sum(sign * d > 0 for d in deltas)
             cells.append(f"{_signed(float(np.mean(deltas)))} ({better}/{len(deltas)})" if deltas else "—")
         ll = [_mean(rec["b"][v]["loglik"]) - _mean(rec["b"][reference]["loglik"]) for rec in records
-              if v in rec["b"] and reference in rec["b"] and not rec["b"][v].get("diverged")]
+              if v in rec["b"] and reference in rec["b"]
+              and not (rec["b"][v].get("diverged") or rec["b"][reference].get("diverged"))]
         ratio = [_mean(rec["a"][v]["seconds"]) / _mean(rec["a"][reference]["seconds"]) for rec in records
-                 if v in rec["a"] and reference in rec["a"] and not rec["a"][v].get("diverged")]
-        lines.append(f"| {v} | " + " | ".join(cells) + f" | {_signed(float(np.mean(ll))) if ll else '—'} | "
+                 if v in rec["a"] and reference in rec["a"]
+                 and not (rec["a"][v].get("diverged") or rec["a"][reference].get("diverged"))]
+        ll_text = _signed(float(np.mean(ll))) if ll else "—"
+        lines.append(f"| {v} | {reference} | " + " | ".join(cells) + f" | {ll_text} | "
                      f"{f'{np.mean(ratio):.2f}x' if ratio else '—'} |")
     return "\n".join(lines) + "\n"
 
@@ -632,10 +640,10 @@ def _machine_text(m: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, str | int | float))
 
 
-def write_tables(out: Path) -> str:
+def write_tables(out: Path, against=("CET",)) -> str:
     """``out/table.md`` from every ``out/*/metrics.json``; returns the text."""
     records = [json.loads(p.read_text()) for p in sorted(Path(out).glob("*/metrics.json"))]
-    text = "# Real-data benchmark\n\n" + tables_markdown(records)
+    text = "# Real-data benchmark\n\n" + tables_markdown(records, against)
     write_text(Path(out) / "table.md", text)
     return text
 
@@ -644,15 +652,16 @@ def main(argv=None) -> int:
     from .cohorts import ALL, cohort_names, write_cohort
 
     args = real_parser().parse_args(argv)
+    against = tuple(r.strip() for r in args.against.split(",") if r.strip())
     logging.basicConfig(level=logging.WARNING)
     if args.tables_only:
-        print(write_tables(args.out))
+        print(write_tables(args.out, against))
         return 0
     if args.combine:
         keep = {r.strip() for r in args.rows.split(",") if r.strip()}
         for name, record in combine_records(args.combine, keep).items():
             write_text(args.out / name / "metrics.json", json.dumps(record, indent=1))
-        print(write_tables(args.out))
+        print(write_tables(args.out, against))
         return 0
     import torch
 
@@ -690,5 +699,5 @@ def main(argv=None) -> int:
         if path.is_file():
             record = merge_records(json.loads(path.read_text()), record)
         write_text(path, json.dumps(record, indent=1))
-    print(write_tables(args.out))
+    print(write_tables(args.out, against))
     return 0

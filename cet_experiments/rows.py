@@ -24,6 +24,10 @@ VARIANTS: dict[str, dict] = {
     # training loss, or on a fifth of its training rows held out (Recipe.holdout; the rest trains)
     "CET/no-validation": {"validation": None, "holdout": 0.0},
     "CET/holdout-20": {"validation": None, "holdout": 0.2},
+    "ET/no-validation": {"validation": None},
+    "ET/holdout-20": {"validation": None, "holdout": 0.2},
+    "BC/no-validation": {"validation": None},
+    "BC/holdout-20": {"validation": None, "holdout": 0.2},
 }
 
 

@@ -282,7 +282,7 @@ class _Base(SurvivalContract, BaseEstimator):
         ``feature_names_in_`` and checked at prediction), or a ``CommentInputs`` (aux features
         and comment embeddings read from disk by rows), read one batch at a time. ``mask`` (n x M, optional): 0 drops
         that cell from the likelihood. Early stopping monitors the validation loss when
-        validation data are given; without them CET's default recipe holds out a fifth of the
+        validation data are given; without them the default recipes hold out a fifth of the
         rows (``Recipe.holdout``, at least ``MIN_HOLDOUT_ROWS``; ``n_held_out_`` says how many) and
         watches those when the network has hidden layers, else the training loss is watched. The
         best weights are restored.

@@ -641,7 +641,7 @@ def test_encoder_stage_needs_validation_data_and_an_early_stop(small_survival):
     assert budget_out.encoder_history_ is None
 
 
-def test_without_validation_data_cet_stops_on_a_fifth_of_the_rows_held_out(small_survival):
+def test_without_validation_data_a_network_stops_on_a_fifth_of_the_rows_held_out(small_survival):
     """Given no validation data (a user's fit(X, y), a search's candidates), CET holds out a fifth
     of the rows, drawn with its seed, and stops on them: the same network, float for float, as a
     fit given those rows as validation data. Watching the training loss instead let real cohorts'
@@ -662,9 +662,13 @@ def test_without_validation_data_cet_stops_on_a_fifth_of_the_rows_held_out(small
     assert round(0.2 * 47) < MIN_HOLDOUT_ROWS
     small = CETModel(**dict(kw, max_epochs=3)).fit(x[:47], t[:47], s[:47])
     assert small.n_held_out_ == 0 and small.history_.val_loss == small.history_.train_loss
-    # ET and BC keep watching the training loss (their recipes were not part of the decision), and
-    # so does a linear model, fitted to its optimum on every row
-    assert ETModel(**dict(kw, max_epochs=3)).fit(x, t, s).n_held_out_ == 0
+    # ET and BC hold the same rows out (decided on the real cohorts too); a linear model watches
+    # the training loss, fitted to its optimum on every row
+    for cls in (ETModel, BCModel):
+        fitted = cls(**kw).fit(x, t, s)
+        given = build(cls, holdout=0.0, **kw).fit(x[keep], t[keep], s[keep], x[held], t[held], s[held])
+        assert fitted.n_held_out_ == 60 and fitted.history_.val_loss == given.history_.val_loss
+        np.testing.assert_array_equal(fitted.predict_occurrence(x), given.predict_occurrence(x))
     assert CETModel(**dict(kw, hidden_sizes=(), max_epochs=3)).fit(x, t, s).n_held_out_ == 0
 
 
