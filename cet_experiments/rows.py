@@ -24,6 +24,8 @@ VARIANTS: dict[str, dict] = {
     # training loss, or on a fifth of its training rows held out (Recipe.holdout; the rest trains)
     "CET/no-validation": {"validation": None, "holdout": 0.0},
     "CET/holdout-20": {"validation": None, "holdout": 0.2},
+    # a larger step: does the default converge as well in fewer steps (a small cohort's fit time)?
+    "CET/lr-3e-3": {"lr": 3e-3},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},
