@@ -1,6 +1,7 @@
 """A small cohort end to end, as a user runs it: lifelines' lymph_node (686 patients, recurrence and
-death) through ``flows.table`` and ``flows.train evaluate``, then one default ``CETModel().fit``
-against lifelines' CoxPH fits of the same events, in one run.
+death) through ``flows.table`` and ``flows.train evaluate``, then one default ``CETModel().fit`` and
+one ``ETModel().fit`` (the simplest network here) against lifelines' CoxPH fits of the same events,
+in one run.
 
     python benchmarks/bench_small_cohort.py        # about 2 minutes on 2 cores
 
@@ -30,11 +31,12 @@ def command(args: list[str], env: dict) -> float:
 
 
 def fits(table) -> dict:
-    """Seconds of a default CETModel().fit on the table's two events and of a lifelines CoxPH fit per event."""
+    """Seconds of a default CETModel().fit and ETModel().fit on the table's two events and of a lifelines
+    CoxPH fit per event."""
     import numpy as np
     from lifelines import CoxPHFitter
 
-    from cet_model import CETModel
+    from cet_model import CETModel, ETModel
 
     features = [c for c in table.columns if c not in {c for pair in EVENTS.values() for c in pair}]
     x = table[features].to_numpy(float)
@@ -44,6 +46,9 @@ def fits(table) -> dict:
     model = CETModel().fit(x, t, s)
     cet = time.perf_counter() - t0
     stage = model.encoder_history_
+    t0 = time.perf_counter()
+    et_model = ETModel().fit(x, t, s)  # the simplest network of the three: the floor of a network fit here
+    et = time.perf_counter() - t0
     cox = {}
     for event, (tc, sc) in EVENTS.items():
         frame = table[features + [tc, sc]]
@@ -52,8 +57,9 @@ def fits(table) -> dict:
         cox[event] = time.perf_counter() - t0
     return {"cet_fit_s": cet, "cet_epochs": len(model.history_.train_loss),
             "cet_encoder_stage_epochs": 0 if stage is None else len(stage.train_loss),
-            "cet_rows_held_out": model.n_held_out_, "coxph_fit_s": cox,
-            "cet_over_coxph_per_event": cet / max(cox.values())}
+            "cet_rows_held_out": model.n_held_out_, "et_fit_s": et, "et_epochs": len(et_model.history_.train_loss),
+            "coxph_fit_s": cox, "cet_over_coxph_per_event": cet / max(cox.values()),
+            "et_over_coxph_per_event": et / max(cox.values())}
 
 
 def main() -> int:
