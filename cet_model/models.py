@@ -54,8 +54,9 @@ class CETModel(_Base):
       per event on shared inputs).
     - ``hidden_sizes``, ``dropout``: the layers of both heads; ``()`` gives linear models.
     - ``lr``, ``batch_size``, ``max_epochs``, ``patience``: Adam and early stopping on the
-      validation objective; ``None`` sizes the budget to the data (>= 100 epochs, >= 5,000 steps)
-      and the patience (>= 10 epochs and >= 200 steps without a gain).
+      validation objective (given no validation data, on a fifth of the rows held out); ``None``
+      sizes the budget to the data (>= 100 epochs, >= 5,000 steps) and the patience (>= 10 epochs
+      and >= 200 steps without a gain).
     - ``comment_encoder``: how to read comment embeddings in X (Reddit), or None.
     - ``device``, ``seed``, ``verbose``.
 
@@ -63,7 +64,8 @@ class CETModel(_Base):
     structured ``y``; then ``predict_occurrence`` (P(ever)), ``predict_time``, ``predict_survival``,
     ``predict_rmst``, and scikit-survival's ``predict`` (risk), ``score`` (Harrell's C),
     ``predict_survival_function`` and ``predict_cumulative_hazard_function``
-    (:mod:`cet_model.contract`). ``GridSearchCV``, ``cross_val_score`` and a ``Pipeline`` work as is.
+    (:mod:`cet_model.contract`). ``GridSearchCV``, ``cross_val_score`` and a ``Pipeline`` work as is
+    with the structured ``y``.
 
     ``CETModel()`` is the product default. How it trains (each event's occurrence logit started at
     its observed share, the occurrence head trained on alone after the joint early stop, one log
