@@ -45,6 +45,7 @@ import numpy as np
 
 from cet_model.atomic import write_text
 from cet_model.censoring import censor_by_median
+from cet_model.choices import PRESET_NAMES
 from cet_model.dataset import Dataset, Split, load_dataset
 from cet_model.evaluation import evaluate, machine
 from cet_model.metrics import (
@@ -653,6 +654,8 @@ def main(argv=None) -> int:
 
     args = real_parser().parse_args(argv)
     against = tuple(r.strip() for r in args.against.split(",") if r.strip())
+    if unknown := [r for r in against if r not in PRESET_NAMES and r not in VARIANTS]:
+        raise SystemExit(f"--against: unknown {unknown}; presets {sorted(PRESET_NAMES)} or variants {sorted(VARIANTS)}")
     logging.basicConfig(level=logging.WARNING)
     if args.tables_only:
         print(write_tables(args.out, against))
@@ -667,11 +670,9 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    from cet_model.presets import PRESETS
-
-    unknown = [m for m in models if m not in PRESETS and m not in VARIANTS]
+    unknown = [m for m in models if m not in PRESET_NAMES and m not in VARIANTS]
     if unknown:
-        raise SystemExit(f"--models: unknown {unknown}; presets {sorted(PRESETS)} or variants {sorted(VARIANTS)}")
+        raise SystemExit(f"--models: unknown {unknown}; presets {sorted(PRESET_NAMES)} or variants {sorted(VARIANTS)}")
     protocols = {p.strip() for p in args.protocols.split(",") if p.strip()}
     if not protocols <= {"a", "b"}:
         raise SystemExit(f"--protocols: a, b or a,b; got {args.protocols!r}")

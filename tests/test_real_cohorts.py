@@ -243,3 +243,18 @@ def test_a_row_that_diverges_is_recorded_and_the_others_run_on(tmp_path, monkeyp
         assert not math.isnan(real.event_mean(record, protocol, "ET", "auc" if protocol == "a" else "ibs"))
     assert ("Diverged (the training loss became non-finite; the row has no figure there): CET/lr-1e6 on mine "
             "(protocol a, seeds 0); CET/lr-1e6 on mine (protocol b, seeds 0).") in (out / "table.md").read_text()
+    with pytest.raises(SystemExit, match="--against: unknown"):
+        real.main(["--out", str(out), "--tables-only", "--against", "ET/typo"])
+
+
+def test_variants_are_compared_with_the_row_of_their_own_preset():
+    def entry(auc, secs):
+        return {"tasks": {"e": {"auc": [auc], "ece": [0.1]}}, "seconds": [secs]}
+
+    record = {"a": {"ET/no-validation": entry(0.70, 4.0), "ET/holdout-20": entry(0.72, 1.0),
+                    "CET": entry(0.75, 2.0), "CET/lr-3e-3": entry(0.74, 1.0)}, "b": {}}
+    text = real.ablation_markdown([record], against=("ET/no-validation", "CET"))
+    assert "| ET/holdout-20 | ET/no-validation | +0.020 (1/1) |" in text and "0.25x" in text
+    assert "| CET/lr-3e-3 | CET | -0.010 (0/1) |" in text and "0.50x" in text
+    assert "| CET/lr-3e-3 | ET/no-validation |" not in text and "| ET/holdout-20 | CET |" not in text
+    assert real.ablation_markdown([record], against=("BC",)) == ""
