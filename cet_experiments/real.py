@@ -614,8 +614,8 @@ def ablation_markdown(records: list[dict], against=("CET",)) -> str:
     heads = [label for _, _, label, _ in ABLATION_METRICS]
     lines = ["", f"## Recipe variants against {', '.join(against)}", "",
              "Per metric: the mean over cohorts of variant minus reference (each cohort: the mean over events and "
-             "seeds), and in brackets the cohorts where the variant is better / where both ran. Time: the mean "
-             "ratio of fit seconds (protocol a).", "",
+             "seeds), and in brackets the cohorts where the variant is better / where both ran (a mean over "
+             "cohorts can rest on one; the counts do not). Time: the mean ratio of fit seconds (protocol a).", "",
              "| variant | against | " + " | ".join(heads) + " | log-lik | time |", "|---" * (4 + len(heads)) + "|"]
     for v, reference in pairs:
         cells = []
@@ -631,7 +631,8 @@ def ablation_markdown(records: list[dict], against=("CET",)) -> str:
         ratio = [_mean(rec["a"][v]["seconds"]) / _mean(rec["a"][reference]["seconds"]) for rec in records
                  if v in rec["a"] and reference in rec["a"]
                  and not (rec["a"][v].get("diverged") or rec["a"][reference].get("diverged"))]
-        ll_text = _signed(float(np.mean(ll))) if ll else "—"
+        ll = [d for d in ll if not math.isnan(d)]
+        ll_text = f"{_signed(float(np.mean(ll)))} ({sum(d > 0 for d in ll)}/{len(ll)})" if ll else "—"
         lines.append(f"| {v} | {reference} | " + " | ".join(cells) + f" | {ll_text} | "
                      f"{f'{np.mean(ratio):.2f}x' if ratio else '—'} |")
     return "\n".join(lines) + "\n"
