@@ -117,3 +117,47 @@ def test_the_main_jobs_time_table_is_generated_from_the_recorded_runs():
     # one row per group of default models and main-job arguments, each with its own count
     groups = {(r["models"], tuple(r.get("args") or ())) for r in record["runs"]}
     assert rendered.count("\n") == 2 + len(record["earlier"]) + len(groups)
+
+
+def _readme_rows(first_cell_starts: tuple[str, ...]) -> dict[str, list[str]]:
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].startswith(first_cell_starts):
+            rows[cells[0].split(" (")[0].split(",")[0]] = cells
+    return rows
+
+
+def test_the_readme_results_are_the_committed_records():
+    """Every figure of the README's two results tables is what the committed records give (the
+    real cohorts' docs/results/real, the stand-ins' docs/results/<name>), to the digits shown."""
+    import json
+
+    import numpy as np
+
+    from cet_experiments import real
+    from cet_model.evaluation import average_over_tasks
+
+    cohorts = ("lymph_node", "aids", "myeloid", "aidssi2", "bmt", "mgus2", "nafld")
+    rows = _readme_rows(cohorts)
+    assert set(rows) == set(cohorts)
+    for name in cohorts:
+        rec = json.loads((ROOT / "docs" / "results" / "real" / name / "metrics.json").read_text())
+        a = [f"{real.event_mean(rec, 'a', m, 'auc'):.3f}" for m in ("CET", "ET", "BC", "Oracle")]
+        ece = " / ".join(f"{real.event_mean(rec, 'a', m, 'ece'):.3f}" for m in ("CET", "ET", "BC"))
+        classical = max(real.event_mean(rec, "b", m, "harrell_rmst") for m in ("CoxPH", "LogNormalAFT"))
+        c = f"{real.event_mean(rec, 'b', 'CET', 'harrell_rmst'):.3f} / {classical:.3f}"
+        expected = [f"{rec['split_sizes']['train']:,}", str(len(rec["events"])), *a, ece, c]
+        assert rows[name][1:] == expected, name
+    stand_ins = {"synthetic": "synthetic-reference", "MIMIC-III stand-in": "mimic-standin",
+                 "Reddit stand-in": "reddit-standin"}
+    rows = _readme_rows(tuple(stand_ins))
+    assert set(rows) == set(stand_ins)
+    for label, folder in stand_ins.items():
+        rec = json.loads((ROOT / "docs" / "results" / folder / "metrics.json").read_text())
+        for cell, model in zip(rows[label][2:], ("CET", "CET-paper", "ET", "BC", "Oracle"), strict=True):
+            entry = rec["models"][model]
+            shown = f"{np.mean(average_over_tasks(entry['tasks'], 'auc')):.3f}"
+            runs = len(entry["seconds"])
+            assert cell.strip("*").split(" (")[0] == shown, (label, model, cell, shown)
+            assert cell.endswith(f"({runs})") == (runs != 10), (label, model, cell, runs)
