@@ -1,6 +1,6 @@
 """The training loop: the only place with an optimizer.
 
-Adam (AdamW with ``weight_decay`` > 0) with mini-batches and early stopping on the validation loss (the best weights are
+Adam (AdamW with ``weight_decay`` > 0; :class:`Adam`) with mini-batches and early stopping on the validation loss (the best weights are
 restored), or full-batch L-BFGS for small deterministic fits (reference tests).
 
 Budget: ``max_epochs=None`` means at least ``DEFAULT_EPOCHS`` epochs *and* at least
@@ -188,6 +188,63 @@ def snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
+class Adam:
+    """Adam, or AdamW given ``weight_decay`` > 0 (decoupled decay), with the arithmetic of
+    ``torch.optim.Adam`` and ``torch.optim.AdamW`` at their defaults, float for float
+    (``tests/test_train.py``), in multi-tensor (``torch._foreach_*``) form.
+
+    Why not ``torch.optim``: its constructor and ``zero_grad`` import ``torch._dynamo`` (and with
+    it sympy and the inductor) the first time a process calls them, about as long as importing
+    torch itself; that was a sixth of a default ``CETModel().fit`` on a 700-row cohort, paid by
+    every first fit of a process (``benchmarks/bench_small_cohort.py`` times that fit). A
+    parameter without a gradient in a step is skipped, its step count unchanged, as torch does.
+
+    >>> w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    >>> opt = Adam([w], lr=0.1)
+    >>> (w ** 2).sum().backward(); opt.step()
+    >>> [round(v, 6) for v in w.tolist()]   # the first step moves each weight by lr against its gradient's sign
+    [0.9, -1.9]
+    """
+
+    def __init__(self, params, lr: float, weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8):
+        self.params = list(params)
+        self.lr, self.weight_decay, self.betas, self.eps = float(lr), float(weight_decay), betas, float(eps)
+        self.steps = [0] * len(self.params)
+        self.moments: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.params)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        groups: dict[int, list[int]] = {}  # parameters at the same step count update together
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            if self.moments[i] is None:
+                self.moments[i] = (torch.zeros_like(p), torch.zeros_like(p))
+            self.steps[i] += 1
+            groups.setdefault(self.steps[i], []).append(i)
+        beta1, beta2 = self.betas
+        for step, rows in groups.items():
+            params = [self.params[i] for i in rows]
+            grads = [p.grad for p in params]
+            first = [self.moments[i][0] for i in rows]
+            second = [self.moments[i][1] for i in rows]
+            if self.weight_decay > 0:
+                torch._foreach_mul_(params, 1 - self.lr * self.weight_decay)
+            torch._foreach_lerp_(first, grads, 1 - beta1)
+            torch._foreach_mul_(second, beta2)
+            torch._foreach_addcmul_(second, grads, grads, value=1 - beta2)
+            step_size = self.lr / (1 - beta1 ** step)
+            denom = torch._foreach_sqrt(second)
+            torch._foreach_div_(denom, (1 - beta2 ** step) ** 0.5)
+            torch._foreach_add_(denom, self.eps)
+            torch._foreach_addcdiv_(params, first, denom, value=-step_size)
+
+
 def trainable(module: torch.nn.Module) -> list[torch.nn.Parameter]:
     """The parameters of ``module`` that are not frozen (``requires_grad``)."""
     return [p for p in module.parameters() if p.requires_grad]
@@ -281,11 +338,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         return _train_lbfgs(module, batch_loss, n_train, cfg)
     if cfg.optimizer != "adam":
         raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")
-    params = trainable(module)
-    if cfg.weight_decay > 0:
-        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    else:
-        opt = torch.optim.Adam(params, lr=cfg.lr)
+    opt = Adam(trainable(module), lr=cfg.lr, weight_decay=cfg.weight_decay)
     batch_size = cfg.batch_size or n_train
     max_epochs, patience = cfg.budget(n_train, validated=val_loss is not None)
     hist = History()
@@ -304,7 +357,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"{desc}: non-finite training loss at epoch {epoch}, rows "
                                          f"{start}..{start + len(idx) - 1} of the shuffled batch")
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss.backward()
             opt.step()
             total += loss.item() * len(idx)

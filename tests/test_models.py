@@ -738,6 +738,52 @@ def test_fits_with_the_training_switch_equal_fits_with_module_train_to_the_bit(s
         assert torch.equal(switched[k], plain[k]), k
 
 
+@pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
+def test_the_training_loops_adam_steps_as_torch_optim_does_float_for_float(weight_decay):
+    """``cet_model.train.Adam`` against ``torch.optim.Adam`` / ``AdamW`` on the same gradients, over
+    steps where one parameter has no gradient (it is skipped and its step count waits)."""
+    from cet_model.train import Adam
+
+    torch.manual_seed(0)
+    ours = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    theirs = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    theirs.load_state_dict(ours.state_dict())
+    opt = Adam(ours.parameters(), lr=1e-2, weight_decay=weight_decay)
+    reference = (torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=weight_decay) if weight_decay
+                 else torch.optim.Adam(theirs.parameters(), lr=1e-2))
+    x = torch.randn(64, 5)
+    for step in range(30):
+        for net, optimizer in ((ours, opt), (theirs, reference)):
+            optimizer.zero_grad()
+            loss = net(x).square().mean()
+            loss.backward()
+            if step % 3 == 0:
+                net[2].bias.grad = None  # no gradient this step
+            optimizer.step()
+        for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+            assert torch.equal(a, b), step
+    assert not torch.equal(ours[2].bias, torch.zeros_like(ours[2].bias))
+
+
+def test_a_fit_and_its_predictions_do_not_import_torchs_compiler():
+    """A first fit in a process used to import ``torch._dynamo`` (with sympy and the inductor) from
+    ``torch.optim``'s constructor: about as long as importing torch, on every process's first fit."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from cet_model import CETModel, ETModel, BCModel\n"
+            "rng = np.random.default_rng(0)\n"
+            "x = rng.normal(size=(120, 3)); t = rng.exponential(size=(120, 2)) + 0.1\n"
+            "s = (rng.random((120, 2)) < 0.6).astype(float)\n"
+            "for cls in (CETModel, ETModel, BCModel):\n"
+            "    m = cls(hidden_sizes=(8,), max_epochs=3).fit(x, t, s)\n"
+            "    m.predict_occurrence(x)\n"
+            "print(sorted(n for n in sys.modules if n.startswith(('torch._dynamo', 'torch._inductor', 'sympy'))))\n")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout[:300]
+
+
 @pytest.mark.bad_input
 @pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
 def test_an_event_never_observed_in_training_is_named_in_a_warning(small_survival, cls):
