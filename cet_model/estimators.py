@@ -30,6 +30,9 @@ from .objectives import OBJECTIVES, resolve
 
 RowLogLik = Callable[[torch.Tensor], torch.Tensor]
 MAX_EXACT_EVENTS = 12
+# the marginal likelihood sums all 2^M patterns of every row in one pass up to this many patterns
+# (M <= 3), and groups the rows by their number of free cells beyond (``marginal_exact``)
+ALL_PATTERNS_UP_TO = 8
 
 
 @dataclass
@@ -167,8 +170,27 @@ def _importance_rows(logits, row_loglik, free, rows, proposal, n_samples: int, g
     return torch.logsumexp(log_w, dim=1) - math.log(n_samples)
 
 
+def _all_rows_at_once(logits, row_loglik, free) -> torch.Tensor:
+    """log sum over every pattern of {0, 1}^M for all rows in one decoder pass; a pattern that sets
+    an observed (not free) cell to 0 is impossible and is left out of the row's sum.
+
+    The same sum as grouping the rows by their number of free cells (``_enumerate_rows``), with
+    the few patterns of a small M evaluated for every row: one pass instead of one per group of
+    rows. On CPU a small network's step is bound by the number of tensor operations, not by their
+    size, so this is the faster form while 2^M <= ``ALL_PATTERNS_UP_TO``."""
+    n, m = logits.shape
+    c = all_patterns(m, logits)  # (2^M, M)
+    possible = (free.unsqueeze(1) | (c > 0.5)).all(-1)  # (n, 2^M)
+    c = c.unsqueeze(0).expand(n, -1, -1)
+    terms = bernoulli_log_prob(c, logits.unsqueeze(1)) + row_loglik(c)
+    return torch.logsumexp(terms.masked_fill(~possible, -math.inf), dim=1)
+
+
 def _marginal(logits, row_loglik, free, proposal, n_samples, generator, max_patterns) -> Estimate:
-    n = logits.shape[0]
+    n, m = logits.shape
+    if max_patterns is not None and 2**m <= min(max_patterns, ALL_PATTERNS_UP_TO):
+        value = _all_rows_at_once(logits, row_loglik, free)
+        return Estimate(surrogate=value, value=value)
     parts, order = [], []
     for k, rows in _by_free_count(free):
         if max_patterns is not None and 2**k <= max_patterns:
@@ -187,7 +209,9 @@ def marginal_exact(logits, row_loglik: RowLogLik, *, free, proposal=None, n_samp
     An observed event pins c_j = 1 (c_j = 0 would make it impossible), so a row with k free cells
     has 2^k terms, not 2^M. Rows are grouped by k; a group with 2^k <= ``max_patterns`` is
     enumerated exactly, a larger one uses the importance-weighted bound (``proposal``,
-    ``n_samples``). Shapes: logits, free (n, M) -> value (n,).
+    ``n_samples``). With few events (2^M <= ``ALL_PATTERNS_UP_TO`` and <= ``max_patterns``) every
+    row sums its possible patterns among all 2^M in a single pass instead.
+    Shapes: logits, free (n, M) -> value (n,).
     """
     return _marginal(logits, row_loglik, free, proposal, n_samples, generator, max_patterns)
 

@@ -30,6 +30,22 @@ def log_times(times) -> np.ndarray:
         return np.log(grid)
 
 
+def non_increasing_in_time(values: np.ndarray, times) -> np.ndarray:
+    """``values`` (n, T, ...) of survival curves at ``times`` (T, in any order), made non-increasing
+    in time by a running minimum over the times sorted: a mixture of curves computed in float32 can
+    rise by a rounding error (1e-8) between two times where it is flat at 1.
+
+    >>> non_increasing_in_time(np.array([[0.99999996, 1.0, 0.5]]), [1e-6, 1e-3, 1.0]).tolist()
+    [[0.99999996, 0.99999996, 0.5]]
+    >>> non_increasing_in_time(np.array([[0.5, 1.0, 0.99999996]]), [1.0, 1e-6, 1e-3]).tolist()
+    [[0.5, 1.0, 0.99999996]]
+    """
+    order = np.argsort(np.asarray(times, dtype=np.float64).reshape(-1), kind="stable")
+    out = np.empty_like(values)
+    out[:, order] = np.minimum.accumulate(values[:, order], axis=1)
+    return out
+
+
 def log_horizons(horizon, n_events: int) -> np.ndarray:
     """log of ``horizon``: one time > 0 for every event, or (M,) one per event."""
     h = np.asarray(horizon, dtype=np.float64)

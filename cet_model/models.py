@@ -31,7 +31,8 @@ from .base import (  # noqa: F401
 )
 from .baselines import BCModel, ETModel
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
-from .lognormal import check_q, log_horizons, log_times, lognormal_log_rmst, mixture_quantile, ndtri
+from .lognormal import (check_q, log_horizons, log_times, lognormal_log_rmst, mixture_quantile, ndtri,
+                        non_increasing_in_time)
 from .networks import CETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import CETParams, keyword_init
@@ -329,20 +330,24 @@ class CETModel(_Base):
     @streamed
     def predict_survival(self, X, times, event: int | str | None = None) -> np.ndarray:
         """Population survival 1 - p_j + p_j S_j(t | c_j = 1), shape (n, len(times), M); with
-        ``event`` (a name or an index) that event's alone, (n, len(times)), computed for it alone."""
+        ``event`` (a name or an index) that event's alone, (n, len(times)), computed for it alone.
+        Never rises with time (``lognormal.non_increasing_in_time``)."""
         log_grid = log_times(times)
         p = self.predict_occurrence(X)
 
         def surv(log_w, mu, log_sigma, x, j):
             lt = torch.as_tensor(log_grid, dtype=mu.dtype, device=mu.device).view(1, -1, 1)
             log_s = losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1))
-            # the pattern weights sum to 1 within float32 rounding: a survival of 1 + 1e-7 is 1
-            return torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2).clamp(max=0.0).exp().cpu().numpy()
+            # the pattern weights sum to 1 only within float32 rounding: divided by their own sum,
+            # S(0) is 1 exactly, and a survival of 1 + 1e-7 is 1
+            log_mix = torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2) - torch.logsumexp(log_w, dim=1, keepdim=True)
+            return log_mix.clamp(max=0.0).exp().cpu().numpy()
 
         if event is not None:
             j = self._event_index(event)
-            return 1.0 - p[:, None, j] + p[:, None, j] * self._per_event(X, surv, [j])[0]
-        s_cond = np.stack(self._per_event(X, surv), axis=2)  # (n, T, M)
+            s_cond = non_increasing_in_time(self._per_event(X, surv, [j])[0], times)  # (n, T)
+            return 1.0 - p[:, None, j] + p[:, None, j] * s_cond
+        s_cond = non_increasing_in_time(np.stack(self._per_event(X, surv), axis=2), times)  # (n, T, M)
         return 1.0 - p[:, None, :] + p[:, None, :] * s_cond
 
     @streamed

@@ -107,6 +107,51 @@ def test_pinning_evaluates_only_the_censored_patterns():
     assert sum(seen) == int(sum(2 ** int(v) - (1 if v == m else 0) for v in k))
 
 
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_few_events_sum_every_rows_patterns_in_one_pass_as_the_grouped_sum_does(m):
+    """With 2^M <= ALL_PATTERNS_UP_TO the rows are not grouped by their free cells: one decoder
+    pass over all 2^M patterns, the impossible ones left out. Value and gradients equal the grouped
+    sum's (and the definition's), with a masked cell among the free ones."""
+    n = 16
+    dec, x, log_t, s, logits, _ = _decoder_problem(n, m, seed=m)
+    s[2, 0] = 1.0
+    mask = torch.ones_like(s)
+    mask[2, 0] = 0.0  # an observed cell the mask drops: free, and it adds nothing
+    row_loglik = likelihood.row_loglik(dec, True, OBJECTIVES["marginal"].cell, None, x, logits, log_t, s, mask)
+    free = (s < 0.5) | (mask < 0.5)
+    calls = []
+
+    def counting(c, rows=None):
+        calls.append(rows)
+        return row_loglik(c, rows)
+
+    def run(limit):
+        old, estimators.ALL_PATTERNS_UP_TO = estimators.ALL_PATTERNS_UP_TO, limit
+        try:
+            dec.zero_grad()
+            lg = logits.clone().requires_grad_(True)
+            value = estimators.marginal_exact(lg, counting, free=free).value
+            value.sum().backward()
+            return value.detach(), lg.grad, [p.grad.clone() for p in dec.parameters()]
+        finally:
+            estimators.ALL_PATTERNS_UP_TO = old
+
+    calls.clear()
+    one_pass = run(estimators.ALL_PATTERNS_UP_TO)
+    assert calls == [None]  # every row at once
+    calls.clear()
+    grouped = run(1)
+    assert len(calls) == len({int(k) for k in free.sum(1)}) > 1
+    torch.testing.assert_close(one_pass[0], grouped[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(one_pass[1], grouped[1], rtol=1e-10, atol=1e-12)
+    for a, b in zip(one_pass[2], grouped[2], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    assert all(torch.isfinite(g).all() for g in one_pass[2])
+    np.testing.assert_allclose(one_pass[0].numpy(), _brute_force_marginal(logits, row_loglik, n, m), rtol=1e-10,
+                               atol=1e-12)
+    assert estimators.ALL_PATTERNS_UP_TO == 8
+
+
 def test_factorised_form_equals_enumeration_for_an_unconditioned_decoder():
     n, m = 12, 4
     dec, x, log_t, s, logits, row_loglik = _decoder_problem(n, m, conditioned=False)
