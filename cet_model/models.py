@@ -31,8 +31,15 @@ from .base import (  # noqa: F401
 )
 from .baselines import BCModel, ETModel
 from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
-from .lognormal import (check_q, log_horizons, log_times, lognormal_log_rmst, mixture_quantile, ndtri,
-                        non_increasing_in_time)
+from .lognormal import (
+    check_q,
+    log_horizons,
+    log_times,
+    lognormal_log_rmst,
+    mixture_quantile,
+    ndtri,
+    non_increasing_in_time,
+)
 from .networks import CETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import CETParams, keyword_init

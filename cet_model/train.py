@@ -1,7 +1,8 @@
 """The training loop: the only place with an optimizer.
 
-Adam (AdamW with ``weight_decay`` > 0; :class:`Adam`) with mini-batches and early stopping on the validation loss (the best weights are
-restored), or full-batch L-BFGS for small deterministic fits (reference tests).
+Adam (AdamW with ``weight_decay`` > 0; :class:`Adam`) with mini-batches and early stopping on the
+validation loss (the best weights are restored), or full-batch L-BFGS for small deterministic fits
+(reference tests).
 
 Budget: ``max_epochs=None`` means at least ``DEFAULT_EPOCHS`` epochs *and* at least
 ``MIN_STEPS`` optimizer steps. On a data set that fits in a few batches, 100 epochs are only a
