@@ -33,7 +33,7 @@ def log_times(times) -> np.ndarray:
 def non_increasing_in_time(values: np.ndarray, times) -> np.ndarray:
     """``values`` (n, T, ...) of survival curves at ``times`` (T, in any order), made non-increasing
     in time by a running minimum over the times sorted: a mixture of curves computed in float32 can
-    rise by a rounding error (1e-8) between two times where it is flat at 1.
+    rise by a rounding error (of order 1e-8) between two times where it is flat at 1.
 
     >>> non_increasing_in_time(np.array([[0.99999996, 1.0, 0.5]]), [1e-6, 1e-3, 1.0]).tolist()
     [[0.99999996, 0.99999996, 0.5]]

@@ -191,14 +191,16 @@ def snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 class Adam:
     """Adam, or AdamW given ``weight_decay`` > 0 (decoupled decay), with the arithmetic of
-    ``torch.optim.Adam`` and ``torch.optim.AdamW`` at their defaults, float for float
-    (``tests/test_train.py``), in multi-tensor (``torch._foreach_*``) form.
+    ``torch.optim.Adam`` and ``torch.optim.AdamW`` (betas and eps at their defaults), float for
+    float (``tests/test_models.py`` steps both side by side), in multi-tensor
+    (``torch._foreach_*``) form.
 
     Why not ``torch.optim``: its constructor and ``zero_grad`` import ``torch._dynamo`` (and with
     it sympy and the inductor) the first time a process calls them, about as long as importing
-    torch itself; that was a sixth of a default ``CETModel().fit`` on a 700-row cohort, paid by
-    every first fit of a process (``benchmarks/bench_small_cohort.py`` times that fit). A
-    parameter without a gradient in a step is skipped, its step count unchanged, as torch does.
+    torch itself, paid by every first fit of a process: a default ``CETModel().fit`` on a 686-row
+    cohort, the first of its process, took 5.7 s with this class against 7.3 s
+    (``benchmarks/bench_small_cohort.py``, two runs). A parameter without a gradient in a step is
+    skipped, its step count unchanged, as torch does.
 
     >>> w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
     >>> opt = Adam([w], lr=0.1)
