@@ -197,10 +197,9 @@ class Adam:
 
     Why not ``torch.optim``: its constructor and ``zero_grad`` import ``torch._dynamo`` (and with
     it sympy and the inductor) the first time a process calls them, about as long as importing
-    torch itself, paid by every first fit of a process: a default ``CETModel().fit`` on a 686-row
-    cohort, the first of its process, took 5.7 s with this class against 7.3 s
-    (``benchmarks/bench_small_cohort.py``, two runs). A parameter without a gradient in a step is
-    skipped, its step count unchanged, as torch does.
+    torch itself, paid by every first fit of a process (``benchmarks/bench_small_cohort.py`` times
+    such a fit; CHANGELOG.md has the gain). A parameter without a gradient in a step is skipped,
+    its step count unchanged, as torch does.
 
     >>> w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
     >>> opt = Adam([w], lr=0.1)
