@@ -140,6 +140,9 @@ class SurvivalCurve:
     def __init__(self, p: float, log_w, mu, log_sigma, x: np.ndarray, cumulative_hazard: bool = False):
         self.p, self.log_w, self.mu, self.sigma = float(p), np.asarray(log_w), np.asarray(mu), np.exp(log_sigma)
         self.x, self.cumulative_hazard = x, cumulative_hazard
+        # the weights come from float32 and sum to 1 only within its rounding: each value is divided
+        # by their own sum (the same reduction at t = 0, so S(0) is 1 and H(0) is 0 exactly)
+        self.log_total = np.logaddexp.reduce(self.log_w, axis=-1)
 
     @property
     def y(self) -> np.ndarray:
@@ -151,8 +154,8 @@ class SurvivalCurve:
             raise ValueError("times must be finite and >= 0")
         with np.errstate(divide="ignore"):
             z = (np.log(t)[..., None] - self.mu) / self.sigma
-        cond = np.exp(np.logaddexp.reduce(self.log_w + log_ndtr(-z), axis=-1))
-        surv = 1.0 - self.p + self.p * cond
+        log_cond = np.logaddexp.reduce(self.log_w + log_ndtr(-z), axis=-1) - self.log_total
+        surv = 1.0 - self.p + self.p * np.exp(np.minimum(log_cond, 0.0))
         if not self.cumulative_hazard:
             return surv
         return -np.log(np.maximum(surv, np.finfo(np.float64).tiny))

@@ -127,6 +127,12 @@ def test_population_survival_is_a_probability_at_every_time():
     assert (np.diff(surv, axis=1) <= 0).all()  # and never rises with time
     for j in range(3):
         assert (model.predict_cumulative_hazard_function(x, return_array=True, event=j) >= 0).all()
+        # the scikit-survival functions too, called at any time: S(0) = 1 and H(0) = 0 exactly
+        grid = np.array([0.0, 1e-9, 1e-6, 1e-3, 0.1, 1.0, 10.0])
+        surv_j = np.stack([f(grid) for f in model.predict_survival_function(x, event=j)])
+        hazard_j = np.stack([f(grid) for f in model.predict_cumulative_hazard_function(x, event=j)])
+        assert (surv_j[:, 0] == 1.0).all() and (hazard_j[:, 0] == 0.0).all()
+        assert (surv_j <= 1.0).all() and (hazard_j >= 0.0).all()
 
 
 def test_monte_carlo_prediction_path_when_patterns_exceed_samples():
