@@ -369,9 +369,10 @@ class CETModel(_Base):
         p = self.predict_occurrence(X)
 
         def conditional(log_w, mu, log_sigma, x, j):
-            return (
-                torch.logsumexp(log_w + lognormal_log_rmst(float(log_h[j]), mu, log_sigma), dim=1).exp().cpu().numpy()
-            )
+            # the float32 pattern weights divided by their own sum, as in predict_survival: never past the horizon
+            log_r = (torch.logsumexp(log_w + lognormal_log_rmst(float(log_h[j]), mu, log_sigma), dim=1)
+                     - torch.logsumexp(log_w, dim=1))
+            return log_r.clamp(max=float(log_h[j])).exp().cpu().numpy()
 
         r_cond = np.stack(self._per_event(X, conditional), axis=1).astype(np.float64)  # (n, M)
         return (1.0 - p) * np.exp(log_h) + p * r_cond

@@ -133,6 +133,8 @@ def test_population_survival_is_a_probability_at_every_time():
         hazard_j = np.stack([f(grid) for f in model.predict_cumulative_hazard_function(x, event=j)])
         assert (surv_j[:, 0] == 1.0).all() and (hazard_j[:, 0] == 0.0).all()
         assert (surv_j <= 1.0).all() and (hazard_j >= 0.0).all()
+    for horizon in (1e-6, 1e-3, 0.1, 1.0):  # the area under a survival curve of at most 1
+        assert (model.predict_rmst(x, horizon) <= horizon).all()
 
 
 def test_monte_carlo_prediction_path_when_patterns_exceed_samples():
