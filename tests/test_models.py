@@ -918,7 +918,7 @@ def test_a_first_stage_that_keeps_one_of_its_first_epochs_warns():
     assert fit(best_at=0, start_best=-1.0)[1] == []  # a later stage: keeping its start is its design
 
 
-def test_sigma_auto_is_one_per_event_below_1000_training_rows_and_per_row_from_there(tmp_path):
+def test_sigma_auto_is_one_per_event_below_150_training_rows_and_per_row_from_there(tmp_path):
     """sigma="auto" (the default) picks the time head's form from the training rows: one log sigma
     per event below AUTO_SIGMA_ROWS (a parameter, the same for every row), the decoder's per row
     from it (validation rows do not count). Explicit forms are kept at any size; the fitted form is
