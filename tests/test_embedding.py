@@ -1,11 +1,13 @@
 """The GPU's embedding steps (``encode_on_gpu``: longest first, batches tokenised ahead on a
-helper thread, vectors gathered back into the texts' order) checked on the CPU with the packaged
-model: with the same batches they must give exactly what sentence-transformers' ``encode`` gives.
+helper thread by the model's Rust tokenizer, vectors gathered back into the texts' order) checked
+on the CPU with the packaged model: with the same batches they must give exactly what
+sentence-transformers' ``encode`` gives, and the tokenizer exactly what its ``preprocess`` gives.
 On a GPU, tests/test_gpu_embedding.py compares them with the CPU's fp32 vectors."""
 
 import numpy as np
 
-from flows.lib.reddit.embed import encode_on_gpu, load_model
+from flows.lib.reddit.embed import (DEFAULT_MODEL, backend_tokeniser, encode_on_gpu, load_model, resolve_model_path,
+                                    text_tokeniser)
 from flows.lib.standin.reddit_text import TOPIC_PHRASES, realistic_texts
 
 
@@ -20,3 +22,45 @@ def test_the_pipelined_steps_give_encode_s_vectors_in_the_texts_order():
     assert mine.dtype == np.float32 and mine.shape == (len(texts), 384)
     np.testing.assert_allclose(mine, theirs, atol=1e-5)
     assert encode_on_gpu(st, [], 16).shape == (0, 384)
+
+
+def _varied_texts() -> list[str]:
+    rng = np.random.default_rng(5)
+    topic = np.where(rng.random(60) < 0.6, rng.integers(0, len(TOPIC_PHRASES), 60), -1)
+    return sorted(list(realistic_texts(topic, rng)) + [
+        "", "  ", "x" * 2000, "word " * 400, "Ünïcödé — “quotes” ☃ 🙂 naïve café", "東京 では 雨", "tab\there\nnewline",
+        "a literal [PAD] and [SEP] and [CLS] in the text", "[PAD]", "can't won't y'all", "https://example.org/a?b=c"],
+        key=len, reverse=True)
+
+
+def test_the_rust_tokenizer_gives_exactly_what_preprocess_gives():
+    import torch
+
+    st = load_model(device="cpu")
+    texts = _varied_texts()
+    fast = backend_tokeniser(st)
+    for lo in range(0, len(texts), 16):  # longest first, as encode_on_gpu batches: truncation, padding, empties
+        batch = texts[lo:lo + 16]
+        mine, theirs = fast(batch), st.preprocess(batch)
+        assert mine.keys() == theirs.keys()
+        for key, value in theirs.items():
+            if isinstance(value, torch.Tensor):
+                assert value.dtype == mine[key].dtype and torch.equal(value, mine[key]), (lo, key)
+            else:
+                assert mine[key] == value, (lo, key)
+    assert fast(["word " * 400])["input_ids"].shape == (1, st.max_seq_length)  # truncated to the model's length
+    assert text_tokeniser(st, [texts[:16], texts[-16:]]).__name__ == "tokenise"  # checked, so used
+
+
+def test_a_tokenizer_that_pads_otherwise_falls_back_to_preprocess():
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(resolve_model_path(DEFAULT_MODEL), device="cpu").eval()  # its own copy: changed below
+    texts = _varied_texts()
+    assert text_tokeniser(st, [texts[:8], texts[-8:]]).__name__ == "tokenise"  # the Rust path, as configured
+    st.tokenizer.padding_side = "left"  # preprocess now pads on the left; the Rust copy would not
+    prepare = text_tokeniser(st, [texts[:8], texts[-8:]])
+    assert prepare == st.preprocess
+    np.testing.assert_allclose(encode_on_gpu(st, texts, 8),
+                               st.encode(texts, batch_size=8, convert_to_numpy=True, normalize_embeddings=True),
+                               atol=1e-5)
