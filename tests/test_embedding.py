@@ -6,8 +6,14 @@ On a GPU, tests/test_gpu_embedding.py compares them with the CPU's fp32 vectors.
 
 import numpy as np
 
-from flows.lib.reddit.embed import (DEFAULT_MODEL, backend_tokeniser, encode_on_gpu, load_model, resolve_model_path,
-                                    text_tokeniser)
+from flows.lib.reddit.embed import (
+    DEFAULT_MODEL,
+    backend_tokeniser,
+    encode_on_gpu,
+    load_model,
+    resolve_model_path,
+    text_tokeniser,
+)
 from flows.lib.standin.reddit_text import TOPIC_PHRASES, realistic_texts
 
 
