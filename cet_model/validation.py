@@ -1,10 +1,13 @@
-"""Checks at the public boundary. Every error names the argument, the row and the column."""
+"""Checks at the public boundary. Every error names the argument, the row and the column, and
+what kind of value is wrong there (``kind_of``), never the value itself."""
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
+from numpy.exceptions import ComplexWarning
 
 from .comments import CommentInputs
 
@@ -60,9 +63,29 @@ def _unreadable_cell(a) -> str:
 
 def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
     """A 2-D float64 array; a 1-D input is one column. Raises ValueError naming ``name`` (and,
-    for a data frame, the column and row of the first value that is not a number)."""
+    for a data frame, the column and row of the first value that is not a number). Sparse and
+    complex inputs are refused by name: densifying could take all the memory there is, and a float
+    cast would drop the imaginary part in silence.
+
+    >>> import scipy.sparse
+    >>> as_matrix(scipy.sparse.eye(3, format="csr"), "X")
+    Traceback (most recent call last):
+    ...
+    TypeError: X: a sparse matrix (csr_matrix); CET needs a dense array: X.toarray() if it fits in memory
+    >>> as_matrix(np.array([1 + 2j]), "X")
+    Traceback (most recent call last):
+    ...
+    ValueError: X: complex values; CET needs real numbers
+    """
+    if hasattr(a, "tocsr") and hasattr(a, "nnz"):  # scipy.sparse matrices and arrays (scipy need not be imported)
+        raise TypeError(f"{name}: a sparse matrix ({type(a).__name__}); CET needs a dense array: "
+                        f"{name}.toarray() if it fits in memory")
     try:
-        arr = np.asarray(a, dtype=np.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ComplexWarning)  # arrays and data frames alike
+            arr = np.asarray(a, dtype=np.float64)
+    except ComplexWarning:
+        raise ValueError(f"{name}: complex values; CET needs real numbers") from None
     except (TypeError, ValueError) as exc:
         cell = _unreadable_cell(a)  # the library's message would quote the cell: its type only
         raise ValueError(f"{name}: cannot be read as a numeric array{cell or f' ({type(exc).__name__})'}") from None
@@ -76,6 +99,15 @@ def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
     if n_cols is not None and arr.shape[1] != n_cols:
         raise ValueError(f"{name}: expected {n_cols} columns, got {arr.shape[1]}")
     return arr
+
+
+def _time_kind(value) -> str:
+    """A time that is not > 0, as an error names it: its kind, not its value.
+
+    >>> _time_kind(0.0), _time_kind(-2.5)
+    ('0', 'a negative time')
+    """
+    return "0" if value == 0 else "a negative time"
 
 
 def _first_bad(mask: np.ndarray) -> tuple[int, int]:
@@ -94,7 +126,7 @@ def check_finite(arr: np.ndarray, name: str, what: str = "column", labels: list[
     bad = ~np.isfinite(arr)
     if bad.any():
         r, c = _first_bad(bad)
-        raise ValueError(f"{name}: non-finite value {float(arr[r, c])!r} at row {r}, {what} {c}{_label(labels, c)} "
+        raise ValueError(f"{name}: non-finite value ({kind_of(arr[r, c])}) at row {r}, {what} {c}{_label(labels, c)} "
                          f"({int(bad.sum())} non-finite values in all)")
 
 
@@ -130,12 +162,12 @@ def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=
     check_finite(t, t_name, "event", t_labels)
     if (t <= 0).any():
         r, c = _first_bad(t <= 0)
-        raise ValueError(f"{t_name}: event times must be > 0; found {float(t[r, c])!r} at row {r}, "
+        raise ValueError(f"{t_name}: event times must be > 0; found {_time_kind(t[r, c])} at row {r}, "
                          f"event {c}{_label(t_labels, c)}")
     check_finite(s, s_name, "event", s_labels)
     if not np.isin(s, (0.0, 1.0)).all():
         r, c = _first_bad(~np.isin(s, (0.0, 1.0)))
-        raise ValueError(f"{s_name}: values must be 0 or 1; found {float(s[r, c])!r} at row {r}, "
+        raise ValueError(f"{s_name}: values must be 0 or 1; found another value at row {r}, "
                          f"event {c}{_label(s_labels, c)}")
     m = None
     if mask is not None:
@@ -144,7 +176,7 @@ def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=
             raise ValueError(f"{mask_name}: has {m.shape[0]} rows but {x_name} has {x.shape[0]}")
         if not np.isin(m, (0.0, 1.0)).all():
             r, c = _first_bad(~np.isin(m, (0.0, 1.0)))
-            raise ValueError(f"{mask_name}: values must be 0 or 1; found {float(m[r, c])!r} at row {r}, event {c}")
+            raise ValueError(f"{mask_name}: values must be 0 or 1; found another value at row {r}, event {c}")
     return x, t, s, m
 
 

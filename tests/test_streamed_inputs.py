@@ -87,7 +87,7 @@ def test_float16_memory_map_and_row_views(tmp_path):
 def test_bad_rows_are_named():
     aux, seq, T, S = _data()
     seq[123, 2, 4] = np.nan
-    with pytest.raises(ValueError, match=r"X: non-finite value nan at row 123, column 19"):
+    with pytest.raises(ValueError, match=r"X: non-finite value \(NaN\) at row 123, column 19"):
         CETModel(comment_encoder=SPEC, max_epochs=1, device="cpu").fit(CommentInputs(aux, seq), T, S)
     with pytest.raises(ValueError, match=r"sequences must be \(n, L, D\) with n = 240"):
         CommentInputs(aux, seq[:10])
