@@ -238,17 +238,17 @@ def test_mask_drops_cells(small_survival):
 
 
 BAD = [
-    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 5, 0.0, t), s), r"T: event times must be > 0; "
-                                                                                     r"found 0 at row 5, event 0"),
+    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 5, 0.0, t), s),
+     r"T: event times must be > 0; found 0 at row 5, event 0"),
     ("T", lambda x, t, s: (x, -t, s), r"T: event times must be > 0; found a negative time at row 0"),
-    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 7, np.nan, x), t, s), r"X: non-finite value \(NaN\) at "
-                                                                                        r"row 7, column 0"),
-    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 2, np.inf, x), t, s), r"X: non-finite "
-                                                                                        r"value \(infinite\) at row 2"),
-    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 3, np.inf, t), s), r"T: non-finite "
-                                                                                        r"value \(infinite\) at row 3, event 0"),
-    ("S", lambda x, t, s: (x, t, np.where(np.arange(len(s))[:, None] == 4, 2.0, s)), r"S: values must be 0 or 1; "
-                                                                                     r"found another value at row 4, event 0"),
+    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 7, np.nan, x), t, s),
+     r"X: non-finite value \(NaN\) at row 7, column 0"),
+    ("X", lambda x, t, s: (np.where(np.arange(len(x))[:, None] == 2, np.inf, x), t, s),
+     r"X: non-finite value \(infinite\) at row 2"),
+    ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 3, np.inf, t), s),
+     r"T: non-finite value \(infinite\) at row 3, event 0"),
+    ("S", lambda x, t, s: (x, t, np.where(np.arange(len(s))[:, None] == 4, 2.0, s)),
+     r"S: values must be 0 or 1; found another value at row 4, event 0"),
     ("shape", lambda x, t, s: (x[:-1], t, s), r"T: has 300 rows but X has 299"),
     ("shape", lambda x, t, s: (x, t, s[:, :1]), r"S: expected 2 columns, got 1"),
     ("shape", lambda x, t, s: (x[:, :, None], t, s), r"X: expected a 2-D array"),
@@ -440,7 +440,8 @@ def test_bad_frame_values_name_the_column(small_survival, frame):
     with pytest.raises(ValueError, match=r"X: cannot be read as a numeric array \(column 'sex', row 0: text\)"):
         CETModel(**FAST).fit(make({"age": x[:, 0], "sex": sex}), t, s)
     times = make({"troponin": t[:, 0], "lipase": np.where(np.arange(len(t)) == 2, -1.0, t[:, 1])})
-    with pytest.raises(ValueError, match=r"T: event times must be > 0; found a negative time at row 2, event 1 \('lipase'\)"):
+    with pytest.raises(ValueError,
+                       match=r"T: event times must be > 0; found a negative time at row 2, event 1 \('lipase'\)"):
         CETModel(**FAST).fit(x, times, s)
     model = CETModel(**FAST).fit(make({"age": x[:, 0], "wbc": x[:, 2]}), t, s)
     wbc = list(x[:, 2])
