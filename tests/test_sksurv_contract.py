@@ -176,3 +176,34 @@ def test_the_baselines_keep_the_contract(one_event):
     assert bc.predict(x).shape == (len(x),) and 0.5 < bc.score(x, y) <= 1
     with pytest.raises(TypeError, match="no survival function"):
         bc.predict_survival_function(x)
+
+
+@pytest.mark.parametrize("cls", [CETModel, ETModel, BCModel])
+def test_scikit_learns_api_checks_hold_with_a_survival_target(one_event, cls, tmp_path):
+    """scikit-learn's own checks that need no target, and the rest of its estimator checks redone
+    with a survival y (its generated targets are numbers, which a survival model refuses)."""
+    from sklearn.utils.estimator_checks import (
+        check_get_params_invariance,
+        check_no_attributes_set_in_init,
+        check_parameters_default_constructible,
+        check_set_params,
+    )
+
+    name = cls.__name__
+    for check in (check_parameters_default_constructible, check_no_attributes_set_in_init,
+                  check_get_params_invariance, check_set_params):
+        check(name, cls())
+    x, _, _, y, _ = one_event
+    model = cls(**FAST)
+    before = model.get_params(deep=True)
+    readonly = np.memmap(tmp_path / "x.dat", dtype=np.float64, mode="w+", shape=x.shape)
+    readonly[:] = x
+    readonly = np.memmap(tmp_path / "x.dat", dtype=np.float64, mode="r", shape=x.shape)
+    assert model.fit(readonly, y) is model
+    assert model.get_params(deep=True) == before  # fit sets attributes ending in _, never a parameter
+    assert model.n_features_in_ == x.shape[1]
+    risk = model.predict(x)
+    order = np.random.default_rng(1).permutation(len(x))
+    np.testing.assert_allclose(model.predict(x[order]), risk[order], rtol=1e-6)  # rows are scored independently
+    np.testing.assert_allclose(np.concatenate([model.predict(x[:7]), model.predict(x[7:])]), risk, rtol=1e-6)
+    np.testing.assert_array_equal(model.fit(np.asfortranarray(x), y).predict(x), risk)  # refit: the same model
