@@ -228,10 +228,9 @@ class CommentInputs:
             block = self.rows(sl)
             bad = ~np.isfinite(block)
             if bad.any():
-                from .validation import kind_of  # (validation imports this module)
-
                 r, c = (int(v) for v in np.argwhere(bad)[0])
-                raise ValueError(f"{name}: non-finite value ({kind_of(block[r, c])}) at row {sl.start + r}, "
+                kind = "NaN" if np.isnan(block[r, c]) else "infinite"  # its kind, never the value
+                raise ValueError(f"{name}: non-finite value ({kind}) at row {sl.start + r}, "
                                  f"column {c} ({int(bad.sum())} non-finite values in rows "
                                  f"{sl.start}..{sl.stop - 1})")
         return self
