@@ -125,8 +125,8 @@ def _dimension(st) -> int:
 def backend_tokeniser(st):
     """A batch tokeniser built from ``st``'s Rust tokenizer, meant to give what
     ``st.preprocess`` gives a list of texts, without transformers' per-call checks and list
-    conversions (2.5x faster on 1,024 texts a call here; docs/benchmarks.md, "GPU"); None where
-    ``st`` has no Rust tokenizer. :func:`text_tokeniser` checks it against ``preprocess`` before
+    conversions, which kept a GPU waiting (docs/benchmarks.md, "GPU"); None where ``st`` has no
+    Rust tokenizer. :func:`text_tokeniser` checks it against ``preprocess`` before
     use.
 
     It works on its own copy of the tokenizer (truncation to the model's length, no padding: the
