@@ -17,10 +17,11 @@ import sys
 
 import torch
 
+from cet_model.atomic import claim_files
 from cet_model.dataset import load_dataset
 from cet_model.presets import PRESET_OF_ESTIMATOR, PRESETS
 from flows.lib.experiment.records import DATA_FILES, data_fingerprint, resolved_params  # noqa: F401  (re-exported)
-from flows.lib.experiment.report import write_figures, write_report  # noqa: F401  (re-exported)
+from flows.lib.experiment.report import REPORT_FILES, is_report_folder, write_figures, write_report  # noqa: F401
 from flows.lib.experiment.runner import run
 from flows.lib.experiment.search import overrides_from, random_search
 from flows.lib.experiment.tables import table_markdown
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
         try:
             merged = merge_folders(args.parts, args.out, args.title,
                                    [m.strip() for m in args.drop_first.split(",") if m.strip()])
-        except ValueError as err:
+        except (ValueError, FileExistsError) as err:
             raise SystemExit(str(err)) from None
         runs = ", ".join(f"{m} {n}" for m, n in merged["config"]["model_runs"].items())
         print(f"{args.out}: merged {len(args.parts)} reports ({runs} runs)")
@@ -75,6 +76,10 @@ def main(argv=None) -> int:
         changed = update_results_block(args.doc, args.results)
         print(f"{args.doc}: results block {'rewritten' if changed else 'already current'}")
         return 0
+    try:  # before hours of fits: a report goes only where it replaces nothing of the user's
+        claim_files(args.out, REPORT_FILES, legacy=is_report_folder, what="report folder (--out)", record=False)
+    except FileExistsError as err:
+        raise SystemExit(str(err)) from None
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.command == "synthetic":

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cet_model.atomic import write_text
+from cet_model.atomic import claim_files, write_text
 from cet_model.censoring import censor_by_median
 from cet_model.choices import PRESET_NAMES
 from cet_model.dataset import Dataset, Split, load_dataset
@@ -642,28 +642,68 @@ def _machine_text(m: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, str | int | float))
 
 
+TITLE = "# Real-data benchmark"
+
+
+def is_benchmark_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds this benchmark's ``table.md`` (or, one level down, a cohort's
+    record), written before output folders were marked."""
+    try:
+        with (Path(folder) / "table.md").open(errors="replace") as f:
+            if f.readline().rstrip("\n") == TITLE:
+                return True
+    except OSError:
+        pass
+    try:
+        record = json.loads((Path(folder) / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and {"cohort", "a", "b"} <= set(record)
+
+
+def claim_outputs(out: Path, cohorts=(), record: bool = True) -> None:
+    """Refuse (FileExistsError naming the file) when ``out/table.md`` or a cohort's
+    ``out/<cohort>/metrics.json`` exists and this project did not write it; else claim them."""
+    what = "benchmark folder (--out)"
+    claim_files(out, ["table.md"], legacy=is_benchmark_folder, what=what, record=record)
+    for name in cohorts:
+        claim_files(Path(out) / name, ["metrics.json"], legacy=is_benchmark_folder, what=what, record=record)
+
+
 def write_tables(out: Path, against=("CET",)) -> str:
-    """``out/table.md`` from every ``out/*/metrics.json``; returns the text."""
-    records = [json.loads(p.read_text()) for p in sorted(Path(out).glob("*/metrics.json"))]
-    text = "# Real-data benchmark\n\n" + tables_markdown(records, against)
+    """``out/table.md`` from every record this project wrote in ``out/*/metrics.json``; returns the text."""
+    records = [json.loads(p.read_text()) for p in sorted(Path(out).glob("*/metrics.json"))
+               if is_benchmark_folder(p.parent)]
+    text = TITLE + "\n\n" + tables_markdown(records, against)
+    claim_outputs(out)
     write_text(Path(out) / "table.md", text)
     return text
 
 
 def main(argv=None) -> int:
-    from .cohorts import ALL, cohort_names, write_cohort
-
     args = real_parser().parse_args(argv)
     against = tuple(r.strip() for r in args.against.split(",") if r.strip())
     if unknown := [r for r in against if r not in PRESET_NAMES and r not in VARIANTS]:
         raise SystemExit(f"--against: unknown {unknown}; presets {sorted(PRESET_NAMES)} or variants {sorted(VARIANTS)}")
     logging.basicConfig(level=logging.WARNING)
+    try:
+        return _main(args, against, argv)
+    except FileExistsError as err:
+        raise SystemExit(str(err)) from None
+
+
+def _main(args, against, argv) -> int:
+    from .cohorts import ALL, cohort_names, write_cohort
+
     if args.tables_only:
         print(write_tables(args.out, against))
         return 0
     if args.combine:
         keep = {r.strip() for r in args.rows.split(",") if r.strip()}
-        for name, record in combine_records(args.combine, keep).items():
+        combined = combine_records(args.combine, keep)
+        claim_outputs(args.out, combined, record=False)
+        for name, record in combined.items():
+            claim_outputs(args.out, [name])
             write_text(args.out / name / "metrics.json", json.dumps(record, indent=1))
         print(write_tables(args.out, against))
         return 0
@@ -688,7 +728,9 @@ def main(argv=None) -> int:
             names = cohort_names(args.cohorts)
         except ValueError as e:
             raise SystemExit(f"--cohorts: {e}") from None
+        claim_outputs(args.out, names, record=False)  # before any fit
         folders = [(c, write_cohort(c, args.out / c / "data")) for c in names]
+    claim_outputs(args.out, [name for name, _ in folders], record=False)
     for name, folder in folders:
         ds = load_dataset(folder)
         record = run_cohort(ds, seeds, paper_rows, natural_rows, classical, max_epochs=args.max_epochs,
@@ -698,6 +740,7 @@ def main(argv=None) -> int:
         record["command"] = "python -m cet_experiments real " + " ".join(sys.argv[2:] if argv is None else argv)
         record["fingerprint"] = data_fingerprint(folder)
         path = args.out / name / "metrics.json"
+        claim_outputs(args.out, [name])
         if path.is_file():
             record = merge_records(json.loads(path.read_text()), record)
         write_text(path, json.dumps(record, indent=1))

@@ -217,6 +217,63 @@ def check_replaceable(path, what: str = "output folder") -> Path:
     return path
 
 
+def claim_files(folder, names, kind: str = "report", legacy=None, what: str = "output folder",
+                record: bool = True) -> Path:
+    """Before files ``names`` are written into ``folder`` (a report, a table, figures), which may
+    hold other files: refuse (FileExistsError naming the file) when one of them exists and this
+    project did not write it there, else record them in the folder's ``MARKER`` and return the
+    folder. The marker is written before the files, so that a write a kill interrupts is still
+    claimed on the rerun. ``legacy(folder)``: True when the folder holds a record of this project
+    written before folders were marked; its files of these names then count as the project's.
+    A folder marked as another kind (a dataset, a stand-in) is refused: it stays as it was built.
+    ``record=False`` only checks: a long command asks before its work, and claims when it writes.
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (out / "notes.md").write_text("mine")
+    >>> claim_files(out, ["table.md"]) == out          # new names beside a user's file: fine
+    True
+    >>> _ = (out / "table.md").write_text("written")
+    >>> claim_files(out, ["table.md"]) == out          # claimed before: replaced
+    True
+    >>> claim_files(out, ["notes.md"])
+    Traceback (most recent call last):
+    ...
+    FileExistsError: .../notes.md: exists and was not written by CET; CET replaces only its own outputs: ...
+    """
+    folder = Path(folder)
+    if folder.is_symlink() and not folder.resolve().is_dir():
+        raise FileExistsError(f"{folder}: a symbolic link to {folder.resolve()}, which is not a folder; give a "
+                              f"folder as the {what}")
+    if folder.exists() and not folder.is_dir():
+        raise FileExistsError(f"{folder}: exists and is not a folder; the {what} must be a folder")
+    names, marker = [str(n) for n in names], None
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        pass
+    if not (isinstance(marker, dict) and marker.get("written_by") == "cet" and isinstance(marker.get("entries"), list)):
+        marker = None
+    if marker is not None and marker.get("kind") != kind:
+        raise FileExistsError(f"{folder}: a folder CET wrote as a {marker.get('kind')}; it stays as it was built: "
+                              f"choose another {what}")
+    owned = {str(e) for e in marker["entries"]} if marker is not None else set()
+    if marker is None and legacy is not None and folder.is_dir() and legacy(folder):
+        owned = set(names)
+    for name in names:
+        path = folder / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise FileExistsError(f"{path}: exists and is not a plain file; choose another {what}")
+        if path.exists() and name not in owned:
+            raise FileExistsError(f"{path}: exists and was not written by CET; CET replaces only its own outputs: "
+                                  f"choose another {what}, or move the file away")
+    if record and (marker is None or not set(names) <= owned):
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text(folder / MARKER, json.dumps({"written_by": "cet", "kind": kind,
+                                                "entries": sorted(owned | set(names))}, indent=2))
+    return folder
+
+
 def replace_folder(src, dst, kind: str) -> Path:
     """Mark the finished ``src`` and move it to ``dst``; an old ``dst`` is replaced only when
     ``check_replaceable`` allows it, and only once ``src`` is complete."""

@@ -7,8 +7,10 @@ before anything is allocated).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import uuid
 import warnings
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from . import model_folder
-from .atomic import writing
+from .atomic import temporary_name, writing
 from .contract import MAX_GRID
 from .recipe import RECIPES, Recipe, recipe_for
 
@@ -34,10 +36,46 @@ def read_config(path) -> dict:
     return model_folder.read_config(path, CLASSES)
 
 
-def save(model, path) -> Path:
-    """Write ``model``'s ``config.json`` and ``weights.safetensors`` (no pickle). Files appear whole."""
-    model._check_fitted()
+def check_saveable(path) -> Path:
+    """Refuse (FileExistsError naming the file) to save a model into ``path`` where that would
+    replace a ``config.json`` or ``weights.safetensors`` that is not a CET model's: a model saved
+    there before is replaced, a user's files never are."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"{path}: exists and is not a folder; a model is saved as a folder")
+    for name in ("config.json", "weights.safetensors"):
+        if (path / name).is_symlink() or ((path / name).exists() and not (path / name).is_file()):
+            raise FileExistsError(f"{path / name}: exists and is not a plain file; save the model to another folder")
+    config, weights = path / "config.json", path / "weights.safetensors"
+    if config.exists():
+        try:
+            ours = json.loads(config.read_bytes()).get("format") == FORMAT
+        except (ValueError, AttributeError, RecursionError, OSError):
+            ours = False
+        if not ours:
+            raise FileExistsError(f"{config}: exists and is not a saved CET model's; CET replaces only a model it "
+                                  "saved: save the model to another folder")
+    elif weights.exists():
+        raise FileExistsError(f"{weights}: exists without a CET model's config.json beside it; CET replaces only "
+                              "a model it saved: save the model to another folder")
+    return path
+
+
+def weights_digest(path) -> str:
+    """The SHA-256 of a weights file, recorded in ``config.json``: a save interrupted between its
+    two renames leaves a config that does not match the weights, and loading says so."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save(model, path) -> Path:
+    """Write ``model``'s ``config.json`` and ``weights.safetensors`` (no pickle). Files appear whole;
+    a folder that holds files of these names that CET did not save is refused (``check_saveable``)."""
+    model._check_fitted()
+    path = check_saveable(path)
     path.mkdir(parents=True, exist_ok=True)
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "class": type(model).__name__,
               "params": _jsonable(model.get_params()), "recipe": dataclasses.asdict(model.recipe_),
@@ -54,9 +92,11 @@ def save(model, path) -> Path:
     # a copy of each tensor: safetensors refuses tensors that share memory (a first layer shared by
     # both heads is stored under both names; the network load() builds ties them again)
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.net_.state_dict().items()}
-    weights_tmp, config_tmp = path / "weights.safetensors.tmp", path / "config.json.tmp"
+    weights_tmp = path / f"{temporary_name(path / 'weights.safetensors')}{uuid.uuid4().hex[:8]}"
+    config_tmp = path / f"{temporary_name(path / 'config.json')}{uuid.uuid4().hex[:8]}"
     with writing(path / "weights.safetensors", weights_tmp, config_tmp):
         save_file(state, weights_tmp)
+        config["weights_sha256"] = weights_digest(weights_tmp)
         config_tmp.write_text(json.dumps(config, indent=2))
         os.replace(weights_tmp, path / "weights.safetensors")
         os.replace(config_tmp, path / "config.json")
@@ -94,6 +134,9 @@ def load(cls, path, device: str = "auto"):
         model.feature_names_in_ = np.asarray(config["feature_names"], dtype=object)
     model.feature_scaling_ = _read_scaling(config, path, n_features)
     model.event_names_, model.event_times_, model.rmst_horizon_ = _read_targets(config, path, n_events)
+    if isinstance(config.get("weights_sha256"), str) and weights_digest(weights) != config["weights_sha256"]:
+        raise ValueError(f"{weights}: not the weights config.json was saved with (their SHA-256 differs: a save "
+                         "interrupted between its two files, or a file replaced by hand); save the model again")
     try:
         state = load_file(str(weights), device=str(model.device_))
     except Exception as exc:  # safetensors raises its own error type for a damaged file

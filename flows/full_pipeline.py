@@ -63,6 +63,7 @@ def full_pipeline(params: FullPipelineParams = FullPipelineParams()) -> str:
     s = Settings()
     entries = []
     names = list(params.datasets)
+    report_lib.claim_report(s.reports_dir, names, record=False)  # a user's file there: refused before any work
     building = None  # the next dataset's build, under way while this one trains
     for i, name in enumerate(names):
         path = (building or build_dataset.submit(name)).result()
@@ -79,8 +80,11 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         params = commands.params(args, FullPipelineParams)
+        report_lib.claim_report(Settings().reports_dir, params.datasets, record=False)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
+    except FileExistsError as exc:
+        raise SystemExit(f"full-pipeline: {exc}") from None
     path = full_pipeline(params)
     print(f"report: {path} ({time.perf_counter() - t0:.0f} s)")
     return 0

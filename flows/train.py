@@ -38,10 +38,12 @@ from prefect.artifacts import (
 from prefect.logging import get_run_logger
 
 from cet_model import threads
+from cet_model.atomic import claim_files
 from cet_model.bootstrap import resamples_text
 from cet_model.dataset import DATASET_FILES
 from flows.lib import commands
 from flows.lib.choices import BUILDS  # noqa: E402
+from flows.lib.experiment.report import REPORT_FILES, is_report_folder
 from flows.lib.flow_params import (
     MimicBuildParams,
     RedditBuildParams,
@@ -176,6 +178,14 @@ def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden
     return str(path)
 
 
+def check_reports(out: Path, name: str, runs: int) -> None:
+    """Refuse, before anything trains, a reports folder holding files of the user's where this
+    dataset's report (and with ``runs``, the paper-format report) would go."""
+    dataset_report_lib.check_ours(out, name)
+    if runs:
+        claim_files(out, REPORT_FILES, legacy=is_report_folder, what="reports folder (CET_REPORTS_DIR)", record=False)
+
+
 def artifact_key(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "dataset"
 
@@ -203,6 +213,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
         horizon=params.horizon, reference=params.reference)
     if params.subgroups:  # refused before anything trains
         subgroups.check_dataset_columns(path, params.subgroups)
+    check_reports(s.reports_dir / name, name, params.runs)  # a user's files where the reports go: likewise
     explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
     metric, note = choose_metric(str(path), params.promote_metric or s.promote_metric, explicit,
                                  params.search if params.runs else 0)
@@ -377,10 +388,12 @@ def main(argv=None) -> int:
             if params.subgroups:  # a column the dataset lacks: a usage error before any flow starts
                 folder = Path(args.data) if args.data else Settings().dataset_dir(Settings().dataset_name(args.dataset))
                 subgroups.check_dataset_columns(folder, params.subgroups)
+            name = Settings().dataset_name(params.dataset, params.data)
+            check_reports(Settings().reports_dir / name, name, params.runs)
         else:
             build_flow(Settings().dataset_name(args.dataset))  # refuses a name with nothing to rebuild from
             params = commands.params(args, RetrainParams)
-    except ValueError as exc:  # pydantic's ValidationError names the field
+    except (ValueError, FileExistsError) as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
     print_version(Path(result["version"]), result["decision"], result.get("subgroups"))

@@ -20,6 +20,7 @@ from flows import mimic as mimic_cli
 from flows import predict as predict_cli
 from flows import synthetic as synthetic_cli
 from flows import table as table_cli
+from flows import train as train_cli
 from flows.lib.infra import registry
 from flows.lib.infra.folders import check_output_file
 from flows.lib.modeling import explain
@@ -275,3 +276,98 @@ def test_the_dataset_report_never_replaces_a_users_files(tmp_path):
     check_ours(out, "cohort")  # empty: nothing to protect
     (out / "report.md").write_text("# cohort: model version v0001\n")
     check_ours(out, "cohort")  # ours: replaced
+
+
+def test_report_folders_keep_a_users_files_and_replace_only_what_cet_wrote(tmp_path, capsys):
+    """The harness's --out, the pipeline's reports folder: a file of the same name that CET did not
+    write there is refused before any work; CET's own (its marker, or a report written before
+    folders were marked) is replaced; a dataset folder is never written into."""
+    from cet_experiments import experiments
+    from cet_experiments import real as real_cli
+    from cet_model.atomic import claim_files
+    from flows import full_pipeline
+    from flows.lib.experiment.report import is_report_folder
+
+    out = tmp_path / "bench"
+    out.mkdir()
+    (out / "table.md").write_text("# my table\n")
+    with pytest.raises(SystemExit, match=r"bench/table.md: exists and was not written by CET"):
+        real_cli.main(["--tables-only", "--out", str(out)])
+    with pytest.raises(SystemExit, match=r"bench/table.md: exists and was not written by CET"):
+        experiments.main(["dataset", "--data", str(tmp_path / "no-such-data"), "--out", str(out)])  # before loading
+    assert _tree(out) == {"table.md": b"# my table\n"}
+    (out / "table.md").unlink()
+    (out / "mine").mkdir()
+    (out / "mine" / "metrics.json").write_text('{"my": "record"}')  # not a cohort record: neither read nor replaced
+    real_cli.main(["--tables-only", "--out", str(out)])
+    assert json.loads((out / MARKER).read_text())["entries"] == ["table.md"]
+    assert (out / "table.md").read_text().startswith("# Real-data benchmark\n")
+    real_cli.main(["--tables-only", "--out", str(out)])  # its own: replaced
+    assert (out / "mine" / "metrics.json").read_text() == '{"my": "record"}'
+
+    old = tmp_path / "old-report"  # a report written before report folders were marked
+    old.mkdir()
+    (old / "metrics.json").write_text(json.dumps({"models": {}, "config": {}, "machine": {}}))
+    (old / "table.md").write_text("# Dataset x\n")
+    claim_files(old, ["metrics.json", "table.md"], legacy=is_report_folder)
+    assert set(json.loads((old / MARKER).read_text())["entries"]) == {"metrics.json", "table.md"}
+    data = synthetic.write(tmp_path / "ds", n=300, split_sizes=(180, 60, 60))
+    with pytest.raises(FileExistsError, match="a folder CET wrote as a dataset"):
+        claim_files(data, ["table.md"])
+    (tmp_path / "elsewhere.md").write_text("mine")
+    (old / "fig2_auc_mrae.png").symlink_to(tmp_path / "elsewhere.md")
+    with pytest.raises(FileExistsError, match="fig2_auc_mrae.png: exists and is not a plain file"):
+        claim_files(old, ["fig2_auc_mrae.png"])
+    assert (tmp_path / "elsewhere.md").read_text() == "mine"
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "synthetic-auc.png").write_bytes(b"my figure")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CET_REPORTS_DIR", str(reports))
+        with pytest.raises(SystemExit, match=r"synthetic-auc.png: exists and was not written by CET"):
+            full_pipeline.main(["--datasets", "synthetic"])
+    assert _tree(reports) == {"synthetic-auc.png": b"my figure"}
+
+
+def test_train_evaluate_refuses_a_users_report_folder_before_training(tmp_path, monkeypatch, capsys):
+    data = synthetic.write(tmp_path / "cohort", n=300, split_sizes=(180, 60, 60))
+    monkeypatch.setenv("CET_REPORTS_DIR", str(tmp_path / "reports"))
+    monkeypatch.setenv("CET_MODELS_DIR", str(tmp_path / "models"))
+    mine = tmp_path / "reports" / "synthetic-reference"  # the manifest's name
+    mine.mkdir(parents=True)
+    (mine / "table.md").write_text("# notes\n")
+    err = _usage_error(train_cli.main, ["evaluate", "--data", str(data), "--runs", "1"], capsys)
+    assert "table.md: exists and was not written by CET" in err
+    (mine / "table.md").unlink()
+    (mine / "report.md").write_text("# notes\n")
+    err = _usage_error(train_cli.main, ["evaluate", "--data", str(data)], capsys)
+    assert "report.md: not a report CET wrote for synthetic-reference" in err
+    assert _tree(mine) == {"report.md": b"# notes\n"} and not (tmp_path / "models").exists()
+
+
+def test_saving_a_model_replaces_only_a_model_cet_saved_and_a_torn_save_is_caught(tmp_path, small_survival):
+    from cet_model import CETModel, load_model
+
+    x, t, s, _ = small_survival
+    model = CETModel(hidden_sizes=(8,), max_epochs=2, patience=2, batch_size=64, device="cpu").fit(x, t, s)
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"my": "settings"}')
+    with pytest.raises(FileExistsError, match=r"project/config.json: exists and is not a saved CET model's"):
+        model.save(folder)
+    assert _tree(folder) == {"config.json": b'{"my": "settings"}'}
+    (folder / "config.json").unlink()
+    (folder / "weights.safetensors").write_bytes(b"mine")
+    with pytest.raises(FileExistsError, match="exists without a CET model's config.json beside it"):
+        model.save(folder)
+    (folder / "weights.safetensors").unlink()
+    model.save(folder)
+    first = (folder / "weights.safetensors").read_bytes()
+    other = CETModel(hidden_sizes=(8,), max_epochs=2, patience=2, batch_size=64, device="cpu", seed=1)
+    other.fit(x, t, s).save(folder)  # a model CET saved there: replaced
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "weights.safetensors"]  # no temporaries
+    load_model(folder)
+    (folder / "weights.safetensors").write_bytes(first)  # as a kill between the two renames would leave it
+    with pytest.raises(ValueError, match="not the weights config.json was saved with"):
+        load_model(folder)

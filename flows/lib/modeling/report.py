@@ -19,8 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from cet_model.atomic import claim_files, write_text  # noqa: E402
 from cet_model.atomic import save_figure as _save  # noqa: E402
-from cet_model.atomic import write_text  # noqa: E402
 from cet_model.bootstrap import bounds_text, resamples_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
@@ -203,12 +203,38 @@ STANDIN_NOTE = ("**A generated stand-in, not real data.** Its rows are drawn by 
                 "software, not the model's worth on real patients or users (docs/results.md, real cohorts).")
 
 
+REPORT_TITLE = "# CET pipeline report"
+
+
+def report_files(names) -> list[str]:
+    """The files the pipeline report of datasets ``names`` writes into its folder."""
+    return ["report.md", *(f"{n}-{kind}.png" for n in names for kind in ("auc", "calibration"))]
+
+
+def is_pipeline_report(folder) -> bool:
+    """Whether ``folder`` holds a pipeline report this project wrote before report folders were marked."""
+    try:
+        with (Path(folder) / "report.md").open(errors="replace") as f:
+            return f.readline().rstrip("\n") == REPORT_TITLE
+    except OSError:
+        return False
+
+
+def claim_report(out_dir, names, record: bool = True) -> Path:
+    """Refuse (FileExistsError naming the file) when a file the report of datasets ``names``
+    writes exists in ``out_dir`` and this project did not write it; else claim them
+    (``cet_model.atomic.claim_files``)."""
+    return claim_files(out_dir, report_files(names), legacy=is_pipeline_report,
+                       what="reports folder (CET_REPORTS_DIR)", record=record)
+
+
 def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
     """``entries``: {"name", "dataset", "version", "decision"} per dataset. Writes
-    ``out_dir/report.md`` and ``out_dir/<name>-auc.png``, ``<name>-calibration.png``."""
+    ``out_dir/report.md`` and ``out_dir/<name>-auc.png``, ``<name>-calibration.png``; files of
+    these names that this project did not write there are never replaced (``claim_report``)."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    parts = ["# CET pipeline report", "",
+    claim_report(out_dir, [e["name"] for e in entries])
+    parts = [REPORT_TITLE, "",
              "Test-split metrics of one training run per dataset: AUC of P(ever) against the true "
              "occurrence c (ET: by the rank of its predicted median time), MRAE, Harrell's C and Uno's C "
              "of predicted median times (CET's: the median time given that the event happens, the "
