@@ -61,6 +61,15 @@ def _unreadable_cell(a) -> str:
     return ""
 
 
+def _complex(a) -> bool:
+    """Whether ``a`` reads as an array of complex numbers (or holds one among Python numbers)."""
+    try:
+        arr = np.asarray(a)
+    except (TypeError, ValueError):
+        return False
+    return arr.dtype.kind == "c" or (arr.dtype == object and any(isinstance(v, complex) for v in arr.ravel()[:10_000]))
+
+
 def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
     """A 2-D float64 array; a 1-D input is one column. Raises ValueError naming ``name`` (and,
     for a data frame, the column and row of the first value that is not a number). Sparse and
@@ -76,6 +85,10 @@ def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
     Traceback (most recent call last):
     ...
     ValueError: X: complex values; CET needs real numbers
+    >>> as_matrix([[1.0, 2j]], "X")
+    Traceback (most recent call last):
+    ...
+    ValueError: X: complex values; CET needs real numbers
     """
     if hasattr(a, "tocsr") and hasattr(a, "nnz"):  # scipy.sparse matrices and arrays (scipy need not be imported)
         raise TypeError(f"{name}: a sparse matrix ({type(a).__name__}); CET needs a dense array: "
@@ -87,6 +100,8 @@ def as_matrix(a, name: str, n_cols: int | None = None) -> np.ndarray:
     except ComplexWarning:
         raise ValueError(f"{name}: complex values; CET needs real numbers") from None
     except (TypeError, ValueError) as exc:
+        if _complex(a):  # a list of complex numbers: numpy refuses the cast instead of warning
+            raise ValueError(f"{name}: complex values; CET needs real numbers") from None
         cell = _unreadable_cell(a)  # the library's message would quote the cell: its type only
         raise ValueError(f"{name}: cannot be read as a numeric array{cell or f' ({type(exc).__name__})'}") from None
     if arr.ndim == 1:

@@ -282,6 +282,10 @@ def test_errors_name_the_kind_of_a_bad_cell_never_its_value(small_survival):
     assert "0.5" not in str(err.value)
     with pytest.raises(ValueError, match=r"X: complex values; CET needs real numbers"):
         CETModel(**FAST).fit(x + 1j, t, s)
+    as_lists = [list(row) for row in x.tolist()]
+    as_lists[5][1] = 0.5 + 3j  # a plain list: numpy refuses the cast rather than warning
+    with pytest.raises(ValueError, match=r"X: complex values; CET needs real numbers"):
+        CETModel(**FAST).fit(as_lists, t, s)
     with pytest.raises(TypeError, match=r"X: a sparse matrix \(csr_matrix\); CET needs a dense array"):
         CETModel(**FAST).fit(scipy.sparse.csr_matrix(x), t, s)
     model = CETModel(**FAST).fit(x, t, s)
