@@ -4,6 +4,7 @@ independent ones, and the command end to end on a table of one's own."""
 
 import json
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -212,12 +213,17 @@ def _own_table(tmp_path):
                                    name="mine", time_unit="days", split_method="stratified")
 
 
-def test_the_command_on_a_table_of_ones_own(tmp_path):
-    """``--data``: the two protocols on a user's dataset folder, every row and metric filled."""
+def test_the_command_on_a_table_of_ones_own(tmp_path, capsys):
+    """``--data``: the two protocols on a user's dataset folder, every row and metric filled, with
+    what will run and, after the first seed, how long the rest will take."""
     folder = _own_table(tmp_path)
     out = tmp_path / "bench"
-    assert real.main(["--out", str(out), "--data", str(folder), "--seeds", "1", "--models", "CET,ET,BC,Oracle",
+    assert real.main(["--out", str(out), "--data", str(folder), "--seeds", "2", "--models", "CET,ET,BC,Oracle",
                       "--max-epochs", "5"]) == 0
+    said = capsys.readouterr().out
+    assert "mine: 144 training rows, 2 events; 2 seeds of CET, ET, BC, Oracle, then CoxPH" in said
+    assert re.search(r"mine: 1 of 2 seeds in \d+ s; about \d+ s left for the networks \(near \d\d:\d\d\), then "
+                     r"the classical models", said), said
     record = json.loads((out / "mine" / "metrics.json").read_text())
     assert set(record["a"]) == {"CET", "ET", "BC", "Oracle"}
     assert set(record["b"]) == {"CET", "ET", "CoxPH", "LogNormalAFT", "RSF"}
