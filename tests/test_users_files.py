@@ -371,3 +371,18 @@ def test_saving_a_model_replaces_only_a_model_cet_saved_and_a_torn_save_is_caugh
     (folder / "weights.safetensors").write_bytes(first)  # as a kill between the two renames would leave it
     with pytest.raises(ValueError, match="not the weights config.json was saved with"):
         load_model(folder)
+
+
+def test_the_reddit_scan_clean_up_removes_only_the_files_the_scan_writes(tmp_path):
+    from flows.lib.reddit.cohort import remove_scan_parts
+
+    work = tmp_path / "work"
+    for part in ("rs", "rc"):
+        (work / part).mkdir(parents=True)
+        (work / part / "2019-01.parquet").write_bytes(b"scan")
+        (work / part / ".2019-02.parquet.tmp-12345").write_bytes(b"scan")  # a killed scan's temporary
+    (work / "first.parquet").write_bytes(b"scan")
+    (work / "rc" / "my-cohort.parquet").write_bytes(b"mine")
+    (work / "rc" / "2019-01.parquet.bak").write_bytes(b"mine")
+    assert remove_scan_parts(work) == 5
+    assert _tree(work) == {"rc/my-cohort.parquet": b"mine", "rc/2019-01.parquet.bak": b"mine"}

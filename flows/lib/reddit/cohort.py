@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -105,18 +106,21 @@ def _write(frame: pl.DataFrame, out: Path, crash: str | None = None) -> None:
 
 
 SCAN_PARTS = ("rs", "rc")  # per-month scan results in a work folder, and "first.parquet"
+# the names the scan writes there: "<YYYY-MM>.parquet" and its temporaries ".<YYYY-MM>.parquet.tmp-<pid>"
+_SCAN_PART = re.compile(r"\.?\d{4}-\d{2}\.parquet(\.tmp-\d+)?")
 
 
 def remove_scan_parts(work: Path) -> int:
     """Remove the scan results from ``work`` once their use is done: they hold what finds an author
     in the public archive (comment ids and bodies, exact submission times) beside each pseudonym.
-    A later build scans the dumps again. Returns the number of files removed."""
+    Only the names the scan writes are removed; any other file there stays. A later build scans
+    the dumps again. Returns the number of files removed."""
     work, n = Path(work), 0
     for name in SCAN_PARTS:
         folder = work / name
-        if folder.is_dir():
+        if folder.is_dir() and not folder.is_symlink():
             for p in folder.iterdir():
-                if p.is_file() and (p.suffix == ".parquet" or ".parquet.tmp-" in p.name):
+                if p.is_file() and not p.is_symlink() and _SCAN_PART.fullmatch(p.name):
                     p.unlink()
                     n += 1
             if not any(folder.iterdir()):
