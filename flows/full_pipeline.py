@@ -35,7 +35,7 @@ from flows.lib.modeling import report as report_lib
 from flows.train import build_flow, train_evaluate
 
 
-@task(name="write-report")
+@task(name="write-report", task_run_name="write-report")
 def write_report(entries: list[dict], reports_dir: str) -> str:
     path = report_lib.write_report(entries, reports_dir)
     # the figures travel inside the artifact (data URIs): the UI cannot follow links to local files

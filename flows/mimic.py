@@ -42,13 +42,13 @@ from flows.lib.standin import mimic as mimic_standin
 DEFAULT_STANDIN_SCALE = Settings.model_fields["mimic_standin_scale"].default
 
 
-@task(name="download-mimic-demo", retries=2, retry_delay_seconds=[5, 30])
+@task(name="download-mimic-demo", task_run_name="download-mimic-demo", retries=2, retry_delay_seconds=[5, 30])
 def download_demo(url: str, dest: str) -> str:
     mimic_download.fetch_verified_folder(url, Path(dest), progress=False)
     return dest
 
 
-@task(name="generate-mimic-standin")
+@task(name="generate-mimic-standin", task_run_name="generate-mimic-standin-{scale}")
 def generate_standin(dest: str, scale: float, seed: int) -> str:
     path = mimic_standin.ensure(Path(dest), scale=scale, seed=seed, progress=False)
     get_run_logger().info("MIMIC stand-in (scale %s, seed %s) at %s", scale, seed, path)
@@ -62,7 +62,7 @@ def stage(mimic_dir: str, table: str, work_dir: str) -> str:
     return str(staged.parquet)
 
 
-@task(name="build-mimic-dataset")
+@task(name="build-mimic-dataset", task_run_name="build-mimic-dataset")
 def build_dataset(staged_parquets: list[str], out: str, work_dir: str, params: mimic_build.MimicParams) -> str:
     staged = {s.table: s for s in map(mimic_staging.read_staged, map(Path, staged_parquets))}
     path = mimic_build.build_staged(staged, Path(out), Path(work_dir), params)

@@ -39,7 +39,7 @@ from flows.lib.flow_params import PredictParams
 from flows.lib.infra.cli import apply_log_level, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
-from flows.lib.infra.run_names import run_name
+from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -47,7 +47,7 @@ from flows.lib.modeling import predict as predict_lib
 from flows.lib.reddit import build as reddit_build
 
 
-@task(name="score-features")
+@task(name="score-features", task_run_name=file_task_name("score", "features"))
 def score(features: str, version: str, out: str, quantiles: list[float], sequences: str | None, device: str,
           horizons: list[float], rmst: bool = False) -> str:
     path = predict_lib.score(features, version, out, quantiles, sequences, device, horizons, rmst)
@@ -55,7 +55,7 @@ def score(features: str, version: str, out: str, quantiles: list[float], sequenc
     return str(path)
 
 
-@task(name="score-mimic-raw")
+@task(name="score-mimic-raw", task_run_name="score-mimic-raw")
 def score_mimic(mimic_dir: str, version: str, out: str, work_dir: str, quantiles: list[float], device: str,
                 horizons: list[float], rmst: bool = False) -> str:
     path, counts = predict_lib.score_mimic_raw(mimic_dir, version, out, work_dir, quantiles, device, horizons, rmst)
@@ -80,7 +80,7 @@ def scoring_key(version: str, work_dir: str) -> bytes:
     return reddit_build.pseudonym_key(None, Path(work_dir))
 
 
-@task(name="score-reddit-raw")
+@task(name="score-reddit-raw", task_run_name="score-reddit-dumps")
 def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, quantiles: list[float],
                  device: str, horizons: list[float], rmst: bool = False) -> str:
     key = scoring_key(version, work_dir)

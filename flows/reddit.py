@@ -48,7 +48,7 @@ def _key(work: str) -> bytes:
     return reddit_build.pseudonym_key(secret.get_secret_value() if secret else None, Path(work))
 
 
-@task(name="generate-reddit-standin")
+@task(name="generate-reddit-standin", task_run_name="generate-reddit-standin-{n_users}")
 def generate_standin(dest: str, n_users: int, seed: int, start: str, comment_end: str, submission_end: str,
                      text: str = "phrases") -> str:
     months = reddit_standin.Months(start, comment_end, submission_end)
@@ -68,7 +68,7 @@ def scan_rs(path: str, out: str, work: str, end_utc: int, max_error_rate: float)
     return stats
 
 
-@task(name="combine-submissions")
+@task(name="combine-submissions", task_run_name="combine-submissions")
 def combine_rs(parts: list[str], out: str) -> str:
     reddit_cohort.combine_submissions([Path(p) for p in parts], Path(out))
     return out
@@ -85,7 +85,7 @@ def scan_rc(path: str, out: str, work: str, first_path: str, end_utc: int, max_e
     return stats
 
 
-@task(name="embed-and-build-reddit-dataset")
+@task(name="embed-and-build-reddit-dataset", task_run_name="embed-and-build-reddit-dataset")
 def finish(files: list[str], first_path: str, parts: list[str], out: str, work: str,
            params: reddit_build.RedditParams, scan_stats: list[dict]) -> str:
     import polars as pl
@@ -100,7 +100,7 @@ CODE = ["flows.lib.reddit", "flows.lib.infra.download", "cet_model.censoring", "
 STANDIN_CODE = ["flows.lib.standin.reddit", "flows.lib.standin.reddit_text"]
 
 
-@task(name="reddit-stage-key")
+@task(name="reddit-stage-key", task_run_name="reddit-stage-key")
 def source_key(work: str) -> str:
     """Which key pseudonymises (its digest, never the key): another key means other user ids."""
     return reddit_cohort.key_digest(_key(work))

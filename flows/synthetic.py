@@ -30,7 +30,7 @@ from flows.lib.standin import synthetic
 CODE = ["flows.lib.standin.synthetic", "cet_model.censoring", "cet_model.dataset"]
 
 
-@task(name="generate-synthetic")
+@task(name="generate-synthetic", task_run_name="generate-synthetic-{mode}")
 def generate(out: str, mode: str, n: int, seed: int) -> str:
     sizes = (n * 6 // 10, n * 2 // 10, n - n * 6 // 10 - n * 2 // 10)
     path = synthetic.write(out, mode=mode, n=n, seed=seed, split_sizes=sizes)

@@ -38,7 +38,7 @@ from flows.lib.flow_params import TableBuildParams
 from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
-from flows.lib.infra.run_names import run_name
+from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -46,7 +46,7 @@ from flows.lib.infra.settings import Settings
 CODE = ["cet_model.dataset", "flows.lib.ingest", "flows.lib.tables"]
 
 
-@task(name="write-table-dataset")
+@task(name="write-table-dataset", task_run_name=file_task_name("write-table", "table"))
 def write_table_dataset(table: str, out: str, params: dict) -> str:
     path = tables.write(table, out, params)
     for line in tables.build_summary(path):

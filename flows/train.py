@@ -56,7 +56,7 @@ from flows.lib.infra import registry
 from flows.lib.infra.cli import apply_log_level, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
-from flows.lib.infra.run_names import run_name
+from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
@@ -101,7 +101,7 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
     return str(version), reused
 
 
-@task(name="choose-promotion-metric")
+@task(name="choose-promotion-metric", task_run_name=file_task_name("choose-metric", "dataset_dir"))
 def choose_metric(dataset_dir: str, metric: str, explicit: bool, search: int) -> tuple[str, str | None]:
     chosen, why = train_eval.promotion_metric(dataset_dir, metric, explicit, search)
     if why:
@@ -109,7 +109,7 @@ def choose_metric(dataset_dir: str, metric: str, explicit: bool, search: int) ->
     return chosen, why
 
 
-@task(name="rescore-promoted-version")
+@task(name="rescore-promoted-version", task_run_name="rescore-promoted-{name}")
 def rescore_promoted(models_root: str, name: str, version: str, dataset_dir: str, metric: str,
                      device: str) -> dict | None:
     """The promoted version and the candidate on the same validation rows (those the promoted
@@ -121,7 +121,7 @@ def rescore_promoted(models_root: str, name: str, version: str, dataset_dir: str
     return rescored
 
 
-@task(name="apply-promotion-rule")
+@task(name="apply-promotion-rule", task_run_name="judge-{name}")
 def judge(models_root: str, name: str, version: str, metric: str, tolerance: float, note: str | None = None,
           rescored: dict | None = None, evidence: str = "point") -> dict:
     decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance, evidence),
@@ -130,7 +130,7 @@ def judge(models_root: str, name: str, version: str, metric: str, tolerance: flo
     return decision
 
 
-@task(name="publish-metrics")
+@task(name="publish-metrics", task_run_name="publish-metrics-{name}")
 def publish_metrics(name: str, version: str) -> None:
     rows = version_text.metric_rows(Path(version))
     create_table_artifact(rows, key=f"metrics-{artifact_key(name)}",
@@ -149,7 +149,7 @@ def publish_metrics(name: str, version: str) -> None:
                                           "minus each model")
 
 
-@task(name="subgroup-metrics")
+@task(name="subgroup-metrics", task_run_name="subgroups-{name}")
 def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[str]) -> str:
     path = subgroups.write_subgroups(version, dataset_dir, columns)
     create_table_artifact(subgroups.read_rows(path), key=f"subgroups-{artifact_key(name)}",
@@ -167,7 +167,7 @@ def dataset_report(name: str, version: str, dataset_dir: str, out: str, device: 
     return str(path)
 
 
-@task(name="experiment-report")
+@task(name="experiment-report", task_run_name="experiment-report-{name}")
 def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden: int, max_epochs: int,
                       patience: int, seed: int, name: str, reference: str = "auto") -> str:
     path = train_eval.experiment(dataset_dir, out, runs, search, hidden=hidden, max_epochs=max_epochs,

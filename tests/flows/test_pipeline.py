@@ -263,6 +263,7 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
         assert any(re.fullmatch(rf"train-{name}-\d{{8}}-\d{{6}}", n) for n in flow_names), (name, sorted(flow_names))
     assert "stage-CHARTEVENTS" in task_names and any(re.fullmatch(r"scan-RC_\d{4}-\d{2}", n) for n in task_names), \
         sorted(task_names)
+    assert {"judge-synthetic", "report-mimic", "generate-synthetic-reference"} <= task_names, sorted(task_names)
     uris = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", art.data)
     assert len(uris) == 6 and ".png)" not in art.data
     assert base64.b64decode(uris[1]) == (reports / "synthetic-calibration.png").read_bytes()

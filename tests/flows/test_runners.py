@@ -49,3 +49,19 @@ def test_a_mapped_task_runs_at_most_the_bound_at_once(monkeypatch):
 
     assert mapped() == list(range(9))
     assert peak[0] == 3
+
+
+def test_every_task_names_its_runs_by_what_they_do():
+    """Prefect names a task run ``<task>-<3 hex digits>`` unless the task says otherwise: each
+    task of the flows names its runs (a table, a month, a dataset), so the UI reads as the work."""
+    import importlib
+
+    from prefect.tasks import Task
+
+    found = {}
+    for module in ("common", "full_pipeline", "mimic", "predict", "reddit", "synthetic", "table", "train"):
+        mod = importlib.import_module(f"flows.{module}")
+        found.update({f"{module}.{k}": v for k, v in vars(mod).items() if isinstance(v, Task)})
+    assert len(found) >= 25, sorted(found)
+    unnamed = sorted(k for k, t in found.items() if t.task_run_name is None)
+    assert not unnamed, unnamed
