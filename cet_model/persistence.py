@@ -1,7 +1,8 @@
 """A model folder: ``config.json`` (the class, parameters, recipe, shapes, scaling and training
-summary) and ``weights.safetensors``, no pickle. Written to temporary names and renamed, so a
-folder is whole or absent; read as untrusted input (``model_folder`` checks sizes and shapes
-before anything is allocated).
+summary) and ``weights.safetensors``, no pickle. Each file is written to a temporary name and
+renamed, the weights first; the config records the weights' SHA-256, so a save killed between
+the two renames is refused at load. Read as untrusted input (``model_folder`` checks sizes and
+shapes before anything is allocated).
 """
 
 from __future__ import annotations
