@@ -57,6 +57,7 @@ from cet_model.metrics import (
 )
 from cet_model.presets import fit_preset
 from flows.lib.experiment.records import data_fingerprint, resolved_params
+from flows.lib.experiment.runner import time_left
 
 from .cli import real_parser
 from .rows import CLASSICAL_ROWS, NATURAL_ROWS, PAPER_ROWS, VARIANTS, preset_of
@@ -289,12 +290,9 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
            if "CET-paper" in rows else ""))
     for done, seed in enumerate(seeds):
         if done:  # an estimate from the seeds so far: every seed fits the same rows
-            per_seed = (time.perf_counter() - started) / done
-            left = per_seed * (len(seeds) - done)
-            finish = time.strftime("%H:%M", time.localtime(time.time() + left))
-            say(f"{done} of {len(seeds)} seeds in {_duration(time.perf_counter() - started)}; about "
-                f"{_duration(left)} left for the networks (near {finish})"
-                + (", then the classical models" if classical else ""))
+            elapsed = time.perf_counter() - started
+            say(time_left(done, len(seeds), elapsed, elapsed / done * (len(seeds) - done), "seeds",
+                          " for the networks") + (", then the classical models" if classical else ""))
         for row in paper_rows:
             preset = preset_of(row)[0]
             t0 = time.perf_counter()
@@ -341,20 +339,6 @@ def run_cohort(ds: Dataset, seeds, paper_rows=PAPER_ROWS, natural_rows=NATURAL_R
         say(f"b {kind:<31} {secs:6.1f}s C(rmst) " + " ".join(f"{e}={v['harrell_rmst']:.3f}" for e, v in scores.items()))
     result["machine"] = machine()
     return result
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` as a person reads a wait.
-
-    >>> _duration(42), _duration(754), _duration(7384)
-    ('42 s', '12 min 34 s', '2 h 3 min')
-    """
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
 def followed_ece(model, train: Split, split: Split) -> list[float]:

@@ -170,10 +170,13 @@ def test_uno_c_and_brier_match_scikit_survival_conventions():
     assert integrated_brier_score(t, s, t, s, perfect, times) < integrated_brier_score(t, s, t, s, flat, times)
 
 
-def test_model_runs_gives_costly_rows_fewer_runs(tmp_path, tiny_dataset):
+def test_model_runs_gives_costly_rows_fewer_runs(tmp_path, tiny_dataset, capsys):
     out = tmp_path / "few"
     experiments.main(["dataset", "--data", str(tiny_dataset.path), "--runs", "3", "--models", "ET,BC",
                       "--model-runs", "BC=1", "--hidden", "4", "--max-epochs", "1", "--out", str(out)])
+    said = capsys.readouterr().out  # after each run, the time the rest will take
+    assert re.search(r"^1 of 3 runs in \d+ s; about \d+ s left \(near \d\d:\d\d\)$", said, flags=re.M), said
+    assert re.search(r"^2 of 3 runs in ", said, flags=re.M) and "3 of 3" not in said
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["models"]["ET"]["tasks"]["T1"]["auc"]) == 3
     assert len(metrics["models"]["BC"]["tasks"]["T1"]["auc"]) == 1

@@ -41,8 +41,13 @@ def run(ds: Dataset, runs: int, models=PAPER_PRESETS, hidden_sizes=(100,), max_e
     result = {"models": {m: {"tasks": {e: {} for e in ds.event_names}, "seconds": []} for m in models},
               "figures": {"calibration": {e: {} for e in ds.event_names}, "maps": None}}
     model_runs = {m: (model_runs or {}).get(m, runs) for m in models}
-    for r in range(max(model_runs.values(), default=0)):
+    started, total_runs = time.perf_counter(), max(model_runs.values(), default=0)
+    for r in range(total_runs):
         seed = first_seed + r
+        if r and progress:  # an estimate from the runs so far, model by model (costly rows may run fewer)
+            left = sum(float(np.mean(result["models"][m]["seconds"])) * (model_runs[m] - r)
+                       for m in models if r < model_runs[m] and result["models"][m]["seconds"])
+            print(time_left(r, total_runs, time.perf_counter() - started, left, "runs"), flush=True)
         for name in models:
             if r >= model_runs[name]:
                 continue
@@ -94,6 +99,31 @@ def run(ds: Dataset, runs: int, models=PAPER_PRESETS, hidden_sizes=(100,), max_e
                          "split_sizes": ds.manifest.get("split_sizes"), "fingerprint": data_fingerprint(ds.path)}
     result["machine"] = machine()
     return result
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` as a person reads a wait.
+
+    >>> duration_text(42), duration_text(754), duration_text(7384)
+    ('42 s', '12 min 34 s', '2 h 3 min')
+    """
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def time_left(done: int, total: int, elapsed: float, left: float, what: str, after: str = "") -> str:
+    """A progress line: ``done`` of ``total`` ``what`` took ``elapsed`` seconds, about ``left`` to go.
+
+    >>> time_left(1, 10, 30.0, 270.0, "runs")[:43]
+    '1 of 10 runs in 30 s; about 4 min 30 s left'
+    """
+    finish = time.strftime("%H:%M", time.localtime(time.time() + left))
+    return (f"{done} of {total} {what} in {duration_text(elapsed)}; about {duration_text(left)} left{after} "
+            f"(near {finish})")
 
 
 def _figure_data(result: dict, name: str, model, ds, x_te) -> None:
