@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cet_experiments import experiments, summary
+from cet_model.atomic import MARKER
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import cpu_model, evaluate, machine
 from cet_model.presets import PRESET_OF_ESTIMATOR, fit_preset
@@ -40,7 +41,10 @@ def test_report_writes_table_and_metrics_that_agree(tmp_path, tiny_dataset):
         avg = next(line for line in table.splitlines() if line.startswith(f"| {name} | Avg |"))
         want = np.mean([np.mean(v["auc"]) for v in entry["tasks"].values()])
         assert float(re.findall(r"\d+\.\d+", avg.split("|")[3])[0]) == pytest.approx(want, abs=0.005)
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporaries left
+    # no temporaries left; the marker lists what the report wrote
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [MARKER]
+    assert set(json.loads((tmp_path / MARKER).read_text())["entries"]) == {
+        p.name for p in tmp_path.iterdir() if p.name != MARKER}
 
 
 def test_fixed_seed_reproduces_the_table(tiny_dataset):
