@@ -413,8 +413,9 @@ class _Base(SurvivalContract, BaseEstimator):
         pass
 
     def save(self, path) -> Path:
-        """Write ``config.json`` and ``weights.safetensors`` (no pickle). Files appear whole
-        (``cet_model.persistence``)."""
+        """Write ``config.json`` and ``weights.safetensors`` (no pickle) into the folder ``path``.
+        Files appear whole; a model saved there before is replaced, files of these names that CET
+        did not save are refused (``cet_model.persistence``)."""
         return persistence.save(self, path)
 
     @classmethod
