@@ -257,6 +257,9 @@ def claim_files(folder, names, kind: str = "report", legacy=None, what: str = "o
     if marker is not None and marker.get("kind") != kind:
         raise FileExistsError(f"{folder}: a folder CET wrote as a {marker.get('kind')}; it stays as it was built: "
                               f"choose another {what}")
+    if marker is None and folder.is_dir() and owned_entries(folder) is not None:  # one from before the marker
+        raise FileExistsError(f"{folder}: a dataset or stand-in folder CET wrote; it stays as it was built: "
+                              f"choose another {what}")
     owned = {str(e) for e in marker["entries"]} if marker is not None else set()
     if marker is None and legacy is not None and folder.is_dir() and legacy(folder):
         owned = set(names)

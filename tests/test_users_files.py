@@ -314,6 +314,9 @@ def test_report_folders_keep_a_users_files_and_replace_only_what_cet_wrote(tmp_p
     data = synthetic.write(tmp_path / "ds", n=300, split_sizes=(180, 60, 60))
     with pytest.raises(FileExistsError, match="a folder CET wrote as a dataset"):
         claim_files(data, ["table.md"])
+    (data / MARKER).unlink()  # as an earlier version left it
+    with pytest.raises(FileExistsError, match="a dataset or stand-in folder CET wrote"):
+        claim_files(data, ["table.md"])
     (tmp_path / "elsewhere.md").write_text("mine")
     (old / "fig2_auc_mrae.png").symlink_to(tmp_path / "elsewhere.md")
     with pytest.raises(FileExistsError, match="fig2_auc_mrae.png: exists and is not a plain file"):
