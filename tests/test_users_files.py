@@ -331,6 +331,14 @@ def test_report_folders_keep_a_users_files_and_replace_only_what_cet_wrote(tmp_p
         with pytest.raises(SystemExit, match=r"synthetic-auc.png: exists and was not written by CET"):
             full_pipeline.main(["--datasets", "synthetic"])
     assert _tree(reports) == {"synthetic-auc.png": b"my figure"}
+    from flows.lib.modeling.report import claim_report
+
+    old_report = tmp_path / "old-reports"  # the pipeline's report from before report folders were marked
+    old_report.mkdir()
+    (old_report / "report.md").write_text("# CET pipeline report\n\nold\n")
+    (old_report / "synthetic-auc.png").write_bytes(b"its figure")
+    claim_report(old_report, ["synthetic"])
+    assert "synthetic-auc.png" in json.loads((old_report / MARKER).read_text())["entries"]
 
 
 def test_train_evaluate_refuses_a_users_report_folder_before_training(tmp_path, monkeypatch, capsys):
