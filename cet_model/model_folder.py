@@ -111,7 +111,7 @@ def weight_shapes(path) -> dict[str, tuple[int, ...]]:
             raise ValueError(f"{path}: not a safetensors file (its header is not JSON)") from None
     if not isinstance(header, dict):
         raise ValueError(f"{path}: not a safetensors file (its header is not a JSON object)")
-    shapes, data = {}, size - 8 - n
+    shapes, data, used = {}, size - 8 - n, 0
     for name, info in header.items():
         if name == "__metadata__":
             continue
@@ -125,6 +125,9 @@ def weight_shapes(path) -> dict[str, tuple[int, ...]]:
             raise ValueError(f"{path}: tensor {name!r}: its shape {list(shape)} and offsets do not fit the file's "
                              f"{data:,} bytes of data")
         shapes[name] = shape
+        used = max(used, end)
+    if used != data:  # safetensors indexes its whole buffer: anything after the tensors is not a weights file's
+        raise ValueError(f"{path}: not a safetensors file ({data - used:,} bytes after its tensors' data)")
     return shapes
 
 

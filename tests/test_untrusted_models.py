@@ -97,6 +97,9 @@ def test_a_header_that_announces_more_than_the_file_holds_is_refused(saved):
     path.write_bytes((2**40).to_bytes(8, "little") + b"{}")
     with pytest.raises(ValueError, match="not a safetensors file"):
         load_model(saved)
+    path.write_bytes(raw + b"\0" * 4096)  # data after the tensors: the file is not read through to hash it
+    with pytest.raises(ValueError, match="not a safetensors file \\(4,096 bytes after its tensors' data\\)"):
+        load_model(saved)
 
 
 def test_non_finite_weights_and_statistics_are_refused_at_load(saved, tmp_path):
