@@ -467,6 +467,37 @@ def paper_goal(record: dict, model: str = "CET") -> dict:
             "met": bool(auc_margin >= -1e-12 and ece_margin >= -1e-12)}
 
 
+def seed_margins(record: dict, metric: str = "auc", model: str = "CET") -> list[float]:
+    """Protocol a's goal margin seed by seed: each seed's ``model`` against the same seed's fit of
+    the baseline that is better on average (ET or BC), so that the margins' mean is the goal's
+    margin and their range is the spread of the seeds. Empty when a row diverged or lacks a seed.
+
+    >>> rec = {"a": {r: {"tasks": {"e": {"auc": v}}} for r, v in
+    ...              {"CET": [0.70, 0.66], "ET": [0.60, 0.60], "BC": [0.65, 0.69]}.items()}}
+    >>> [round(m, 3) for m in seed_margins(rec)]      # against BC, the better on average
+    [0.05, -0.03]
+    >>> for r, v in {"CET": [0.10, 0.20], "ET": [0.12, 0.12], "BC": [0.30, 0.30]}.items():
+    ...     rec["a"][r]["tasks"]["e"]["ece"] = v
+    >>> [round(m, 3) for m in seed_margins(rec, "ece")]  # ET's ECE + 0.01 - CET's
+    [0.03, -0.07]
+    """
+    rows = (model, "ET", "BC")
+    if any(record["a"].get(r) is None or record["a"][r].get("diverged") for r in rows):
+        return []
+    per_seed = {}
+    for r in rows:
+        lists = [v[metric] for v in record["a"][r]["tasks"].values() if metric in v]
+        if not lists or len({len(v) for v in lists}) != 1:
+            return []
+        per_seed[r] = np.nanmean(np.array(lists, dtype=float), axis=0)
+    means = {r: float(np.mean(per_seed[r])) for r in ("ET", "BC")}
+    if len({len(v) for v in per_seed.values()}) != 1 or any(math.isnan(v) for v in means.values()):
+        return []
+    if metric == "auc":
+        return [float(v) for v in per_seed[model] - per_seed[max(means, key=means.get)]]
+    return [float(v) for v in per_seed[min(means, key=means.get)] + GOAL_TOLERANCE[metric] - per_seed[model]]
+
+
 C_METRICS = tuple(f"{kind}_{r}" for kind in ("harrell", "uno") for r in RANKINGS)
 
 
@@ -492,10 +523,11 @@ def _f(v: float, digits: int = 3) -> str:
     return "—" if v is None or math.isnan(v) else f"{v:.{digits}f}"
 
 
-def _verdict(margin: float) -> str:
+def _verdict(margin: float, seeds=()) -> str:
     if math.isnan(margin):
         return "—"
-    return f"{_signed(margin)} {'met' if margin >= -1e-12 else '**missed**'}"
+    spread = f" ({_signed(min(seeds))} to {_signed(max(seeds))})" if len(seeds) > 1 else ""
+    return f"{_signed(margin)} {'met' if margin >= -1e-12 else '**missed**'}{spread}"
 
 
 def _share(by_event: dict | None) -> str:
@@ -518,7 +550,9 @@ def tables_markdown(records: list[dict], against=("CET",)) -> str:
              "last column is the ECE of CET's risk by the longest training time of each event (ET's P(ever) is that "
              "risk): a truth seen within the follow-up cannot count the events a cure model places after it. "
              "\"Past the bound\": the share of the truth's events after the added censoring's upper bound, "
-             "which the models can only extrapolate (training rows, mean over events).", "",
+             "which the models can only extrapolate (training rows, mean over events). In brackets after a "
+             "goal's margin: the lowest and the highest margin of one seed (each seed's CET against the same "
+             "seed's fit of the baseline that is better on average; their mean is the margin).", "",
              "| cohort | training rows | events (share seen) | " + " | ".join(a_rows) + " | AUC goal | ECE CET / ET "
                                                                                         "/ BC | ECE goal "
              "| CET's ECE by the follow-up's end | past the bound |",
@@ -529,7 +563,8 @@ def tables_markdown(records: list[dict], against=("CET",)) -> str:
         aucs = " | ".join(_f(event_mean(rec, "a", r, "auc")) for r in a_rows)
         eces = " / ".join(_f(event_mean(rec, "a", r, "ece")) for r in ("CET", "ET", "BC"))
         lines.append(f"| {rec['cohort']} | {rec['split_sizes']['train']:,} | {shares} | {aucs} | "
-                     f"{_verdict(goal['auc_margin'])} | {eces} | {_verdict(goal['ece_margin'])} | "
+                     f"{_verdict(goal['auc_margin'], seed_margins(rec))} | {eces} | "
+                     f"{_verdict(goal['ece_margin'], seed_margins(rec, 'ece'))} | "
                      f"{_f(event_mean(rec, 'a', 'CET', 'ece_followed'))} | {_share(rec.get('past_bound'))} |")
     lines += [
         "",

@@ -233,6 +233,8 @@ def test_the_command_on_a_table_of_ones_own(tmp_path, capsys):
     assert not math.isnan(record["b"]["LogNormalAFT"]["loglik"][0]) and math.isnan(record["b"]["CoxPH"]["loglik"][0])
     text = (out / "table.md").read_text()
     assert "| mine | a |" in text and "## Protocol b" in text
+    # each goal's margin with its spread over the two seeds
+    assert len(re.findall(r"\| [+-]\d\.\d{3} (?:met|\*\*missed\*\*) \([+-]\d\.\d{3} to [+-]\d\.\d{3}\) \|", text)) == 2
 
 
 def test_a_row_that_diverges_is_recorded_and_the_others_run_on(tmp_path, monkeypatch):
