@@ -782,7 +782,7 @@ def _main(args, against, argv) -> int:
         ds = load_dataset(folder)
         record = run_cohort(ds, seeds, paper_rows, natural_rows, classical, max_epochs=args.max_epochs,
                             scored=args.scored)
-        if name in ALL:
+        if not args.data:  # a bundled cohort; a folder of the user's is never labelled with a cohort's source
             record["source"], record["note"] = ALL[name].source, ALL[name].note
         record["command"] = "python -m cet_experiments real " + " ".join(sys.argv[2:] if argv is None else argv)
         record["fingerprint"] = data_fingerprint(folder)

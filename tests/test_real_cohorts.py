@@ -225,7 +225,7 @@ def test_the_command_on_a_table_of_ones_own(tmp_path, capsys):
     assert re.search(r"mine: 1 of 2 seeds in \d+ s; about \d+ s left for the networks \(near \d\d:\d\d\), then "
                      r"the classical models", said), said
     record = json.loads((out / "mine" / "metrics.json").read_text())
-    assert set(record["a"]) == {"CET", "ET", "BC", "Oracle"}
+    assert set(record["a"]) == {"CET", "ET", "BC", "Oracle"} and "source" not in record
     assert set(record["b"]) == {"CET", "ET", "CoxPH", "LogNormalAFT", "RSF"}
     for row in ("CET", "ET", "CoxPH", "LogNormalAFT", "RSF"):
         for e in ("a", "b"):
@@ -266,3 +266,14 @@ def test_variants_are_compared_with_the_row_of_their_own_preset():
     assert "| CET/lr-3e-3 | CET | -0.010 (0/1) |" in text and "0.50x" in text
     assert "| CET/lr-3e-3 | ET/no-validation |" not in text and "| ET/holdout-20 | CET |" not in text
     assert real.ablation_markdown([record], against=("BC",)) == ""
+
+
+def test_a_users_folder_named_like_a_cohort_is_not_labelled_with_its_source(tmp_path):
+    import shutil
+
+    folder = shutil.copytree(_own_table(tmp_path), tmp_path / "aids")  # the name of a bundled cohort
+    out = tmp_path / "bench"
+    assert real.main(["--out", str(out), "--data", str(folder), "--seeds", "1", "--models", "ET",
+                      "--protocols", "a", "--max-epochs", "2"]) == 0
+    record = json.loads((out / "aids" / "metrics.json").read_text())
+    assert "source" not in record and "note" not in record
