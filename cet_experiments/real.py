@@ -499,6 +499,8 @@ def seed_margins(record: dict, metric: str = "auc", model: str = "CET") -> list[
 
 
 C_METRICS = tuple(f"{kind}_{r}" for kind in ("harrell", "uno") for r in RANKINGS)
+B_LABELS = dict(zip(C_METRICS, ("Harrell median", "Harrell RMST", "Harrell risk", "Uno median", "Uno RMST",
+                                 "Uno risk"), strict=True)) | {"ibs": "IBS"}  # the tables' column heads
 
 
 def natural_goal(record: dict, model: str = "CET") -> dict:
@@ -521,6 +523,26 @@ def natural_goal(record: dict, model: str = "CET") -> dict:
 
 def _f(v: float, digits: int = 3) -> str:
     return "—" if v is None or math.isnan(v) else f"{v:.{digits}f}"
+
+
+def natural_seed_margins(record: dict, event: str, metric: str, model: str = "CET") -> list[float]:
+    """Protocol b's margin of one event and metric, seed by seed: each seed's ``model`` against the
+    better classical fit (fitted once); their mean is the goal's margin. Empty when the row diverged.
+
+    >>> rec = {"b": {"CET": {"tasks": {"e": {"ibs": [0.20, 0.24]}}}, "CoxPH": {"tasks": {"e": {"ibs": [0.21]}}},
+    ...              "LogNormalAFT": {"tasks": {"e": {"ibs": [0.22]}}}}}
+    >>> [round(m, 3) for m in natural_seed_margins(rec, "e", "ibs")]   # 0.21 + 0.005 - CET's
+    [0.015, -0.025]
+    """
+    entry = record["b"].get(model)
+    if entry is None or entry.get("diverged"):
+        return []
+    values = entry["tasks"].get(event, {}).get(metric) or []
+    if metric == "ibs":
+        best = min(event_mean(record, "b", r, "ibs", event) for r in ("CoxPH", "LogNormalAFT"))
+        return [best + GOAL_TOLERANCE["ibs"] - v for v in values]
+    best = max(event_mean(record, "b", r, metric, event) for r in ("CoxPH", "LogNormalAFT"))
+    return [v - best + GOAL_TOLERANCE["c"] for v in values]
 
 
 def _verdict(margin: float, seeds=()) -> str:
@@ -580,11 +602,12 @@ def tables_markdown(records: list[dict], against=("CET",)) -> str:
             lines.append(f"| {rec['cohort']} | {e} | {rec['shares'][e]:.0%} | {cells} |")
     b_rows = [r for r in (*NATURAL_ROWS, *CLASSICAL_ROWS) if any(r in rec["b"] for rec in records)]
     b_rows += sorted({r for rec in records for r in rec["b"]} - set(b_rows))
-    heads = ["Harrell median", "Harrell RMST", "Harrell risk", "Uno median", "Uno RMST", "Uno risk"]
+    heads = [B_LABELS[m] for m in C_METRICS]
     lines += ["", "## Protocol b: the data as recorded (per-event survival metrics on the test rows)", "",
               "Goal: per event, each of CET's six C's no more than 0.005 below the better of CoxPH and "
               "LogNormalAFT, and its IBS no more than 0.005 above the better. Margins "
-              "(negative: missed by that much):", "",
+              "(negative: missed by that much); where the goal is missed, the worst margin's lowest and highest "
+              "value for one seed of CET (the classical models are fitted once):", "",
               "| cohort | event | " + " | ".join(heads) + " | IBS | met |", "|---" * 10 + "|"]
     for rec in records:
         goal = natural_goal(rec)
@@ -592,6 +615,11 @@ def tables_markdown(records: list[dict], against=("CET",)) -> str:
             cells = " | ".join(_signed(margins[m]) for m in (*C_METRICS, "ibs"))
             defined = [v for v in margins.values() if not math.isnan(v)]
             ok = "—" if not defined else "yes" if min(defined) >= -1e-12 else "**no**"
+            if ok == "**no**":  # the worst margin, seed by seed: a miss within CET's seeds or beyond them
+                worst = min((m for m in margins if not math.isnan(margins[m])), key=margins.get)
+                seeds = natural_seed_margins(rec, e, worst)
+                if len(seeds) > 1:
+                    ok += f" ({B_LABELS[worst]} {_signed(min(seeds))} to {_signed(max(seeds))})"
             lines.append(f"| {rec['cohort']} | {e} | {cells} | {ok} |")
     lines += ["", "Means over events (networks: over seeds too); log-likelihood per row and event on the test rows; "
               "calibration: the mean gap to Kaplan-Meier of the risk by the training "
