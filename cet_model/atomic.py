@@ -254,6 +254,9 @@ def claim_files(folder, names, kind: str = "report", legacy=None, what: str = "o
         pass
     if not (isinstance(marker, dict) and marker.get("written_by") == "cet" and isinstance(marker.get("entries"), list)):
         marker = None
+        if (folder / MARKER).exists() or (folder / MARKER).is_symlink():  # a file of that name, not CET's
+            raise FileExistsError(f"{folder / MARKER}: exists and is not CET's record of its outputs; choose "
+                                  f"another {what}, or move the file away")
     if marker is not None and marker.get("kind") != kind:
         raise FileExistsError(f"{folder}: a folder CET wrote as a {marker.get('kind')}; it stays as it was built: "
                               f"choose another {what}")

@@ -322,6 +322,12 @@ def test_report_folders_keep_a_users_files_and_replace_only_what_cet_wrote(tmp_p
     with pytest.raises(FileExistsError, match="fig2_auc_mrae.png: exists and is not a plain file"):
         claim_files(old, ["fig2_auc_mrae.png"])
     assert (tmp_path / "elsewhere.md").read_text() == "mine"
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / MARKER).write_text("my own notes")  # a file of the marker's name that CET did not write
+    with pytest.raises(FileExistsError, match="is not CET's record of its outputs"):
+        claim_files(odd, ["table.md"])
+    assert _tree(odd) == {MARKER: b"my own notes"}
 
     reports = tmp_path / "reports"
     reports.mkdir()
