@@ -169,9 +169,10 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
             dumps = str(local)
         rs, rc = reddit_build.local_dumps(dumps, params)
         rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
+        rc_parts = [str(work / "rc" / f"{f.month}.parquet") for f in rc]
+        reddit_cohort.claim_scan_parts(work, rs_parts, rc_parts)  # before the tasks write in parallel
         rs_stats = scan_rs.map([f.path for f in rs], rs_parts, str(work), params.end_utc("RS"), max_error_rate)
         first_path = combine_rs(rs_parts, str(work / "first.parquet"), wait_for=[rs_stats])
-        rc_parts = [str(work / "rc" / f"{f.month}.parquet") for f in rc]
         rc_stats = scan_rc.map([f.path for f in rc], rc_parts, str(work), first_path,
                                params.end_utc("RC"), max_error_rate)
         stats = [s.result() for s in rs_stats] + [s.result() for s in rc_stats]

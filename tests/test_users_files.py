@@ -390,16 +390,33 @@ def test_saving_a_model_replaces_only_a_model_cet_saved_and_a_torn_save_is_caugh
         load_model(folder)
 
 
-def test_the_reddit_scan_clean_up_removes_only_the_files_the_scan_writes(tmp_path):
-    from flows.lib.reddit.cohort import remove_scan_parts
+def test_the_reddit_scan_writes_and_removes_only_the_files_it_claimed(tmp_path):
+    from flows.lib.reddit.cohort import claim_scan_parts, remove_scan_parts
 
-    work = tmp_path / "work"
-    for part in ("rs", "rc"):
-        (work / part).mkdir(parents=True)
-        (work / part / "2019-01.parquet").write_bytes(b"scan")
-        (work / part / ".2019-02.parquet.tmp-12345").write_bytes(b"scan")  # a killed scan's temporary
-    (work / "first.parquet").write_bytes(b"scan")
+    work = tmp_path / "work"  # a work folder the user named, holding their own files
+    (work / "rc").mkdir(parents=True)
     (work / "rc" / "my-cohort.parquet").write_bytes(b"mine")
-    (work / "rc" / "2019-01.parquet.bak").write_bytes(b"mine")
-    assert remove_scan_parts(work) == 5
-    assert _tree(work) == {"rc/my-cohort.parquet": b"mine", "rc/2019-01.parquet.bak": b"mine"}
+    (work / "rc" / "2019-03.parquet").write_bytes(b"mine")  # named like a month the scan writes, not written by it
+    (work / "notes.parquet").write_bytes(b"mine")
+    with pytest.raises(FileExistsError, match=r"rc/2019-03\.parquet: exists and was not written by CET"):
+        claim_scan_parts(work, ["2019-03.parquet"], [work / "rc" / "2019-03.parquet"])
+    (work / "first.parquet").write_bytes(b"mine")
+    with pytest.raises(FileExistsError, match=r"first\.parquet: exists and was not written by CET"):
+        claim_scan_parts(work, ["2019-01.parquet"], [work / "rc" / "2019-01.parquet"])
+    (work / "first.parquet").unlink()
+    assert remove_scan_parts(work) == 0  # nothing claimed: nothing removed
+    claim_scan_parts(work, ["2019-01.parquet"], [work / "rc" / "2019-01.parquet", work / "rc" / "2019-02.parquet"])
+    for part in ("rs", "rc"):
+        (work / part / "2019-01.parquet").write_bytes(b"scan")
+    (work / "rc" / ".2019-02.parquet.tmp-12345").write_bytes(b"scan")  # a killed scan's temporary
+    (work / "first.parquet").write_bytes(b"scan")
+    claim_scan_parts(work, ["2019-01.parquet"], [work / "rc" / "2019-01.parquet"])  # a rerun replaces them
+    assert remove_scan_parts(work) == 4
+    assert _tree(work) == {"rc/my-cohort.parquet": b"mine", "rc/2019-03.parquet": b"mine", "notes.parquet": b"mine"}
+
+    default = tmp_path / ".reddit-work"  # the work folder CET names itself: a scan's leftovers from before the marker
+    (default / "rs").mkdir(parents=True)
+    (default / "rs" / "2019-01.parquet").write_bytes(b"scan")
+    (default / "first.parquet").write_bytes(b"scan")
+    claim_scan_parts(default, ["2019-01.parquet"], [])
+    assert remove_scan_parts(default) == 2 and _tree(default) == {}

@@ -183,12 +183,13 @@ def scan(rs, rc, work: Path, secret: bytes, rs_end: int, rc_end: int, max_error_
     then RC files -> each candidate's first comments (``work/rc/<month>.parquet``). Candidates are
     the users with a target submission, or with ``every_author`` every author (scoring), each
     cut at their first target submission if any. Returns (first, comment parts, scan stats)."""
+    parts = [work / "rc" / f"{f.month}.parquet" for f in rc]
+    reddit_cohort.claim_scan_parts(work, [f"{f.month}.parquet" for f in rs], parts)
     stats = [reddit_cohort.scan_submissions(Path(f.path), work / "rs" / f"{f.month}.parquet", secret, rs_end,
                                             max_error_rate, read_size) for f in rs]
     first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs], work / "first.parquet")
     limits = reddit_cohort.first_any(first)
     candidates = reddit_cohort.EveryAuthor(limits) if every_author else limits
-    parts = [work / "rc" / f"{f.month}.parquet" for f in rc]
     stats += [reddit_cohort.scan_comments(Path(f.path), part, secret, candidates, rc_end, max_error_rate, read_size)
               for f, part in zip(rc, parts, strict=True)]
     return first, parts, stats

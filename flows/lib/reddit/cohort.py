@@ -24,6 +24,7 @@ never on disk or in logs.
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import re
 from collections import Counter
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
-from cet_model.atomic import remove_dead_leftovers, writing
+from cet_model.atomic import MARKER, claim_files, remove_dead_leftovers, writing
 from flows.lib.infra import keys
 from flows.lib.infra.crash import crash_point
 from flows.lib.reddit.pushshift import FieldFilter, ReadStats, created_utc, iter_records
@@ -106,29 +107,61 @@ def _write(frame: pl.DataFrame, out: Path, crash: str | None = None) -> None:
 
 
 SCAN_PARTS = ("rs", "rc")  # per-month scan results in a work folder, and "first.parquet"
-# the names the scan writes there: "<YYYY-MM>.parquet" and its temporaries ".<YYYY-MM>.parquet.tmp-<pid>"
-_SCAN_PART = re.compile(r"\.?\d{4}-\d{2}\.parquet(\.tmp-\d+)?")
+SCAN_KIND = "reddit-scan"  # the kind of marker (``cet_model.atomic.claim_files``) the scan leaves in its folders
+_SCAN_PART = re.compile(r"\d{4}-\d{2}\.parquet")  # the month files the scan writes
+
+
+def _default_work(folder: Path) -> bool:
+    """A work folder CET named itself (``.<dataset>-work`` beside the dataset, ``flows.common.work_dir_for``),
+    whose scan files from before the marker count as CET's."""
+    return folder.name.startswith(".") and folder.name.endswith("-work")
+
+
+def claim_scan_parts(work: Path, rs_parts, rc_parts) -> None:
+    """Before a scan writes into ``work``: record ``first.parquet`` and the month files (``rs/<YYYY-MM>.parquet``,
+    ``rc/<YYYY-MM>.parquet``) in each folder's marker, and refuse (FileExistsError naming the file) a file of one
+    of those names that CET did not write there. A work folder a user names may hold their own files: the scan
+    neither replaces nor, when it cleans up (``remove_scan_parts``), deletes them."""
+    work = Path(work)
+    claims = [(work, ["first.parquet"], _default_work)] + [
+        (work / name, [Path(p).name for p in parts], lambda f: _default_work(f.parent))
+        for name, parts in (("rs", rs_parts), ("rc", rc_parts)) if parts]
+    for record in (False, True):  # every name is checked before any is recorded
+        for folder, names, legacy in claims:
+            claim_files(folder, names, kind=SCAN_KIND, legacy=legacy, what="work folder", record=record)
+
+
+def _claimed(folder: Path) -> list[str]:
+    """The files the scan's marker in ``folder`` lists (none without a marker of the scan's kind)."""
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return []
+    if not (isinstance(marker, dict) and marker.get("written_by") == "cet" and marker.get("kind") == SCAN_KIND):
+        return []
+    return [str(e) for e in marker.get("entries", []) if isinstance(e, str)]
 
 
 def remove_scan_parts(work: Path) -> int:
     """Remove the scan results from ``work`` once their use is done: they hold what finds an author
     in the public archive (comment ids and bodies, exact submission times) beside each pseudonym.
-    Only the names the scan writes are removed; any other file there stays. A later build scans
-    the dumps again. Returns the number of files removed."""
+    Only the files the scan claimed (``claim_scan_parts``) and their temporaries are removed, then
+    the scan's markers; any other file there stays. A later build scans the dumps again. Returns the
+    number of files removed."""
     work, n = Path(work), 0
-    for name in SCAN_PARTS:
-        folder = work / name
-        if folder.is_dir() and not folder.is_symlink():
-            for p in folder.iterdir():
-                if p.is_file() and not p.is_symlink() and _SCAN_PART.fullmatch(p.name):
+    for folder in (work / "rs", work / "rc", work):
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        names = [e for e in _claimed(folder) if e == "first.parquet" or _SCAN_PART.fullmatch(e)]
+        for name in names:
+            for p in [folder / name, *folder.glob(f".{name}.tmp-*")]:
+                if p.is_file() and not p.is_symlink():
                     p.unlink()
                     n += 1
-            if not any(folder.iterdir()):
-                folder.rmdir()
-    first = work / "first.parquet"
-    if first.is_file():
-        first.unlink()
-        n += 1
+        if names:
+            (folder / MARKER).unlink(missing_ok=True)
+        if folder != work and not any(folder.iterdir()):
+            folder.rmdir()
     return n
 
 
