@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 from pathlib import Path
 
 from cet_model.choices import PAPER_PRESETS, PRESET_NAMES, REFERENCE_CHOICES
@@ -13,6 +15,15 @@ from .rows import PAPER_ROWS, VARIANTS
 
 EXPERIMENTS = "Repeated-seed experiments and tables in the paper's layout."
 REAL = "The real-data benchmark: published multi-event cohorts under two protocols."
+
+
+def quiet_library() -> None:
+    """The harness prints its own progress (a line per run or seed, the time left); the model
+    library's line per fit (``cet_model`` at INFO) shows only when ``CET_LOG_LEVEL`` asks for it
+    (INFO, DEBUG). Warnings show either way."""
+    logging.basicConfig(level=logging.WARNING)
+    level = os.environ.get("CET_LOG_LEVEL", "WARNING").upper()
+    logging.getLogger("cet_model").setLevel(level if level in logging.getLevelNamesMapping() else logging.WARNING)
 
 
 def experiments_parser() -> argparse.ArgumentParser:

@@ -27,7 +27,7 @@ from flows.lib.experiment.search import overrides_from, random_search
 from flows.lib.experiment.tables import table_markdown
 from flows.lib.standin import synthetic
 
-from .cli import experiments_parser
+from .cli import experiments_parser, quiet_library
 
 log = logging.getLogger("cet_experiments")
 
@@ -49,7 +49,7 @@ def parse_model_runs(text: str, models) -> dict:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = experiments_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
+    quiet_library()
     if args.command == "goal":
         from .goal import goal_from_folder
 

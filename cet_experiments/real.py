@@ -59,7 +59,7 @@ from cet_model.presets import fit_preset
 from flows.lib.experiment.records import data_fingerprint, resolved_params
 from flows.lib.experiment.runner import time_left
 
-from .cli import real_parser
+from .cli import quiet_library, real_parser
 from .rows import CLASSICAL_ROWS, NATURAL_ROWS, PAPER_ROWS, VARIANTS, preset_of
 
 log = logging.getLogger("cet_experiments.real")
@@ -760,7 +760,7 @@ def main(argv=None) -> int:
     against = tuple(r.strip() for r in args.against.split(",") if r.strip())
     if unknown := [r for r in against if r not in PRESET_NAMES and r not in VARIANTS]:
         raise SystemExit(f"--against: unknown {unknown}; presets {sorted(PRESET_NAMES)} or variants {sorted(VARIANTS)}")
-    logging.basicConfig(level=logging.WARNING)
+    quiet_library()
     try:
         return _main(args, against, argv)
     except FileExistsError as err:

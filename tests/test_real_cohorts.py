@@ -3,6 +3,7 @@ its published counts, protocol a against a hand computation, protocol b's metric
 independent ones, and the command end to end on a table of one's own."""
 
 import json
+import logging
 import math
 import re
 
@@ -12,6 +13,7 @@ import pytest
 from scipy.stats import norm
 
 from cet_experiments import cohorts, real
+from cet_experiments.cli import quiet_library
 from cet_experiments.rows import VARIANTS
 from cet_model import CETModel, ETModel
 from cet_model.dataset import Dataset, Split, load_dataset
@@ -213,15 +215,23 @@ def _own_table(tmp_path):
                                    name="mine", time_unit="days", split_method="stratified")
 
 
-def test_the_command_on_a_table_of_ones_own(tmp_path, capsys):
+def test_the_command_on_a_table_of_ones_own(tmp_path, capsys, caplog, monkeypatch):
     """``--data``: the two protocols on a user's dataset folder, every row and metric filled, with
-    what will run and, after the first seed, how long the rest will take."""
+    what will run and, after the first seed, how long the rest will take; not the model library's
+    line per fit, which ``CET_LOG_LEVEL=INFO`` asks for."""
+    monkeypatch.delenv("CET_LOG_LEVEL", raising=False)
+    monkeypatch.setattr(logging.getLogger("cet_model"), "level", logging.INFO)  # as importing flows leaves it
+    caplog.set_level(logging.DEBUG)
     folder = _own_table(tmp_path)
     out = tmp_path / "bench"
     assert real.main(["--out", str(out), "--data", str(folder), "--seeds", "2", "--models", "CET,ET,BC,Oracle",
                       "--max-epochs", "5"]) == 0
     said = capsys.readouterr().out
     assert "mine: 144 training rows, 2 events; 2 seeds of CET, ET, BC, Oracle, then CoxPH" in said
+    assert not [r for r in caplog.records if r.name == "cet_model" and r.levelno < logging.WARNING]
+    monkeypatch.setenv("CET_LOG_LEVEL", "info")
+    quiet_library()
+    assert logging.getLogger("cet_model").getEffectiveLevel() == logging.INFO
     assert re.search(r"mine: 1 of 2 seeds in \d+ s; about \d+ s left for the networks \(near \d\d:\d\d\), then "
                      r"the classical models", said), said
     record = json.loads((out / "mine" / "metrics.json").read_text())
