@@ -26,6 +26,9 @@ VARIANTS: dict[str, dict] = {
     "CET/holdout-20": {"validation": None, "holdout": 0.2},
     # a larger step: does the default converge as well in fewer steps (a small cohort's fit time)?
     "CET/lr-3e-3": {"lr": 3e-3},
+    # the network's size on small cohorts: less dropout, a narrower hidden layer
+    "CET/dropout-0.25": {"dropout": 0.25},
+    "CET/hidden-32": {"hidden_sizes": (32,)},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},

@@ -287,3 +287,14 @@ def test_a_users_folder_named_like_a_cohort_is_not_labelled_with_its_source(tmp_
                       "--protocols", "a", "--max-epochs", "2"]) == 0
     record = json.loads((out / "aids" / "metrics.json").read_text())
     assert "source" not in record and "note" not in record
+
+
+def test_a_variant_may_change_the_networks_width_and_dropout(tmp_path):
+    """A variant's ``hidden_sizes`` replaces the harness's width (it does not collide with it)."""
+    ds = load_dataset(_own_table(tmp_path))
+    wide = real.fit_row("CET", ds.train, ds.val, seed=0, max_epochs=1)
+    narrow = real.fit_row("CET/hidden-32", ds.train, ds.val, seed=0, max_epochs=1)
+    light = real.fit_row("CET/dropout-0.25", ds.train, ds.val, seed=0, max_epochs=1)
+    assert (wide.hidden_sizes, narrow.hidden_sizes, light.hidden_sizes) == ((100,), (32,), (100,))
+    assert (wide.dropout, light.dropout) == (0.5, 0.25)
+    assert narrow.net_.encoder.net[0].out_features == 32
