@@ -100,8 +100,10 @@ def real_parser() -> argparse.ArgumentParser:
                              f"recipe variants: {', '.join(VARIANTS)})")
     parser.add_argument("--protocols", default="a,b", help="a, b or both (default %(default)s)")
     parser.add_argument("--no-classical", action="store_true", help="leave out CoxPH, LogNormalAFT and RSF")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default %(default)s: run "
-                        "cohorts side by side in processes instead)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of each process (default "
+                        "%(default)s: cohorts run side by side in processes instead, --jobs)")
+    parser.add_argument("--jobs", type=int, default=None, help="cohorts run side by side in this many processes "
+                        "(default: the CPUs this process may use divided by --threads, at most one per cohort)")
     parser.add_argument("--max-epochs", type=int, default=None, help="the networks' epoch cap (default: their "
                         "automatic budget)")
     parser.add_argument("--scored", choices=("test", "val"), default="test",

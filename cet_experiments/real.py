@@ -26,9 +26,10 @@ lifelines' CoxPH and LogNormalAFT (ridge 0.01) and scikit-survival's RandomSurvi
 orders rows as their median survival does, where finite, without its ties at infinity).
 
 Every model sees the same split (stratified by the events seen, 60/20/20, seed 0); the network
-rows are refitted per seed (``--seeds``: 0, 1, ...). Each cohort writes ``DIR/<cohort>/metrics.json``;
-``DIR/table.md`` is rewritten from every cohort folder in ``DIR`` (so cohorts may run in parallel
-processes into one ``DIR``), with the goals of the model issue judged per cohort.
+rows are refitted per seed (``--seeds``: 0, 1, ...). The cohorts run side by side in ``--jobs``
+processes of ``--threads`` torch threads each (default: one thread, a process per usable CPU); only
+the command's own process writes. Each cohort writes ``DIR/<cohort>/metrics.json``; ``DIR/table.md``
+is rewritten from every cohort folder in ``DIR``, with the goals of the model issue judged per cohort.
 """
 
 from __future__ import annotations
@@ -782,9 +783,6 @@ def _main(args, against, argv) -> int:
             write_text(args.out / name / "metrics.json", json.dumps(record, indent=1))
         print(write_tables(args.out, against))
         return 0
-    import torch
-
-    torch.set_num_threads(args.threads)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in PRESET_NAMES and m not in VARIANTS]
     if unknown:
@@ -806,18 +804,66 @@ def _main(args, against, argv) -> int:
         claim_outputs(args.out, names, record=False)  # before any fit
         folders = [(c, write_cohort(c, args.out / c / "data")) for c in names]
     claim_outputs(args.out, [name for name, _ in folders], record=False)
-    for name, folder in folders:
-        ds = load_dataset(folder)
-        record = run_cohort(ds, seeds, paper_rows, natural_rows, classical, max_epochs=args.max_epochs,
-                            scored=args.scored)
+
+    def keep(name: str, folder: Path, record: dict) -> None:
         if not args.data:  # a bundled cohort; a folder of the user's is never labelled with a cohort's source
             record["source"], record["note"] = ALL[name].source, ALL[name].note
         record["command"] = "python -m cet_experiments real " + " ".join(sys.argv[2:] if argv is None else argv)
         record["fingerprint"] = data_fingerprint(folder)
         path = args.out / name / "metrics.json"
-        claim_outputs(args.out, [name])
+        claim_outputs(args.out, [name])  # only this process writes the markers and records
         if path.is_file():
             record = merge_records(json.loads(path.read_text()), record)
         write_text(path, json.dumps(record, indent=1))
+
+    run = dict(seeds=list(seeds), paper_rows=paper_rows, natural_rows=natural_rows, classical=classical,
+               max_epochs=args.max_epochs, scored=args.scored, threads=args.threads)
+    for name, folder, record in run_cohorts(folders, jobs_for(args.jobs, args.threads, len(folders)), run):
+        keep(name, folder, record)
     print(write_tables(args.out, against))
     return 0
+
+
+def jobs_for(asked: int | None, threads: int, cohorts: int) -> int:
+    """How many processes run the cohorts: ``asked``, else the CPUs this process may use divided by
+    ``threads``; at most one per cohort, at least one.
+
+    >>> jobs_for(None, 1, 15) >= 1, jobs_for(4, 1, 2), jobs_for(3, 1, 7)
+    (True, 2, 3)
+    """
+    from cet_model.threads import usable_cpus
+
+    n = asked if asked is not None else usable_cpus() // max(1, threads)
+    return max(1, min(int(n), cohorts))
+
+
+def cohort_record(folder, *, seeds, paper_rows, natural_rows, classical, max_epochs, scored, threads) -> dict:
+    """One cohort's record (``run_cohort``), in this process with ``threads`` torch threads."""
+    import torch
+
+    quiet_library()  # a process of its own: the harness's logging again
+    torch.set_num_threads(threads)
+    return run_cohort(load_dataset(folder), seeds, paper_rows, natural_rows, classical, max_epochs=max_epochs,
+                      scored=scored)
+
+
+def run_cohorts(folders, jobs: int, run: dict):
+    """(name, folder, record) of each cohort as it finishes: in this process, or with ``jobs`` > 1
+    in that many processes, the largest cohorts first (each prints its own progress lines)."""
+    if jobs == 1:
+        for name, folder in folders:
+            yield name, folder, cohort_record(folder, **run)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    order = sorted(folders, key=lambda nf: -len(load_dataset(nf[1]).train.X))
+    print(f"{len(folders)} cohorts in {jobs} processes of {run['threads']} thread(s) each, the largest first",
+          flush=True)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))  # no fork of torch's threads
+    try:
+        futures = {pool.submit(cohort_record, folder, **run): (name, folder) for name, folder in order}
+        for done in as_completed(futures):
+            yield *futures[done], done.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -298,3 +298,31 @@ def test_a_variant_may_change_the_networks_width_and_dropout(tmp_path):
     assert (wide.hidden_sizes, narrow.hidden_sizes, light.hidden_sizes) == ((100,), (32,), (100,))
     assert (wide.dropout, light.dropout) == (0.5, 0.25)
     assert narrow.net_.encoder.net[0].out_features == 32
+
+
+def test_cohorts_run_side_by_side_in_processes_give_the_same_records(tmp_path, capsys):
+    """``--jobs 2``: two cohorts in two spawned processes, the largest first; every figure as one
+    process gives it (seeded fits on one thread each), and only the command's process writes."""
+    first = _own_table(tmp_path)
+    rng = np.random.default_rng(1)
+    n = 120
+    age = rng.normal(60, 10, n)
+    t = np.exp(rng.normal(2, 0.5, n))
+    follow = rng.uniform(2, 20, n)
+    small = write_follow_up_dataset(tmp_path / "small", pl.DataFrame(
+        {"age": age, "t_a": np.minimum(t, follow), "s_a": (t < follow).astype(int)}), ["age"], {"a": ("t_a", "s_a")},
+        name="small", time_unit="days", split_method="stratified")
+    args = ["--data", str(small), "--data", str(first), "--seeds", "1", "--models", "CET,ET", "--no-classical",
+            "--max-epochs", "2"]
+    assert real.main(["--out", str(tmp_path / "one"), *args, "--jobs", "1"]) == 0
+    capsys.readouterr()
+    assert real.main(["--out", str(tmp_path / "two"), *args, "--jobs", "2"]) == 0
+    said = capsys.readouterr().out
+    assert "2 cohorts in 2 processes of 1 thread(s) each, the largest first" in said
+    for name in ("mine", "small"):
+        one, two = (json.loads((tmp_path / run / name / "metrics.json").read_text()) for run in ("one", "two"))
+        for protocol in ("a", "b"):
+            for row in one[protocol]:
+                assert one[protocol][row]["tasks"] == two[protocol][row]["tasks"], (name, protocol, row)
+    for name in ("mine", "small"):  # claimed by the command's process
+        assert json.loads((tmp_path / "two" / name / ".cet-output.json").read_text())["entries"] == ["metrics.json"]
