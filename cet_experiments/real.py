@@ -559,7 +559,12 @@ def _share(by_event: dict | None) -> str:
 
 
 def _signed(v: float) -> str:
-    return "—" if math.isnan(v) else f"{round(v, 3) + 0.0:+.3f}"
+    """A margin to three decimals with its own sign: a miss by less than 0.0005 reads -0.000, not +0.000.
+
+    >>> _signed(-6.8e-05), _signed(0.0), _signed(-0.0), _signed(0.0126), _signed(math.nan)
+    ('-0.000', '+0.000', '+0.000', '+0.013', '—')
+    """
+    return "—" if math.isnan(v) else f"{v + 0.0:+.3f}"
 
 
 def tables_markdown(records: list[dict], against=("CET",)) -> str:
