@@ -107,3 +107,18 @@ def test_local_dumps_outside_the_months_are_a_usage_error_before_the_flow(dumps,
     with pytest.raises(SystemExit):
         main(["build", "--dumps", str(tmp_path / "empty"), "--out", str(tmp_path / "ds"), *ARGS])
     assert "found 0 RS and 0 RC" in capsys.readouterr().err and not (tmp_path / "ds").exists()
+
+
+def test_the_flow_refuses_a_users_file_named_like_a_scan_part_before_scanning(dumps, tmp_path, monkeypatch, capsys):
+    """A work folder the user names holds their ``first.parquet``: the flow stops before the scan, naming it,
+    and the file is as it was."""
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "first.parquet").write_bytes(b"mine")
+    with pytest.raises((FileExistsError, SystemExit)) as err:
+        main(["build", "--dumps", str(dumps), "--out", str(tmp_path / "ds"), "--work-dir", str(work), *ARGS])
+    said = str(err.value) + capsys.readouterr().err
+    assert "first.parquet: exists and was not written by CET" in said
+    assert (work / "first.parquet").read_bytes() == b"mine" and not (work / "rs").exists()
+    assert not (tmp_path / "ds").exists()
