@@ -829,15 +829,23 @@ def _main(args, against, argv) -> int:
     return 0
 
 
-def jobs_for(asked: int | None, threads: int, cohorts: int) -> int:
+def jobs_for(asked: int | None, threads: int, cohorts: int, environ=None) -> int:
     """How many processes run the cohorts: ``asked``, else the CPUs this process may use divided by
-    ``threads``; at most one per cohort, at least one.
+    the threads of a fit (``threads``, or ``CET_THREADS`` where set: the fits obey it); at most one
+    per cohort, at least one.
 
     >>> jobs_for(None, 1, 15) >= 1, jobs_for(4, 1, 2), jobs_for(3, 1, 7)
     (True, 2, 3)
+    >>> jobs_for(None, 1, 15, {"CET_THREADS": "64"})
+    1
     """
-    from cet_model.threads import usable_cpus
+    import os
 
+    from cet_model.threads import VARIABLE, usable_cpus, whole_number
+
+    env = os.environ if environ is None else environ
+    if str(env.get(VARIABLE, "")).strip():
+        threads = whole_number(VARIABLE, str(env[VARIABLE]).strip())
     n = asked if asked is not None else usable_cpus() // max(1, threads)
     return max(1, min(int(n), cohorts))
 
