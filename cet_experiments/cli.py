@@ -51,7 +51,10 @@ def experiments_parser() -> argparse.ArgumentParser:
         p.add_argument("--patience", type=int, default=None, help="early-stopping patience (default: automatic)")
         p.add_argument("--first-seed", type=int, default=0, help="seed of the first run; run r uses first + r "
                                                                   "(default %(default)s)")
-        p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+        p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's; with --jobs "
+                       "above 1, one a process)")
+        p.add_argument("--jobs", type=int, default=1, help="processes the runs are split between, each a block of "
+                       "consecutive seeds; the figures are those of one process (default %(default)s)")
         p.add_argument("--search", type=int, default=0, metavar="BUDGET",
                        help="random-search trials for CET-paper before the runs (0: the paper's settings)")
         p.add_argument("--search-epochs", type=int, default=None, help="epoch cap per trial (default: --max-epochs)")

@@ -102,15 +102,69 @@ def main(argv=None) -> int:
     if "CET-paper" in models and PRESET_OF_ESTIMATOR[chosen] in models:  # the same fits as the CET-paper row
         models = tuple(m for m in models if m != PRESET_OF_ESTIMATOR[chosen])
         print(f"CET-paper uses the {chosen} estimator: {PRESET_OF_ESTIMATOR[chosen]} is the CET-paper row", flush=True)
-    result = run(ds, args.runs, models, hidden_sizes=hidden, max_epochs=args.max_epochs,
-                 patience=args.patience, first_seed=args.first_seed, overrides=overrides,
-                 model_runs=parse_model_runs(args.model_runs, models), reference=args.reference)
+    settings = dict(hidden_sizes=hidden, max_epochs=args.max_epochs, patience=args.patience, overrides=overrides,
+                    reference=args.reference)
+    model_runs = {m: parse_model_runs(args.model_runs, models).get(m, args.runs) for m in models}
+    jobs = min(max(1, args.jobs), args.runs)
+    if jobs == 1:
+        result = run(ds, args.runs, models, first_seed=args.first_seed, model_runs=model_runs, **settings)
+    else:
+        result = runs_side_by_side(data, args.runs, models, model_runs, args.first_seed, jobs, args.threads or 1,
+                                   settings)
     if search is not None:
         result["search"] = search
     result["command"] = "python -m cet_experiments " + " ".join(argv)
     write_report(result, args.out, title)
     print(table_markdown(result, title))
     return 0
+
+
+def seed_blocks(runs: int, jobs: int) -> list[tuple[int, int]]:
+    """``runs`` seed offsets cut into ``jobs`` blocks of consecutive seeds, (start, end) each.
+
+    >>> seed_blocks(10, 2), seed_blocks(5, 2), seed_blocks(3, 3)
+    ([(0, 5), (5, 10)], [(0, 3), (3, 5)], [(0, 1), (1, 2), (2, 3)])
+    """
+    bounds = [round(i * runs / jobs + 1e-9) for i in range(jobs + 1)]
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def run_block(data, models, model_runs: dict, first_seed: int, start: int, end: int, threads: int,
+              settings: dict) -> dict:
+    """The runs of seeds ``first_seed + start`` to ``first_seed + end - 1``, in this process with
+    ``threads`` torch threads; a model with fewer runs (``model_runs``) runs its first seeds only. The
+    Cox reference, which has no seed, is fitted in the first block."""
+    quiet_library()
+    torch.set_num_threads(threads)
+    block = {m: min(model_runs[m], end) - start for m in models if model_runs[m] > start}
+    changes = {} if start == 0 else {"reference": "none"}
+    return run(load_dataset(data), end - start, tuple(block), first_seed=first_seed + start, model_runs=block,
+               progress=True, **(settings | changes))
+
+
+def runs_side_by_side(data, runs: int, models, model_runs: dict, first_seed: int, jobs: int, threads: int,
+                      settings: dict) -> dict:
+    """``run``'s result, its seeds run in ``jobs`` processes in blocks (``seed_blocks``), merged in
+    seed order (``cet_experiments.merge.merge_results``): the figures one process gives."""
+    from .merge import merge_results
+    from .processes import pool
+
+    blocks = seed_blocks(runs, jobs)
+    print(f"{runs} runs in {len(blocks)} processes of {threads} thread(s) each: seeds "
+          + ", ".join(f"{first_seed + a}-{first_seed + b - 1}" for a, b in blocks), flush=True)
+    workers = pool(len(blocks))
+    try:
+        futures = [workers.submit(run_block, data, models, model_runs, first_seed, a, b, threads, settings)
+                   for a, b in blocks]
+        parts = [f.result() for f in futures]
+    finally:
+        workers.shutdown(wait=True, cancel_futures=True)
+    merged = merge_results(parts, [f"seeds {first_seed + a}-{first_seed + b - 1}" for a, b in blocks])
+    merged.pop("parts")  # one command: its blocks are no parts of the record
+    first = parts[0]
+    merged["figures"]["maps"] = (first.get("figures") or {}).get("maps")
+    merged["skipped"] = first.get("skipped", {})
+    return merged
 
 
 if __name__ == "__main__":

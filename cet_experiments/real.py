@@ -61,6 +61,7 @@ from flows.lib.experiment.records import data_fingerprint, resolved_params
 from flows.lib.experiment.runner import time_left
 
 from .cli import quiet_library, real_parser
+from .processes import jobs_for, pool
 from .rows import CLASSICAL_ROWS, NATURAL_ROWS, PAPER_ROWS, VARIANTS, preset_of
 
 log = logging.getLogger("cet_experiments.real")
@@ -829,27 +830,6 @@ def _main(args, against, argv) -> int:
     return 0
 
 
-def jobs_for(asked: int | None, threads: int, cohorts: int, environ=None) -> int:
-    """How many processes run the cohorts: ``asked``, else the CPUs this process may use divided by
-    the threads of a fit (``threads``, or ``CET_THREADS`` where set: the fits obey it); at most one
-    per cohort, at least one.
-
-    >>> jobs_for(None, 1, 15) >= 1, jobs_for(4, 1, 2), jobs_for(3, 1, 7)
-    (True, 2, 3)
-    >>> jobs_for(None, 1, 15, {"CET_THREADS": "64"})
-    1
-    """
-    import os
-
-    from cet_model.threads import VARIABLE, usable_cpus, whole_number
-
-    env = os.environ if environ is None else environ
-    if str(env.get(VARIABLE, "")).strip():
-        threads = whole_number(VARIABLE, str(env[VARIABLE]).strip())
-    n = asked if asked is not None else usable_cpus() // max(1, threads)
-    return max(1, min(int(n), cohorts))
-
-
 def cohort_record(folder, *, seeds, paper_rows, natural_rows, classical, max_epochs, scored, threads) -> dict:
     """One cohort's record (``run_cohort``), in this process with ``threads`` torch threads."""
     import torch
@@ -867,16 +847,15 @@ def run_cohorts(folders, jobs: int, run: dict):
         for name, folder in folders:
             yield name, folder, cohort_record(folder, **run)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     order = sorted(folders, key=lambda nf: -len(load_dataset(nf[1]).train.X))
     print(f"{len(folders)} cohorts in {jobs} processes of {run['threads']} thread(s) each, the largest first",
           flush=True)
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))  # no fork of torch's threads
+    workers = pool(jobs)
     try:
-        futures = {pool.submit(cohort_record, folder, **run): (name, folder) for name, folder in order}
+        futures = {workers.submit(cohort_record, folder, **run): (name, folder) for name, folder in order}
         for done in as_completed(futures):
             yield *futures[done], done.result()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        workers.shutdown(wait=True, cancel_futures=True)

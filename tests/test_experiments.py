@@ -242,6 +242,27 @@ def test_merge_of_disjoint_seeds_equals_one_run(tmp_path, tiny_dataset, capsys):
     assert not (tmp_path / "bad").exists()
 
 
+def test_runs_split_between_processes_give_the_figures_of_one(tmp_path, tiny_dataset, capsys):
+    """``--jobs 2``: seeds 0-1 and 2 in two spawned processes, merged in seed order; every figure,
+    table line and seed as one process gives them, a costly row's fewer runs and the seedless Cox
+    reference (fitted once) included."""
+    common = ["dataset", "--data", str(tiny_dataset.path), "--models", "CET,BC", "--hidden", "4", "--max-epochs", "2",
+              "--patience", "2", "--threads", "1", "--runs", "3", "--model-runs", "BC=2", "--reference", "cox"]
+    assert experiments.main([*common, "--out", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    assert experiments.main([*common, "--jobs", "2", "--out", str(tmp_path / "two")]) == 0
+    assert "3 runs in 2 processes of 1 thread(s) each: seeds 0-1, 2-2" in capsys.readouterr().out
+    one, two = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("one", "two"))
+    assert set(two["models"]) == set(one["models"]) == {"CET", "BC", REFERENCE}
+    for name in one["models"]:
+        assert two["models"][name]["tasks"] == one["models"][name]["tasks"], name
+    assert two["config"]["seeds"] == {"CET": [0, 1, 2], "BC": [0, 1], REFERENCE: [0]}
+    assert two["figures"] == one["figures"]
+    lines = [[line for line in (tmp_path / d / "table.md").read_text().splitlines() if line.startswith("|")]
+             for d in ("one", "two")]
+    assert lines[0] == lines[1]
+
+
 def test_merge_leaves_out_a_metric_that_a_part_did_not_record(tmp_path, tiny_dataset, caplog):
     """A part run before the harness scored C (RMST) and one run after: the merged report does not
     show a mean over the later runs alone as if it were over all of them."""
