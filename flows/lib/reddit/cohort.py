@@ -149,7 +149,7 @@ def remove_scan_parts(work: Path) -> int:
     the scan's markers; any other file there stays. A later build scans the dumps again. Returns the
     number of files removed."""
     work, n = Path(work), 0
-    for folder in (work / "rs", work / "rc", work):
+    for folder in (*(work / part for part in SCAN_PARTS), work):
         if not folder.is_dir() or folder.is_symlink():
             continue
         names = [e for e in _claimed(folder) if e == "first.parquet" or _SCAN_PART.fullmatch(e)]
