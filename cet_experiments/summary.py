@@ -77,7 +77,7 @@ REAL_SECTIONS = {  # folder under the results dir -> heading, in the order of th
 
 def real_section(folder: Path, heading: str = REAL_SECTIONS["real"]) -> str:
     """The real-data benchmark's tables (``cet_experiments.real``) from its cohort records."""
-    from .real import tables_markdown
+    from .real_tables import tables_markdown
 
     records = [json.loads(p.read_text()) for p in sorted(folder.glob("*/metrics.json"))]
     commands = sorted({c for r in records for c in (r.get("commands") or {"": r.get("command")}).values() if c})

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from scipy.stats import norm
 
-from cet_experiments import cohorts, real
+from cet_experiments import cohorts, real, real_tables
 from cet_experiments.cli import quiet_library
 from cet_experiments.rows import VARIANTS
 from cet_model import CETModel, ETModel
@@ -129,12 +129,12 @@ def test_protocol_a_scores_p_ever_against_the_truth_by_hand():
     assert occurrence_auc(c, p) == pytest.approx(hand)
     record = {"a": {r: {"tasks": {"e1": {"auc": [a, a], "ece": [e, e]}, "e2": {"auc": [b, b], "ece": [e, e]}}}
                     for r, a, b, e in (("CET", 0.70, 0.60, 0.05), ("ET", 0.66, 0.62, 0.03), ("BC", 0.69, 0.60, 0.10))}}
-    goal = real.paper_goal(record)
+    goal = real_tables.paper_goal(record)
     assert goal["auc_margin"] == pytest.approx(0.65 - 0.645)  # mean over events: 0.65 against max(0.64, 0.645)
     assert goal["ece_margin"] == pytest.approx(0.03 + 0.01 - 0.05) and not goal["met"]  # ECE 0.01 too high
     for task in record["a"]["CET"]["tasks"].values():
         task["ece"] = [0.035, 0.035]
-    assert real.paper_goal(record)["met"]
+    assert real_tables.paper_goal(record)["met"]
 
 
 def test_protocol_b_metrics_of_a_known_log_normal_model():
@@ -257,8 +257,8 @@ def test_a_row_that_diverges_is_recorded_and_the_others_run_on(tmp_path, monkeyp
     record = json.loads((out / "mine" / "metrics.json").read_text())
     for protocol in ("a", "b"):
         assert record[protocol]["CET/lr-1e6"]["diverged"] == [0] and not record[protocol]["CET/lr-1e6"]["tasks"]
-        assert math.isnan(real.event_mean(record, protocol, "CET/lr-1e6", "auc" if protocol == "a" else "ibs"))
-        assert not math.isnan(real.event_mean(record, protocol, "ET", "auc" if protocol == "a" else "ibs"))
+        assert math.isnan(real_tables.event_mean(record, protocol, "CET/lr-1e6", "auc" if protocol == "a" else "ibs"))
+        assert not math.isnan(real_tables.event_mean(record, protocol, "ET", "auc" if protocol == "a" else "ibs"))
     assert ("Diverged (the training loss became non-finite; the row has no figure there): CET/lr-1e6 on mine "
             "(protocol a, seeds 0); CET/lr-1e6 on mine (protocol b, seeds 0).") in (out / "table.md").read_text()
     with pytest.raises(SystemExit, match="--against: unknown"):
@@ -271,11 +271,11 @@ def test_variants_are_compared_with_the_row_of_their_own_preset():
 
     record = {"a": {"ET/no-validation": entry(0.70, 4.0), "ET/holdout-20": entry(0.72, 1.0),
                     "CET": entry(0.75, 2.0), "CET/lr-3e-3": entry(0.74, 1.0)}, "b": {}}
-    text = real.ablation_markdown([record], against=("ET/no-validation", "CET"))
+    text = real_tables.ablation_markdown([record], against=("ET/no-validation", "CET"))
     assert "| ET/holdout-20 | ET/no-validation | +0.020 (1/1) |" in text and "0.25x" in text
     assert "| CET/lr-3e-3 | CET | -0.010 (0/1) |" in text and "0.50x" in text
     assert "| CET/lr-3e-3 | ET/no-validation |" not in text and "| ET/holdout-20 | CET |" not in text
-    assert real.ablation_markdown([record], against=("BC",)) == ""
+    assert real_tables.ablation_markdown([record], against=("BC",)) == ""
 
 
 def test_a_users_folder_named_like_a_cohort_is_not_labelled_with_its_source(tmp_path):
