@@ -61,7 +61,7 @@ from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import dataset_report as dataset_report_lib
-from flows.lib.modeling import explain, render, subgroups, train_eval, version_text
+from flows.lib.modeling import explain, promotion, render, subgroups, train_eval, version_text
 from flows.lib.modeling.predict import resolve_version
 
 
@@ -86,7 +86,7 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
 
     try:
         version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress,
-                                                   on_models=percent.fitting, id_key=train_eval.row_key(s),
+                                                   on_models=percent.fitting, id_key=promotion.row_key(s),
                                                    on_fitted=percent.fitted)
     except BaseException as exc:  # failed or cancelled: the progress artifact says so instead of standing still
         ended = "cancelled" if not isinstance(exc, Exception) else f"failed ({type(exc).__name__})"
@@ -103,7 +103,7 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
 
 @task(name="choose-promotion-metric", task_run_name=file_task_name("choose-metric", "dataset_dir"))
 def choose_metric(dataset_dir: str, metric: str, explicit: bool, search: int) -> tuple[str, str | None]:
-    chosen, why = train_eval.promotion_metric(dataset_dir, metric, explicit, search)
+    chosen, why = promotion.promotion_metric(dataset_dir, metric, explicit, search)
     if why:
         get_run_logger().warning("%s", why)
     return chosen, why
@@ -114,8 +114,8 @@ def rescore_promoted(models_root: str, name: str, version: str, dataset_dir: str
                      device: str) -> dict | None:
     """The promoted version and the candidate on the same validation rows (those the promoted
     version did not train on, when it was trained on other data), and their difference."""
-    rescored = train_eval.promoted_on_candidate_rows(Path(models_root), name, Path(version), dataset_dir, metric,
-                                                     train_eval.row_key(Settings()), device=device)
+    rescored = promotion.promoted_on_candidate_rows(Path(models_root), name, Path(version), dataset_dir, metric,
+                                                    promotion.row_key(Settings()), device=device)
     if rescored is not None:
         get_run_logger().info("%s %s: %s", name, Path(version).name, rescored["note"])
     return rescored

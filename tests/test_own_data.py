@@ -264,7 +264,7 @@ def test_missing_follow_up_leaves_the_event_out_for_that_row_and_the_metrics_ski
     # and P(ever) past the follow-up is averaged over the followed rows, its end taken from them
     from cet_model.evaluation import followed_until
     from cet_model.nonparametric import kaplan_meier_risk
-    from flows.lib.modeling.train_eval import beyond_follow_up
+    from flows.lib.modeling.version_facts import beyond_follow_up
 
     record = beyond_follow_up(model, te.X, ds.train, ds.event_names, te)["second"]
     followed = ds.train.mask[:, 1] == 1

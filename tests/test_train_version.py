@@ -157,7 +157,7 @@ def test_promotion_compares_a_retrained_version_on_its_own_validation_rows(tmp_p
     model's training rows; data with other feature names cannot be rescored, and the recorded
     values are compared, saying so."""
     from flows.lib.infra import registry
-    from flows.lib.modeling.train_eval import promoted_on_candidate_rows
+    from flows.lib.modeling.promotion import promoted_on_candidate_rows
 
     root = tmp_path / "models"
     params = TrainParams(models=("CET",), hidden=16, max_epochs=150, patience=10,
@@ -247,7 +247,7 @@ def test_promotion_leaves_out_the_patients_the_promoted_model_was_trained_on(tmp
     was trained on the patient's earlier ones: the rescoring leaves it out too, and says so. A
     version from before the record of patients, or data split another way, fall back to rows."""
     from flows.lib.infra import registry
-    from flows.lib.modeling.train_eval import TRAIN_GROUPS, promoted_on_candidate_rows
+    from flows.lib.modeling.promotion import TRAIN_GROUPS, promoted_on_candidate_rows
 
     root = tmp_path / "models"
     params = TrainParams(models=("CET",), hidden=16, max_epochs=30, patience=5)
@@ -446,7 +446,7 @@ def test_the_summary_says_when_no_model_beats_chance_and_when_no_test_row_has_th
                                "that many cases; with none, no concordance") for line in lines), lines
     # a promotion judged on those validation rows says how many cases it rests on
     from flows.lib.infra import registry
-    from flows.lib.modeling.train_eval import promoted_on_candidate_rows
+    from flows.lib.modeling.promotion import promoted_on_candidate_rows
 
     first = tmp_path / "models" / "rare" / "v0001"
     assert registry.decide(tmp_path / "models", "rare", first, registry.Rule(metric="val_ci_rmst"))["promoted"]

@@ -41,7 +41,7 @@ class Rule:
     """Promote when the candidate's ``metric`` is not worse than the promoted version's by
     more than ``tolerance`` (``always``: promote every new version). ``evidence``: ``point``
     compares the two values; where the comparison has a paired bootstrap interval of candidate
-    minus promoted (AUC and C: ``train_eval.promoted_on_candidate_rows``), ``not-worse``
+    minus promoted (AUC and C: ``promotion.promoted_on_candidate_rows``), ``not-worse``
     promotes unless the interval lies wholly below ``-tolerance`` (the data show the candidate
     worse) and ``better`` only when it lies wholly above ``tolerance`` (they show it better);
     without an interval those two fall back to the point values, saying so."""
@@ -134,7 +134,7 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
            rescored: dict | None = None) -> dict:
     """Apply the rule to ``candidate``; promote it or keep the current version; record why
     (``note``: how the rule was chosen, when that needs saying). ``rescored``: the promoted
-    version and the candidate on the same validation rows (``train_eval.promoted_on_candidate_rows``):
+    version and the candidate on the same validation rows (``promotion.promoted_on_candidate_rows``):
     its ``value`` and ``candidate_value`` (set when the two were trained on different data), when
     not None, replace the recorded values (kept as
     ``previous_recorded_value`` and ``candidate_recorded_value``), its ``difference`` (candidate

@@ -33,7 +33,7 @@ from cet_model.models import load_model
 from flows.lib.choices import EXPLAIN_SPLITS
 from flows.lib.infra import stage_cache
 from flows.lib.modeling import render
-from flows.lib.modeling.train_eval import item_labels
+from flows.lib.modeling.version_facts import item_labels
 
 log = logging.getLogger("flows.explain")
 SPLITS = EXPLAIN_SPLITS

@@ -30,7 +30,7 @@ from cet_model.dataset import Dataset, load_dataset
 from cet_model.evaluation import evaluate, model_inputs, ranking_inputs, rmst_horizons
 from cet_model.models import load_model
 from flows.lib.modeling import render
-from flows.lib.modeling.train_eval import calibration_by_horizon, version_horizons
+from flows.lib.modeling.version_facts import calibration_by_horizon, version_horizons
 
 log = logging.getLogger("flows.train")
 

@@ -6,7 +6,6 @@ fingerprint + training parameters + code version) already exists is reused, not 
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import time
@@ -17,44 +16,47 @@ import numpy as np
 
 from cet_model import threads as cet_threads
 from cet_model.atomic import writing
-from cet_model.bootstrap import bootstrap_intervals, difference_text, resamples_text
+from cet_model.bootstrap import bootstrap_intervals, resamples_text
 from cet_model.choices import PAPER_PRESETS, REFERENCE_CHOICES
 from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
-    CI_RMST,
-    average_over_tasks,
     evaluate,
-    followed_until,
     machine,
     model_inputs,
-    occurrence_beyond_follow_up,
     ranking_inputs,
-    risk_gained_last_quarter,
     rmst_horizons,
 )
-from cet_model.metrics import horizon_auc, horizon_calibration
 from cet_model.models import CETModel, resolve_device
-from cet_model.nonparametric import kaplan_meier_risk
 from cet_model.presets import (
     DEFAULT_PRESETS,
     check_presets,
     comment_encoder_for,
     fit_preset,
     presets_for_truth,
-    unknown_occurrence,
 )
 from cet_model.reference import REFERENCE, cox_reference, wants_reference
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.evaluation_record import Evaluation
-from flows.lib.infra.keys import kept_key, key_digest, key_matches
+from flows.lib.infra.keys import key_digest
 from flows.lib.modeling import side_by_side
 from flows.lib.modeling.model_card import model_card
-from flows.lib.modeling.version_text import FEW_OBSERVED, VERSION_METRICS
+from flows.lib.modeling.promotion import ROW_IDS, TRAIN_GROUPS, TRAIN_IDS, id_hashes, task_means
+from flows.lib.modeling.version_facts import (
+    beyond_follow_up,
+    calibration_by_horizon,
+    calibration_horizons,
+    feature_moments,
+    feature_ranges,
+    item_labels,
+    observed_events,
+    training_follow_up,
+)
 
 log = logging.getLogger("flows.train")
 
-CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.modeling.side_by_side", "flows.lib.infra.registry")
+CODE = ("cet_model", "flows.lib.modeling.train_eval", "flows.lib.modeling.promotion",
+        "flows.lib.modeling.version_facts", "flows.lib.modeling.side_by_side", "flows.lib.infra.registry")
 
 
 def check_models(models) -> None:
@@ -174,242 +176,6 @@ class FitProgress:
         """Every fit is done."""
         self.percent = 100.0
         return self.percent
-
-
-TRUTH_METRICS = ("val_auc", "val_ece")  # promotion metrics scored against the true occurrence
-
-
-def promotion_metric(dataset_dir, metric: str, explicit: bool, search: int = 0) -> tuple[str, str | None]:
-    """The metric to promote by on this dataset, and why when it is not ``metric``.
-
-    AUC and ECE are scored against the true occurrence; on data where the validation split does
-    not have it (censored by follow-up alone) they are undefined, and no version would ever win.
-    The default metric then gives way to ``val_ci_rmst`` (Harrell's C of the restricted mean
-    event-free time, from the observed times: who has the event later or never), and
-    one chosen ``explicit``-ly is refused before anything is trained, as is a random ``search``
-    for the experiment report (it tunes on validation AUC).
-    """
-    if metric not in TRUTH_METRICS and not search:
-        return metric, None
-    unknown = unknown_occurrence(load_dataset(dataset_dir).val)
-    if not unknown:
-        return metric, None
-    if search:
-        raise ValueError(f"search: the random search tunes on validation AUC against the true occurrence, which "
-                         f"{unknown} validation cells of {dataset_dir} do not have; run without --search")
-    if metric not in TRUTH_METRICS:
-        return metric, None
-    why = (f"{metric} is scored against the true occurrence, which {unknown} validation cells of {dataset_dir} "
-           "do not have")
-    if explicit:
-        raise ValueError(f"promotion metric: {why}; promote by val_ci_rmst, val_ci or val_mrae instead")
-    return "val_ci_rmst", f"{why}: promoted by val_ci_rmst (Harrell's C of the restricted mean event-free time) instead"
-
-
-TRAIN_IDS = "train_ids.npy"  # in a version: the sorted keyed 64-bit hashes of its training rows' ids
-TRAIN_GROUPS = "train_groups.npy"  # and of their split groups (a patient's subject_id), where the data have them
-ROW_IDS = "cet-row-ids"  # the purpose its key's fingerprint (data.json train_ids_key) is taken for
-
-
-def row_key(settings) -> bytes:
-    """The key of the training-row hashes: ``CET_PSEUDONYM_KEY``, else a random one kept in the
-    data folder (``row-ids.key``, mode 600), never in the models folder: a version's hashes do not
-    tell which subjects it was trained on to anyone who has the models but not the key."""
-    secret = settings.pseudonym_key
-    return kept_key(secret.get_secret_value() if secret else None, Path(settings.data_dir) / "row-ids.key",
-                    "key for the training-row hashes")
-
-
-def id_hashes(ids, key: bytes) -> np.ndarray:
-    """Keyed 64-bit hashes (HMAC-SHA256) of row ids as text, (n,) uint64: which rows a version was
-    trained on, to leave them out when it is scored on other data.
-
-    >>> a, b = id_hashes([7, 8], b"k"), id_hashes(["7"], b"k")
-    >>> bool(a[0] == b[0]), a.dtype.name, bool(id_hashes([7], b"other")[0] == a[0])
-    (True, 'uint64', False)
-    """
-    return np.array([int.from_bytes(hmac.new(key, str(i).encode(), "sha256").digest()[:8], "little") for i in ids],
-                    dtype=np.uint64)
-
-
-def _load_hashes(path: Path, what: str) -> np.ndarray:
-    try:
-        seen = np.load(path, allow_pickle=False)
-        if seen.ndim != 1 or seen.dtype != np.uint64:
-            raise ValueError(f"a {seen.dtype} array of shape {seen.shape}, not uint64 hashes")
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{path}: not a readable record of {what} hashes ({exc}); remove it, and the promotion "
-                         "rule compares the recorded values") from None
-    return seen
-
-
-def promoted_on_candidate_rows(models_root, name: str, candidate: Path, dataset_dir, metric: str, key: bytes,
-                               model: str = "CET", device: str = "cpu") -> dict | None:
-    """The promoted version and the candidate scored on the same rows: the candidate's validation
-    rows that the promoted version was not trained on, so that the promotion rule compares like
-    with like.
-
-    A version records its metrics on the validation split of the data it was trained on. When a
-    retrain brings new data (a new dataset fingerprint), the two recorded values come from
-    different rows, and a shift in the data moves both: new data that are harder to predict would
-    keep an old model that is worse on them. And since a rebuild splits its subjects afresh, some of
-    the new validation rows may be rows the promoted model was trained on (``TRAIN_IDS``, hashed
-    with ``key``); they are left out, and where both datasets split by a group (``split_by``, e.g. a
-    patient's ``subject_id``: ``TRAIN_GROUPS``) so are the rows of every group the promoted model
-    was trained on: a patient's new admission is not unseen if earlier ones were in its training
-    rows. Returns None when there is nothing to compare (no promoted
-    version, the candidate itself, rule ``always``); otherwise {"value": the promoted model's
-    metric on those rows, "candidate_value": the candidate's, "rows", "of": how many of the
-    candidate's validation rows, "version", "recorded": the promoted version's own recorded value,
-    "difference": for AUC and C, candidate minus promoted with its paired bootstrap interval,
-    "by_group": rows left out only because their group was in the promoted model's training rows
-    (None when groups are not matched), "note"}. On the same data the recorded values are already on the same rows: the
-    values are
-    None (the rule compares the recorded ones) and only the difference is computed, or None is
-    returned for a metric without one. When the promoted model cannot score the rows (other
-    feature or event names or comment inputs, no record of its training rows or one made with
-    another key, none left), the values are None and the note says that the recorded values are
-    compared.
-    """
-    current = registry.promoted(models_root, name)
-    candidate = Path(candidate)
-    if current is None or metric == "always" or current.resolve() == candidate.resolve():
-        return None
-    old, new = (json.loads((Path(v) / "data.json").read_text()) for v in (current, candidate))
-    recorded = registry.metric_value(current, metric, model)
-    out = {"value": None, "candidate_value": None, "version": current.name, "recorded": recorded}
-    if old.get("fingerprint") == new.get("fingerprint"):
-        if metric not in ("val_auc", "val_ci", "val_ci_rmst"):
-            return None
-        cand = load_dataset(dataset_dir)
-        va = cand.val
-        values, difference = _score_pair(current, candidate, va, new["event_names"], metric, model, device, name,
-                                         rmst_horizons(cand.train))
-        if np.isnan(recorded):  # undefined there, or a version from before this metric was recorded: both scored here
-            why = (f"whose {metric} is undefined there" if registry.metric_recorded(current, metric, model)
-                   else f"which did not record {metric}")
-            out |= {"value": values[0], "candidate_value": values[1], "rows": len(va), "of": len(va),
-                    "note": f"the same data as {current.name}, {why}: both scored on the "
-                            f"{len(va)} validation rows"
-                            + (f"; candidate minus {current.name} {_difference_note(difference)}" if difference else "")
-                            + _few_cases(va, new["event_names"], metric)}
-            return out | ({"difference": difference} if difference else {})
-        if difference is None:
-            return None
-        return out | {"rows": len(va), "of": len(va), "difference": difference,
-                      "note": f"the same data as {current.name}: the recorded values are compared; candidate minus "
-                              f"{current.name} on the {len(va)} validation rows {_difference_note(difference)}"
-                              + _few_cases(va, new["event_names"], metric)}
-    fallback = "the values each recorded on its own validation split are compared"
-    differ = [k.replace("_", " ") for k in ("feature_names", "event_names", "sequences") if old.get(k) != new.get(k)]
-    if differ:
-        return out | {"note": f"{current.name} was trained on other data with other {' and '.join(differ)}, so it "
-                              f"cannot score {candidate.name}'s validation rows: {fallback}"}
-    if not (current / TRAIN_IDS).is_file():
-        return out | {"note": f"{current.name} was trained on other data and does not record which rows (a version "
-                              f"from before {TRAIN_IDS}), so its training rows cannot be left out: {fallback}"}
-    if not key_matches(old.get("train_ids_key"), key, ROW_IDS):
-        return out | {"note": f"{current.name} was trained on other data and its training rows were hashed with "
-                              f"another key than this one (CET_PSEUDONYM_KEY, or row-ids.key in the data folder), so "
-                              f"they cannot be left out: {fallback}"}
-    cand = load_dataset(dataset_dir)
-    va = cand.val
-    seen = _load_hashes(current / TRAIN_IDS, "training-row")
-    new_rows = ~np.isin(id_hashes(va.ids, key), seen)
-    unit, by_group, unmatched = old.get("split_by"), None, ""
-    if (current / TRAIN_GROUPS).is_file():
-        if va.groups is not None and unit is not None and new.get("split_by") == unit:
-            seen_groups = _load_hashes(current / TRAIN_GROUPS, f"training {unit}")
-            new_groups = ~np.isin(id_hashes(va.groups, key), seen_groups)
-            by_group = int((new_rows & ~new_groups).sum())
-            new_rows &= new_groups
-        else:
-            unmatched = (f"; {current.name}'s data were split by {unit} and {candidate.name}'s "
-                         + (f"by {new['split_by']}" if new.get("split_by") else "by row")
-                         + f", so only its training rows, not their {unit}s, are left out")
-    elif va.groups is not None:
-        unmatched = (f"; {current.name} does not record its training {new.get('split_by')}s (a version from before "
-                     f"{TRAIN_GROUPS}), so only its training rows are left out")
-    if old.get("ids_are_row_numbers") or new.get("ids_are_row_numbers"):
-        unmatched += ("; the ids are the table's row numbers, so rows are matched by their place in the table: "
-                      "right if rows were only added at its end, wrong if it was "
-                      "reordered (build it with --id-column)")
-    unseen = np.flatnonzero(new_rows)
-    out |= {"rows": int(unseen.size), "of": len(va), "by_group": by_group}
-    if unseen.size == 0:
-        return out | {"note": f"{current.name} was trained on every validation row of {candidate.name}"
-                              + (f" or on another row of its {unit}" if by_group else "") + f": {fallback}{unmatched}"}
-    (out["value"], out["candidate_value"]), difference = _score_pair(
-        current, candidate, va.take(unseen), new["event_names"], metric, model, device, name,
-        rmst_horizons(cand.train))
-    spread = ""
-    if difference is not None:
-        out["difference"] = difference
-        spread = f"; candidate minus {current.name} {_difference_note(difference)}"
-    where = (f"{candidate.name}'s {len(va)} validation rows" if unseen.size == len(va) else
-             f"the {unseen.size} of {candidate.name}'s {len(va)} validation rows that {current.name} was not trained on"
-             + (f", {by_group} more left out as other rows of its training {unit}s" if by_group else ""))
-    return out | {"note": f"{current.name} was trained on other data: both rescored on {where} ({metric} "
-                          f"{out['candidate_value']:.4f} vs {out['value']:.4f}{spread}; {current.name} recorded "
-                          f"{recorded:.4f} on its own validation split{unmatched})"
-                          + _few_cases(va.take(unseen), new["event_names"], metric)}
-
-
-def _few_cases(rows, event_names, metric: str) -> str:
-    """For a concordance (``val_ci``, ``val_ci_rmst``): the events observed in fewer than
-    ``FEW_OBSERVED`` of the compared rows, which a promotion decided by it rests on; "" otherwise.
-
-    >>> from types import SimpleNamespace
-    >>> rows = SimpleNamespace(S=np.array([[1.0, 1.0]] * 3 + [[0.0, 1.0]] * 20), mask=None)
-    >>> _few_cases(rows, ["arrest", "visit"], "val_ci_rmst")
-    '; arrest observed in 3 of these rows: the comparison rests on that many cases'
-    >>> _few_cases(rows, ["arrest", "visit"], "val_auc")
-    ''
-    """
-    if metric not in ("val_ci", "val_ci_rmst"):
-        return ""
-    seen = rows.S if rows.mask is None else rows.S * rows.mask
-    few = [f"{e} observed in {int(n)}" for e, n in zip(event_names, seen.sum(axis=0), strict=True) if n < FEW_OBSERVED]
-    return f"; {', '.join(few)} of these rows: the comparison rests on that many cases" if few else ""
-
-
-def _score_pair(current: Path, candidate: Path, rows, event_names, metric: str, model: str, device: str,
-                name: str, rmst_at) -> tuple[tuple[float, float], dict | None]:
-    """((promoted's metric, candidate's metric), candidate minus promoted with its paired bootstrap
-    interval, or None for a metric the bootstrap does not cover) on ``rows``; restricted means
-    (``val_ci_rmst``) up to ``rmst_at`` ((M,), the candidate's training horizons) for both."""
-    from cet_model.models import load_model
-
-    x, short = model_inputs(rows), metric.removeprefix("val_")
-    values, ranking = [], {}
-    for field_name, version in (("promoted", current), ("candidate", candidate)):
-        fitted = load_model(version / model, device=device)
-        tasks = evaluate(model, fitted, rows, event_names, x, label=f"{name} {version.name} on {candidate.name}'s "
-                         "validation rows", warn_no_truth=False, rmst_at=rmst_at)
-        values.append(task_means(tasks)[short])
-        ranking[field_name] = ranking_inputs(model, fitted, x, rmst_at=rmst_at)
-    if short not in ("auc", "ci", CI_RMST):
-        return tuple(values), None
-    record = bootstrap_intervals(rows, ranking, reference="candidate")
-    d = record["differences"].get(short, {}).get("promoted")
-    if d is None or d.get("low") is None or not np.isfinite(d["low"]):
-        return tuple(values), None
-    return tuple(values), d | {"level": record["level"], "resamples": record["resamples"]}
-
-
-def _difference_note(d: dict) -> str:
-    return f"{difference_text(d)}, {d['level']:.0%} paired bootstrap interval"
-
-
-
-
-def task_means(tasks: dict) -> dict:
-    """{metric: mean over tasks} of one fit's per-task metrics {task: {metric: value}}."""
-    out = {}
-    for m in VERSION_METRICS:
-        vals = average_over_tasks({e: {k: [v] for k, v in row.items()} for e, row in tasks.items()}, m)
-        out[m] = float(vals[0]) if vals else float("nan")
-    return out
 
 
 def train_version(dataset_dir, models_root, name: str, params: TrainParams = TrainParams(),
@@ -642,184 +408,6 @@ def _write_version_files(tmp: Path, shown_as: Path, records: dict, built_from, n
         if tr.groups is not None:  # and of which groups (patients), for the same
             with writing(shown_as / TRAIN_GROUPS):
                 np.save(tmp / TRAIN_GROUPS, np.unique(id_hashes(tr.groups, id_key)), allow_pickle=False)
-
-
-def calibration_horizons(split, event_names, horizon: float | None = None) -> dict[str, float]:
-    """Per event, the horizon at which ``train-evaluate`` checks calibration and the AUC at h:
-    ``horizon`` when given (``--horizon``, one time for every event), else the median follow-up
-    time of the training rows (cells the mask leaves out not counted), so that half of them are
-    still followed there. Events no training row follows are left out.
-
-    >>> from types import SimpleNamespace
-    >>> calibration_horizons(SimpleNamespace(T=np.array([[5.0], [9.0], [7.0]]), mask=None), ["a"])
-    {'a': 7.0}
-    >>> calibration_horizons(SimpleNamespace(T=np.array([[5.0], [9.0], [7.0]]), mask=None), ["a"], 6)
-    {'a': 6.0}
-    """
-    keep = np.ones(split.T.shape, bool) if split.mask is None else split.mask > 0.5
-    return {e: float(np.median(split.T[keep[:, j], j]) if horizon is None else horizon)
-            for j, e in enumerate(event_names) if keep[:, j].any()}
-
-
-def version_horizons(version: Path, split, event_names) -> dict[str, float]:
-    """The horizons a version's calibration used (recorded per event in ``metrics.json``), or for a
-    version without that record, ``calibration_horizons`` of the training split."""
-    record = Evaluation.read(version).calibration.get("test") or {}
-    events = record.get("CET") or next(iter(record.values()), {})
-    return {e: float(r["horizon"]) for e, r in events.items()} or calibration_horizons(split, event_names)
-
-
-def calibration_by_horizon(model, split, x, event_names, horizons: dict[str, float], train=None) -> dict[str, dict]:
-    """Per event, :func:`cet_model.metrics.horizon_calibration` of ``model``'s risk by the event's
-    horizon (P(the event by h) = 1 - S(h), from ``predict_survival``) on ``split``'s followed rows:
-    groups by predicted risk, each against its Kaplan-Meier risk. Needs no true occurrence, so it
-    is the calibration check on data censored by follow-up. With ``train`` (the training split,
-    for the censoring weights) each event's record also holds ``auc``: the cumulative/dynamic AUC
-    of that risk at the horizon (:func:`cet_model.metrics.horizon_auc`), its discrimination on
-    such data. Events without a horizon (no training row followed) are left out."""
-    out = {}
-    names = [e for e in event_names if e in horizons]
-    if not names or len(split) == 0:
-        return out
-    grid = sorted({horizons[e] for e in names})
-    survival = model.predict_survival(x, grid)  # (n, H, M)
-    for e in names:
-        j, k = event_names.index(e), grid.index(horizons[e])
-        keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
-        if keep.any():
-            risk = 1.0 - survival[keep, k, j]
-            out[e] = horizon_calibration(split.T[keep, j], split.S[keep, j], risk, horizons[e])
-            if train is not None:
-                followed = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
-                out[e]["auc"] = horizon_auc(train.T[followed, j], train.S[followed, j], split.T[keep, j],
-                                            split.S[keep, j], risk, horizons[e])
-    return out
-
-
-MIN_ROWS_FOR_RANGES = (
-    200  # fewer training rows: no feature ranges recorded (a percentile would be nearly one row's value)
-)
-
-
-def feature_ranges(x, feature_names) -> dict[str, list[float]] | None:
-    """Per feature, the 1st and 99th percentiles of the training rows ``x`` (n, d), which
-    ``flows.predict`` uses to flag new values far outside them (a unit mistake, a data error).
-    Aggregates over many rows, never one row's value: None with fewer than
-    ``MIN_ROWS_FOR_RANGES`` rows.
-
-    >>> x = np.column_stack([np.arange(1000.0), np.zeros(1000)])
-    >>> feature_ranges(x, ["age", "flag"])
-    {'age': [9.99, 989.01], 'flag': [0.0, 0.0]}
-    >>> feature_ranges(x[:50], ["age", "flag"]) is None
-    True
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if x.shape[0] < MIN_ROWS_FOR_RANGES:
-        return None
-    low, high = np.quantile(x, [0.01, 0.99], axis=0)
-    return {name: [round(float(a), 6), round(float(b), 6)] for name, a, b in zip(feature_names, low, high, strict=True)}
-
-
-def item_labels(manifest: dict) -> dict[str, str]:
-    """{``chart_211``: "Heart Rate", ...}: the labels of a MIMIC build's feature items (its
-    manifest's ``items``, from D_ITEMS and D_LABITEMS); empty for other datasets. Recorded in a version's
-    ``data.json`` (``item_labels``), so that ``flows.predict`` can name an item in its warnings.
-
-    >>> item_labels({"items": [{"source": "lab", "itemid": 50912, "label": "Creatinine"}]})
-    {'lab_50912': 'Creatinine'}
-    """
-    return {f"{r['source']}_{r['itemid']}": r["label"] for r in manifest.get("items") or ()
-            if isinstance(r, dict) and r.get("label") and "source" in r and "itemid" in r}
-
-
-def feature_moments(x, feature_names) -> dict[str, list[float]] | None:
-    """Per feature, the mean and standard deviation of the training rows ``x`` (n, d), which
-    ``flows.predict`` compares a batch of new rows with (``shifted_from_training``): aggregates
-    over many rows, None with fewer than ``MIN_ROWS_FOR_RANGES`` rows.
-
-    >>> feature_moments(np.column_stack([np.arange(1000.0), np.ones(1000)]), ["age", "flag"])
-    {'age': [499.5, 288.819436], 'flag': [1.0, 0.0]}
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if x.shape[0] < MIN_ROWS_FOR_RANGES:
-        return None
-    mean, sd = x.mean(axis=0), x.std(axis=0, ddof=1)
-    return {name: [round(float(m), 6), round(float(v), 6)] for name, m, v in zip(feature_names, mean, sd, strict=True)}
-
-
-def training_follow_up(split, event_names) -> dict[str, dict]:
-    """Per event, the longest follow-up time of the training rows (``longest``, observed or
-    censored; cells the mask leaves out not counted) and the longest time at which the event was
-    seen (``longest_observed``; None when it never was), in the dataset's time unit. Beyond
-    ``longest`` a risk by a horizon rests on the fitted log-normal's tail alone. ``followed_until``:
-    the last time at least ``FOLLOWED_ROWS`` (10) training rows were still followed
-    (:func:`cet_model.evaluation.followed_until`), the follow-up's end for P(ever).
-
-    >>> from types import SimpleNamespace
-    >>> tr = SimpleNamespace(T=np.array([[5.0, 2.0], [9.0, 4.0]]), S=np.array([[1.0, 0.0], [0.0, 0.0]]), mask=None)
-    >>> training_follow_up(tr, ["a", "b"])["a"]
-    {'longest': 9.0, 'longest_observed': 5.0, 'followed_until': 5.0}
-    """
-    keep = np.ones(split.T.shape, bool) if split.mask is None else split.mask > 0.5
-    out = {}
-    for j, e in enumerate(event_names):
-        t, seen = split.T[keep[:, j], j], split.S[keep[:, j], j] > 0.5
-        out[e] = {"longest": float(t.max()) if len(t) else None,
-                  "longest_observed": float(t[seen].max()) if seen.any() else None,
-                  "followed_until": followed_until(t) if len(t) else None}
-    return out
-
-
-def beyond_follow_up(model, x, train, event_names, split=None) -> dict[str, dict]:
-    """Per event, :func:`cet_model.evaluation.occurrence_beyond_follow_up` of a CET ``model`` on the
-    rows ``x`` at the end of the event's training follow-up (``followed_until``: the last time at
-    least 10 training rows were still followed), with ``km_by_follow_up``: the training rows'
-    Kaplan-Meier risk by that time (what the data say there) and ``km_last_quarter``: the part of
-    it gained over the follow-up's last quarter (still rising at the end: the data do not show how
-    many ever will), with ``km_last_quarter_ci`` (its 95 % interval, Greenwood's variance) and
-    ``km_last_quarter_events`` (the events it rests on), and, with ``split`` (the rows of
-    ``x``), ``km_split_by_follow_up``: its own rows' (what the mean risk of those rows compares
-    with), and where it knows the true occurrence (a stand-in) ``true_share``: the share of its rows
-    that have the event, which P(ever) estimates, and ``true_by_follow_up``: the share that have it
-    by the follow-up's end (what the risk by it estimates; the rest is what the tail should hold).
-    Events no training row follows are left out."""
-    follow = training_follow_up(train, event_names)
-    until = {e: v["followed_until"] for e, v in follow.items() if v["followed_until"] is not None}
-    out = occurrence_beyond_follow_up(model, x, until, event_names, mask=None if split is None else split.mask)
-    keep = np.ones(train.T.shape, bool) if train.mask is None else train.mask > 0.5
-    for e, record in out.items():
-        j = event_names.index(e)
-        record["km_by_follow_up"] = kaplan_meier_risk(train.T[keep[:, j], j], train.S[keep[:, j], j],
-                                                      horizon=record["follow_up"])
-        quarter = risk_gained_last_quarter(train.T[keep[:, j], j], train.S[keep[:, j], j], record["follow_up"])
-        record["km_last_quarter"] = quarter.gain
-        record["km_last_quarter_ci"] = [quarter.low, quarter.high]  # 95 %; None, None without an event
-        record["km_last_quarter_events"] = quarter.events
-        if split is None:
-            continue
-        kept = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] > 0.5  # some: e is in out
-        record["km_split_by_follow_up"] = kaplan_meier_risk(split.T[kept, j], split.S[kept, j],
-                                                            horizon=record["follow_up"])
-        if np.isfinite(split.C[kept, j]).all():  # every scored row's truth (P(ever) is averaged over them all)
-            occurs = split.C[kept, j] > 0.5
-            record["true_share"] = float(occurs.mean())
-            t_true = split.T_true[kept, j][occurs]
-            if np.isfinite(t_true).all():  # and when each of them has it
-                record["true_by_follow_up"] = float((t_true <= record["follow_up"]).sum() / len(occurs))
-    return out
-
-
-def observed_events(split, event_names: list[str]) -> dict[str, int]:
-    """Per event, how many of a split's rows have it observed (s = 1, masked cells left out): what a
-    metric of that event rests on.
-
-    >>> from types import SimpleNamespace
-    >>> split = SimpleNamespace(S=np.array([[1.0, 0.0], [1.0, 1.0]]), mask=np.array([[1, 1], [0, 1]]))
-    >>> observed_events(split, ["a", "b"])
-    {'a': 1, 'b': 1}
-    """
-    seen = split.S > 0.5 if split.mask is None else (split.S > 0.5) & (split.mask > 0.5)
-    return {e: int(seen[:, j].sum()) for j, e in enumerate(event_names)}
 
 
 def experiment(dataset_dir, out, runs: int, search: int = 0, models=PAPER_PRESETS,
