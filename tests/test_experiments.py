@@ -242,6 +242,7 @@ def test_merge_of_disjoint_seeds_equals_one_run(tmp_path, tiny_dataset, capsys):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow  # spawns two processes that import torch (about 12 s)
 def test_runs_split_between_processes_give_the_figures_of_one(tmp_path, tiny_dataset, capsys):
     """``--jobs 2``: seeds 0-1 and 2 in two spawned processes, merged in seed order; every figure,
     table line and seed as one process gives them, a costly row's fewer runs and the seedless Cox

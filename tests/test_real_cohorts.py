@@ -300,6 +300,7 @@ def test_a_variant_may_change_the_networks_width_and_dropout(tmp_path):
     assert narrow.net_.encoder.net[0].out_features == 32
 
 
+@pytest.mark.slow  # spawns two processes that import torch (about 8 s)
 def test_cohorts_run_side_by_side_in_processes_give_the_same_records(tmp_path, capsys):
     """``--jobs 2``: two cohorts in two spawned processes, the largest first; every figure as one
     process gives it (seeded fits on one thread each), and only the command's process writes."""
