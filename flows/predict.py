@@ -36,6 +36,7 @@ from prefect.logging import get_run_logger
 from flows.common import work_dir_for
 from flows.lib import commands
 from flows.lib.flow_params import PredictParams
+from flows.lib.infra import registry
 from flows.lib.infra.cli import apply_log_level, require_path
 from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
@@ -108,7 +109,7 @@ def predict(params: PredictParams) -> str:
     """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
     s = Settings()
     confine(params, s)
-    version = str(predict_lib.resolve_version(s.models_dir, s.dataset_name(params.dataset), params.version))
+    version = str(registry.resolve_version(s.models_dir, s.dataset_name(params.dataset), params.version))
     qs, hs = list(params.quantiles), list(params.horizons)
     check_scores_out(params, s)
     work = work_dir_for(params.out, params.work_dir)
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
         ap.error("--rmst needs --horizons: the restricted mean event-free time is taken up to each of them")
     try:
         s = Settings()
-        version = predict_lib.resolve_version(s.models_dir, s.dataset_name(args.dataset), args.version)
+        version = registry.resolve_version(s.models_dir, s.dataset_name(args.dataset), args.version)
     except (FileNotFoundError, ValueError) as exc:
         ap.error(str(exc))
     if args.mimic_dir:  # a table missing or unreadable: a usage error now, not a failed flow's traceback

@@ -20,11 +20,16 @@ the deployment served on the CET_RETRAIN_CRON schedule.
 from __future__ import annotations
 
 if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
+    import sys
+
     from flows.lib.commands import parse_early
 
     parse_early("train")
+    if sys.argv[1:2] and sys.argv[1] in ("versions", "promote", "show", "explain"):  # the registry's: no flow
+        from flows.lib.modeling import registry_commands
 
-import json
+        sys.exit(registry_commands.main())
+
 import os
 import sys
 from pathlib import Path
@@ -54,15 +59,13 @@ from flows.lib.flow_params import (
 )
 from flows.lib.infra import registry
 from flows.lib.infra.cli import apply_log_level, require_path
-from flows.lib.infra.folders import check_output_file
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import dataset_report as dataset_report_lib
-from flows.lib.modeling import explain, promotion, render, subgroups, train_eval, version_text
-from flows.lib.modeling.predict import resolve_version
+from flows.lib.modeling import promotion, registry_commands, subgroups, train_eval, version_text
 
 
 @task(name="train-models", task_run_name="train-{name}")
@@ -292,85 +295,12 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
                                               promote_evidence=params.promote_evidence))
 
 
-def registry_command(ap, args) -> int:
-    """``versions``, ``promote``, ``show`` and ``explain``: the registry's files read or changed directly (no
-    flow run), a change under the lock that train-evaluate holds while it registers and judges a
-    version."""
-    s = Settings()
-    try:
-        name = s.dataset_name(args.dataset)
-    except ValueError as exc:
-        ap.error(str(exc))
-    if not registry.versions(s.models_dir, name):
-        ap.error(f"no model versions of {name} in {s.models_dir / name} (train one with python -m flows.train "
-                 f"evaluate --dataset {name})")
-    if args.command == "explain":
-        return explain_command(ap, args, s, name)
-    if args.command == "show":
-        try:
-            version = resolve_version(s.models_dir, name, args.model_version)
-            decision = (json.loads((version / "decision.json").read_text())
-                        if (version / "decision.json").is_file() else None)
-            print_version(version, decision, version / subgroups.FILE if (version / subgroups.FILE).is_file() else None)
-        except (ValueError, FileNotFoundError) as exc:
-            ap.error(str(exc))
-        return 0
-    if args.command == "versions":
-        try:
-            rows = registry.version_rows(s.models_dir, name)
-        except ValueError as exc:  # a damaged record, named
-            ap.error(str(exc))
-        table = [["version", "promoted", "judged (UTC)", "data", "val AUC", "val C (RMST)", "the rule's decision"]]
-        for r in rows:
-            table.append([r["version"], ("* by hand" if r["by_hand"] else "*") if r["promoted"] else "",
-                          r["judged"] or "-", r["data"] or "-",
-                          *("-" if r[k] is None else f"{r[k]:.4f}" for k in ("val_auc", "val_ci_rmst")),
-                          r["decision"] or "-"])
-        print(f"{s.models_dir / name}: {len(rows)} versions (*: promoted; history.jsonl has every decision)")
-        print("\n".join(render.text(table)))
-        return 0
-    with output_lock(s.models_dir / name, s.lock_wait, "promote"):
-        try:
-            record = registry.promote_by_hand(s.models_dir, name, args.model_version, args.reason)
-        except ValueError as exc:
-            ap.error(str(exc))
-    print(f"{s.models_dir / name / args.model_version}: {record['reason']}"
-          + (f" (was {record['previous']})" if record.get("previous") and record["previous"] != args.model_version
-             else ""))
-    return 0
-
-
-def explain_command(ap, args, s: Settings, name: str) -> int:
-    """``explain``: permutation importance of a version's model, printed and written to ``--out``."""
-    if args.repeats < 1 or args.top < 1 or args.max_rows < 2:
-        ap.error("--repeats and --top must be at least 1, --max-rows at least 2")
-    if args.out and Path(args.out).is_dir():
-        ap.error(f"--out {args.out}: a folder; give a file name, e.g. importance.csv")
-    if args.out:
-        try:
-            check_output_file(args.out, "--out", ".csv", {"--data": args.data}, registries=[s.models_dir],
-                              ours=explain.written_csv)
-        except ValueError as exc:
-            ap.error(str(exc))
-    try:
-        version = resolve_version(s.models_dir, name, args.model_version)
-        result = explain.explain(version, model=args.model, split=args.split, repeats=args.repeats, seed=args.seed,
-                                 device=s.device, scores=(args.score,) if args.score else explain.SCORES,
-                                 max_rows=args.max_rows, data_dir=args.data)
-    except (ValueError, FileNotFoundError) as exc:
-        ap.error(str(exc))
-    print("\n".join(explain.report_lines(result, args.top, args.score)))
-    if args.out:
-        print(f"wrote {explain.write_csv(result, args.out)}")
-    return 0
-
-
 def main(argv=None) -> int:
     ap = commands.train()
     args = ap.parse_args(argv)
     apply_log_level(args)
-    if args.command in ("versions", "promote", "explain", "show"):
-        return registry_command(ap, args)
+    if args.command in registry_commands.COMMANDS:
+        return registry_commands.registry_command(ap, args)
     try:
         if args.command == "evaluate":
             if args.dataset and not args.data and ("/" in args.dataset or Path(args.dataset).is_dir()):
@@ -396,22 +326,8 @@ def main(argv=None) -> int:
     except (ValueError, FileExistsError) as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
-    print_version(Path(result["version"]), result["decision"], result.get("subgroups"))
+    registry_commands.print_version(Path(result["version"]), result["decision"], result.get("subgroups"))
     return 0
-
-
-def print_version(version: Path, decision: dict | None, subgroups_file=None) -> None:
-    """What evaluate prints after training and ``show`` prints of any version: the rule's
-    decision, the test metrics (``summary_lines``) and the subgroups, if any were scored."""
-    if decision:
-        print(f"{version}: {decision['reason']}")
-        if decision.get("comparison"):  # how the promoted version was compared with it
-            print(f"  {decision['comparison']}")
-    else:
-        print(f"{version}: not judged by the promotion rule")
-    print("\n".join(version_text.summary_lines(version)))
-    if subgroups_file:
-        print("\n".join(subgroups.subgroup_lines(subgroups_file)))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,18 @@ def test_dotenv_is_read_and_the_environment_wins(tmp_path, monkeypatch):
     assert "s3cret" not in repr(s) and s.pseudonym_key.get_secret_value() == "s3cret"
 
 
+
+def test_the_default_retrain_schedule_is_a_cron_prefect_accepts():
+    """Settings() skips the check of the default schedule (it would import Prefect, a second, in every
+    command); this is that check."""
+    from prefect.client.schemas.schedules import CronSchedule
+
+    from flows.lib.infra.settings import DEFAULT_RETRAIN_CRON
+
+    assert Settings().retrain_cron == DEFAULT_RETRAIN_CRON
+    assert CronSchedule(cron=DEFAULT_RETRAIN_CRON).cron == DEFAULT_RETRAIN_CRON
+
+
 @pytest.mark.bad_input
 @pytest.mark.parametrize(
     "name,value,message",

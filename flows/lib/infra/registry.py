@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cet_model.atomic import remove_dead_leftovers, write_text
-from cet_model.bootstrap import difference_text
 
 # metric -> +1 when higher is better, -1 when lower is better
 from flows.lib.choices import METRIC_DIRECTION  # noqa: E402
@@ -115,6 +114,21 @@ def promoted(root: Path, dataset: str) -> Path | None:
     return Path(root) / dataset / version
 
 
+def resolve_version(models_root, dataset: str, version: str | None = None) -> Path:
+    """The folder of ``dataset``'s version ``version``, or of its promoted version; FileNotFoundError
+    says what is missing."""
+    if version:
+        path = Path(models_root) / dataset / version
+        if not (path / "data.json").is_file():
+            raise FileNotFoundError(f"{path}: not a registered model version")
+        return path
+    path = promoted(models_root, dataset)
+    if path is None:
+        raise FileNotFoundError(f"{Path(models_root) / dataset}: no promoted model; run train-evaluate or "
+                                f"retrain for {dataset!r} first")
+    return path
+
+
 def metric_value(version_dir: Path, metric: str, model: str = "CET") -> float:
     """A version's recorded summary value; NaN when it is undefined there (e.g. a concordance on
     validation rows without an observed event) or was not recorded (a version from before it was)."""
@@ -185,6 +199,8 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
             if d is None or math.isnan(new) or math.isnan(old):
                 terms += ": no interval of the difference, so the point values decide"
             else:  # d: candidate minus promoted, higher is better (AUC, C)
+                from cet_model.bootstrap import difference_text  # here: the registry's commands load no sklearn
+
                 ok = d["high"] >= -rule.tolerance if rule.evidence == "not-worse" else d["low"] > rule.tolerance
                 shown = {("not-worse", True): "not shown worse", ("not-worse", False): "shown worse",
                          ("better", True): "shown better", ("better", False): "not shown better"}

@@ -22,26 +22,12 @@ from cet_model.dataset import first_non_number, row_at
 from cet_model.evaluation import BEYOND_SHARE, FOLLOWED_ROWS, occurrence_beyond_follow_up
 from cet_model.models import load_model
 from flows.lib.choices import RMST_NEEDS_HORIZONS
-from flows.lib.infra import registry
 from flows.lib.infra.keys import key_matches
 from flows.lib.ingest import check_csv_header, encode_levels, first_data_line, missing_indicator, read_table
 from flows.lib.reddit.cohort import PSEUDONYM_KEY
 
 log = logging.getLogger("flows.predict")
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
-
-
-def resolve_version(models_root, dataset: str, version: str | None = None) -> Path:
-    if version:
-        path = Path(models_root) / dataset / version
-        if not (path / "data.json").is_file():
-            raise FileNotFoundError(f"{path}: not a registered model version")
-        return path
-    path = registry.promoted(models_root, dataset)
-    if path is None:
-        raise FileNotFoundError(f"{Path(models_root) / dataset}: no promoted model; run train-evaluate or "
-                                f"retrain for {dataset!r} first")
-    return path
 
 
 def columns_needed(columns, names: list[str], record: dict | None = None, id_column: str | None = None) -> list[str]:
