@@ -151,6 +151,15 @@ def mark(folder, kind: str) -> Path:
     return folder / MARKER
 
 
+def marker_kind(folder) -> str | None:
+    """The kind of output ``folder``'s ``MARKER`` records ("dataset", "report", ...), or None."""
+    try:
+        record = json.loads((Path(folder) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return str(record.get("kind")) if isinstance(record, dict) and record.get("written_by") == "cet" else None
+
+
 def owned_entries(folder) -> set[str] | None:
     """The entries of ``folder`` this project wrote (its ``MARKER``'s list), or None when it holds
     no mark of this project. A folder written before folders were marked counts as the project's

@@ -4,6 +4,7 @@
     python -m flows.predict --dataset reddit --dumps DIR --out scores.parquet        # raw Pushshift dumps
     python -m flows.predict --dataset mimic --features new.parquet --out scores.parquet \\
         [--model-version v0003] [--quantiles 0.1,0.5,0.9] [--horizons 7,30] [--sequences seq.npy]
+    python -m flows.predict --dataset cohort --features new.csv --out scores.csv       # CSV in, CSV out
 
 Raw sources are featurised with the **training build's** items, imputation medians and
 scaling (recorded in the model version), nothing refitted on the new data; MIMIC rows are keyed
@@ -95,13 +96,13 @@ def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, 
 
 
 def check_scores_out(params, s: Settings) -> None:
-    """The output file checked before anything is read (``folders.check_output_file``): parquet, apart
-    from the inputs, outside dataset folders and the registry, and an existing file only when it
-    is a scores file predict wrote. ``params``: the flow's parameters or the parsed command line."""
-    check_output_file(params.out, "--out", ".parquet", {"--features": params.features, "--mimic-dir": params.mimic_dir,
-                                                       "--dumps": params.dumps, "--sequences": params.sequences,
-                                                       "--work-dir": params.work_dir},
-                      registries=[s.models_dir], ours=predict_lib.written_scores)
+    """The output file checked before anything is read (``folders.check_output_file``): parquet or
+    CSV, apart from the inputs, outside dataset folders and the registry, and an existing file only
+    when it is a scores file predict wrote. ``params``: the flow's parameters or the parsed command line."""
+    inputs = {"--features": params.features, "--mimic-dir": params.mimic_dir, "--dumps": params.dumps,
+              "--sequences": params.sequences, "--work-dir": params.work_dir}
+    check_output_file(params.out, "--out", predict_lib.SCORES_SUFFIXES, inputs, registries=[s.models_dir],
+                      ours=predict_lib.written_scores)
 
 
 @flow(name="predict", flow_run_name=run_name("predict"), task_runner=thread_runner())

@@ -126,7 +126,10 @@ def test_predict_refuses_to_write_over_its_input_a_dataset_or_the_registry(tmp_p
     before = features.read_bytes()
     err = _usage_error(predict_cli.main, ["--dataset", "d", "--features", str(features), "--out", str(features)],
                        capsys)
-    assert "writes parquet; give a file name ending in .parquet" in err and features.read_bytes() == before
+    assert "is --features" in err and features.read_bytes() == before
+    err = _usage_error(predict_cli.main, ["--dataset", "d", "--features", str(features), "--out",
+                                          str(tmp_path / "s.txt")], capsys)
+    assert "writes parquet or csv; give a file name ending in .parquet or .csv" in err
     same = tmp_path / "new.parquet"
     pl.read_csv(features).write_parquet(same)
     err = _usage_error(predict_cli.main, ["--dataset", "d", "--features", str(same), "--out", str(same)], capsys)
@@ -155,6 +158,42 @@ def test_an_existing_scores_file_is_recognised_as_predicts_own(tmp_path):
     pl.DataFrame({"id": [1], "p_death": [0.5], "t_q50_death": [3.0], "risk_30_death": [0.1]}).write_parquet(older)
     assert written_scores(older)
     assert not written_scores(tmp_path / "none.parquet") and not written_scores(_table(tmp_path / "t.csv"))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a small net; not what is tested
+def test_predict_writes_csv_scores_beside_a_users_files_and_replaces_only_its_own(tmp_path, monkeypatch, capsys):
+    """``--out scores.csv``: the parquet's columns and values as CSV, the file recorded in the folder's
+    marker before it is written (CSV has no metadata); a rerun replaces it, a user's CSV of another
+    name in the same folder is refused and kept, and the folder is not taken for one CET wrote whole."""
+    from lifelines.datasets import load_rossi
+
+    from flows.lib.ingest import write_follow_up_dataset
+    from flows.lib.modeling.train_eval import TrainParams, train_version
+
+    monkeypatch.setenv("CET_MODELS_DIR", str(tmp_path / "models"))
+    ds = write_follow_up_dataset(tmp_path / "data" / "rossi", load_rossi(), ["fin", "age", "prio"],
+                                 {"arrest": ("week", "arrest")}, name="rossi", time_unit="weeks", seed=3)
+    train_version(ds, tmp_path / "models", "rossi", TrainParams(models=("CET",), hidden=8, max_epochs=5,
+                                                                device="cpu", reference="none"))
+    rows = tmp_path / "new.csv"
+    pl.read_parquet(ds / "features.parquet").head(12).drop("split").write_csv(rows)
+    mine = tmp_path / "out" / "notes.csv"
+    mine.parent.mkdir()
+    mine.write_text("patient,note\n1,called back\n")
+    common = ["--dataset", "rossi", "--model-version", "v0001", "--features", str(rows), "--horizons", "20"]
+    assert predict_cli.main([*common, "--out", str(tmp_path / "out" / "scores.csv")]) == 0
+    assert predict_cli.main([*common, "--out", str(tmp_path / "scores.parquet")]) == 0
+    as_csv, as_parquet = pl.read_csv(tmp_path / "out" / "scores.csv"), pl.read_parquet(tmp_path / "scores.parquet")
+    assert as_csv.columns == as_parquet.columns and as_csv.columns[:2] == ["id", "p_arrest"]
+    assert as_csv.to_numpy() == pytest.approx(as_parquet.to_numpy().astype(float), abs=1e-6)
+    assert json.loads((tmp_path / "out" / MARKER).read_text())["entries"] == ["scores.csv"]
+    assert written_scores(tmp_path / "out" / "scores.csv") and not written_scores(mine)
+    assert predict_cli.main([*common, "--out", str(tmp_path / "out" / "scores.csv")]) == 0  # its own: replaced
+    err = _usage_error(predict_cli.main, [*common, "--out", str(mine)], capsys)
+    assert "exists and was not written by this command" in err
+    assert mine.read_text() == "patient,note\n1,called back\n"
+    assert predict_cli.main([*common, "--out", str(tmp_path / "out" / "second.csv")]) == 0  # beside them
+    assert json.loads((tmp_path / "out" / MARKER).read_text())["entries"] == ["scores.csv", "second.csv"]
 
 
 def test_explain_writes_formula_like_cells_escaped_and_keeps_a_users_csv(tmp_path):

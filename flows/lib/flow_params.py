@@ -292,7 +292,7 @@ class PredictParams(FlowParams):
 
     PATHS: ClassVar[tuple[str, ...]] = ("features", "mimic_dir", "dumps", "out", "work_dir", "sequences")
 
-    out: str = Field(description="output parquet")
+    out: str = Field(description="output file: .parquet, or .csv")
     features: str | None = Field(None, description="parquet or .csv with id and the model's feature columns, "
                                                    "prepared as in the training dataset (raw units are scaled by the "
                                                    "model as in training)")

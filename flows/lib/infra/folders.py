@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from cet_model.atomic import check_replaceable, owned_entries, remove_dead_leftovers, replace_folder
+from cet_model.atomic import check_replaceable, marker_kind, owned_entries, remove_dead_leftovers, replace_folder
 
 
 def refuse_non_empty(out: Path, overwrite: bool) -> Path:
@@ -81,23 +81,30 @@ def check_output_folder(out, sources: dict, work_dir=None, what: str = "--out") 
         raise ValueError(str(exc)) from None
 
 
+# kinds of marker that list only some files of a user's folder, CET's among the user's (predict's CSV scores)
+SHARED_FOLDER_KINDS = frozenset({"scores"})
+
+
 def inside_project_folder(path) -> Path | None:
-    """The nearest folder above ``path`` that this project wrote whole (a dataset, a stand-in), or None."""
+    """The nearest folder above ``path`` that this project wrote whole (a dataset, a stand-in), or None.
+    A folder whose marker only lists CET's files among the user's (``SHARED_FOLDER_KINDS``) is not one."""
     for parent in _real(path).parents:
-        if owned_entries(parent) is not None:
+        if owned_entries(parent) is not None and marker_kind(parent) not in SHARED_FOLDER_KINDS:
             return parent
     return None
 
 
-def check_output_file(out, what: str, suffix: str, sources: dict, registries=(),
+def check_output_file(out, what: str, suffix: str | tuple[str, ...], sources: dict, registries=(),
                       ours: Callable[[Path], bool] | None = None) -> Path:
     """Everything a command checks of an output file before it writes it; ValueError naming ``what``:
-    the format's ``suffix``; apart from every input in ``sources`` (``refuse_overlap``); not inside a
-    dataset folder or a model registry (``registries``: their root folders); an existing file only
-    when ``ours`` says this project wrote it. Returns the path."""
+    the format's ``suffix`` (or one of several); apart from every input in ``sources``
+    (``refuse_overlap``); not inside a dataset folder or a model registry (``registries``: their root
+    folders); an existing file only when ``ours`` says this project wrote it. Returns the path."""
     out = Path(out)
-    if out.suffix.lower() != suffix:
-        raise ValueError(f"{what} {out}: this command writes {suffix[1:]}; give a file name ending in {suffix}")
+    suffixes = (suffix,) if isinstance(suffix, str) else tuple(suffix)
+    if out.suffix.lower() not in suffixes:
+        raise ValueError(f"{what} {out}: this command writes {' or '.join(s[1:] for s in suffixes)}; give a file "
+                         f"name ending in {' or '.join(suffixes)}")
     refuse_overlap(out, what, sources)
     folder = inside_project_folder(out)
     if folder is not None:

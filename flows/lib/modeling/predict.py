@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from cet_model.atomic import temporary_name, writing
+from cet_model.atomic import claim_files, temporary_name, write_csv, writing
 from cet_model.comments import CommentInputs, NpyRows
 from cet_model.dataset import first_non_number, row_at
 from cet_model.evaluation import BEYOND_SHARE, FOLLOWED_ROWS, occurrence_beyond_follow_up
@@ -398,12 +398,20 @@ def check_finite_scores(cols: dict, ids, source: str, named: int = 5) -> None:
 
 
 SCORES_MARK = {"written_by": "cet", "kind": "scores"}  # parquet key-value metadata of every scores file
+SCORES_SUFFIXES = (".parquet", ".csv")  # the formats predict writes, by the output's name
 _SCORE_COLUMN = re.compile(r"^(p|t_q\d+|risk_[^_]+|rmst_[^_]+)_.+$")
 
 
 def written_scores(path) -> bool:
-    """Whether ``path`` is a scores file this project wrote (``SCORES_MARK``; one from before the
-    mark: a parquet whose columns are an id and score columns only), so predict may replace it."""
+    """Whether ``path`` is a scores file this project wrote, so predict may replace it: a parquet
+    with ``SCORES_MARK`` (one from before the mark: an id and score columns only), or a CSV that
+    its folder's ``.cet-output.json`` lists as scores (CSV has no metadata of its own)."""
+    if Path(path).suffix.lower() == ".csv":
+        try:
+            claim_files(Path(path).parent, [Path(path).name], kind=SCORES_MARK["kind"], record=False)
+        except FileExistsError:
+            return False
+        return Path(path).is_file()
     import pyarrow.parquet as pq
 
     try:
@@ -480,10 +488,14 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
         raise ValueError(f"quantiles {qs} or horizons {hs} give the same column name twice (quantile names keep "
                          "whole percents, horizon names six significant digits)")
     check_finite_scores(cols, ids, source)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f"{temporary_name(out)}w"  # sweeps a killed run's leftovers
-    with writing(out, tmp):
-        pl.DataFrame(cols).write_parquet(tmp, metadata=SCORES_MARK)
-        os.replace(tmp, out)
+    if out.suffix.lower() == ".csv":  # recorded in the folder's marker first: CSV carries no mark of its own
+        claim_files(out.parent, [out.name], kind=SCORES_MARK["kind"], what="--out folder")
+        write_csv(pl.DataFrame(cols), out)  # text ids a spreadsheet would run as formulas are escaped
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.parent / f"{temporary_name(out)}w"  # sweeps a killed run's leftovers
+        with writing(out, tmp):
+            pl.DataFrame(cols).write_parquet(tmp, metadata=SCORES_MARK)
+            os.replace(tmp, out)
     log.info("scored %d rows of %s with %s -> %s", len(ids), source, version_dir, out)
     return out
