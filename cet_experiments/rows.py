@@ -29,6 +29,9 @@ VARIANTS: dict[str, dict] = {
     # the network's size on small cohorts: less dropout, a narrower hidden layer
     "CET/dropout-0.25": {"dropout": 0.25},
     "CET/hidden-32": {"hidden_sizes": (32,)},
+    # the linear model (hidden_sizes=()): one log sigma per event, as a classical AFT, or one per row
+    "CET/linear-sigma-constant": {"hidden_sizes": (), "sigma": "constant"},
+    "CET/linear-sigma-net": {"hidden_sizes": (), "sigma": "net"},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},
