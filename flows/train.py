@@ -25,9 +25,9 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
     from flows.lib.commands import parse_early
 
     parse_early("train")
-    if sys.argv[1:2] and sys.argv[1] in ("versions", "promote", "show", "explain"):  # the registry's: no flow
-        from flows.lib.modeling import registry_commands
+    from flows.lib.modeling import registry_commands  # light: no Prefect, no PyTorch
 
+    if sys.argv[1:2] and sys.argv[1] in registry_commands.COMMANDS:  # the registry's commands run no flow
         sys.exit(registry_commands.main())
 
 import os
