@@ -24,8 +24,9 @@ from __future__ import annotations
 
 if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
     from flows.lib.commands import parse_early
+    from flows.lib.modeling.scores_file import check_command
 
-    parse_early("predict")
+    check_command(*parse_early("predict"))
 
 import json
 import sys
@@ -38,14 +39,14 @@ from flows.common import work_dir_for
 from flows.lib import commands
 from flows.lib.flow_params import PredictParams
 from flows.lib.infra import registry
-from flows.lib.infra.cli import apply_log_level, require_path
-from flows.lib.infra.folders import check_output_file
+from flows.lib.infra.cli import apply_log_level
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import predict as predict_lib
+from flows.lib.modeling.scores_file import check_command, check_scores_out
 from flows.lib.reddit import build as reddit_build
 
 
@@ -95,16 +96,6 @@ def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, 
     return str(path)
 
 
-def check_scores_out(params, s: Settings) -> None:
-    """The output file checked before anything is read (``folders.check_output_file``): parquet or
-    CSV, apart from the inputs, outside dataset folders and the registry, and an existing file only
-    when it is a scores file predict wrote. ``params``: the flow's parameters or the parsed command line."""
-    inputs = {"--features": params.features, "--mimic-dir": params.mimic_dir, "--dumps": params.dumps,
-              "--sequences": params.sequences, "--work-dir": params.work_dir}
-    check_output_file(params.out, "--out", predict_lib.SCORES_SUFFIXES, inputs, registries=[s.models_dir],
-                      ours=predict_lib.written_scores)
-
-
 @flow(name="predict", flow_run_name=run_name("predict"), task_runner=thread_runner())
 def predict(params: PredictParams) -> str:
     """Score ``params``' source with the dataset's promoted model (or ``params.version``)."""
@@ -126,22 +117,8 @@ def main(argv=None) -> int:
     ap = commands.predict()
     args = ap.parse_args(argv)
     apply_log_level(args)
-    try:  # before anything is read: never write over an input, a dataset or the registry
-        check_scores_out(args, Settings())
-    except ValueError as exc:
-        ap.error(str(exc))
-    require_path(ap, "--features", args.features, "file")
-    require_path(ap, "--mimic-dir", args.mimic_dir, "dir")
-    require_path(ap, "--sequences", args.sequences, "file")
-    for d in args.dumps or []:
-        require_path(ap, "--dumps", d, "dir")
-    if args.rmst and not args.horizons:
-        ap.error("--rmst needs --horizons: the restricted mean event-free time is taken up to each of them")
-    try:
-        s = Settings()
-        version = registry.resolve_version(s.models_dir, s.dataset_name(args.dataset), args.version)
-    except (FileNotFoundError, ValueError) as exc:
-        ap.error(str(exc))
+    version = check_command(ap, args)  # the output, the inputs and the version, before anything is read
+    s = Settings()
     if args.mimic_dir:  # a table missing or unreadable: a usage error now, not a failed flow's traceback
         from flows.lib.mimic.featurize import SCORING_TABLES
         from flows.lib.mimic.staging import check_tables

@@ -182,6 +182,31 @@ def test_a_usage_error_answers_before_prefect_and_torch_load():
     assert " prefect" not in out.stderr and " torch" not in out.stderr
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--out", "s.txt"], "give a file name ending in .parquet or .csv"),
+    (["--out", "s.csv"], "--features {missing}: no such file"),
+    (["--out", "s.csv", "--features", "{table}", "--rmst"], "--rmst needs --horizons"),
+    (["--out", "s.csv", "--features", "{table}", "--model-version", "v0009"], "v0009"),
+])
+def test_predicts_usage_errors_answer_before_prefect_and_torch_load(argv, said, tmp_path):
+    """A wrong output name, a missing input, ``--rmst`` without horizons and an unknown model
+    version are usage errors raised before the flow module's imports (``scores_file.check_command``)."""
+    (tmp_path / "t.csv").write_text("id,x\n1,0.5\n")
+    (tmp_path / "models" / "cohort").mkdir(parents=True)
+    names = {"missing": str(tmp_path / "none.csv"), "table": str(tmp_path / "t.csv")}
+    argv = [a.format(**names) for a in argv]
+    if "--features" not in argv and "s.csv" in argv:
+        argv += ["--features", names["missing"]]
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.predict", "--dataset", "cohort", *argv],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "CET_MODELS_DIR": str(tmp_path / "models"),
+                              "CET_DATA_DIR": str(tmp_path / "data")})
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert said.format(**names) in out.stderr, out.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
 FLOW_OPTIONS = [("synthetic", None, "SyntheticParams"), ("mimic", "build", "MimicBuildParams"),
                 ("reddit", "build", "RedditBuildParams"), ("table", None, "TableBuildParams"),
                 ("train", "evaluate", "TrainEvaluateParams"), ("train", "retrain", "RetrainParams"),

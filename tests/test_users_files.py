@@ -24,7 +24,7 @@ from flows import train as train_cli
 from flows.lib.infra import registry
 from flows.lib.infra.folders import check_output_file
 from flows.lib.modeling import explain
-from flows.lib.modeling.predict import written_scores
+from flows.lib.modeling.scores_file import written_scores
 from flows.lib.standin import synthetic
 from tests.mimic_fixture import write_fixture
 

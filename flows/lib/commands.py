@@ -34,11 +34,12 @@ def _doc(name: str) -> str:
     return ast.get_docstring(ast.parse((FLOWS / f"{name}.py").read_text())) or ""
 
 
-def parse_early(name: str) -> None:
+def parse_early(name: str) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     """Parse ``sys.argv`` with command ``name``'s options: ``--help``, ``--version`` and a usage
-    error exit here, before the flow module's imports; valid options return, to be parsed again
-    by its ``main``."""
-    globals()[name]().parse_args(sys.argv[1:])
+    error exit here, before the flow module's imports; valid options return (with the parser, for
+    a command's own early checks), to be parsed again by its ``main``."""
+    ap = globals()[name]()
+    return ap, ap.parse_args(sys.argv[1:])
 
 
 def _listed(kind):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from cet_model.models import load_model
 from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra.keys import key_matches
 from flows.lib.ingest import check_csv_header, encode_levels, first_data_line, missing_indicator, read_table
+from flows.lib.modeling.scores_file import SCORES_MARK
 from flows.lib.reddit.cohort import PSEUDONYM_KEY
 
 log = logging.getLogger("flows.predict")
@@ -395,34 +395,6 @@ def check_finite_scores(cols: dict, ids, source: str, named: int = 5) -> None:
                          f"{', '.join(shown)}{' ...' if bad.sum() > named else ''}; in {', '.join(columns[:4])}"
                          f"{' ...' if len(columns) > 4 else ''}): check those rows' values against the training "
                          "data's range and units; nothing was written")
-
-
-SCORES_MARK = {"written_by": "cet", "kind": "scores"}  # parquet key-value metadata of every scores file
-SCORES_SUFFIXES = (".parquet", ".csv")  # the formats predict writes, by the output's name
-_SCORE_COLUMN = re.compile(r"^(p|t_q\d+|risk_[^_]+|rmst_[^_]+)_.+$")
-
-
-def written_scores(path) -> bool:
-    """Whether ``path`` is a scores file this project wrote, so predict may replace it: a parquet
-    with ``SCORES_MARK`` (one from before the mark: an id and score columns only), or a CSV that
-    its folder's ``.cet-output.json`` lists as scores (CSV has no metadata of its own)."""
-    if Path(path).suffix.lower() == ".csv":
-        try:
-            claim_files(Path(path).parent, [Path(path).name], kind=SCORES_MARK["kind"], record=False)
-        except FileExistsError:
-            return False
-        return Path(path).is_file()
-    import pyarrow.parquet as pq
-
-    try:
-        meta = pq.read_metadata(path)
-    except Exception:  # not parquet, unreadable: not ours
-        return False
-    kv = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (meta.metadata or {}).items()}
-    if all(kv.get(k) == v for k, v in SCORES_MARK.items()):
-        return True
-    names = meta.schema.names
-    return len(names) >= 2 and all(_SCORE_COLUMN.match(n) for n in names[1:])
 
 
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
