@@ -1,5 +1,5 @@
 """Paired bootstrap intervals of a split's metrics (the test rows resampled, the same resamples
-for every model), and interval records as text."""
+for every model); ``cet_model.summary`` writes their records as text."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 from .choices import CI_RMST
 from .dataset import Split
 from .metrics import resampled_auc, resampled_concordance_index, resampled_horizon_auc
+from .summary import nanmean_rows
 
 BOOTSTRAP_RESAMPLES = 200
 BOOTSTRAP_ROWS = 20_000  # above this many rows the spread is measured on a random subset of them
@@ -141,28 +142,6 @@ def _weighted_metric(split: Split, metric: str, j: int, values: np.ndarray, rows
                                  values[rows], horizon, weights)
 
 
-def resamples_text(record: dict, split: str = "test") -> str:
-    """How a record's resamples were drawn, for the reports.
-
-    >>> resamples_text({"resamples": 200, "rows": 87, "subset_rows": 87})
-    '200 resamples of the 87 test rows'
-    >>> resamples_text({"resamples": 200, "rows": 200000, "subset_rows": 20000})
-    '200 resamples of 20,000 of the 200,000 test rows, spread scaled by sqrt(20,000 / 200,000)'
-    """
-    n, m = record["rows"], record.get("subset_rows", record["rows"])
-    if m >= n:
-        return f"{record['resamples']} resamples of the {n:,} {split} rows"
-    return f"{record['resamples']} resamples of {m:,} of the {n:,} {split} rows, spread scaled by sqrt({m:,} / {n:,})"
-
-
-def nanmean_rows(a: np.ndarray) -> np.ndarray:
-    """Column means of (events, runs or resamples) over the defined (non-NaN) events; NaN where
-    none is, without numpy's "Mean of empty slice" warning."""
-    defined = ~np.isnan(a)
-    count = defined.sum(axis=0)
-    return np.where(count > 0, np.where(defined, a, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
-
-
 def _interval(estimate: float, resampled: np.ndarray, level: float) -> dict:
     defined = resampled[~np.isnan(resampled)]
     if defined.size == 0:
@@ -170,31 +149,3 @@ def _interval(estimate: float, resampled: np.ndarray, level: float) -> dict:
     low, high = np.quantile(defined, [(1 - level) / 2, 1 - (1 - level) / 2])
     return {"estimate": estimate, "low": float(low), "high": float(high),
             "undefined_resamples": int(resampled.size - defined.size)}
-
-
-
-def bounds_text(v: dict | None, signed: bool = False) -> str:
-    """An interval record's bounds as text, "" without them.
-
-    >>> bounds_text({"estimate": 0.71, "low": 0.68, "high": 0.74}), bounds_text(None)
-    (' [0.680, 0.740]', '')
-    """
-    if not v or v.get("low") is None:
-        return ""
-    form = "+.3f" if signed else ".3f"
-    return f" [{_no_minus_zero(v['low']):{form}}, {_no_minus_zero(v['high']):{form}}]"
-
-
-def difference_text(v: dict) -> str:
-    """A difference with its interval; a difference that rounds to zero is shown as +0.000.
-
-    >>> difference_text({"estimate": 0.0301, "low": 0.0119, "high": 0.048})
-    '+0.030 [+0.012, +0.048]'
-    >>> difference_text({"estimate": -1e-6, "low": -2e-6, "high": 1e-6})
-    '+0.000 [+0.000, +0.000]'
-    """
-    return f"{_no_minus_zero(v['estimate']):+.3f}" + bounds_text(v, signed=True)
-
-
-def _no_minus_zero(x: float) -> float:
-    return round(float(x), 3) + 0.0

@@ -32,7 +32,6 @@ import logging
 
 import numpy as np
 
-from .bootstrap import nanmean_rows
 from .comments import CommentInputs
 from .dataset import Split
 from .host import cpu_model, machine  # noqa: F401  (re-exported: reports and models record it)
@@ -49,10 +48,11 @@ from .nonparametric import RiskGained, kaplan_meier_risk_gained
 
 log = logging.getLogger("cet_model.evaluation")
 
-METRICS = ("auc", "mrae", "ci", "ece", "uno_c", "ibs")  # the paper's tables' columns (and Uno's C, IBS)
-# Harrell's C of the population's restricted mean event-free time (``rmst_horizons``), scored by
-# ``evaluate`` with a training split beside METRICS: the survival ranking of data without the truth
-from .choices import CI_RMST  # noqa: E402
+# the metrics' names (METRICS: the paper's tables' columns, and Uno's C, IBS; CI_RMST: Harrell's C of the
+# population's restricted mean event-free time, ``rmst_horizons``, scored by ``evaluate`` with a training
+# split beside METRICS: the survival ranking of data without the truth), and the thresholds reports quote
+from .choices import BEYOND_SHARE, CI_RMST, FOLLOWED_ROWS, METRICS, RISING_SHARE  # noqa: E402, F401
+from .summary import average_over_tasks, mean_std, nanmean_rows  # noqa: E402, F401  (re-exported)
 
 RMST_QUANTILE = 0.9  # the horizon of the restricted mean: this quantile of the training follow-up
 
@@ -141,9 +141,6 @@ def rmst_horizons(train: Split) -> np.ndarray:
     return out
 
 
-BEYOND_SHARE = 0.2  # a share of P(ever) past the training follow-up that reports and scoring logs name
-FOLLOWED_ROWS = 10  # the follow-up's end, for P(ever): the last time this many training rows were still followed
-RISING_SHARE = 0.1  # Kaplan-Meier still rises at the follow-up's end when its last quarter adds this share of the risk
 
 
 def followed_until(t, rows: int = FOLLOWED_ROWS) -> float:
@@ -275,31 +272,3 @@ def _harrell_c_or_nan(t, t_hat, s) -> float:
         return float("nan")
 
 
-def mean_std(values) -> tuple[float, float]:
-    """(mean, std) ignoring NaN; (nan, nan) when nothing is defined.
-
-    >>> [round(v, 3) for v in mean_std([0.5, 0.7, float("nan")])]
-    [0.6, 0.1]
-    """
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.size == 0 or np.isnan(arr).all():
-        return float("nan"), float("nan")
-    return float(np.nanmean(arr)), float(np.nanstd(arr))
-
-
-def average_over_tasks(tasks: dict, metric: str) -> list[float]:
-    """Per-run mean over tasks (the paper's Avg row): {task: {metric: [runs]}} -> [runs].
-
-    A task whose metric is undefined in a run (NaN: e.g. no event occurs in the test rows) is
-    left out of that run's mean; a run where no task defines it gets NaN, without numpy's
-    "Mean of empty slice" warning.
-
-    >>> [round(v, 3) for v in average_over_tasks({"T1": {"auc": [0.8, 0.9]}, "T2": {"auc": [0.6, 0.7]}}, "auc")]
-    [0.7, 0.8]
-    >>> average_over_tasks({"T1": {"auc": [0.8, float("nan")]}, "T2": {"auc": [0.6, float("nan")]}}, "auc")
-    [0.7, nan]
-    """
-    per_task = [v[metric] for v in tasks.values() if metric in v]
-    if not per_task:
-        return []
-    return nanmean_rows(np.asarray(per_task, dtype=np.float64)).tolist()

@@ -15,10 +15,9 @@ from .metrics import brier_times, integrated_brier_score, uno_c
 log = logging.getLogger("cet_model.reference")
 
 COX_PENALIZER = 0.01  # the ridge of the classical reference, per row (lifelines' ``penalizer`` scale)
-REFERENCE = "Cox (reference)"
 # when a table shows the reference: "auto" on data without the true occurrence (where no Oracle
 # can be trained), "cox" always (features only), "none" never
-from .choices import REFERENCE_CHOICES  # noqa: E402
+from .choices import REFERENCE, REFERENCE_CHOICES  # noqa: E402, F401  (REFERENCE re-exported)
 
 
 def wants_reference(choice: str, no_truth: bool) -> bool:

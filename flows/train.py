@@ -44,8 +44,8 @@ from prefect.logging import get_run_logger
 
 from cet_model import threads
 from cet_model.atomic import claim_files
-from cet_model.bootstrap import resamples_text
 from cet_model.dataset import DATASET_FILES
+from cet_model.summary import resamples_text
 from flows.lib import commands
 from flows.lib.choices import BUILDS  # noqa: E402
 from flows.lib.experiment.report import REPORT_FILES, is_report_folder
@@ -155,7 +155,7 @@ def publish_metrics(name: str, version: str) -> None:
 @task(name="subgroup-metrics", task_run_name="subgroups-{name}")
 def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[str]) -> str:
     path = subgroups.write_subgroups(version, dataset_dir, columns)
-    create_table_artifact(subgroups.read_rows(path), key=f"subgroups-{artifact_key(name)}",
+    create_table_artifact(version_text.read_subgroups(path), key=f"subgroups-{artifact_key(name)}",
                           description=f"{name}, model version {Path(version).name}: CET's test metrics per subgroup")
     return str(path)
 

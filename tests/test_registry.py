@@ -199,20 +199,22 @@ def test_versions_and_promote_commands(tmp_path, monkeypatch, capsys):
 
 
 def test_the_listing_and_promotion_commands_answer_before_prefect_and_torch_load(tmp_path):
-    """``python -m flows.train versions`` and ``promote`` read and change a models folder directly:
-    they run before the flow module's imports and load no heavy library (Prefect's import alone
-    takes about a second)."""
-    heavy = {"prefect", "torch", "polars", "sklearn", "duckdb", "pandas"}
+    """``python -m flows.train versions``, ``show`` and ``promote`` read and change a models folder
+    directly: they run before the flow module's imports and load no heavy library (Prefect's import
+    alone takes about a second; ``show`` reads records, ``flows.lib.modeling.version_text``)."""
+    heavy = {"prefect", "torch", "polars", "sklearn", "duckdb", "pandas", "scipy"}
     rule = registry.Rule("val_auc", 0.0)
     for auc in (0.80, 0.85):
         registry.decide(tmp_path, "d", _with_cet(_version(tmp_path, "d", auc)), rule)
     env = {**os.environ, "CET_MODELS_DIR": str(tmp_path), "CET_DATA_DIR": str(tmp_path / "data")}
-    for argv in (["versions", "--dataset", "d"],
+    for argv in (["versions", "--dataset", "d"], ["show", "--dataset", "d"],
                  ["promote", "--dataset", "d", "--model-version", "v0001", "--reason", "rollback"]):
         out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.train", *argv], capture_output=True,
                              text=True, cwd=tmp_path, env=env, timeout=60)
         assert out.returncode == 0, out.stderr[-2000:]
         loaded = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
         assert not loaded & heavy, (argv[0], sorted(loaded & heavy))
+        if argv[0] == "show":
+            assert out.stdout.startswith(f"{tmp_path / 'd' / 'v0002'}: "), out.stdout
     assert out.stdout.strip().endswith("v0001: promoted by hand: rollback (was v0002)")
     assert registry.promoted(tmp_path, "d").name == "v0001"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cet_model.atomic import remove_dead_leftovers, write_text
+from cet_model.summary import difference_text
 
 # metric -> +1 when higher is better, -1 when lower is better
 from flows.lib.choices import METRIC_DIRECTION  # noqa: E402
@@ -199,8 +200,6 @@ def decide(root: Path, dataset: str, candidate: Path, rule: Rule, model: str = "
             if d is None or math.isnan(new) or math.isnan(old):
                 terms += ": no interval of the difference, so the point values decide"
             else:  # d: candidate minus promoted, higher is better (AUC, C)
-                from cet_model.bootstrap import difference_text  # here: the registry's commands load no sklearn
-
                 ok = d["high"] >= -rule.tolerance if rule.evidence == "not-worse" else d["low"] > rule.tolerance
                 shown = {("not-worse", True): "not shown worse", ("not-worse", False): "shown worse",
                          ("better", True): "shown better", ("better", False): "not shown better"}

@@ -17,7 +17,6 @@ import numpy as np
 import polars as pl
 
 from cet_model.atomic import write_csv as write_safe_csv
-from cet_model.bootstrap import difference_text
 from cet_model.dataset import load_dataset
 from cet_model.evaluation import CI_RMST, rmst_horizons
 from cet_model.importance import (
@@ -30,6 +29,7 @@ from cet_model.importance import (
     ranked,
 )
 from cet_model.models import load_model
+from cet_model.summary import difference_text
 from flows.lib.choices import EXPLAIN_SPLITS
 from flows.lib.infra import stage_cache
 from flows.lib.modeling import render

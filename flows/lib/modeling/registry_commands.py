@@ -44,13 +44,13 @@ def registry_command(ap, args) -> int:
     if args.command == "explain":
         return explain_command(ap, args, s, name)
     if args.command == "show":
-        from flows.lib.modeling import subgroups
+        from flows.lib.modeling.version_text import SUBGROUPS_FILE
 
         try:
             version = registry.resolve_version(s.models_dir, name, args.model_version)
             decision = (json.loads((version / "decision.json").read_text())
                         if (version / "decision.json").is_file() else None)
-            print_version(version, decision, version / subgroups.FILE if (version / subgroups.FILE).is_file() else None)
+            print_version(version, decision, version / SUBGROUPS_FILE if (version / SUBGROUPS_FILE).is_file() else None)
         except (ValueError, FileNotFoundError) as exc:
             ap.error(str(exc))
         return 0
@@ -110,7 +110,7 @@ def explain_command(ap, args, s: Settings, name: str) -> int:
 def print_version(version: Path, decision: dict | None, subgroups_file=None) -> None:
     """What evaluate prints after training and ``show`` prints of any version: the rule's
     decision, the test metrics (``summary_lines``) and the subgroups, if any were scored."""
-    from flows.lib.modeling import subgroups, version_text
+    from flows.lib.modeling import version_text
 
     if decision:
         print(f"{version}: {decision['reason']}")
@@ -120,4 +120,4 @@ def print_version(version: Path, decision: dict | None, subgroups_file=None) -> 
         print(f"{version}: not judged by the promotion rule")
     print("\n".join(version_text.summary_lines(version)))
     if subgroups_file:
-        print("\n".join(subgroups.subgroup_lines(subgroups_file)))
+        print("\n".join(version_text.subgroup_lines(subgroups_file)))

@@ -21,12 +21,12 @@ import numpy as np  # noqa: E402
 
 from cet_model.atomic import claim_files, write_text  # noqa: E402
 from cet_model.atomic import save_figure as _save  # noqa: E402
-from cet_model.bootstrap import bounds_text, resamples_text  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.metrics import calibration_curve  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from cet_model.reference import REFERENCE  # noqa: E402
+from cet_model.summary import bounds_text, resamples_text  # noqa: E402
 from flows.lib.infra import stage_cache  # noqa: E402
 from flows.lib.infra.crash import crash_point  # noqa: E402
 from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402

@@ -8,11 +8,11 @@ per value when the training rows have at most ``MAX_VALUES`` distinct values, el
 split at the training median. Per group: rows, observed events, and CET's test metrics averaged
 over events as ``train-evaluate`` reports them (Harrell's C; AUC and ECE where the true
 occurrence is known; the predicted risk by each event's median training follow-up against the
-Kaplan-Meier risk, and its cumulative/dynamic AUC there, ``calibration_by_horizon``), with a bootstrap interval for C
-and AUC (a
-group of a few dozen rows is noisy: the interval says how much). A group with fewer than ``MIN_ROWS`` test rows
-is listed with its size only (no metric, no count of events). Counts and metrics only, never a
-row.
+Kaplan-Meier risk, and its cumulative/dynamic AUC there, ``calibration_by_horizon``), with a
+bootstrap interval for C and AUC (a group of a few dozen rows is noisy: the interval says how
+much). A group with fewer than ``SUBGROUPS_MIN_ROWS`` test rows is listed with its size only (no
+metric, no count of events). Counts and metrics only, never a row; ``version_text.subgroup_lines``
+prints them.
 """
 
 from __future__ import annotations
@@ -25,18 +25,16 @@ from pathlib import Path
 import numpy as np
 
 from cet_model.atomic import write_text
-from cet_model.bootstrap import bootstrap_intervals, bounds_text
+from cet_model.bootstrap import bootstrap_intervals
 from cet_model.dataset import Dataset, load_dataset
 from cet_model.evaluation import evaluate, model_inputs, ranking_inputs, rmst_horizons
 from cet_model.models import load_model
-from flows.lib.modeling import render
 from flows.lib.modeling.version_facts import calibration_by_horizon, version_horizons
+from flows.lib.modeling.version_text import SUBGROUPS_FILE, SUBGROUPS_MIN_ROWS
 
 log = logging.getLogger("flows.train")
 
 MAX_VALUES = 10  # a feature with at most this many distinct training values: one group per value
-MIN_ROWS = 20  # fewer test rows in a group: its size only, no metric
-FILE = "subgroups.json"
 
 
 def check_columns(manifest: dict, columns) -> list[str]:
@@ -64,11 +62,6 @@ def check_columns(manifest: dict, columns) -> list[str]:
 def check_dataset_columns(dataset_dir, columns) -> list[str]:
     """``check_columns`` against a dataset folder's manifest (before anything trains)."""
     return check_columns(json.loads((Path(dataset_dir) / "manifest.json").read_text()), columns)
-
-
-def read_rows(path) -> list[dict]:
-    """The rows of a ``subgroups.json``."""
-    return json.loads(Path(path).read_text())["rows"]
 
 
 def groups_of(ds: Dataset, column: str, split_name: str = "test") -> dict[str, np.ndarray]:
@@ -112,7 +105,7 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
     ``auc_at_h``), with ``ci_interval``, ``ci_rmst_interval``, ``auc_interval`` and ``auc_at_h_interval``: [low, high],
     the 95 % bootstrap interval over the group's
     rows (``bootstrap_intervals``, the version's training seed); events, metrics and intervals
-    None where undefined or the group has fewer than ``MIN_ROWS`` rows."""
+    None where undefined or the group has fewer than ``SUBGROUPS_MIN_ROWS`` rows."""
     ds = load_dataset(dataset_dir)
     columns = check_columns(ds.manifest, columns)
     model = load_model(Path(version_dir) / "CET", device="cpu")
@@ -128,7 +121,7 @@ def subgroup_rows(version_dir, dataset_dir, columns, split_name: str = "test") -
             row = {"column": column, "group": label, "rows": int(index.size), "events": None,
                    "ci": None, "ci_rmst": None, "auc": None, "ece": None, "risk_vs_km": None, "auc_at_h": None,
                    "ci_interval": None, "ci_rmst_interval": None, "auc_interval": None, "auc_at_h_interval": None}
-            if index.size >= MIN_ROWS:  # a smaller group: its size only (no small counts of events either)
+            if index.size >= SUBGROUPS_MIN_ROWS:  # a smaller group: its size only (no small counts of events either)
                 seen = split.S[index] if split.mask is None else split.S[index] * split.mask[index]
                 row["events"] = int(np.nansum(seen))
                 sub = split.take(index)
@@ -158,32 +151,13 @@ def write_subgroups(version_dir, dataset_dir, columns) -> Path:
     """``subgroup_rows`` on the test split, written to ``<version>/subgroups.json`` (temporary
     name, then renamed); returns its path."""
     rows = subgroup_rows(version_dir, dataset_dir, columns)
-    out = write_text(Path(version_dir) / FILE,
-                     json.dumps({"split": "test", "model": "CET", "min_rows": MIN_ROWS, "rows": rows}, indent=2))
-    small = [f"{r['group']} ({r['rows']})" for r in rows if r["rows"] < MIN_ROWS]
+    out = write_text(Path(version_dir) / SUBGROUPS_FILE,
+                     json.dumps({"split": "test", "model": "CET", "min_rows": SUBGROUPS_MIN_ROWS, "rows": rows},
+                                indent=2))
+    small = [f"{r['group']} ({r['rows']})" for r in rows if r["rows"] < SUBGROUPS_MIN_ROWS]
     if small:
-        log.info("subgroups with fewer than %d test rows, sizes only: %s", MIN_ROWS, ", ".join(small))
+        log.info("subgroups with fewer than %d test rows, sizes only: %s", SUBGROUPS_MIN_ROWS, ", ".join(small))
     return out
-
-
-def subgroup_lines(path) -> list[str]:
-    """The subgroup table as ``flows.train evaluate`` prints it."""
-    rows = read_rows(path)
-    keys = [
-        k for k in ("auc", "ece", "ci", "ci_rmst", "risk_vs_km", "auc_at_h") if any(r.get(k) is not None for r in rows)
-    ]
-    names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "ci_rmst": "C (RMST)", "risk_vs_km": "risk vs KM",
-             "auc_at_h": "AUC at h"}
-    table = [["group", "rows", "events", *(names[k] for k in keys)]]
-    for r in rows:
-        table.append([r["group"], str(r["rows"]), "-" if r["events"] is None else str(r["events"]),
-                      *("-" if r.get(k) is None else f"{r[k]:.3f}" + _bounds(r.get(f"{k}_interval")) for k in keys)])
-    return [f"CET by subgroup, test split (no metric under {MIN_ROWS} rows; [ ]: 95% bootstrap interval over "
-            "the group's rows):", *render.text(table)]
-
-
-def _bounds(interval) -> str:
-    return bounds_text(None if interval is None else {"low": interval[0], "high": interval[1]})
 
 
 def _mean(values) -> float | None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from cet_model import threads as cet_threads
 from cet_model.atomic import writing
-from cet_model.bootstrap import bootstrap_intervals, resamples_text
+from cet_model.bootstrap import bootstrap_intervals
 from cet_model.choices import PAPER_PRESETS, REFERENCE_CHOICES
 from cet_model.dataset import ROW_NUMBERS, load_dataset
 from cet_model.evaluation import (
@@ -35,6 +35,7 @@ from cet_model.presets import (
     presets_for_truth,
 )
 from cet_model.reference import REFERENCE, cox_reference, wants_reference
+from cet_model.summary import resamples_text
 from flows.lib.infra import registry, stage_cache
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.evaluation_record import Evaluation

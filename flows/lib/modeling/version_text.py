@@ -1,7 +1,8 @@
 """What a model version's records say, as text and table rows: the summary ``flows.train``
 prints, the per-event and interval tables, the notes on P(ever) beyond the follow-up, and the
-rows the flows publish as Prefect artifacts. Reads a version folder's records only: its evaluation
-(``flows.lib.infra.evaluation_record.Evaluation``), ``params.json`` and ``data.json``."""
+rows the flows publish as Prefect artifacts, and the subgroup table. Reads a version folder's records
+only: its evaluation (``flows.lib.infra.evaluation_record.Evaluation``), ``params.json``, ``data.json``
+and ``subgroups.json``; loads no model code, so that ``python -m flows.train show`` answers at once."""
 
 from __future__ import annotations
 
@@ -10,21 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cet_model.bootstrap import bounds_text, difference_text, resamples_text
-from cet_model.evaluation import (
-    BEYOND_SHARE,
-    CI_RMST,
-    FOLLOWED_ROWS,
-    METRICS,
-    RISING_SHARE,
-    average_over_tasks,
-    mean_std,
-)
-from cet_model.reference import REFERENCE
+from cet_model.choices import BEYOND_SHARE, CI_RMST, FOLLOWED_ROWS, METRICS, REFERENCE, RISING_SHARE
+from cet_model.summary import average_over_tasks, bounds_text, difference_text, mean_std, resamples_text
 from flows.lib.infra.evaluation_record import Evaluation
 from flows.lib.modeling import render
 
 VERSION_METRICS = (*METRICS, CI_RMST)  # what a version records per model, split and task
+SUBGROUPS_FILE = "subgroups.json"  # a version's metrics by subgroup (flows.lib.modeling.subgroups writes it)
+SUBGROUPS_MIN_ROWS = 20  # fewer test rows in a group: its size only, no metric
 def metric_rows(version: Path) -> list[dict]:
     """The test metrics of a version as table rows (model, task, then VERSION_METRICS)."""
     metrics = Evaluation.read(version)
@@ -359,3 +353,28 @@ def experiment_rows(out) -> list[dict]:
                 row[m] = None if np.isnan(mean) else f"{mean:.3f} ± {std:.3f}"
             rows.append(row)
     return rows
+
+
+def read_subgroups(path) -> list[dict]:
+    """The rows of a ``subgroups.json``."""
+    return json.loads(Path(path).read_text())["rows"]
+
+
+def subgroup_lines(path) -> list[str]:
+    """The subgroup table as ``flows.train evaluate`` prints it."""
+    rows = read_subgroups(path)
+    keys = [
+        k for k in ("auc", "ece", "ci", "ci_rmst", "risk_vs_km", "auc_at_h") if any(r.get(k) is not None for r in rows)
+    ]
+    names = {"auc": "AUC", "ece": "ECE", "ci": "Harrell's C", "ci_rmst": "C (RMST)", "risk_vs_km": "risk vs KM",
+             "auc_at_h": "AUC at h"}
+    table = [["group", "rows", "events", *(names[k] for k in keys)]]
+    for r in rows:
+        table.append([r["group"], str(r["rows"]), "-" if r["events"] is None else str(r["events"]),
+                      *("-" if r.get(k) is None else f"{r[k]:.3f}" + _bounds(r.get(f"{k}_interval")) for k in keys)])
+    return [f"CET by subgroup, test split (no metric under {SUBGROUPS_MIN_ROWS} rows; [ ]: 95% bootstrap interval over "
+            "the group's rows):", *render.text(table)]
+
+
+def _bounds(interval) -> str:
+    return bounds_text(None if interval is None else {"low": interval[0], "high": interval[1]})
