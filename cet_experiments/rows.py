@@ -32,6 +32,12 @@ VARIANTS: dict[str, dict] = {
     # the linear model (hidden_sizes=()): one log sigma per event, as a classical AFT, or one per row
     "CET/linear-sigma-constant": {"hidden_sizes": (), "sigma": "constant"},
     "CET/linear-sigma-net": {"hidden_sizes": (), "sigma": "net"},
+    # the linear model given no validation data: it watches its training loss (with one log sigma per row,
+    # or one per event), or a fifth held out
+    "CET/linear-no-validation": {"hidden_sizes": (), "validation": None, "holdout": 0.0},
+    "CET/linear-no-validation-sigma-constant": {"hidden_sizes": (), "validation": None, "holdout": 0.0,
+                                                "sigma": "constant"},
+    "CET/linear-holdout-20": {"hidden_sizes": (), "validation": None, "holdout": 0.2},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},

@@ -284,8 +284,8 @@ class _Base(SurvivalContract, BaseEstimator):
         that cell from the likelihood. Early stopping monitors the validation loss when
         validation data are given; without them the default recipes hold out a fifth of the
         rows (``Recipe.holdout``, at least ``MIN_HOLDOUT_ROWS``; ``n_held_out_`` says how many) and
-        watches those when the network has hidden layers, else the training loss is watched. The
-        best weights are restored.
+        watch those, a linear model's (``hidden_sizes=()``) too; with fewer rows, or with L-BFGS,
+        the training loss is watched. The best weights are restored.
         ``on_epoch(epoch, history)`` is called after every epoch (progress reporting,
         diagnostics). With ``max_epochs=None`` the budget is at least 100 epochs and at least
         5,000 optimizer steps (small data sets get more epochs); a budget that ends while the
@@ -306,8 +306,7 @@ class _Base(SurvivalContract, BaseEstimator):
         self.n_held_out_ = 0
         split = None
         if (all(v is None for v in (X_val, T_val, S_val, mask_val)) and self.recipe_.holdout > 0
-                and self.recipe_.optimizer == "adam"  # L-BFGS fits to convergence: it would not use them
-                and len(self.params_.hidden_sizes) > 0):  # a linear model is fitted to its optimum on every row
+                and self.recipe_.optimizer == "adam"):  # L-BFGS fits to convergence: it would not use them
             split = holdout_split(len(x), float(self.recipe_.holdout), int(self.seed))
         if split is not None:  # no validation data: early stopping watches a share of the rows held out
             keep, held = split

@@ -551,7 +551,7 @@ def test_observed_occurrence_init_starts_each_logit_at_the_observed_share():
     s = np.column_stack([rng.random(n) < 0.05, rng.random(n) < 0.6]).astype(float)
     t = np.exp(rng.standard_normal((n, 2)))
     model = build(CETModel, hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu",
-                     occurrence_init="observed").fit(x, t, s)
+                  occurrence_init="observed", holdout=0.0).fit(x, t, s)  # every row trains: the share of all
     np.testing.assert_allclose(model.predict_occurrence(x[:1])[0], s.mean(0), rtol=1e-4)
     masked = np.ones_like(s)
     masked[: n // 2, 0] = 0  # the share is taken over the cells that count
@@ -574,9 +574,9 @@ def test_bc_starts_at_the_observed_share_like_cet():
     x = np.zeros((n, 2))
     s = np.column_stack([rng.random(n) < 0.05, rng.random(n) < 0.7]).astype(float)
     t = np.exp(rng.standard_normal((n, 2)))
-    fast = dict(hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu")
-    bc = BCModel(**fast).fit(x, t, s)
-    cet = CETModel(**fast).fit(x, t, s)
+    fast = dict(hidden_sizes=(), lr=1e-12, max_epochs=1, patience=1, device="cpu", holdout=0.0)  # every row trains
+    bc = build(BCModel, **fast).fit(x, t, s)
+    cet = build(CETModel, **fast).fit(x, t, s)
     np.testing.assert_allclose(bc.predict_occurrence(x[:1])[0], s.mean(0), rtol=1e-4)
     np.testing.assert_allclose(bc.predict_occurrence(x[:1]), cet.predict_occurrence(x[:1]), rtol=1e-4)
     uniform = build(BCModel, **fast, occurrence_init="uniform").fit(x, t, s)
@@ -699,14 +699,16 @@ def test_without_validation_data_a_network_stops_on_a_fifth_of_the_rows_held_out
     assert round(0.2 * 47) < MIN_HOLDOUT_ROWS
     small = CETModel(**dict(kw, max_epochs=3)).fit(x[:47], t[:47], s[:47])
     assert small.n_held_out_ == 0 and small.history_.val_loss == small.history_.train_loss
-    # ET and BC hold the same rows out (decided on the real cohorts too); a linear model watches
-    # the training loss, fitted to its optimum on every row
+    # ET and BC hold the same rows out (decided on the real cohorts too), and so does a linear model
     for cls in (ETModel, BCModel):
         fitted = cls(**kw).fit(x, t, s)
         given = build(cls, holdout=0.0, **kw).fit(x[keep], t[keep], s[keep], x[held], t[held], s[held])
         assert fitted.n_held_out_ == 60 and fitted.history_.val_loss == given.history_.val_loss
         np.testing.assert_array_equal(fitted.predict_occurrence(x), given.predict_occurrence(x))
-    assert CETModel(**dict(kw, hidden_sizes=(), max_epochs=3)).fit(x, t, s).n_held_out_ == 0
+    linear = CETModel(**dict(kw, hidden_sizes=())).fit(x, t, s)
+    given = build(CETModel, holdout=0.0, **dict(kw, hidden_sizes=())).fit(x[keep], t[keep], s[keep], x[held],
+                                                                         t[held], s[held])
+    assert linear.n_held_out_ == 60 and linear.history_.val_loss == given.history_.val_loss
 
 
 def test_a_further_stage_never_ends_on_worse_weights(small_survival):
