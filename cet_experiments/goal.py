@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cet_model.evaluation import average_over_tasks
+from cet_model.summary import average_over_tasks
 
 
 def share_of_gap(model: float, baseline: float, oracle: float) -> float:

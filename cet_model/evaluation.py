@@ -51,8 +51,7 @@ log = logging.getLogger("cet_model.evaluation")
 # the metrics' names (METRICS: the paper's tables' columns, and Uno's C, IBS; CI_RMST: Harrell's C of the
 # population's restricted mean event-free time, ``rmst_horizons``, scored by ``evaluate`` with a training
 # split beside METRICS: the survival ranking of data without the truth), and the thresholds reports quote
-from .choices import BEYOND_SHARE, CI_RMST, FOLLOWED_ROWS, METRICS, RISING_SHARE  # noqa: E402, F401
-from .summary import average_over_tasks, mean_std, nanmean_rows  # noqa: E402, F401  (re-exported)
+from .choices import CI_RMST, FOLLOWED_ROWS, METRICS  # noqa: E402
 
 RMST_QUANTILE = 0.9  # the horizon of the restricted mean: this quantile of the training follow-up
 
@@ -163,7 +162,7 @@ def risk_gained_last_quarter(t, s, end: float, level: float = 0.95) -> RiskGaine
     (:func:`cet_model.nonparametric.kaplan_meier_risk_gained`: Greenwood's variance, log scale; reliable
     with about four or more events): near 0 where the curve has levelled off by the end (a plateau:
     the data show about how many will ever have the event), a large part of the risk by the end
-    (``RISING_SHARE`` or more) where it still rises there: then the follow-up does not show how many
+    (``cet_model.choices.RISING_SHARE`` or more) where it still rises there: then the follow-up does not show how many
     ever will, and P(ever) rests on the fitted time distribution's tail however little of it the
     model places after the end. The interval says whether that rise is more than a few rows' chance.
 

@@ -136,7 +136,7 @@ def test_the_readme_results_are_the_committed_records():
     import numpy as np
 
     from cet_experiments import real_tables
-    from cet_model.evaluation import average_over_tasks
+    from cet_model.summary import average_over_tasks
 
     cohorts = ("lymph_node", "aids", "myeloid", "aidssi2", "bmt", "mgus2", "nafld")
     rows = _readme_rows(cohorts)

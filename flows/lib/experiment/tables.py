@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cet_model.evaluation import CI_RMST, METRICS, average_over_tasks, mean_std
+from cet_model.choices import CI_RMST, METRICS
 from cet_model.reference import REFERENCE
+from cet_model.summary import average_over_tasks, mean_std
 from flows.lib.modeling.render import markdown
 
 HEADERS = {"auc": "AUC", "mrae": "MRAE", "ci": "CI", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS",

@@ -16,9 +16,10 @@ import numpy as np
 import polars as pl
 
 from cet_model.atomic import claim_files, temporary_name, write_csv, writing
+from cet_model.choices import BEYOND_SHARE, FOLLOWED_ROWS
 from cet_model.comments import CommentInputs, NpyRows
 from cet_model.dataset import first_non_number, row_at
-from cet_model.evaluation import BEYOND_SHARE, FOLLOWED_ROWS, occurrence_beyond_follow_up
+from cet_model.evaluation import occurrence_beyond_follow_up
 from cet_model.models import load_model
 from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra.keys import key_matches

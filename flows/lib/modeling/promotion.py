@@ -18,9 +18,9 @@ import numpy as np
 
 from cet_model.bootstrap import bootstrap_intervals
 from cet_model.dataset import load_dataset
-from cet_model.evaluation import CI_RMST, average_over_tasks, evaluate, model_inputs, ranking_inputs, rmst_horizons
+from cet_model.evaluation import CI_RMST, evaluate, model_inputs, ranking_inputs, rmst_horizons
 from cet_model.presets import unknown_occurrence
-from cet_model.summary import difference_text
+from cet_model.summary import average_over_tasks, difference_text
 from flows.lib.infra import registry
 from flows.lib.infra.keys import kept_key, key_matches
 from flows.lib.modeling.version_text import FEW_OBSERVED, VERSION_METRICS
