@@ -19,6 +19,8 @@ from flows.lib.modeling import render
 VERSION_METRICS = (*METRICS, CI_RMST)  # what a version records per model, split and task
 SUBGROUPS_FILE = "subgroups.json"  # a version's metrics by subgroup (flows.lib.modeling.subgroups writes it)
 SUBGROUPS_MIN_ROWS = 20  # fewer test rows in a group: its size only, no metric
+
+
 def metric_rows(version: Path) -> list[dict]:
     """The test metrics of a version as table rows (model, task, then VERSION_METRICS)."""
     metrics = Evaluation.read(version)
