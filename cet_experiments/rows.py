@@ -38,8 +38,6 @@ VARIANTS: dict[str, dict] = {
     "CET/linear-no-validation-sigma-constant": {"hidden_sizes": (), "validation": None, "holdout": 0.0,
                                                 "sigma": "constant"},
     "CET/linear-holdout-20": {"hidden_sizes": (), "validation": None, "holdout": 0.2},
-    # an epoch in batches of equal size (412 rows: 206 + 206) instead of 400 rows and the rest (400 + 12)
-    "CET/even-batches": {"even_batches": True},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},

@@ -74,8 +74,6 @@ class Recipe:
             ``train.MIN_HOLDOUT_ROWS`` rows to hold out, watches the training loss instead
             (and so do ``optimizer="lbfgs"``, which does not stop early, and a linear model,
             ``hidden_sizes=()``, fitted to its optimum on every row).
-        even_batches: split an epoch's rows into batches of equal size (``ceil(n / batch_size)``
-            of them, sizes within one row) instead of ``batch_size`` rows each and the rest last.
         dtype: ``"float32"`` or ``"float64"``.
     """
 
@@ -93,7 +91,6 @@ class Recipe:
     weight_decay: float = 0.0
     patience_steps: int | None = None
     holdout: float = 0.0
-    even_batches: bool = False
     dtype: str = "float32"
 
     def __post_init__(self):
@@ -102,8 +99,6 @@ class Recipe:
             _check_number(name, getattr(self, name), share=name in ("input_dropout", "holdout"))
         if self.occurrence_init not in OCCURRENCE_INITS:
             raise ValueError(f"occurrence_init must be one of {list(OCCURRENCE_INITS)}, got {self.occurrence_init!r}")
-        if not isinstance(self.even_batches, bool):
-            raise ValueError(f"even_batches must be True or False, got {self.even_batches!r}")
         if not isinstance(self.encoder_stage, bool):
             raise ValueError(f"encoder_stage must be True or False, got {self.encoder_stage!r}")
         if self.sigma not in SIGMAS:

@@ -52,7 +52,6 @@ class TrainConfig:
     verbose: bool = False
     tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
     patience_steps: int | None = None  # automatic budget and patience: >= this many steps (and DEFAULT_PATIENCE epochs)
-    even_batches: bool = False  # an epoch's rows in ceil(n / batch_size) batches of equal size (within one row)
 
     def budget(self, n_train: int, validated: bool = False) -> tuple[int, int]:
         """(epochs, patience) for ``n_train`` rows; ``validated``: early stopping watches
@@ -354,8 +353,8 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         set_training(True)
         perm = torch.randperm(n_train, generator=shuffle_generator)
         total = 0.0
-        for start, stop in batch_bounds(n_train, batch_size, cfg.even_batches):
-            idx = perm[start:stop]
+        for start in range(0, n_train, batch_size):
+            idx = perm[start:start + batch_size]
             loss = batch_loss(idx)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"{desc}: non-finite training loss at epoch {epoch}, rows "
@@ -396,24 +395,6 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
     module.load_state_dict(best_state)
     module.eval()
     return hist
-
-
-def batch_bounds(n: int, batch_size: int, even: bool = False) -> list[tuple[int, int]]:
-    """The (start, stop) of each batch of an epoch of ``n`` rows: ``batch_size`` rows each and the
-    rest last, or (``even``) as many batches split into sizes that differ by at most one row.
-
-    >>> batch_bounds(412, 400)
-    [(0, 400), (400, 412)]
-    >>> batch_bounds(412, 400, even=True)
-    [(0, 206), (206, 412)]
-    >>> batch_bounds(300, 400, even=True)
-    [(0, 300)]
-    """
-    count = max(1, math.ceil(n / batch_size))
-    if not even:
-        return [(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
-    edges = [round(i * n / count) for i in range(count + 1)]
-    return list(zip(edges[:-1], edges[1:], strict=True))
 
 
 def _train_lbfgs(module, batch_loss, n_train, cfg: TrainConfig) -> History:
