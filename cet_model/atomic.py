@@ -115,6 +115,18 @@ def write_text(path, text: str) -> Path:
     return path
 
 
+def copy_file(src, path) -> Path:
+    """Copy the file ``src`` to ``path`` through a temporary name beside it, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path))
+    os.close(fd)
+    with writing(path, tmp):
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, path)
+    return path
+
+
 def save_figure(fig, path) -> Path:
     """Save a matplotlib figure as PNG atomically and close it."""
     import matplotlib.pyplot as plt

@@ -280,8 +280,9 @@ class CETModel(_Base):
         with torch.no_grad():
             return torch.sigmoid(self.net_.encoder(self.net_.features(x))).cpu().numpy().astype(np.float64)
 
-    def _conditional_components(self, x, j: int, u=None):
-        """Mixture for T_j given c_j = 1: weights over the other events' c, and (mu, log sigma).
+    def _conditional_components(self, h, j: int, u=None, logits=None):
+        """Mixture for T_j given c_j = 1: weights over the other events' c, and (mu, log sigma), from
+        the rows' features ``h`` (``net_.features(x)``) and occurrence ``logits`` (``net_.encoder(h)``).
 
         Exact enumeration of the 2^(M-1) patterns when that is <= n_samples, otherwise
         n_samples hard Monte Carlo draws from the uniforms ``u`` (n_samples, M), the same for
@@ -289,43 +290,44 @@ class CETModel(_Base):
         other rows scored with it, on its position or on the chunking. Shapes (n, K) each.
         """
         m = self.n_events_
-        x = self.net_.features(x)
         if not self._conditioned:  # T_j does not depend on c: one component
-            mu, log_sigma = self.net_.decoder(x)
-            return x.new_zeros((len(x), 1)), mu[:, j:j + 1], log_sigma[:, j:j + 1]
-        logits = self.net_.encoder(x)  # (n, M); never logit(sigmoid(.)): p = 1.0 in float32 gives inf, then NaN
-        p = torch.sigmoid(logits)
+            mu, log_sigma = self.net_.decoder(h)
+            return h.new_zeros((len(h), 1)), mu[:, j:j + 1], log_sigma[:, j:j + 1]
         if 2 ** (m - 1) <= int(self.recipe_.n_samples):
-            c = all_patterns(m, x)
-            c = c[c[:, j] == 1].unsqueeze(0).expand(len(x), -1, -1)  # (n, 2^(M-1), M)
+            c = all_patterns(m, h)
+            c = c[c[:, j] == 1].unsqueeze(0).expand(len(h), -1, -1)  # (n, 2^(M-1), M)
             others = torch.cat([logits[:, :j], logits[:, j + 1:]], dim=1).unsqueeze(1)
             log_w = losses.bernoulli_log_prob(torch.cat([c[..., :j], c[..., j + 1:]], dim=-1), others)
         else:
             k = int(self.recipe_.n_samples)
-            c = (u.unsqueeze(0) < p.unsqueeze(1)).to(x.dtype)  # (n, K, M)
+            c = (u.unsqueeze(0) < torch.sigmoid(logits).unsqueeze(1)).to(h.dtype)  # (n, K, M)
             c[..., j] = 1.0
-            log_w = torch.full(c.shape[:2], -math.log(k), dtype=x.dtype, device=x.device)
-        mu, log_sigma = self.net_.decoder(x, c)
+            log_w = torch.full(c.shape[:2], -math.log(k), dtype=h.dtype, device=h.device)
+        mu, log_sigma = self.net_.decoder(h, c)
         return log_w, mu[..., j], log_sigma[..., j]
 
     def _per_event(self, X, fn, events=None) -> list:
-        """``fn`` of each event's conditional components, for ``events`` (indices; default all)."""
+        """``fn`` of each event's conditional components, for ``events`` (indices; default all). Per
+        chunk of rows the features (a comment encoder's pass) and logits are computed once for all."""
         x = self._x(X)
         m = self.n_events_
+        events = list(range(m) if events is None else events)
         k = min(int(self.recipe_.n_samples), 2 ** (m - 1))
-        sampled = self._conditioned and 2 ** (m - 1) > int(self.recipe_.n_samples)
-        out = []
+        draws = {j: None for j in events}
+        if self._conditioned and 2 ** (m - 1) > int(self.recipe_.n_samples):
+            for j in events:  # one draw per event for every row: rows are scored independently of each
+                # other, and drawn on the CPU: a model trained on a GPU predicts the same on a CPU
+                gen = torch.Generator().manual_seed(int(self.seed) + 4 + j)
+                draws[j] = torch.rand((int(self.recipe_.n_samples), m), generator=gen, dtype=x.dtype).to(x.device)
+        parts = {j: [] for j in events}
         with torch.no_grad():
-            for j in range(m) if events is None else events:
-                u = None
-                if sampled:  # one draw per event for every row: rows are scored independently of each
-                    # other, and drawn on the CPU: a model trained on a GPU predicts the same on a CPU
-                    gen = torch.Generator().manual_seed(int(self.seed) + 4 + j)
-                    u = torch.rand((int(self.recipe_.n_samples), m), generator=gen, dtype=x.dtype).to(x.device)
-                parts = [fn(*self._conditional_components(x[sl], j, u), x[sl], j)  # no rows: one empty part
-                         for sl in list(self._chunks(len(x), k * self._hidden())) or [slice(0, 0)]]
-                out.append(np.concatenate(parts))
-        return out
+            for sl in list(self._chunks(len(x), k * self._hidden())) or [slice(0, 0)]:  # no rows: one empty part
+                h = self.net_.features(x[sl])
+                # never logit(sigmoid(.)): p = 1.0 in float32 gives inf, then NaN
+                logits = self.net_.encoder(h) if self._conditioned else None
+                for j in events:
+                    parts[j].append(fn(*self._conditional_components(h, j, draws[j], logits), x[sl], j))
+        return [np.concatenate(parts[j]) for j in events]
 
     @streamed
     def predict_time(self, X, q: float = 0.5) -> np.ndarray:

@@ -66,6 +66,7 @@ from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import dataset_report as dataset_report_lib
 from flows.lib.modeling import promotion, registry_commands, subgroups, train_eval, version_text
+from flows.lib.modeling import report as report_lib
 
 
 @task(name="train-models", task_run_name="train-{name}")
@@ -162,7 +163,7 @@ def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[st
 
 @task(name="dataset-report", task_run_name="report-{name}")
 def dataset_report(name: str, version: str, dataset_dir: str, out: str, device: str, reused: bool) -> str:
-    if reused and dataset_report_lib.report_is_current(out, version, name):
+    if reused and report_lib.report_is_current(out, version, name):
         get_run_logger().info("%s: report of %s unchanged (%s)", name, Path(version).name, Path(out) / "report.md")
         return str(Path(out) / "report.md")
     path = dataset_report_lib.write_dataset_report(version, dataset_dir, out, name, device=device)

@@ -267,6 +267,16 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     uris = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", art.data)
     assert len(uris) == 6 and ".png)" not in art.data
     assert base64.b64decode(uris[1]) == (reports / "synthetic-calibration.png").read_bytes()
+    # the report's figures are the dataset reports' own, copied: the very bytes a drawing of them gives
+    from flows.lib.modeling import report as report_lib
+    entries = [{"name": n, "dataset": str(cet_env / "data" / n), "version": str(cet_env / "models" / n / "v0001")}
+               for n in ("synthetic", "mimic", "reddit")]
+    report_lib.write_report(entries, cet_env / "drawn")  # no dataset report given: every figure drawn
+    for name in ("synthetic", "mimic", "reddit"):
+        for kind, own in (("auc", "auc.png"), ("calibration", "calibration.png")):
+            copied = (reports / f"{name}-{kind}.png").read_bytes()
+            assert copied == (reports / name / own).read_bytes(), (name, kind)
+            assert copied == (cet_env / "drawn" / f"{name}-{kind}.png").read_bytes(), (name, kind)
     stamps = {p: p.stat().st_mtime_ns for p in (cet_env / "data").glob("*/.stage.json")}
     assert len(stamps) == 3
     # what the first run wrote for each dataset: its model version and its report with the figures

@@ -12,7 +12,6 @@ Each version's model card is ``flows.lib.modeling.model_card``.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import matplotlib
@@ -34,7 +33,7 @@ from flows.lib.modeling.version_text import metric_rows  # noqa: E402
 
 TIME_MODELS = ("CET", "ET")  # the models with a survival curve drawn beside Kaplan-Meier
 HORIZON_QUANTILES = (0.25, 0.5, 0.75)  # of each event's training follow-up: the cumulative incidence table
-GRID = 200
+GRID = 100  # points of each mean predicted survival curve
 
 
 def _panels(n: int):
@@ -153,18 +152,6 @@ def metrics_table(rows: list[dict]) -> str:
     return markdown([["model", "event", *(METRIC_LABELS[c] for c in cols)],
                      *([r["model"], "average" if r["task"] == "Avg" else r["task"], *(cell(r.get(c)) for c in cols)]
                        for r in kept)])
-
-
-def report_is_current(out_dir, version, name: str) -> bool:
-    """Whether ``out_dir/report.md`` is the report of ``version`` with every figure it links: a
-    reused version's report is not drawn again."""
-    path = Path(out_dir) / "report.md"
-    try:
-        text = path.read_text()
-    except OSError:
-        return False
-    return (text.startswith(f"# {name}: model version {Path(version).name}\n")
-            and all((Path(out_dir) / png).is_file() for png in re.findall(r"!\[[^\]]*\]\(([^)/\s]+\.png)\)", text)))
 
 
 FILES = ("report.md", "survival.png", "calibration-horizon.png", "p-ever.png", "auc.png", "calibration.png")

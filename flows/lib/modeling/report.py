@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from cet_model.atomic import claim_files, write_text  # noqa: E402
+from cet_model.atomic import claim_files, copy_file, write_text  # noqa: E402
 from cet_model.atomic import save_figure as _save  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
@@ -109,6 +109,18 @@ def calibration_figure(version: Path, dataset_dir: Path, title: str, path: Path,
 
 
 _FIGURE_LINK = re.compile(r"!\[([^\]]*)\]\(([^)/\s]+\.png)\)")
+
+
+def report_is_current(out_dir, version, name: str) -> bool:
+    """Whether ``out_dir/report.md`` is the dataset report of ``version`` with every figure it
+    links: a reused version's report is not drawn again, and the pipeline report copies its figures."""
+    path = Path(out_dir) / "report.md"
+    try:
+        text = path.read_text()
+    except OSError:
+        return False
+    return (text.startswith(f"# {name}: model version {Path(version).name}\n")
+            and all((Path(out_dir) / m.group(2)).is_file() for m in _FIGURE_LINK.finditer(text)))
 
 
 def inline_figures(markdown: str, folder: Path) -> str:
@@ -229,9 +241,12 @@ def claim_report(out_dir, names, record: bool = True) -> Path:
 
 
 def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
-    """``entries``: {"name", "dataset", "version", "decision"} per dataset. Writes
-    ``out_dir/report.md`` and ``out_dir/<name>-auc.png``, ``<name>-calibration.png``; files of
-    these names that this project did not write there are never replaced (``claim_report``)."""
+    """``entries``: {"name", "dataset", "version", "decision"} per dataset, and "report" where
+    train-evaluate wrote the version's dataset report. Writes ``out_dir/report.md`` and
+    ``out_dir/<name>-auc.png``, ``<name>-calibration.png``: copies of the dataset report's own
+    ``auc.png`` and ``calibration.png`` (the same figures) where that report is current, else
+    drawn here; files of these names that this project did not write there are never replaced
+    (``claim_report``)."""
     out_dir = Path(out_dir)
     claim_report(out_dir, [e["name"] for e in entries])
     parts = [REPORT_TITLE, "",
@@ -250,9 +265,15 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
              headline_table(entries), ""]
     for e in entries:
         name, version, dataset = e["name"], Path(e["version"]), Path(e["dataset"])
-        auc_png = auc_figure(version, f"{name}: test AUC", out_dir / f"{name}-auc.png")
-        cal_png = calibration_figure(version, dataset, f"{name}: calibration of P(ever)",
-                                     out_dir / f"{name}-calibration.png", device)
+        drawn = Path(e["report"]).parent if e.get("report") else None  # the dataset report of this version
+        if drawn is None or not report_is_current(drawn, version, name):
+            drawn = None
+        auc_png = (copy_file(drawn / "auc.png", out_dir / f"{name}-auc.png") if drawn and (drawn / "auc.png").is_file()
+                   else auc_figure(version, f"{name}: test AUC", out_dir / f"{name}-auc.png"))
+        cal_png = (copy_file(drawn / "calibration.png", out_dir / f"{name}-calibration.png")
+                   if drawn and (drawn / "calibration.png").is_file()
+                   else calibration_figure(version, dataset, f"{name}: calibration of P(ever)",
+                                           out_dir / f"{name}-calibration.png", device))
         decision = e.get("decision") or {}
         standin = data_kind(dataset) == "generated stand-in"
         parts += [f"## {name}", "", *([STANDIN_NOTE, ""] if standin else []),
