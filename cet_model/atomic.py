@@ -103,45 +103,37 @@ def writing(path, *temporaries):
         raise
 
 
-def write_text(path, text: str) -> Path:
-    """Write ``text`` to a temporary name beside ``path``, then rename: readers see the old file or the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path))
-    with writing(path, tmp):
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    return path
-
-
-def copy_file(src, path) -> Path:
-    """Copy the file ``src`` to ``path`` through a temporary name beside it, then rename."""
+def _replace(path, write) -> Path:
+    """``write(temporary)`` a file beside ``path``, then rename it to ``path``: readers see the old
+    file or the new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path))
     os.close(fd)
     with writing(path, tmp):
-        shutil.copyfile(src, tmp)
+        write(tmp)
         os.replace(tmp, path)
     return path
+
+
+def write_text(path, text: str) -> Path:
+    """Write ``text`` to a temporary name beside ``path``, then rename: readers see the old file or the new one."""
+    return _replace(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def copy_file(src, path) -> Path:
+    """Copy the file ``src`` to ``path`` through a temporary name beside it, then rename."""
+    return _replace(path, lambda tmp: shutil.copyfile(src, tmp))
 
 
 def save_figure(fig, path) -> Path:
     """Save a matplotlib figure as PNG atomically and close it."""
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path))
-    os.close(fd)
     try:
-        with writing(path, tmp):
-            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-            os.replace(tmp, path)
+        return _replace(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
     finally:
         plt.close(fig)
-    return path
 
 
 # --- which folders a write may replace -------------------------------------------------------
