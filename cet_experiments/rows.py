@@ -38,6 +38,8 @@ VARIANTS: dict[str, dict] = {
     "CET/linear-no-validation-sigma-constant": {"hidden_sizes": (), "validation": None, "holdout": 0.0,
                                                 "sigma": "constant"},
     "CET/linear-holdout-20": {"hidden_sizes": (), "validation": None, "holdout": 0.2},
+    # AdamW's decoupled weight decay (about a tenth off the weights over a thousand steps at lr 1e-3)
+    "CET/weight-decay-0.1": {"weight_decay": 0.1},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},
