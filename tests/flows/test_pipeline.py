@@ -290,8 +290,7 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
     started = datetime.now(UTC)
     full_pipeline()
     with get_client(sync_client=True) as client:
-        logs = "\n".join(e.message for e in client.read_logs(
-            LogFilter(timestamp=LogFilterTimestamp(after_=started)), limit=200))
+        logs = "\n".join(e.message for e in every_log(client, LogFilter(timestamp=LogFilterTimestamp(after_=started))))
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no stage re-ran
     # nothing trained or drawn again: each version reused, each report kept, no file of theirs rewritten
     # (work counted, not timed: a wall clock beside other tests on two cores says little)
@@ -301,6 +300,14 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
         assert registry.versions(cet_env / "models", name) == ["v0001"]
     assert {p: p.stat().st_mtime_ns for p in written} == written
     assert (reports / "report.md").read_text() == text  # the same report (a rebuild's recipe records out as given)
+
+
+def every_log(client, log_filter=None) -> list:
+    """Every log record the server holds (under ``log_filter``), a page of 200 (the API's largest) at a time."""
+    logs = []
+    while page := client.read_logs(log_filter, limit=200, offset=len(logs)):
+        logs += page
+    return logs
 
 
 KEY_MARKER = "pseudonym-key-MARKER-7f3a-0b9c4d2e81f6a3b5c7d9e0f1"
@@ -316,7 +323,7 @@ def assert_no_private_markers(root, captured) -> None:
     hadm = [str(h) for t in truths.values() if "hadm_id" in t.columns for h in t["hadm_id"].to_list()]
     assert len(names) > 50 and len(hadm) > 50, (len(names), len(hadm))
     with get_client(sync_client=True) as client:
-        logs = "\n".join(entry.message for entry in client.read_logs(limit=200))
+        logs = "\n".join(entry.message for entry in every_log(client))
         arts = "\n".join(f"{a.key} {a.description} {a.data}" for a in client.read_artifacts(limit=200))
     texts = {"prefect logs": logs, "prefect artifacts": arts, "stdout": captured.out, "stderr": captured.err}
     for folder in ("reports", "models", "data/reddit"):
