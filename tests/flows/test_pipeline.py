@@ -277,6 +277,13 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
             copied = (reports / f"{name}-{kind}.png").read_bytes()
             assert copied == (reports / name / own).read_bytes(), (name, kind)
             assert copied == (cet_env / "drawn" / f"{name}-{kind}.png").read_bytes(), (name, kind)
+    # a figure its dataset report does not link (left from before) is never copied: it is drawn
+    import shutil
+    stale = shutil.copytree(reports / "synthetic", cet_env / "stale" / "synthetic")
+    (stale / "report.md").write_text((stale / "report.md").read_text().replace("(auc.png)", ""))
+    (stale / "auc.png").write_bytes(b"an old figure")
+    report_lib.write_report([dict(entries[0], report=str(stale / "report.md"))], cet_env / "stale-out")
+    assert (cet_env / "stale-out" / "synthetic-auc.png").read_bytes() == (reports / "synthetic-auc.png").read_bytes()
     stamps = {p: p.stat().st_mtime_ns for p in (cet_env / "data").glob("*/.stage.json")}
     assert len(stamps) == 3
     # what the first run wrote for each dataset: its model version and its report with the figures

@@ -111,16 +111,24 @@ def calibration_figure(version: Path, dataset_dir: Path, title: str, path: Path,
 _FIGURE_LINK = re.compile(r"!\[([^\]]*)\]\(([^)/\s]+\.png)\)")
 
 
-def report_is_current(out_dir, version, name: str) -> bool:
-    """Whether ``out_dir/report.md`` is the dataset report of ``version`` with every figure it
-    links: a reused version's report is not drawn again, and the pipeline report copies its figures."""
+def current_figures(out_dir, version, name: str) -> set[str] | None:
+    """The figures ``out_dir/report.md`` links when it is the dataset report of ``version`` and every
+    one of them is there; None otherwise."""
     path = Path(out_dir) / "report.md"
     try:
         text = path.read_text()
     except OSError:
-        return False
-    return (text.startswith(f"# {name}: model version {Path(version).name}\n")
-            and all((Path(out_dir) / m.group(2)).is_file() for m in _FIGURE_LINK.finditer(text)))
+        return None
+    linked = {m.group(2) for m in _FIGURE_LINK.finditer(text)}
+    if not text.startswith(f"# {name}: model version {Path(version).name}\n"):
+        return None
+    return linked if all((Path(out_dir) / png).is_file() for png in linked) else None
+
+
+def report_is_current(out_dir, version, name: str) -> bool:
+    """Whether ``out_dir/report.md`` is the dataset report of ``version`` with every figure it
+    links: a reused version's report is not drawn again."""
+    return current_figures(out_dir, version, name) is not None
 
 
 def inline_figures(markdown: str, folder: Path) -> str:
@@ -244,8 +252,8 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
     """``entries``: {"name", "dataset", "version", "decision"} per dataset, and "report" where
     train-evaluate wrote the version's dataset report. Writes ``out_dir/report.md`` and
     ``out_dir/<name>-auc.png``, ``<name>-calibration.png``: copies of the dataset report's own
-    ``auc.png`` and ``calibration.png`` (the same figures) where that report is current, else
-    drawn here; files of these names that this project did not write there are never replaced
+    ``auc.png`` and ``calibration.png`` (the same figures) where that report is current and links
+    them, else drawn here; files of these names that this project did not write there are never replaced
     (``claim_report``)."""
     out_dir = Path(out_dir)
     claim_report(out_dir, [e["name"] for e in entries])
@@ -265,13 +273,12 @@ def write_report(entries: list[dict], out_dir, device: str = "cpu") -> Path:
              headline_table(entries), ""]
     for e in entries:
         name, version, dataset = e["name"], Path(e["version"]), Path(e["dataset"])
-        drawn = Path(e["report"]).parent if e.get("report") else None  # the dataset report of this version
-        if drawn is None or not report_is_current(drawn, version, name):
-            drawn = None
-        auc_png = (copy_file(drawn / "auc.png", out_dir / f"{name}-auc.png") if drawn and (drawn / "auc.png").is_file()
+        folder = Path(e["report"]).parent if e.get("report") else None  # the dataset report of this version
+        drawn = (current_figures(folder, version, name) or set()) if folder else set()
+        auc_png = (copy_file(folder / "auc.png", out_dir / f"{name}-auc.png") if "auc.png" in drawn
                    else auc_figure(version, f"{name}: test AUC", out_dir / f"{name}-auc.png"))
-        cal_png = (copy_file(drawn / "calibration.png", out_dir / f"{name}-calibration.png")
-                   if drawn and (drawn / "calibration.png").is_file()
+        cal_png = (copy_file(folder / "calibration.png", out_dir / f"{name}-calibration.png")
+                   if "calibration.png" in drawn
                    else calibration_figure(version, dataset, f"{name}: calibration of P(ever)",
                                            out_dir / f"{name}-calibration.png", device))
         decision = e.get("decision") or {}
