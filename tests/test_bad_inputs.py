@@ -148,6 +148,20 @@ def test_text_feature_column_for_prediction(tmp_path):
         read_features(csv, ["x1", "x2"])
 
 
+def test_new_rows_without_ids_are_numbered_only_for_a_model_whose_table_had_none(tmp_path):
+    """A table built without an id column numbered its rows 0, 1, ...: new rows for its model may
+    come without ids and are numbered the same way, in the file's order. A model trained on ids
+    still needs them."""
+    csv = tmp_path / "new.csv"
+    csv.write_text("x1,x2\n0.1,1.0\n0.3,2.0\n0.2,5.0\n")
+    ids, x = read_features(csv, ["x2", "x1"], row_numbers=True)
+    assert ids.tolist() == [0, 1, 2] and x.tolist() == [[1.0, 0.1], [2.0, 0.3], [5.0, 0.2]]
+    with pytest.raises(ValueError, match=r"new.csv: missing columns \['id'\]"):
+        read_features(csv, ["x1", "x2"])
+    csv.write_text("id,x1,x2\n7,0.1,1.0\n9,0.3,2.0\n")  # ids given: they are kept
+    assert read_features(csv, ["x1", "x2"], row_numbers=True)[0].tolist() == [7, 9]
+
+
 def test_unknown_model_in_a_saved_config(tmp_path):
     rng = np.random.default_rng(0)
     x, t = rng.standard_normal((60, 2)), rng.exponential(size=(60, 2)) + 0.1

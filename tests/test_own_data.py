@@ -84,6 +84,10 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
      r"column per level\) or encode it first"),
     (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"}).astype("category")),
      r"table: column 'race' has type Categorical"),
+    # several text columns: all are named at once, with the setting that takes them all
+    (lambda d: d.assign(race=d["race"].map({0: "other", 1: "black"}), mar=d["mar"].map({0: "no", 1: "yes"})),
+     r"table: column 'race' has type String, .*or encode it first\. Text features: race, mar; "
+     r"categorical=\['race', 'mar'\] \(--categorical race,mar\) names them all$"),
     # dates where a number is expected: said so, with what to give instead
     (lambda d: d.assign(week=pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D")),
      r"table: column 'week' has type Datetime\(.*\), expected a number \(row 0 is text "

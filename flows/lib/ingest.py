@@ -110,7 +110,9 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     else:
         split = _drawn_split(src, ids, events, id_column, group_column, seed, fractions, split_method)
     _check_split_sizes(src, split, fractions, group_column)
-    encoded = _Features(src, split, impute, chosen)
+    text = [c for c in features if c not in categorical and not src.table[c].dtype.is_numeric()
+            and src.table[c].dtype != pl.Boolean and not holds_dates(src.table[c])]
+    encoded = _Features(src, split, impute, chosen, text)
     for col in features:  # name the table's column and row, not the file the dataset would have
         if col in categorical:
             encoded.add_levels(col)
@@ -256,6 +258,7 @@ class _Features:
     split: pl.Series
     impute: str | None
     chosen: bool  # the features were every column not named otherwise
+    text: list = field(default_factory=list)  # the features held as text and not named categorical
     columns: list = field(default_factory=list)
     medians: dict = field(default_factory=dict)
     imputed: dict = field(default_factory=dict)
@@ -322,8 +325,10 @@ class _Features:
             raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers{first}: it holds "
                              "dates; give what they mean as a number (an age, days since a reference date) or leave "
                              f"it out of the features{hint.removeprefix(' or leave it out of the features')}")
+        every = (f". Text features: {', '.join(self.text)}; categorical={self.text} (--categorical "
+                 f"{','.join(self.text)}) names them all") if len(self.text) > 1 else ""
         raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers{first}; name it as "
-                         f"categorical (one 0/1 column per level) or encode it first{hint}")
+                         f"categorical (one 0/1 column per level) or encode it first{hint}{every}")
 
     def check_names(self) -> None:
         names = [c.name for c in self.columns]

@@ -31,11 +31,13 @@ log = logging.getLogger("flows.predict")
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
 
 
-def columns_needed(columns, names: list[str], record: dict | None = None, id_column: str | None = None) -> list[str]:
+def columns_needed(columns, names: list[str], record: dict | None = None, id_column: str | None = None,
+                   row_numbers: bool = False) -> list[str]:
     """What a file with ``columns`` lacks to be scored by a model with features ``names`` (the
     checks ``read_features`` makes after encoding, from the header alone: a categorical feature
     may come raw or encoded, an indicator is computed from its raw column). ``id`` may go by the
-    training table's id column name, ``id_column``.
+    training table's id column name, ``id_column``; with ``row_numbers`` (the training table had
+    no ids) it may be left out.
 
     >>> columns_needed(["visit", "age", "site"], ["age", "site=a", "site=b"], {"categorical": {"site": ["a", "b"]}},
     ...                id_column="visit")
@@ -46,7 +48,7 @@ def columns_needed(columns, names: list[str], record: dict | None = None, id_col
     have, record = set(columns), record or {}
     raw = {f"{c}={level}": c for c, levels in (record.get("categorical") or {}).items() for level in levels}
     raw |= {missing_indicator(c): c for c in record.get("indicators") or ()}
-    missing = [] if "id" in have or (id_column is not None and id_column in have) else [
+    missing = [] if row_numbers or "id" in have or (id_column is not None and id_column in have) else [
         "id" + (f" (or {id_column!r}, the training table's id column)" if id_column not in (None, "id") else "")]
     return missing + [c for c in names if c not in have and raw.get(c) not in have]
 
@@ -66,7 +68,7 @@ def missing_for_version(path, version_dir) -> list[str]:
     data = json.loads((Path(version_dir) / "data.json").read_text())
     record = data.get("featurization") or {}
     return columns_needed(columns, data["feature_names"], record if record.get("source") == "table" else None,
-                          data.get("id_column"))
+                          data.get("id_column"), bool(data.get("ids_are_row_numbers")))
 
 
 def check_for_version(path, version_dir) -> None:
@@ -76,11 +78,11 @@ def check_for_version(path, version_dir) -> None:
     data = json.loads((Path(version_dir) / "data.json").read_text())
     record = data.get("featurization") or {}
     read_features(Path(path), data["feature_names"], record if record.get("source") == "table" else None,
-                  data.get("id_column"))
+                  data.get("id_column"), bool(data.get("ids_are_row_numbers")))
 
 
 def read_features(path: Path, names: list[str], record: dict | None = None,
-                  id_column: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  id_column: str | None = None, row_numbers: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """ids and the feature matrix in the model's column order, from a parquet or a ``.csv`` file;
     errors name file, column, row. The ids are the column ``id_column`` (the training table's own
     name for its ids) when the file has it, otherwise the column ``id``. ``record``: the ``featurization`` of a
@@ -88,9 +90,11 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
     encoded with the training levels (a missing or unseen level is all zeros, counted in the log),
     with ``impute="median"`` its medians fill missing values (null or NaN), counted, and with
     ``"median+indicator"`` the recorded columns' indicators ``<column>_missing`` are computed from
-    the raw values first; without imputation a missing value is an error."""
+    the raw values first; without imputation a missing value is an error. With ``row_numbers`` (the
+    training table had no id column) a file without ids is numbered 0, 1, ... in its own order, as
+    the training rows were."""
     df = _prepared(read_table(path), path, record or {})
-    missing = columns_needed(df.columns, names, id_column=id_column)
+    missing = columns_needed(df.columns, names, id_column=id_column, row_numbers=row_numbers)
     if missing:
         raise ValueError(f"{path}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''} "
                          f"(the model needs id and {len(names)} features)")
@@ -99,8 +103,12 @@ def read_features(path: Path, names: list[str], record: dict | None = None,
 
     def at(row: int) -> str:
         return row_at(row, line)
-    _check_ids(df[id_name], path, at)
     medians = (record or {}).get("medians") if (record or {}).get("impute") else None
+    if id_name not in df.columns:  # row_numbers: the training table was numbered the same way
+        log.info("%s: no id column: the rows are numbered 0 to %d in the file's order, as the training table's "
+                 "rows were", path, df.height - 1)
+        return np.arange(df.height), _feature_matrix(df, names, medians, path, at)
+    _check_ids(df[id_name], path, at)
     return df[id_name].to_numpy(), _feature_matrix(df, names, medians, path, at)
 
 
@@ -191,7 +199,7 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
     version_dir, data, qs = _version(version_dir, quantiles)
     record = data.get("featurization") or {}
     ids, x = read_features(features, data["feature_names"], record if record.get("source") == "table" else None,
-                           data.get("id_column"))
+                           data.get("id_column"), bool(data.get("ids_are_row_numbers")))
     if data.get("sequences"):
         if sequences is None:
             raise ValueError(f"{version_dir}: this model reads comment sequences; pass the sequences .npy "
