@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cet_model.atomic import save_figure, write_text  # noqa: E402
+from cet_model.choices import CI_RMST  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
@@ -142,7 +143,10 @@ def incidence_rows(train, split, x, events, models: dict) -> list[list[str]]:
     return rows
 
 
-METRIC_LABELS = {"auc": "AUC", "mrae": "MRAE", "ci": "Harrell's C", "ece": "ECE", "uno_c": "Uno's C", "ibs": "IBS"}
+METRIC_LABELS = {"auc": "AUC", "mrae": "MRAE", CI_RMST: "C (RMST)", "ci": "Harrell's C", "ece": "ECE",
+                 "uno_c": "Uno's C", "ibs": "IBS"}
+C_NOTE = ("C (RMST) ranks every model by its restricted mean event-free time: the like-for-like C. Harrell's and "
+          "Uno's C rank CET's time given that the event happens, ET's predicted time and the Cox reference's risk.")
 
 
 def metrics_table(rows: list[dict]) -> str:
@@ -191,7 +195,8 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
              f"Dataset `{Path(dataset_dir)}`, built from {kind}; {len(tr)} training, {len(ds.val)} validation and "
              f"{len(te)} test rows; events {', '.join(events)} (time in {ds.manifest.get('time_unit', 'its unit')}). "
              f"Every figure is on the test split. The model card is `{version / 'model_card.md'}`.", "",
-             "## Test metrics", "", metrics_table(metric_rows(version)), ""]
+             "## Test metrics", "", metrics_table(rows := metric_rows(version)), "",
+             *([C_NOTE, ""] if any(r.get("ci") is not None for r in rows) else [])]
     survival = survival_figure(te, x, events, models, out_dir / "survival.png",
                                f"{name}: Kaplan-Meier against the mean predicted survival")
     parts += ["## Survival: Kaplan-Meier against the models", "",
