@@ -160,6 +160,7 @@ def test_events_inside_the_feature_window(tmp_path, policy):
         MimicParams(window_events="drop")
 
 
+@pytest.mark.filterwarnings("ignore:S. no observed time:UserWarning")  # a tiny fixture: events no row saw
 def test_experiments_run_on_a_masked_mimic_dataset(tmp_path):
     from cet_experiments import experiments
 

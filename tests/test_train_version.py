@@ -15,6 +15,7 @@ from flows.lib.standin import synthetic
 from tests.mimic_fixture import write_fixture
 
 
+@pytest.mark.filterwarnings("ignore:S. no observed time:UserWarning")  # a tiny fixture: events no row saw
 def test_metrics_record_the_encoder_stage_epochs(tmp_path):
     raw = write_fixture(tmp_path / "mimic", n_admissions=40)
     ds_dir = build(raw, tmp_path / "ds", tmp_path / "work", MimicParams(n_chart=2, n_lab=1, n_output=1))
@@ -30,6 +31,7 @@ def test_metrics_record_the_encoder_stage_epochs(tmp_path):
     assert b["encoder_epochs"]["CET"] == 0
 
 
+@pytest.mark.filterwarnings("ignore:S. no observed time:UserWarning")  # a tiny fixture: events no row saw
 def test_fit_progress_counts_models_whole_and_throttles_the_updates(tmp_path):
     """The epochs train_version reports (the encoder stage's continue the joint count) give a percent
     that never goes back, stays below 100 until every fit is done, and is sent when a model starts
