@@ -19,6 +19,8 @@ VARIANTS: dict[str, dict] = {
     # (at least 200 optimizer steps)
     "CET/stretched-patience": {"patience_steps": None},
     "ET/patience-200-steps": {"patience_steps": 200},
+    # half CET's wait (at least 100 steps): a small cohort's fit is hundreds of epochs and its patience window
+    "CET/patience-100-steps": {"patience_steps": 100},
     "BC/patience-200-steps": {"patience_steps": 200},
     # how a fit given no validation data stops (a user's fit(X, y), a search's candidates): on the
     # training loss, or on a fifth of its training rows held out (Recipe.holdout; the rest trains)
