@@ -40,7 +40,8 @@ GRID = 100  # points of each mean predicted survival curve
 def _panels(n: int):
     ncols = min(4, n)
     nrows = -(-n // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.9 * nrows + 0.6), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.9 * nrows + 0.6), squeeze=False,
+                             layout="constrained")  # room for the titles, no empty band under them
     for k in range(n, nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
     return fig, [axes[k // ncols][k % ncols] for k in range(n)]
@@ -50,9 +51,9 @@ def _kept(split, j: int) -> np.ndarray:
     return np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
 
 
-def survival_figure(split, x, events, models: dict, path: Path, title: str) -> Path:
+def survival_figure(split, x, events, models: dict, path: Path, title: str, unit: str | None = None) -> Path:
     """Per event: the test rows' Kaplan-Meier curve against each model's mean predicted population
-    survival (CET: 1 - p + p S(t | it happens)) on the same rows."""
+    survival (CET: 1 - p + p S(t | it happens)) on the same rows; time in ``unit``."""
     fig, axes = _panels(len(events))
     for j, (e, ax) in enumerate(zip(events, axes, strict=True)):
         keep = _kept(split, j)
@@ -68,11 +69,10 @@ def survival_figure(split, x, events, models: dict, path: Path, title: str) -> P
             ax.plot(grid, mean, lw=1.2, label=f"{name} (mean predicted)")
         ax.set_ylim(0, 1.02)
         ax.set_title(f"{e} (n={int(keep.sum())}, {int(split.S[keep, j].sum())} events)", fontsize=9)
-        ax.set_xlabel("time", fontsize=8)
+        ax.set_xlabel(f"time ({unit})" if unit else "time", fontsize=8)
     axes[0].set_ylabel("event-free share", fontsize=8)
     axes[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10, x=0.02, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
     save_figure(fig, path)
     return path
 
@@ -93,14 +93,13 @@ def p_ever_figure(split, p: np.ndarray, events, path: Path, title: str) -> Path:
         ax.set_xlabel("P(ever)", fontsize=8)
     axes[0].set_ylabel("test rows", fontsize=8)
     fig.suptitle(title, fontsize=10, x=0.02, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
     save_figure(fig, path)
     return path
 
 
-def horizon_calibration_figure(calibration: dict, events, path: Path, title: str) -> Path:
-    """Per event: predicted risk by the horizon against the Kaplan-Meier risk of groups of rows by
-    predicted risk (the version's ``calibration`` record, test split), one line per time model."""
+def horizon_calibration_figure(calibration: dict, events, path: Path, title: str, unit: str | None = None) -> Path:
+    """Per event: predicted risk by the horizon (in ``unit``) against the Kaplan-Meier risk of groups
+    of rows by predicted risk (the version's ``calibration`` record, test split), one line per time model."""
     fig, axes = _panels(len(events))
     for e, ax in zip(events, axes, strict=True):
         ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
@@ -113,13 +112,12 @@ def horizon_calibration_figure(calibration: dict, events, path: Path, title: str
             pred = [g["predicted"] for g in record["groups"]]
             obs = [g["observed"] for g in record["groups"]]
             ax.plot(pred, obs, marker="o", ms=3, lw=1.2, label=f"{name} (mean abs. diff. {record['ece']:.3f})")
-        ax.set_title(e + ("" if horizon is None else f", by {horizon:g}"), fontsize=9)
+        ax.set_title(e + ("" if horizon is None else f", by {horizon:g}{f' {unit}' if unit else ''}"), fontsize=9)
         ax.set_xlabel("predicted risk", fontsize=8)
         if horizon is not None:
             ax.legend(fontsize=7)
     axes[0].set_ylabel("Kaplan-Meier risk", fontsize=8)
     fig.suptitle(title, fontsize=10, x=0.02, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
     save_figure(fig, path)
     return path
 
@@ -197,8 +195,9 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
              f"Every figure is on the test split. The model card is `{version / 'model_card.md'}`.", "",
              "## Test metrics", "", metrics_table(rows := metric_rows(version)), "",
              *([C_NOTE, ""] if any(r.get("ci") is not None for r in rows) else [])]
+    unit = ds.manifest.get("time_unit")
     survival = survival_figure(te, x, events, models, out_dir / "survival.png",
-                               f"{name}: Kaplan-Meier against the mean predicted survival")
+                               f"{name}: Kaplan-Meier against the mean predicted survival", unit)
     parts += ["## Survival: Kaplan-Meier against the models", "",
               "The black step is what happened to the test rows; each line is a model's survival curve averaged "
               "over the same rows. A line above the step predicts too few events by then; below it, too many.", "",
@@ -211,7 +210,7 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
     calibration = metrics.calibration.get("test") or {}
     if calibration:
         figure = horizon_calibration_figure(calibration, events, out_dir / "calibration-horizon.png",
-                                            f"{name}: risk by the horizon against Kaplan-Meier, by risk group")
+                                            f"{name}: risk by the horizon against Kaplan-Meier, by risk group", unit)
         parts += ["## Calibration by the horizon", "",
                   "Rows grouped by predicted risk by each event's horizon (its median training follow-up); each "
                   "group's mean prediction against its Kaplan-Meier risk. On the diagonal: calibrated.", "",
