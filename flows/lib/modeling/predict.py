@@ -74,11 +74,17 @@ def missing_for_version(path, version_dir) -> list[str]:
 def check_for_version(path, version_dir) -> None:
     """Read and check the features file ``path`` as scoring with the model in ``version_dir``
     would (values, ids), writing nothing: the command line does so before any flow starts, so a
-    bad value is a usage error naming the file, column and row (and a CSV's line)."""
+    bad value is a usage error naming the file, column and row (and a CSV's line). What the read
+    counts (gaps filled, unseen levels) is logged once, by the scoring itself."""
     data = json.loads((Path(version_dir) / "data.json").read_text())
     record = data.get("featurization") or {}
-    read_features(Path(path), data["feature_names"], record if record.get("source") == "table" else None,
-                  data.get("id_column"), bool(data.get("ids_are_row_numbers")))
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        read_features(Path(path), data["feature_names"], record if record.get("source") == "table" else None,
+                      data.get("id_column"), bool(data.get("ids_are_row_numbers")))
+    finally:
+        log.setLevel(level)
 
 
 def read_features(path: Path, names: list[str], record: dict | None = None,
