@@ -259,6 +259,9 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
                      rf"{summary['CET']['test_ci']:.3f} \|", report) and "C (RMST) ranks every model" in report
     card = (version_dir / "model_card.md").read_text()
     assert "built from your data" in card and "No true occurrence in these data" in card
+    sizes = json.loads((version_dir / "data.json").read_text())["split_sizes"]
+    assert (f"time in weeks; {sizes['train']} training, {sizes['val']} validation and {sizes['test']} test rows."
+            in card) and re.search(r"- arrest: longest training follow-up \d+ weeks\n", card)
     assert "python -m flows.train evaluate --dataset gaps --models CET,ET" in card
     assert f"| CET | {summary['CET']['test_ci_rmst']:.3f} | {summary['CET']['test_ci']:.3f} |" in card
     assert printed[0].startswith(f"{version_dir}: the first version") and printed[1].startswith("test split, averages")

@@ -8,6 +8,16 @@ from flows.lib.infra.evaluation_record import Evaluation
 from flows.lib.modeling.render import cell, markdown
 
 
+def split_text(sizes: dict) -> str:
+    """The split sizes in words.
+
+    >>> split_text({"test": 137, "train": 412, "val": 137})
+    '412 training, 137 validation and 137 test rows'
+    """
+    return (f"{sizes.get('train', 0):,} training, {sizes.get('val', 0):,} validation and {sizes.get('test', 0):,} test "
+            "rows")
+
+
 def model_card(metrics: Evaluation, params: dict, data: dict, built: str, name: str) -> str:
     """The model card of a version from its records (its evaluation, ``params.json``,
     ``data.json``) and what its data were built from."""
@@ -57,8 +67,9 @@ def model_card(metrics: Evaluation, params: dict, data: dict, built: str, name: 
         "",
         f"- `{data.get('path')}`, built from {built}; fingerprint `{data.get('fingerprint')}`.",
         f"- Events: {', '.join(data.get('event_names') or [])}; time in {data.get('time_unit')}; "
-        f"split sizes {data.get('split_sizes')}.",
-        *(f"- {e}: longest training follow-up {v.get('longest')}" for e, v in follow.items() if isinstance(v, dict)),
+        f"{split_text(data.get('split_sizes') or {})}.",
+        *(f"- {e}: longest training follow-up {v.get('longest'):g} {data.get('time_unit') or ''}".rstrip()
+          for e, v in follow.items() if isinstance(v, dict) and isinstance(v.get("longest"), int | float)),
         "",
         "## Test metrics (average over events)",
         "",
