@@ -8,9 +8,9 @@ features and a 5-level text column, two events censored by follow-up: event ``a`
 sigmoid(x0 - 0.5), ``b`` with sigmoid(x2 - 1.5), their log-normal times move with x1 and x3,
 follow-up uniform on 0.5-80.5 days, times to 0.01 day), then runs, each in its own process under
 ``/usr/bin/time``-like accounting (``os.wait4``: the child's own peak memory): ``flows.table`` (build,
-``--categorical site``) and ``flows.train evaluate --models CET,ET,BC`` (defaults; the Cox reference
-fitted beside them, as on any data without the truth). Records per stage the wall seconds and the
-peak memory (the largest process's, and all its processes' together: the fit workers run side by
+``--categorical site``) and ``flows.train evaluate --models CET,ET,BC`` (the default CET and ET, and BC,
+named; the Cox reference fitted beside them, as on any data without the truth). Records per stage the
+wall seconds and the peak memory (the largest process's, and all its processes' together: the fit workers run side by
 side), and the seconds each model's fit took from the train log, in
 ``benchmarks/results/large_table.json`` (or ``--out``). With ``--aft``, then lifelines'
 ``LogNormalAFTFitter`` on the same training rows and features, one fit per event, timed in the

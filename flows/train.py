@@ -10,7 +10,7 @@
 ``--dataset`` is a name everywhere (as in ``flows.predict`` and ``flows.full_pipeline``): the
 models go to ``models/<name>/``, the folder is ``$CET_DATA_DIR/<name>`` unless ``--data`` says.
 
-train-evaluate fits CET, ET and BC on a dataset folder, evaluates them on the validation
+train-evaluate fits CET and its baselines on a dataset folder, evaluates them on the validation
 and test splits, registers the models as ``models/<name>/<version>/`` and applies the
 promotion rule (CET_PROMOTE_METRIC, CET_PROMOTE_TOLERANCE, CET_PROMOTE_EVIDENCE). retrain first runs the
 dataset's build flow (skipped when its inputs are unchanged), then train-evaluate; it is

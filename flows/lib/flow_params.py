@@ -242,8 +242,8 @@ class TrainEvaluateParams(FlowParams):
                                 "under models/<name>/ (default: $CET_RETRAIN_DATASET)")
     data: str | None = Field(None, description="the dataset folder (default: $CET_DATA_DIR/<dataset>)")
     models: list[str] | None = Field(None, description="presets to train (default: CET, ET, BC, and the "
-                                                       "Oracle on data with the true occurrence; CET-paper "
-                                                       "when named)")
+                                                       "Oracle on data with the true occurrence; CET and ET "
+                                                       "on data without it; CET-paper when named)")
     hidden: int | None = Field(None, ge=1, description="hidden width (default: $CET_HIDDEN or 100)")
     max_epochs: int | None = Field(None, ge=1, description="epoch cap (default: $CET_MAX_EPOCHS, else automatic)")
     patience: int | None = Field(None, ge=1, description="epochs without a better validation loss before a fit "
