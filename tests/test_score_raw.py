@@ -126,6 +126,7 @@ def test_a_model_without_a_featurisation_record_is_refused(trained, tmp_path):
         score_mimic_raw(raw, old, tmp_path / "s.parquet", tmp_path / "w")
 
 
+@pytest.mark.filterwarnings("ignore:S. no observed time:UserWarning")  # a tiny fixture: events no row saw
 @requires_demo
 @pytest.mark.slow
 def test_real_demo_admissions_score_like_their_rows(tmp_path):

@@ -170,6 +170,7 @@ def test_predict_scores_a_file_without_a_prefect_server(cet_env):
     assert seconds < 30, seconds  # about 5 s on a 2-core machine: imports, the model, four rows
 
 
+@pytest.mark.filterwarnings("ignore:S. no observed time:UserWarning")  # a tiny fixture: events no row saw
 def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, capsys):
     """predict --mimic-dir on the raw tables the training build read: the same admissions and the
     same scores as predict --features on the build's own rows."""
@@ -205,6 +206,7 @@ def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, cap
     assert not (cet_env / "p.parquet").exists() and not (cet_env / ".p.parquet-work").exists()
 
 
+@pytest.mark.filterwarnings("ignore:S. no observed time:UserWarning")  # a tiny fixture: events no row saw
 @pytest.mark.slow
 def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(cet_env, monkeypatch, capfd):
     monkeypatch.setenv("CET_PSEUDONYM_KEY", KEY_MARKER)
