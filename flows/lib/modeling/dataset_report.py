@@ -28,6 +28,7 @@ from cet_model.models import load_model  # noqa: E402
 from cet_model.nonparametric import kaplan_meier_curve, kaplan_meier_plateau, kaplan_meier_risk  # noqa: E402
 from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402
 from flows.lib.infra.stage_cache import built_from  # noqa: E402
+from flows.lib.modeling.model_card import split_text  # noqa: E402
 from flows.lib.modeling.render import cell, markdown  # noqa: E402
 from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure  # noqa: E402
 from flows.lib.modeling.version_text import metric_rows  # noqa: E402
@@ -190,8 +191,9 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
     kind = built_from(dataset_dir)
     parts = [f"# {name}: model version {version.name}", "",
              *([STANDIN_NOTE, ""] if kind == "generated stand-in" else []),
-             f"Dataset `{Path(dataset_dir)}`, built from {kind}; {len(tr)} training, {len(ds.val)} validation and "
-             f"{len(te)} test rows; events {', '.join(events)} (time in {ds.manifest.get('time_unit', 'its unit')}). "
+             f"Dataset `{Path(dataset_dir)}`, built from {kind}; "
+             f"{split_text({'train': len(tr), 'val': len(ds.val), 'test': len(te)})}; events {', '.join(events)} "
+             f"(time in {ds.manifest.get('time_unit', 'its unit')}). "
              f"Every figure is on the test split. The model card is `{version / 'model_card.md'}`.", "",
              "## Test metrics", "", metrics_table(rows := metric_rows(version)), "",
              *([C_NOTE, ""] if any(r.get("ci") is not None for r in rows) else [])]
