@@ -28,8 +28,7 @@ from cet_model.models import load_model  # noqa: E402
 from cet_model.nonparametric import kaplan_meier_curve, kaplan_meier_plateau, kaplan_meier_risk  # noqa: E402
 from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402
 from flows.lib.infra.stage_cache import built_from  # noqa: E402
-from flows.lib.modeling.model_card import split_text  # noqa: E402
-from flows.lib.modeling.render import cell, markdown  # noqa: E402
+from flows.lib.modeling.render import cell, markdown, split_text  # noqa: E402
 from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure  # noqa: E402
 from flows.lib.modeling.version_text import metric_rows  # noqa: E402
 

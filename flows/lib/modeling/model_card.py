@@ -5,17 +5,7 @@ limitations and the command that trains it again. Written from the version's own
 from __future__ import annotations
 
 from flows.lib.infra.evaluation_record import Evaluation
-from flows.lib.modeling.render import cell, markdown
-
-
-def split_text(sizes: dict) -> str:
-    """The split sizes in words.
-
-    >>> split_text({"test": 137, "train": 412, "val": 137})
-    '412 training, 137 validation and 137 test rows'
-    """
-    return (f"{sizes.get('train', 0):,} training, {sizes.get('val', 0):,} validation and {sizes.get('test', 0):,} test "
-            "rows")
+from flows.lib.modeling.render import cell, markdown, split_text
 
 
 def model_card(metrics: Evaluation, params: dict, data: dict, built: str, name: str) -> str:

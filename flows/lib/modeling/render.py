@@ -24,6 +24,16 @@ def cell(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def split_text(sizes: dict) -> str:
+    """The split sizes in words.
+
+    >>> split_text({"test": 137, "train": 412, "val": 137})
+    '412 training, 137 validation and 137 test rows'
+    """
+    return (f"{sizes.get('train', 0):,} training, {sizes.get('val', 0):,} validation and {sizes.get('test', 0):,} test "
+            "rows")
+
+
 def text(table: list[list[str]]) -> list[str]:
     """The rows as indented, left-aligned text lines (what the CLI prints)."""
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
