@@ -181,8 +181,14 @@ def risk_gained_last_quarter(t, s, end: float, level: float = 0.95) -> RiskGaine
     return kaplan_meier_risk_gained(t, s, 0.75 * end, end, level)
 
 
+def follow_up_grid(follow_up: dict[str, float], event_names) -> list[float]:
+    """The times :func:`occurrence_beyond_follow_up` reads the population survival at: the ends of
+    the follow-up of ``event_names``' events in ``follow_up``, sorted, each once."""
+    return sorted({float(follow_up[e]) for e in event_names if e in follow_up})
+
+
 def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names, mask=None,
-                                p_ever=None) -> dict[str, dict]:
+                                p_ever=None, survival=None) -> dict[str, dict]:
     """How much of a cure model's P(ever) lies beyond the training data, per event of
     ``follow_up`` ({event: the end of its training follow-up, e.g. ``followed_until`` of its
     training times}): the mean over the rows ``x`` of P(ever) (``p_ever``) and of the risk by that
@@ -196,7 +202,8 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
     P(ever)); ``x``: its input rows (n, d); ``event_names``: the model's events, in order;
     ``mask`` (n, M): 0 leaves a row out of an event's means (a cell the data do not follow);
     ``p_ever`` (n, M): ``model.predict_occurrence(x)`` when the caller already has it (not
-    computed again).
+    computed again); ``survival`` (n, H, M): ``model.predict_survival(x, follow_up_grid(follow_up,
+    event_names))`` likewise.
 
         >>> rng = np.random.default_rng(0)
         >>> n = 600
@@ -212,15 +219,16 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
         (10.0, 0.09, 0.09)
         >>> round(r["p_ever"], 2), round(r["share_beyond"], 2)   # ever: 0.5 in truth; the tail says 0.41
         (0.41, 0.78)
-        >>> r == occurrence_beyond_follow_up(cet, x, {"e": 10.0}, ["e"], p_ever=cet.predict_occurrence(x))["e"]
+        >>> r == occurrence_beyond_follow_up(cet, x, {"e": 10.0}, ["e"], p_ever=cet.predict_occurrence(x),
+        ...                                  survival=cet.predict_survival(x, [10.0]))["e"]
         True
     """
     names = [e for e in event_names if e in follow_up]
     if not names or len(x) == 0:
         return {}
-    grid = sorted({float(follow_up[e]) for e in names})
+    grid = follow_up_grid(follow_up, event_names)
     p = model.predict_occurrence(x) if p_ever is None else np.asarray(p_ever)  # (n, M)
-    survival = model.predict_survival(x, grid)  # (n, H, M)
+    survival = model.predict_survival(x, grid) if survival is None else np.asarray(survival)  # (n, H, M)
     out = {}
     for e in names:
         j, k = event_names.index(e), grid.index(float(follow_up[e]))

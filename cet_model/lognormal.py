@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .losses import lognormal_log_survival
+
 
 def check_q(q: float) -> None:
     """Refuse anything but one quantile in (0, 1), naming what was given."""
@@ -65,6 +67,23 @@ def lognormal_log_rmst(log_h, mu, log_sigma):
     z = (log_h - mu) / sigma
     below = mu + 0.5 * sigma ** 2 + torch.special.log_ndtr(z - sigma)
     return torch.logaddexp(below, log_h + torch.special.log_ndtr(-z))
+
+
+def mixture_survival(log_w, mu, log_sigma, log_grid: np.ndarray) -> np.ndarray:
+    """S(t) of the mixture sum_k w_k LogNormal(mu_k, sigma_k) at the times exp(``log_grid``) (T,);
+    ``log_w``, ``mu``, ``log_sigma`` (n, K); (n, T). The weights sum to 1 only within float32
+    rounding: divided by their own sum, S(0) is 1 exactly, and a survival of 1 + 1e-7 is 1."""
+    lt = torch.as_tensor(log_grid, dtype=mu.dtype, device=mu.device).view(1, -1, 1)
+    log_s = lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1))
+    log_mix = torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2) - torch.logsumexp(log_w, dim=1, keepdim=True)
+    return log_mix.clamp(max=0.0).exp().cpu().numpy()
+
+
+def mixture_rmst(log_w, mu, log_sigma, log_h: float) -> np.ndarray:
+    """E[min(T, h)] of the mixture, h = exp(``log_h``); (n,). The float32 weights are divided by
+    their own sum, as in :func:`mixture_survival`: never past the horizon."""
+    log_r = torch.logsumexp(log_w + lognormal_log_rmst(log_h, mu, log_sigma), dim=1) - torch.logsumexp(log_w, dim=1)
+    return log_r.clamp(max=log_h).exp().cpu().numpy()
 
 
 def mixture_quantile(log_w, mu, log_sigma, z: float, iters: int = 60) -> np.ndarray:

@@ -15,8 +15,6 @@ The shared estimator is ``cet_model.base``, the baselines ``cet_model.baselines`
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
@@ -30,27 +28,18 @@ from .base import (  # noqa: F401
     resolve_sigma,
 )
 from .baselines import BCModel, ETModel
-from .estimators import MAX_EXACT_EVENTS, Estimate, all_patterns, evaluation_estimate, get_estimator
-from .lognormal import (
-    check_q,
-    log_horizons,
-    log_times,
-    lognormal_log_rmst,
-    mixture_quantile,
-    ndtri,
-    non_increasing_in_time,
-)
+from .estimators import MAX_EXACT_EVENTS, Estimate, evaluation_estimate, get_estimator
 from .networks import CETNetwork
 from .objectives import OBJECTIVES, log_epsilon_for
 from .params import CETParams, keyword_init
 from .persistence import FORMAT, FORMAT_VERSION  # noqa: F401
-from .rows import streamed
+from .predictions import CETPredictions
 from .train import TrainConfig, later_stage, train, training_only
 
 ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
 
 
-class CETModel(_Base):
+class CETModel(CETPredictions, _Base):
     """Conditional event time model: Bernoulli occurrence heads + a log-normal AFT head on [x, c].
 
     Parameters (keywords; :class:`cet_model.params.CETParams` and ``ModelParams`` check them):
@@ -70,10 +59,10 @@ class CETModel(_Base):
 
     Fit with n x M arrays, ``fit(X, T, S)``, or as a scikit-survival estimator, ``fit(X, y)`` with a
     structured ``y``; then ``predict_occurrence`` (P(ever)), ``predict_time``, ``predict_survival``,
-    ``predict_rmst``, and scikit-survival's ``predict`` (risk), ``score`` (Harrell's C),
-    ``predict_survival_function`` and ``predict_cumulative_hazard_function``
-    (:mod:`cet_model.contract`). ``GridSearchCV``, ``cross_val_score`` and a ``Pipeline`` work as is
-    with the structured ``y``.
+    ``predict_rmst`` (or all of them in one pass, ``predict_all``), and scikit-survival's ``predict``
+    (risk), ``score`` (Harrell's C), ``predict_survival_function`` and
+    ``predict_cumulative_hazard_function`` (:mod:`cet_model.contract`). ``GridSearchCV``,
+    ``cross_val_score`` and a ``Pipeline`` work as is with the structured ``y``.
 
     ``CETModel()`` is the product default. How it trains (each event's occurrence logit started at
     its observed share, the occurrence head trained on alone after the joint early stop, one log
@@ -271,118 +260,6 @@ class CETModel(_Base):
                 total += cell.sum(-1).sum().item()
             return -total / (len(x) * self.n_events_)
         return val_loss
-
-    # --- predictions --------------------------------------------------------------------------
-    @streamed
-    def predict_occurrence(self, X) -> np.ndarray:
-        """P(event j ever occurs | x), shape (n, M)."""
-        x = self._x(X)
-        with torch.no_grad():
-            return torch.sigmoid(self.net_.encoder(self.net_.features(x))).cpu().numpy().astype(np.float64)
-
-    def _conditional_components(self, h, j: int, u=None, logits=None):
-        """Mixture for T_j given c_j = 1: weights over the other events' c, and (mu, log sigma), from
-        the rows' features ``h`` (``net_.features(x)``) and occurrence ``logits`` (``net_.encoder(h)``).
-
-        Exact enumeration of the 2^(M-1) patterns when that is <= n_samples, otherwise
-        n_samples hard Monte Carlo draws from the uniforms ``u`` (n_samples, M), the same for
-        every row (common random numbers), so that a row's prediction does not depend on the
-        other rows scored with it, on its position or on the chunking. Shapes (n, K) each.
-        """
-        m = self.n_events_
-        if not self._conditioned:  # T_j does not depend on c: one component
-            mu, log_sigma = self.net_.decoder(h)
-            return h.new_zeros((len(h), 1)), mu[:, j:j + 1], log_sigma[:, j:j + 1]
-        if 2 ** (m - 1) <= int(self.recipe_.n_samples):
-            c = all_patterns(m, h)
-            c = c[c[:, j] == 1].unsqueeze(0).expand(len(h), -1, -1)  # (n, 2^(M-1), M)
-            others = torch.cat([logits[:, :j], logits[:, j + 1:]], dim=1).unsqueeze(1)
-            log_w = losses.bernoulli_log_prob(torch.cat([c[..., :j], c[..., j + 1:]], dim=-1), others)
-        else:
-            k = int(self.recipe_.n_samples)
-            c = (u.unsqueeze(0) < torch.sigmoid(logits).unsqueeze(1)).to(h.dtype)  # (n, K, M)
-            c[..., j] = 1.0
-            log_w = torch.full(c.shape[:2], -math.log(k), dtype=h.dtype, device=h.device)
-        mu, log_sigma = self.net_.decoder(h, c)
-        return log_w, mu[..., j], log_sigma[..., j]
-
-    def _per_event(self, X, fn, events=None) -> list:
-        """``fn`` of each event's conditional components, for ``events`` (indices; default all). Per
-        chunk of rows the features (a comment encoder's pass) and logits are computed once for all."""
-        x = self._x(X)
-        m = self.n_events_
-        events = list(range(m) if events is None else events)
-        k = min(int(self.recipe_.n_samples), 2 ** (m - 1))
-        draws = {j: None for j in events}
-        if self._conditioned and 2 ** (m - 1) > int(self.recipe_.n_samples):
-            for j in events:  # one draw per event for every row: rows are scored independently of each
-                # other, and drawn on the CPU: a model trained on a GPU predicts the same on a CPU
-                gen = torch.Generator().manual_seed(int(self.seed) + 4 + j)
-                draws[j] = torch.rand((int(self.recipe_.n_samples), m), generator=gen, dtype=x.dtype).to(x.device)
-        parts = {j: [] for j in events}
-        with torch.no_grad():
-            for sl in list(self._chunks(len(x), k * self._hidden())) or [slice(0, 0)]:  # no rows: one empty part
-                h = self.net_.features(x[sl])
-                # never logit(sigmoid(.)): p = 1.0 in float32 gives inf, then NaN
-                logits = self.net_.encoder(h) if self._conditioned else None
-                for j in events:
-                    parts[j].append(fn(*self._conditional_components(h, j, draws[j], logits), x[sl], j))
-        return [np.concatenate(parts[j]) for j in events]
-
-    @streamed
-    def predict_time(self, X, q: float = 0.5) -> np.ndarray:
-        """The q-quantile of T_j given that event j occurs (c_j = 1), shape (n, M)."""
-        check_q(q)
-        z = ndtri(q)
-        return np.stack(self._per_event(X, lambda lw, mu, ls, x, j: mixture_quantile(lw, mu, ls, z)), 1)
-
-    @streamed
-    def predict_survival(self, X, times, event: int | str | None = None) -> np.ndarray:
-        """Population survival 1 - p_j + p_j S_j(t | c_j = 1), shape (n, len(times), M); with
-        ``event`` (a name or an index) that event's alone, (n, len(times)), computed for it alone.
-        Never rises with time (``lognormal.non_increasing_in_time``)."""
-        log_grid = log_times(times)
-        p = self.predict_occurrence(X)
-
-        def surv(log_w, mu, log_sigma, x, j):
-            lt = torch.as_tensor(log_grid, dtype=mu.dtype, device=mu.device).view(1, -1, 1)
-            log_s = losses.lognormal_log_survival(lt, mu.unsqueeze(1), log_sigma.unsqueeze(1))
-            # the pattern weights sum to 1 only within float32 rounding: divided by their own sum,
-            # S(0) is 1 exactly, and a survival of 1 + 1e-7 is 1
-            log_mix = torch.logsumexp(log_w.unsqueeze(1) + log_s, dim=2) - torch.logsumexp(log_w, dim=1, keepdim=True)
-            return log_mix.clamp(max=0.0).exp().cpu().numpy()
-
-        if event is not None:
-            j = self._event_index(event)
-            s_cond = non_increasing_in_time(self._per_event(X, surv, [j])[0], times)  # (n, T)
-            return 1.0 - p[:, None, j] + p[:, None, j] * s_cond
-        s_cond = non_increasing_in_time(np.stack(self._per_event(X, surv), axis=2), times)  # (n, T, M)
-        return 1.0 - p[:, None, :] + p[:, None, :] * s_cond
-
-    @streamed
-    def predict_rmst(self, X, horizon) -> np.ndarray:
-        """Restricted mean event-free time up to ``horizon`` (a time, or (M,) one per event), in
-        the population: the area under ``predict_survival`` from 0 to it, (1 - p_j) h_j + p_j
-        E[min(T_j, h_j) | c_j = 1], in closed form; shape (n, M). Larger = later or never: the
-        ranking by which a cure model's survival is judged (Harrell's C of it, ``ci_rmst`` in
-        ``cet_model.evaluation``), where ``predict_time`` ranks only the times of those who have it.
-        """
-        log_h = log_horizons(horizon, self.n_events_)
-        p = self.predict_occurrence(X)
-
-        def conditional(log_w, mu, log_sigma, x, j):
-            # the float32 pattern weights divided by their own sum, as in predict_survival: never past the horizon
-            log_r = (torch.logsumexp(log_w + lognormal_log_rmst(float(log_h[j]), mu, log_sigma), dim=1)
-                     - torch.logsumexp(log_w, dim=1))
-            return log_r.clamp(max=float(log_h[j])).exp().cpu().numpy()
-
-        r_cond = np.stack(self._per_event(X, conditional), axis=1).astype(np.float64)  # (n, M)
-        return (1.0 - p) * np.exp(log_h) + p * r_cond
-
-    def _curve_parts(self, X, j: int):
-        p = self.predict_occurrence(X)[:, j]
-        parts = self._per_event(X, lambda lw, mu, ls, x, k: torch.stack([lw, mu, ls], -1).cpu().numpy(), [j])[0]
-        return p, *(parts[..., i].astype(np.float64) for i in range(3))
 
 
 MODELS = {"CETModel": CETModel, "ETModel": ETModel, "BCModel": BCModel}

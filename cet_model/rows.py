@@ -82,9 +82,20 @@ class DeviceRows:
         return torch.cat([self.aux[index], self.sequences[index].to(self.dtype)], dim=1)
 
 
+def joined(parts: list):
+    """Chunks' predictions joined along the rows: arrays, or dicts of them (nested), key by key.
+
+    >>> joined([{"p": np.zeros(2), "t": {0.5: np.ones(2)}}, {"p": np.ones(1), "t": {0.5: np.zeros(1)}}])
+    {'p': array([0., 0., 1.]), 't': {0.5: array([1., 1., 0.])}}
+    """
+    if parts and isinstance(parts[0], dict):
+        return {key: joined([part[key] for part in parts]) for key in parts[0]}
+    return np.concatenate(parts, axis=0)
+
+
 def streamed(method):
     """Let a prediction method take a ``CommentInputs``: predict it chunk by chunk of
-    ``EVAL_ELEMENTS`` values and concatenate along the rows."""
+    ``EVAL_ELEMENTS`` values and join along the rows (:func:`joined`)."""
     @functools.wraps(method)
     def wrapper(self, X, *args, **kwargs):
         if not isinstance(X, CommentInputs):
@@ -96,5 +107,5 @@ def streamed(method):
                 parts.append(method(self, X.rows(sl), *args, **kwargs))
             except ValueError as exc:
                 raise ValueError(f"rows {sl.start}..{sl.stop - 1} of X: {exc}") from None
-        return np.concatenate(parts, axis=0)
+        return joined(parts)
     return wrapper

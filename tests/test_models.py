@@ -155,6 +155,39 @@ def test_monte_carlo_prediction_path_when_patterns_exceed_samples():
     np.testing.assert_allclose(model.predict_survival(x[3:4], [0.5, 2.0]), surv[3:4], rtol=1e-6)
 
 
+@pytest.mark.parametrize("case", ["exact", "sampled", "unconditioned"])
+def test_predict_all_gives_the_separate_calls_values_in_one_pass(case, monkeypatch):
+    """``predict_all`` is the separate prediction calls, bit for bit, with one pass of the time head:
+    over the enumerated patterns (M = 2), over common-random-number draws (2^(5-1) > 4 samples) and
+    without conditioning on c; the pass counted by its calls of the conditional components."""
+    import cet_model.predictions as predictions
+
+    rng = np.random.default_rng(5)
+    m = 2 if case == "exact" else 5
+    x, t = rng.standard_normal((60, 3)), rng.exponential(size=(60, m)) + 0.01
+    s = (rng.random((60, m)) < 0.5).astype(float)
+    kw = dict(n_samples=4) if case == "sampled" else {}
+    model = build(CETModel, condition_on_occurrence=case != "unconditioned", **kw, **FAST).fit(x, t, s)
+    qs, times, horizons = (0.1, 0.5, 0.9), [0.0, 0.3, 1.0, 4.0], (0.5, 2.0)
+    passes = []
+    real = predictions.CETPredictions._conditional_components
+    monkeypatch.setattr(predictions.CETPredictions, "_conditional_components",
+                        lambda self, *a, **k: passes.append(1) or real(self, *a, **k))
+    got = model.predict_all(x, quantiles=qs, times=times, rmst_horizons=horizons)
+    assert len(passes) == m  # one pass: each event's components once (the rows fit one chunk)
+    np.testing.assert_array_equal(got["occurrence"], model.predict_occurrence(x))
+    for q in qs:
+        np.testing.assert_array_equal(got["time"][q], model.predict_time(x, q))
+    np.testing.assert_array_equal(got["survival"], model.predict_survival(x, times))
+    for h in horizons:
+        np.testing.assert_array_equal(got["rmst"][h], model.predict_rmst(x, h))
+    assert len(passes) == m + len(qs) * m + m + len(horizons) * m  # the separate calls: one pass each
+    nothing = model.predict_all(x[:0], quantiles=(), times=())
+    assert nothing["occurrence"].shape == (0, m) and nothing["survival"].shape == (0, 0, m)
+    with pytest.raises(ValueError, match="q must be in"):
+        model.predict_all(x, quantiles=(1.5,))
+
+
 def test_linear_and_intercept_only_models(small_survival):
     x, t, s, _ = small_survival
     lin = CETModel(hidden_sizes=(), max_epochs=2, device="cpu").fit(x, t, s)

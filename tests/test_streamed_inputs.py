@@ -45,6 +45,12 @@ def test_streamed_fit_and_predictions_equal_the_in_memory_ones(tmp_path, cls):
     if cls is not BCModel:
         np.testing.assert_array_equal(a.predict_time(flat), b.predict_time(lazy))
         np.testing.assert_array_equal(a.predict_survival(flat, [0.5, 1.0]), b.predict_survival(lazy, [0.5, 1.0]))
+    if cls is CETModel:  # every prediction in one pass, joined chunk by chunk key by key
+        whole, joined = (model.predict_all(x, (0.5,), [1.0], (2.0,)) for model, x in ((a, flat), (b, lazy)))
+        for key in ("occurrence", "survival"):
+            np.testing.assert_array_equal(whole[key], joined[key])
+        np.testing.assert_array_equal(whole["time"][0.5], joined["time"][0.5])
+        np.testing.assert_array_equal(whole["rmst"][2.0], joined["rmst"][2.0])
     assert a.objective_score(flat, T, S) == b.objective_score(lazy, T, S)
 
 
@@ -55,6 +61,7 @@ def test_predictions_stream_in_chunks_and_keep_the_row_order(monkeypatch):
     model = CETModel(hidden_sizes=(8,), comment_encoder=SPEC, max_epochs=2, device="cpu").fit(
         flatten_inputs(aux, seq), T, S)
     whole = model.predict_occurrence(CommentInputs(aux, seq))
+    whole_all = model.predict_all(CommentInputs(aux, seq), (0.5,), [1.0], (2.0,))
     seen = []
     real_rows = CommentInputs.rows
 
@@ -67,6 +74,10 @@ def test_predictions_stream_in_chunks_and_keep_the_row_order(monkeypatch):
     chunked = model.predict_occurrence(CommentInputs(aux, seq))
     assert max(seen) == 37 and sum(seen) == N
     np.testing.assert_allclose(chunked, whole, rtol=1e-6)
+    chunked_all = model.predict_all(CommentInputs(aux, seq), (0.5,), [1.0], (2.0,))  # chunks joined key by key
+    np.testing.assert_allclose(chunked_all["time"][0.5], whole_all["time"][0.5], rtol=1e-6)
+    np.testing.assert_allclose(chunked_all["survival"], whole_all["survival"], rtol=1e-6)
+    np.testing.assert_allclose(chunked_all["rmst"][2.0], whole_all["rmst"][2.0], rtol=1e-6)
 
 
 def test_float16_memory_map_and_row_views(tmp_path):

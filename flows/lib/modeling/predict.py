@@ -19,7 +19,7 @@ from cet_model.atomic import claim_files, temporary_name, write_csv, writing
 from cet_model.choices import BEYOND_SHARE, FOLLOWED_ROWS
 from cet_model.comments import CommentInputs, NpyRows
 from cet_model.dataset import first_non_number, row_at
-from cet_model.evaluation import occurrence_beyond_follow_up
+from cet_model.evaluation import follow_up_grid, occurrence_beyond_follow_up
 from cet_model.models import load_model
 from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra.keys import key_matches
@@ -445,13 +445,19 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
                                                                     "SD" for c, d in named),
                     more_text(len(shifted), FEATURES_NAMED))
     model = load_model(version_dir / "CET", device=device)
-    p = model.predict_occurrence(x)
     until = {e: v["followed_until"] for e, v in (data.get("follow_up") or {}).items()
              if v.get("followed_until") is not None}  # older versions do not record it
     if not until:
         log.info("%s: this model version does not record the end of its training follow-up (trained before the "
                  "check existed): how much of P(ever) lies past it is not checked; retrain to have it checked", source)
-    for e, r in occurrence_beyond_follow_up(model, x, until, data["event_names"], p_ever=p).items():
+    ends = follow_up_grid(until, data["event_names"])
+    # one pass of the time head (the mixture over the other events' occurrences) for every column and the check below
+    scores = model.predict_all(x, quantiles=qs, times=[*hs, *ends], rmst_horizons=hs if rmst else ())
+    p, times, means = scores["occurrence"], scores["time"], [scores["rmst"][h] for h in hs] if rmst else []
+    risk = 1.0 - scores["survival"][:, :len(hs)]  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
+    beyond = occurrence_beyond_follow_up(model, x, until, data["event_names"], p_ever=p,
+                                         survival=scores["survival"][:, len(hs):])
+    for e, r in beyond.items():
         if r["share_beyond"] >= BEYOND_SHARE:
             log.warning("%s: p_%s: %.0f %% of P(ever) (%.3f on average over these rows, %.3f by %s, the end of %s's "
                         "training follow-up: the last time at least %d training rows were still followed) is placed "
@@ -460,9 +466,6 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
                         r["by_follow_up"], f"{r['follow_up']:g} {data.get('time_unit') or ''}".rstrip(), e,
                         FOLLOWED_ROWS)
     cols = {data.get("id_column") or "id": ids}
-    times = {q: model.predict_time(x, q) for q in qs}
-    risk = 1.0 - model.predict_survival(x, hs) if hs else None  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
-    means = [model.predict_rmst(x, h) for h in hs] if rmst else []  # per horizon, (n, M)
     for j, e in enumerate(data["event_names"]):
         cols[f"p_{e}"] = p[:, j]
         for q in qs:
