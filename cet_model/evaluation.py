@@ -181,14 +181,8 @@ def risk_gained_last_quarter(t, s, end: float, level: float = 0.95) -> RiskGaine
     return kaplan_meier_risk_gained(t, s, 0.75 * end, end, level)
 
 
-def follow_up_grid(follow_up: dict[str, float], event_names) -> list[float]:
-    """The times :func:`occurrence_beyond_follow_up` reads the population survival at: the ends of
-    the follow-up of ``event_names``' events in ``follow_up``, sorted, each once."""
-    return sorted({float(follow_up[e]) for e in event_names if e in follow_up})
-
-
 def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_names, mask=None,
-                                p_ever=None, survival=None) -> dict[str, dict]:
+                                p_ever=None, risk_by_end=None) -> dict[str, dict]:
     """How much of a cure model's P(ever) lies beyond the training data, per event of
     ``follow_up`` ({event: the end of its training follow-up, e.g. ``followed_until`` of its
     training times}): the mean over the rows ``x`` of P(ever) (``p_ever``) and of the risk by that
@@ -202,8 +196,8 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
     P(ever)); ``x``: its input rows (n, d); ``event_names``: the model's events, in order;
     ``mask`` (n, M): 0 leaves a row out of an event's means (a cell the data do not follow);
     ``p_ever`` (n, M): ``model.predict_occurrence(x)`` when the caller already has it (not
-    computed again); ``survival`` (n, H, M): ``model.predict_survival(x, follow_up_grid(follow_up,
-    event_names))`` likewise.
+    computed again); ``risk_by_end`` (n, M): each event's risk by the end of its follow-up,
+    ``predict_all(x, risk_by=...)["risk_by"]``, likewise (events not in ``follow_up`` are not read).
 
         >>> rng = np.random.default_rng(0)
         >>> n = 600
@@ -219,23 +213,27 @@ def occurrence_beyond_follow_up(model, x, follow_up: dict[str, float], event_nam
         (10.0, 0.09, 0.09)
         >>> round(r["p_ever"], 2), round(r["share_beyond"], 2)   # ever: 0.5 in truth; the tail says 0.41
         (0.41, 0.78)
-        >>> r == occurrence_beyond_follow_up(cet, x, {"e": 10.0}, ["e"], p_ever=cet.predict_occurrence(x),
-        ...                                  survival=cet.predict_survival(x, [10.0]))["e"]
+        >>> given = cet.predict_all(x, quantiles=(), risk_by=[10.0])
+        >>> r == occurrence_beyond_follow_up(cet, x, {"e": 10.0}, ["e"], p_ever=given["occurrence"],
+        ...                                  risk_by_end=given["risk_by"])["e"]
         True
     """
     names = [e for e in event_names if e in follow_up]
     if not names or len(x) == 0:
         return {}
-    grid = follow_up_grid(follow_up, event_names)
     p = model.predict_occurrence(x) if p_ever is None else np.asarray(p_ever)  # (n, M)
-    survival = model.predict_survival(x, grid) if survival is None else np.asarray(survival)  # (n, H, M)
+    if risk_by_end is None:
+        grid = sorted({float(follow_up[e]) for e in names})
+        survival = model.predict_survival(x, grid)  # (n, H, M)
+        risk_by_end = np.stack([1.0 - survival[:, grid.index(float(follow_up[e])), j] if e in follow_up
+                                else np.full(len(p), np.nan) for j, e in enumerate(event_names)], 1)
     out = {}
     for e in names:
-        j, k = event_names.index(e), grid.index(float(follow_up[e]))
+        j = event_names.index(e)
         rows = np.ones(len(p), bool) if mask is None else np.asarray(mask)[:, j] > 0.5
         if not rows.any():
             continue
-        p_ever, by = float(p[rows, j].mean()), float((1.0 - survival[rows, k, j]).mean())
+        p_ever, by = float(p[rows, j].mean()), float(np.asarray(risk_by_end)[rows, j].mean())
         beyond = max(p_ever - by, 0.0)
         out[e] = {"follow_up": float(follow_up[e]), "p_ever": p_ever, "by_follow_up": by, "beyond": beyond,
                   "share_beyond": beyond / p_ever if p_ever > 0 else float("nan")}

@@ -129,28 +129,38 @@ class CETPredictions:
         return (1.0 - p) * np.exp(log_h) + p * r_cond
 
     @streamed
-    def predict_all(self, X, quantiles=(0.5,), times=(), rmst_horizons=()) -> dict:
+    def predict_all(self, X, quantiles=(0.5,), times=(), rmst_horizons=(), risk_by=None) -> dict:
         """Every prediction of a scoring table in one pass of the time head over the rows, where the
         separate calls make one pass each: {"occurrence": ``predict_occurrence``, "time": {q:
         ``predict_time(X, q)``}, "survival": ``predict_survival(X, times)``, "rmst": {h:
         ``predict_rmst(X, h)``}}, the very same values, with the mixture over the other events'
-        occurrences computed once per chunk of rows instead of once per call."""
+        occurrences computed once per chunk of rows instead of once per call. With ``risk_by`` ((M,),
+        one time per event) also "risk_by", (n, M): P(event j by its own time), ``1 -
+        predict_survival(X, [risk_by[j]])[:, 0, j]``, each event's curve read at its time alone."""
         for q in quantiles:
             check_q(q)
         log_grid = log_times(times)
         log_h = {h: log_horizons(h, self.n_events_) for h in rmst_horizons}
+        log_by = None if risk_by is None else log_times(risk_by)
+        if log_by is not None and log_by.shape != (self.n_events_,):
+            raise ValueError(f"risk_by: one time per event ({self.n_events_}), got {len(log_by)}")
         z = {q: ndtri(q) for q in quantiles}
         readers = {("time", q): (lambda lw, mu, ls, x, j, zq=z[q]: mixture_quantile(lw, mu, ls, zq)) for q in quantiles}
         readers["survival"] = lambda lw, mu, ls, x, j: mixture_survival(lw, mu, ls, log_grid)
         readers |= {("rmst", h): (lambda lw, mu, ls, x, j, lh=lh: mixture_rmst(lw, mu, ls, float(lh[j])))
                     for h, lh in log_h.items()}
+        if log_by is not None:
+            readers["risk_by"] = lambda lw, mu, ls, x, j: mixture_survival(lw, mu, ls, log_by[j:j + 1])[:, 0]
         p = self.predict_occurrence(X)
         parts = self._per_event(X, readers)
         s_cond = non_increasing_in_time(np.stack(parts["survival"], axis=2), times)  # (n, T, M)
-        return {"occurrence": p, "time": {q: np.stack(parts["time", q], 1) for q in quantiles},
-                "survival": 1.0 - p[:, None, :] + p[:, None, :] * s_cond,
-                "rmst": {h: (1.0 - p) * np.exp(lh) + p * np.stack(parts["rmst", h], 1).astype(np.float64)
-                         for h, lh in log_h.items()}}
+        out = {"occurrence": p, "time": {q: np.stack(parts["time", q], 1) for q in quantiles},
+               "survival": 1.0 - p[:, None, :] + p[:, None, :] * s_cond,
+               "rmst": {h: (1.0 - p) * np.exp(lh) + p * np.stack(parts["rmst", h], 1).astype(np.float64)
+                        for h, lh in log_h.items()}}
+        if log_by is not None:
+            out["risk_by"] = 1.0 - (1.0 - p + p * np.stack(parts["risk_by"], 1))
+        return out
 
     def _curve_parts(self, X, j: int):
         p = self.predict_occurrence(X)[:, j]

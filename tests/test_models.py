@@ -173,7 +173,8 @@ def test_predict_all_gives_the_separate_calls_values_in_one_pass(case, monkeypat
     real = predictions.CETPredictions._conditional_components
     monkeypatch.setattr(predictions.CETPredictions, "_conditional_components",
                         lambda self, *a, **k: passes.append(1) or real(self, *a, **k))
-    got = model.predict_all(x, quantiles=qs, times=times, rmst_horizons=horizons)
+    by = np.linspace(0.5, 3.0, m)  # each event's curve read at its own time
+    got = model.predict_all(x, quantiles=qs, times=times, rmst_horizons=horizons, risk_by=by)
     assert len(passes) == m  # one pass: each event's components once (the rows fit one chunk)
     np.testing.assert_array_equal(got["occurrence"], model.predict_occurrence(x))
     for q in qs:
@@ -182,6 +183,10 @@ def test_predict_all_gives_the_separate_calls_values_in_one_pass(case, monkeypat
     for h in horizons:
         np.testing.assert_array_equal(got["rmst"][h], model.predict_rmst(x, h))
     assert len(passes) == m + len(qs) * m + m + len(horizons) * m  # the separate calls: one pass each
+    for j, t_j in enumerate(by):
+        np.testing.assert_array_equal(got["risk_by"][:, j], 1.0 - model.predict_survival(x, [t_j])[:, 0, j])
+    with pytest.raises(ValueError, match="one time per event"):
+        model.predict_all(x, risk_by=[1.0])
     nothing = model.predict_all(x[:0], quantiles=(), times=())
     assert nothing["occurrence"].shape == (0, m) and nothing["survival"].shape == (0, 0, m)
     with pytest.raises(ValueError, match="q must be in"):

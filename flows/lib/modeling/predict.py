@@ -19,7 +19,7 @@ from cet_model.atomic import claim_files, temporary_name, write_csv, writing
 from cet_model.choices import BEYOND_SHARE, FOLLOWED_ROWS
 from cet_model.comments import CommentInputs, NpyRows
 from cet_model.dataset import first_non_number, row_at
-from cet_model.evaluation import follow_up_grid, occurrence_beyond_follow_up
+from cet_model.evaluation import occurrence_beyond_follow_up
 from cet_model.models import load_model
 from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra.keys import key_matches
@@ -450,13 +450,14 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     if not until:
         log.info("%s: this model version does not record the end of its training follow-up (trained before the "
                  "check existed): how much of P(ever) lies past it is not checked; retrain to have it checked", source)
-    ends = follow_up_grid(until, data["event_names"])
-    # one pass of the time head (the mixture over the other events' occurrences) for every column and the check below
-    scores = model.predict_all(x, quantiles=qs, times=[*hs, *ends], rmst_horizons=hs if rmst else ())
+    # one pass of the time head (the mixture over the other events' occurrences) for every column and the check
+    # below, which reads each event's curve at the end of its own follow-up (any time > 0 for an event without one)
+    ends = [float(until.get(e, 1.0)) for e in data["event_names"]] if until else None
+    scores = model.predict_all(x, quantiles=qs, times=hs, rmst_horizons=hs if rmst else (), risk_by=ends)
     p, times, means = scores["occurrence"], scores["time"], [scores["rmst"][h] for h in hs] if rmst else []
-    risk = 1.0 - scores["survival"][:, :len(hs)]  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
+    risk = 1.0 - scores["survival"]  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
     beyond = occurrence_beyond_follow_up(model, x, until, data["event_names"], p_ever=p,
-                                         survival=scores["survival"][:, len(hs):])
+                                         risk_by_end=scores.get("risk_by"))
     for e, r in beyond.items():
         if r["share_beyond"] >= BEYOND_SHARE:
             log.warning("%s: p_%s: %.0f %% of P(ever) (%.3f on average over these rows, %.3f by %s, the end of %s's "
