@@ -22,12 +22,13 @@ def ndtri(q: float) -> float:
     return float(torch.special.ndtri(torch.tensor(q, dtype=torch.float64)))
 
 
-def log_times(times) -> np.ndarray:
-    """log of a grid of times >= 0 (log 0 = -inf, where every survival curve is 1)."""
+def log_times(times, name: str = "times") -> np.ndarray:
+    """log of a grid of times >= 0 (log 0 = -inf, where every survival curve is 1); an error names
+    the argument ``name``."""
     grid = np.asarray(times, dtype=np.float64).reshape(-1)
     if not np.isfinite(grid).all() or (grid < 0).any():
         bad = grid[~(np.isfinite(grid) & (grid >= 0))][0]
-        raise ValueError(f"times: must be finite and >= 0; found {float(bad)!r}")
+        raise ValueError(f"{name}: must be finite and >= 0; found {float(bad)!r}")
     with np.errstate(divide="ignore"):
         return np.log(grid)
 

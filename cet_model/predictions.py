@@ -141,7 +141,7 @@ class CETPredictions:
             check_q(q)
         log_grid = log_times(times)
         log_h = {h: log_horizons(h, self.n_events_) for h in rmst_horizons}
-        log_by = None if risk_by is None else log_times(risk_by)
+        log_by = None if risk_by is None else log_times(risk_by, "risk_by")
         if log_by is not None and log_by.shape != (self.n_events_,):
             raise ValueError(f"risk_by: one time per event ({self.n_events_}), got {len(log_by)}")
         z = {q: ndtri(q) for q in quantiles}

@@ -187,6 +187,8 @@ def test_predict_all_gives_the_separate_calls_values_in_one_pass(case, monkeypat
         np.testing.assert_array_equal(got["risk_by"][:, j], 1.0 - model.predict_survival(x, [t_j])[:, 0, j])
     with pytest.raises(ValueError, match="one time per event"):
         model.predict_all(x, risk_by=[1.0])
+    with pytest.raises(ValueError, match="risk_by: must be finite and >= 0"):
+        model.predict_all(x, risk_by=[-1.0] * m)
     nothing = model.predict_all(x[:0], quantiles=(), times=())
     assert nothing["occurrence"].shape == (0, m) and nothing["survival"].shape == (0, 0, m)
     with pytest.raises(ValueError, match="q must be in"):
