@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,11 @@ import polars as pl
 
 from cet_model.atomic import claim_files, temporary_name, write_csv, writing
 from cet_model.choices import BEYOND_SHARE, FOLLOWED_ROWS
-from cet_model.comments import CommentInputs, NpyRows
+from cet_model.comments import CommentInputs, NpyRows, RowView
 from cet_model.dataset import first_non_number, row_at
 from cet_model.evaluation import occurrence_beyond_follow_up
 from cet_model.models import load_model
+from cet_model.rows import joined
 from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra.keys import key_matches
 from flows.lib.ingest import check_csv_header, encode_levels, first_data_line, missing_indicator, read_table
@@ -334,6 +336,7 @@ def far_outside_training(x, data: dict) -> dict[str, int]:
     return out
 
 
+PART_ROWS = 50_000  # a larger file is scored this many rows at a time, with a progress line after each
 SHIFT_SD = 0.5  # a batch mean this many training standard deviations from the training mean is said
 MIN_ROWS_FOR_SHIFT = 50  # a smaller batch's mean is too noisy to judge
 FEATURES_NAMED = 10  # a warning names this many features, the most affected first, and counts the rest
@@ -412,6 +415,38 @@ def check_finite_scores(cols: dict, ids, source: str, named: int = 5) -> None:
                          "data's range and units; nothing was written")
 
 
+def predict_in_parts(model, x, source: str, part_rows: int | None = None, **kw) -> dict:
+    """``model.predict_all(x, **kw)``, ``PART_ROWS`` rows at a time when ``x`` has more: after each part
+    a line with the rows scored so far and the time left at the pace so far. Each row is scored as
+    it would be alone (common random numbers), so the parts give the values of one call, to float
+    rounding; comment embeddings stay on disk, read part by part."""
+    part_rows = PART_ROWS if part_rows is None else part_rows
+    n = len(x)
+    if n <= part_rows:
+        return model.predict_all(x, **kw)
+    parts, t0 = [], time.perf_counter()
+    for start in range(0, n, part_rows):
+        stop = min(n, start + part_rows)
+        part = x[start:stop] if not isinstance(x, CommentInputs) else CommentInputs(
+            x.aux[start:stop], RowView(x.sequences, np.arange(start, stop)))
+        parts.append(model.predict_all(part, **kw))
+        spent = time.perf_counter() - t0
+        log.info("%s: scored %d of %d rows (%d %%), %s", source, stop, n, 100 * stop // n,
+                 "done" if stop == n else f"about {_duration(spent / stop * (n - stop))} left")
+    return joined(parts)
+
+
+def _duration(seconds: float) -> str:
+    """'40 s', '3.5 min', '1.2 h'.
+
+    >>> _duration(39.6), _duration(210.0), _duration(7200.0)
+    ('40 s', '3.5 min', '2.0 h')
+    """
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
                  horizons=(), rmst: bool = False) -> Path:
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
@@ -453,7 +488,8 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     # one pass of the time head (the mixture over the other events' occurrences) for every column and the check
     # below, which reads each event's curve at the end of its own follow-up (any time > 0 for an event without one)
     ends = [float(until.get(e, 1.0)) for e in data["event_names"]] if until else None
-    scores = model.predict_all(x, quantiles=qs, times=hs, rmst_horizons=hs if rmst else (), risk_by=ends)
+    scores = predict_in_parts(model, x, source, quantiles=qs, times=hs, rmst_horizons=hs if rmst else (),
+                              risk_by=ends)
     p, times, means = scores["occurrence"], scores["time"], [scores["rmst"][h] for h in hs] if rmst else []
     risk = 1.0 - scores["survival"]  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
     beyond = occurrence_beyond_follow_up(model, x, until, data["event_names"], p_ever=p,
