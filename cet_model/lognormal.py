@@ -12,7 +12,7 @@ def check_q(q: float) -> None:
     """Refuse anything but one quantile in (0, 1), naming what was given."""
     if isinstance(q, bool) or not isinstance(q, int | float | np.floating | np.integer):
         raise TypeError(f"q must be one number in (0, 1), got {type(q).__name__} {q!r}; call "
-                        "predict_time once per quantile")
+                        "predict_time once per quantile (CET's predict_all takes several in one pass)")
     if not 0.0 < q < 1.0:
         raise ValueError(f"q must be in (0, 1), got {q}")
 
