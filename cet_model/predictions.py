@@ -133,14 +133,17 @@ class CETPredictions:
         """Every prediction of a scoring table in one pass of the time head over the rows, where the
         separate calls make one pass each: {"occurrence": ``predict_occurrence``, "time": {q:
         ``predict_time(X, q)``}, "survival": ``predict_survival(X, times)``, "rmst": {h:
-        ``predict_rmst(X, h)``}}, the very same values, with the mixture over the other events'
-        occurrences computed once per chunk of rows instead of once per call. With ``risk_by`` ((M,),
-        one time per event) also "risk_by", (n, M): P(event j by its own time), ``1 -
-        predict_survival(X, [risk_by[j]])[:, 0, j]``, each event's curve read at its time alone."""
+        ``predict_rmst(X, h)``}}, the very same values (h one time, or the tuple of one per event),
+        with the mixture over the other events' occurrences computed once per chunk of rows instead
+        of once per call. With ``risk_by`` ((M,), one time per event) also "risk_by", (n, M): P(event
+        j by its own time), ``1 - predict_survival(X, [risk_by[j]])[:, 0, j]``, each event's curve
+        read at its time alone."""
         for q in quantiles:
             check_q(q)
         log_grid = log_times(times)
-        log_h = {h: log_horizons(h, self.n_events_) for h in rmst_horizons}
+        # a horizon per event, (M,), is keyed by the tuple of its times (an array is not a key)
+        log_h = {h if np.ndim(h) == 0 else tuple(np.ravel(h).tolist()): log_horizons(h, self.n_events_)
+                 for h in rmst_horizons}
         log_by = None if risk_by is None else log_times(risk_by, "risk_by")
         if log_by is not None and log_by.shape != (self.n_events_,):
             raise ValueError(f"risk_by: one time per event ({self.n_events_}), got {len(log_by)}")

@@ -189,6 +189,9 @@ def test_predict_all_gives_the_separate_calls_values_in_one_pass(case, monkeypat
         model.predict_all(x, risk_by=[1.0])
     with pytest.raises(ValueError, match="risk_by: must be finite and >= 0"):
         model.predict_all(x, risk_by=[-1.0] * m)
+    per_event = np.linspace(1.0, 2.0, m)  # a horizon per event, keyed by the tuple of its times
+    np.testing.assert_array_equal(model.predict_all(x, rmst_horizons=[per_event])["rmst"][tuple(per_event)],
+                                  model.predict_rmst(x, per_event))
     nothing = model.predict_all(x[:0], quantiles=(), times=())
     assert nothing["occurrence"].shape == (0, m) and nothing["survival"].shape == (0, 0, m)
     with pytest.raises(ValueError, match="q must be in"):
