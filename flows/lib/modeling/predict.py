@@ -437,7 +437,7 @@ def predict_in_parts(model, x, source: str, part_rows: int | None = None, **kw) 
 
 
 def _duration(seconds: float) -> str:
-    """'40 s', '3.5 min', '1.2 h'.
+    """A time left as a person reads it: seconds below 90, then minutes below 90, then hours.
 
     >>> _duration(39.6), _duration(210.0), _duration(7200.0)
     ('40 s', '3.5 min', '2.0 h')
