@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cet_model.choices import PAPER_PRESETS, PRESET_NAMES, REFERENCE_CHOICES
 
-from .rows import PAPER_ROWS, VARIANTS
+from .rows import OWN_DATA_ROWS, PAPER_ROWS, VARIANTS
 
 EXPERIMENTS = "Repeated-seed experiments and tables in the paper's layout."
 REAL = "The real-data benchmark: published multi-event cohorts under two protocols."
@@ -98,9 +98,10 @@ def real_parser() -> argparse.ArgumentParser:
                         help="a dataset folder of your own (flows.table) in place of the cohorts; repeatable")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per network row (default %(default)s)")
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first run (default %(default)s)")
-    parser.add_argument("--models", default=",".join(PAPER_ROWS),
-                        help="rows of protocol a; those with times also run protocol b (default %(default)s; "
-                             f"recipe variants: {', '.join(VARIANTS)})")
+    parser.add_argument("--models", default=None,
+                        help="rows of protocol a; those with times also run protocol b (default "
+                             f"{','.join(PAPER_ROWS)}; with --data {','.join(OWN_DATA_ROWS)}, CET-paper only when "
+                             f"named; recipe variants: {', '.join(VARIANTS)})")
     parser.add_argument("--protocols", default="a,b", help="a, b or both (default %(default)s)")
     parser.add_argument("--no-classical", action="store_true", help="leave out CoxPH, LogNormalAFT and RSF")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of each process (default "

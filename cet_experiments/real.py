@@ -9,7 +9,8 @@ the truth (``c``, and their times ``t_true``); uniform censoring U(0, 2 x the tr
 the true times) is drawn on top (``cet_model.censoring.censor_by_median``, once, seed 0); the
 models learn from the censored times; the test AUC and ECE of P(ever) are scored against the
 truth, and MRAE and Harrell's C where defined (``cet_model.evaluation.evaluate``). Rows: CET,
-CET-paper, ET, BC, Oracle (``cet_model.presets.PRESETS``).
+CET-paper, ET, BC, Oracle (``cet_model.presets.PRESETS``); with ``--data`` CET, ET, BC, Oracle
+unless ``--models`` names others (CET-paper takes many times CET's fit).
 
 Protocol ``b`` (the natural one): the data as recorded, no added censoring. Per event, on the
 test rows: Harrell's and Uno's C of three rankings (the predicted median time, the restricted
@@ -64,7 +65,7 @@ from flows.lib.experiment.runner import time_left
 from .cli import quiet_library, real_parser
 from .processes import jobs_for, pool
 from .real_tables import tables_markdown
-from .rows import CLASSICAL_ROWS, NATURAL_ROWS, PAPER_ROWS, VARIANTS, preset_of
+from .rows import CLASSICAL_ROWS, NATURAL_ROWS, OWN_DATA_ROWS, PAPER_ROWS, VARIANTS, preset_of
 
 log = logging.getLogger("cet_experiments.real")
 
@@ -509,7 +510,8 @@ def _main(args, against, argv) -> int:
             write_text(args.out / name / "metrics.json", json.dumps(record, indent=1))
         print(write_tables(args.out, against))
         return 0
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    named = args.models if args.models is not None else ",".join(OWN_DATA_ROWS if args.data else PAPER_ROWS)
+    models = [m.strip() for m in named.split(",") if m.strip()]
     unknown = [m for m in models if m not in PRESET_NAMES and m not in VARIANTS]
     if unknown:
         raise SystemExit(f"--models: unknown {unknown}; presets {sorted(PRESET_NAMES)} or variants {sorted(VARIANTS)}")
