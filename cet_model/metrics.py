@@ -423,14 +423,31 @@ def brier_times(t, n: int = 20) -> np.ndarray:
 
 def integrated_brier_score(t_train, s_train, t, s, survival, times) -> float:
     """Integrated Brier score (scikit-survival, IPCW) of survival curves ``survival`` (n, len(times))
-    at ``times``. Lower is better; NaN when undefined."""
+    at ``times``. Lower is better; NaN when undefined.
+
+    A scored row followed past the training split's last time, while ``times`` end before it, is
+    read as followed to that last time. Its terms are the same: it is at risk at every one of
+    ``times``, and its own censoring weight is never used. scikit-survival would otherwise refuse
+    the whole score, since the training censoring curve ends there. Where ``times`` themselves pass
+    that time, the score stays undefined.
+
+    >>> t_train, s_train = np.array([1.0, 2.0, 3.0, 4.0]), np.array([1, 0, 1, 1])
+    >>> t, s = np.array([1.5, 2.5, 9.0]), np.array([1, 1, 1])  # 9.0: past the training's last time
+    >>> times = np.array([1.6, 2.6])
+    >>> survival = np.array([[0.2, 0.1], [0.9, 0.3], [0.9, 0.8]])
+    >>> round(integrated_brier_score(t_train, s_train, t, s, survival, times), 4)
+    0.0442
+    """
     from sksurv.metrics import integrated_brier_score as ibs
 
     if len(times) < 2:
         return float("nan")
+    t, times = np.asarray(t, np.float64), np.asarray(times, np.float64)
+    last = float(np.max(t_train))
+    if times.max() < last:
+        t = np.minimum(t, last)
     try:
-        return float(ibs(_surv_array(t_train, s_train), _surv_array(t, s), np.asarray(survival, np.float64),
-                         np.asarray(times, np.float64)))
+        return float(ibs(_surv_array(t_train, s_train), _surv_array(t, s), np.asarray(survival, np.float64), times))
     except (ValueError, ZeroDivisionError) as exc:  # undefined here (e.g. no follow-up left); the caller
         log.debug("integrated Brier score undefined: %s", exc)  # reports it once, naming the task
         return float("nan")

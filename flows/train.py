@@ -108,8 +108,8 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
 @task(name="choose-promotion-metric", task_run_name=file_task_name("choose-metric", "dataset_dir"))
 def choose_metric(dataset_dir: str, metric: str, explicit: bool, search: int) -> tuple[str, str | None]:
     chosen, why = promotion.promotion_metric(dataset_dir, metric, explicit, search)
-    if why:
-        get_run_logger().warning("%s", why)
+    if why:  # the default giving way on data without the truth (a user's own table): nothing to act on
+        get_run_logger().info("%s", why)
     return chosen, why
 
 

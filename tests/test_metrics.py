@@ -492,3 +492,55 @@ def test_uno_c_equals_scikit_survivals_on_ties_censoring_and_tau(seed):
             expected = float("nan")
         assert uno_c(t_tr, s_tr, t, s, pred, tau=tau) == pytest.approx(expected, abs=1e-12, nan_ok=True), tau
     assert np.isnan(uno_c(t_tr, s_tr, t, np.zeros(n, bool), pred))  # no event: no comparable pair
+
+
+def _ibs_by_hand(t_train, s_train, t, s, survival, times):
+    """The IPCW Brier score at each of ``times`` (Graf et al.), integrated by the trapezoid rule
+    over the grid's span: the formula itself, with scikit-survival's censoring curve for G."""
+    from sksurv.nonparametric import CensoringDistributionEstimator
+    from sksurv.util import Surv
+
+    g = CensoringDistributionEstimator().fit(Surv.from_arrays(s_train.astype(bool), t_train))
+    scores = []
+    for k, h in enumerate(times):
+        died = (t <= h) & (s == 1)
+        at_risk = t > h
+        terms = np.zeros(len(t))
+        terms[died] = survival[died, k] ** 2 / g.predict_proba(t[died])
+        terms[at_risk] = (1 - survival[at_risk, k]) ** 2 / g.predict_proba(np.array([h]))[0]
+        scores.append(terms.mean())
+    return np.trapezoid(scores, times) / (times[-1] - times[0])
+
+
+def test_brier_score_is_defined_for_rows_followed_past_the_training_follow_up():
+    """A scored row followed longer than any training row is at risk at every grid time: the score
+    is the formula's, not undefined (scikit-survival alone refuses it: its censoring curve ends at
+    the training's last time, an event). A grid past that time leaves it undefined."""
+    from sksurv.metrics import integrated_brier_score as sksurv_ibs
+    from sksurv.util import Surv
+
+    from cet_model.metrics import brier_times, integrated_brier_score
+
+    rng = np.random.default_rng(3)
+    t_train = rng.exponential(1.0, 300)
+    s_train = (rng.random(300) < 0.7).astype(int)
+    s_train[np.argmax(t_train)] = 1  # the training's last time is an event: G > 0 there
+    t = rng.exponential(1.0, 200)
+    t[:5] = t_train.max() * np.array([1.1, 1.5, 2.0, 3.0, 1.01])  # followed past the training's last time
+    s = (rng.random(200) < 0.7).astype(int)
+    times = brier_times(t_train)
+    survival = np.exp(-times[None, :] * rng.uniform(0.5, 2.0, (200, 1)))
+    with pytest.raises(ValueError, match="largest observed time"):
+        sksurv_ibs(Surv.from_arrays(s_train.astype(bool), t_train), Surv.from_arrays(s.astype(bool), t), survival,
+                   times)
+    got = integrated_brier_score(t_train, s_train, t, s, survival, times)
+    assert np.isfinite(got)
+    assert got == pytest.approx(_ibs_by_hand(t_train, s_train, t, s, survival, times), rel=1e-10)
+    # rows within the training follow-up: scikit-survival's value, unchanged
+    inside = t < t_train.max()
+    assert integrated_brier_score(t_train, s_train, t[inside], s[inside], survival[inside], times) == sksurv_ibs(
+        Surv.from_arrays(s_train.astype(bool), t_train), Surv.from_arrays(s[inside].astype(bool), t[inside]),
+        survival[inside], times)
+    # a grid that passes the training's last time: undefined
+    late = np.array([times[0], t_train.max() * 1.05])
+    assert np.isnan(integrated_brier_score(t_train, s_train, t, s, survival[:, :2], late))
