@@ -6,7 +6,9 @@
 ``python -m flows.full_pipeline`` with DIR as the working folder). For each dataset with a
 ``v0001``, in one process of one thread: CET's predictions on the test rows as scoring asks for
 them (P(ever), the median time, the RMST at the training follow-up's median, the survival at
-three times), the dataset report (``write_dataset_report``), and then the pipeline report of all
+three times), CET's evaluation as a train-evaluate runs it (the metrics of the validation and test
+rows and the test rows' bootstrap inputs: ``evaluate``, ``ranking_inputs``), the dataset report
+(``write_dataset_report``), and then the pipeline report of all
 of them twice: given the dataset reports (their figures copied) and without (every figure drawn).
 Each figure is the best of ``--rounds`` rounds. Everything is written to a temporary folder;
 ``results/reports.json`` keeps the latest figures and the machine. Run it with ``PYTHONPATH`` set
@@ -42,9 +44,10 @@ def one_dataset(root: Path, name: str, out: Path, rounds: int) -> tuple[dict, di
     import numpy as np
 
     from cet_model.dataset import load_dataset
-    from cet_model.evaluation import model_inputs
+    from cet_model.evaluation import evaluate, model_inputs, ranking_inputs, rmst_horizons
     from cet_model.models import load_model
     from flows.lib.modeling import dataset_report
+    from flows.lib.modeling.version_facts import calibration_horizons
 
     version, data = root / "models" / name / "v0001", root / "data" / name
     ds = load_dataset(data)
@@ -59,9 +62,18 @@ def one_dataset(root: Path, name: str, out: Path, rounds: int) -> tuple[dict, di
         cet.predict_rmst(x, horizon)
         cet.predict_survival(x, grid)
     scoring = best(predictions, rounds)
+    horizons = calibration_horizons(ds.train, ds.event_names)
+    by_event = [horizons.get(e, np.nan) for e in ds.event_names]
+
+    def evaluation():  # what a train-evaluate's metrics and intervals read of CET (flows/lib/modeling/train_eval.py)
+        for split in (ds.val, ds.test):
+            evaluate("CET", cet, split, ds.event_names, model_inputs(split), train=ds.train)
+        ranking_inputs("CET", cet, x, by_event, rmst_horizons(ds.train))
+    evaluated = best(evaluation, rounds)
     drawn = best(lambda: dataset_report.write_dataset_report(version, data, out, name), rounds)
     entry = {"name": name, "dataset": str(data), "version": str(version), "report": str(out / "report.md")}
-    return entry, {"test_rows": len(ds.test), "events": len(ds.event_names), "cet_predictions_s": round(scoring, 3),
+    return entry, {"test_rows": len(ds.test), "val_rows": len(ds.val), "events": len(ds.event_names),
+                   "cet_predictions_s": round(scoring, 3), "cet_evaluation_s": round(evaluated, 3),
                    "dataset_report_s": round(drawn, 3)}
 
 
@@ -92,8 +104,9 @@ def main(argv=None) -> int:
             entry, figures = one_dataset(root, name, tmp / "reports" / name, args.rounds)
             entries.append(entry)
             record["datasets"][name] = figures
-            print(f"{name} ({record['code']}): CET's predictions {figures['cet_predictions_s']:.2f} s, dataset "
-                  f"report {figures['dataset_report_s']:.2f} s", flush=True)
+            print(f"{name} ({record['code']}): CET's predictions {figures['cet_predictions_s']:.2f} s, its "
+                  f"evaluation {figures['cet_evaluation_s']:.2f} s, dataset report {figures['dataset_report_s']:.2f} s",
+                  flush=True)
         given = best(lambda: report.write_report(entries, tmp / "reports"), args.rounds)
         bare = [{k: v for k, v in e.items() if k != "report"} for e in entries]
         alone = best(lambda: report.write_report(bare, tmp / "alone"), args.rounds)

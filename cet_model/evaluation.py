@@ -78,15 +78,26 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
     (``warn_no_truth=False``: the caller has said so once; no warning here).
     """
     x = model_inputs(split) if x is None else x
-    p = model.predict_occurrence(x)
     timed = hasattr(model, "predict_time")
-    t_hat = model.predict_time(x) if timed else None
     if rmst_at is None and train is not None:
         rmst_at = rmst_horizons(train)
-    rmst = model.predict_rmst(x, rmst_at) if timed and rmst_at is not None else None
+    keeps = [np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
+             for j in range(len(event_names))]
+    grids = [brier_times(split.T[keep, j]) if keep.any() else np.zeros(0) for j, keep in enumerate(keeps)]
+    curves = None  # each event's survival at its Brier times, on every row of the split, where one pass gives them
+    if timed and hasattr(model, "predict_all"):  # CET: the mixture over the other events once, not once per call
+        every = model.predict_all(x, quantiles=(0.5,), rmst_horizons=() if rmst_at is None else (rmst_at,),
+                                  event_times=grids if train is not None else None)
+        p, t_hat = every["occurrence"], every["time"][0.5]
+        rmst = next(iter(every["rmst"].values()), None)  # the one horizon asked for
+        curves = every.get("event_survival")
+    else:
+        p = model.predict_occurrence(x)
+        t_hat = model.predict_time(x) if timed else None
+        rmst = model.predict_rmst(x, rmst_at) if timed and rmst_at is not None else None
     tasks, no_truth = {}, {}
     for j, e in enumerate(event_names):
-        keep = np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
+        keep = keeps[j]
         if not keep.any():
             tasks[e] = {k: float("nan") for k in ((*METRICS, *((CI_RMST,) if rmst is not None else ()))
                                                   if timed else ("auc", "ece"))}
@@ -108,8 +119,13 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
                 keep_tr = np.ones(len(train), bool) if train.mask is None else train.mask[:, j] == 1
                 t_tr, s_tr = train.T[keep_tr, j], train.S[keep_tr, j]
                 row["uno_c"] = uno_c(t_tr, s_tr, t, s, t_hat[keep, j])
-                times = brier_times(t)
-                surv = model.predict_survival(x[keep], times, event=j) if len(times) >= 2 else None
+                times = grids[j]
+                if len(times) < 2:
+                    surv = None
+                elif curves is not None:
+                    surv = curves[j][keep]
+                else:
+                    surv = model.predict_survival(x[keep], times, event=j)
                 row["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, surv, times) if surv is not None else float("nan")
         tasks[e] = row
     if no_truth and warn_no_truth:
@@ -252,18 +268,24 @@ def ranking_inputs(name: str, model, x, horizons=None, rmst_at=None) -> dict[str
     ``rmst_horizons``) "ci_rmst": the restricted mean event-free times (n, M), and, with
     ``horizons`` ((M,) times, NaN for none), "auc_h": the risk of each event by its horizon,
     1 - S(h) (n, M)}."""
-    p = model.predict_occurrence(x)
-    t_hat = model.predict_time(x) if hasattr(model, "predict_time") else None
+    grid = np.zeros(0) if horizons is None else np.unique(np.asarray(horizons, np.float64)[np.isfinite(horizons)])
+    if hasattr(model, "predict_all"):  # CET: every prediction from one pass of the time head (the same values)
+        every = model.predict_all(x, quantiles=(0.5,), times=grid, rmst_horizons=() if rmst_at is None else (rmst_at,))
+        p, t_hat, survival = every["occurrence"], every["time"][0.5], every["survival"]
+        rmst = next(iter(every["rmst"].values()), None)  # the one horizon asked for
+    else:
+        timed = hasattr(model, "predict_time")
+        p = model.predict_occurrence(x)
+        t_hat = model.predict_time(x) if timed else None
+        rmst = model.predict_rmst(x, rmst_at) if timed and rmst_at is not None else None
+        survival = model.predict_survival(x, grid) if timed and grid.size else None  # (n, H, M)
     out = {"auc": occurrence_score(name, p, t_hat), **({"ci": t_hat} if t_hat is not None else {})}
-    if rmst_at is not None and hasattr(model, "predict_rmst"):
-        out[CI_RMST] = model.predict_rmst(x, rmst_at)
-    if horizons is not None and hasattr(model, "predict_survival"):
-        horizons = np.asarray(horizons, dtype=np.float64)
-        grid = np.unique(horizons[np.isfinite(horizons)])
+    if rmst is not None:
+        out[CI_RMST] = rmst
+    if horizons is not None and t_hat is not None:
         risk = np.full(p.shape, np.nan)
         if grid.size:
-            survival = model.predict_survival(x, grid)  # (n, H, M)
-            for j, h in enumerate(horizons):
+            for j, h in enumerate(np.asarray(horizons, dtype=np.float64)):
                 if np.isfinite(h):
                     risk[:, j] = 1.0 - survival[:, int(np.searchsorted(grid, h)), j]
         out["auc_h"] = risk

@@ -129,7 +129,7 @@ class CETPredictions:
         return (1.0 - p) * np.exp(log_h) + p * r_cond
 
     @streamed
-    def predict_all(self, X, quantiles=(0.5,), times=(), rmst_horizons=(), risk_by=None) -> dict:
+    def predict_all(self, X, quantiles=(0.5,), times=(), rmst_horizons=(), risk_by=None, event_times=None) -> dict:
         """Every prediction of a scoring table in one pass of the time head over the rows, where the
         separate calls make one pass each: {"occurrence": ``predict_occurrence``, "time": {q:
         ``predict_time(X, q)``}, "survival": ``predict_survival(X, times)``, "rmst": {h:
@@ -137,9 +137,15 @@ class CETPredictions:
         with the mixture over the other events' occurrences computed once per chunk of rows instead
         of once per call. With ``risk_by`` ((M,), one time per event) also "risk_by", (n, M): P(event
         j by its own time), ``1 - predict_survival(X, [risk_by[j]])[:, 0, j]``, each event's curve
-        read at its time alone."""
+        read at its time alone. With ``event_times`` (M grids, one per event) also
+        "event_survival", {j: ``predict_survival(X, event_times[j], event=j)``}: each event's curve
+        on its own grid (an evaluation's Brier times)."""
         for q in quantiles:
             check_q(q)
+        if event_times is not None and len(event_times) != self.n_events_:
+            raise ValueError(f"event_times: one grid per event ({self.n_events_}), got {len(event_times)}")
+        log_grids = (None if event_times is None
+                     else [log_times(g, f"event_times[{j}]") for j, g in enumerate(event_times)])
         log_grid = log_times(times)
         # a horizon per event, (M,), is keyed by the tuple of its times (an array is not a key)
         log_h = {h if np.ndim(h) == 0 else tuple(np.ravel(h).tolist()): log_horizons(h, self.n_events_)
@@ -154,6 +160,8 @@ class CETPredictions:
                     for h, lh in log_h.items()}
         if log_by is not None:
             readers["risk_by"] = lambda lw, mu, ls, x, j: mixture_survival(lw, mu, ls, log_by[j:j + 1])[:, 0]
+        if log_grids is not None:
+            readers["event_survival"] = lambda lw, mu, ls, x, j: mixture_survival(lw, mu, ls, log_grids[j])
         p = self.predict_occurrence(X)
         parts = self._per_event(X, readers)
         s_cond = non_increasing_in_time(np.stack(parts["survival"], axis=2), times)  # (n, T, M)
@@ -163,6 +171,10 @@ class CETPredictions:
                         for h, lh in log_h.items()}}
         if log_by is not None:
             out["risk_by"] = 1.0 - (1.0 - p + p * np.stack(parts["risk_by"], 1))
+        if log_grids is not None:
+            out["event_survival"] = {
+                j: 1.0 - p[:, None, j] + p[:, None, j] * non_increasing_in_time(s_j, event_times[j])
+                for j, s_j in enumerate(parts["event_survival"])}
         return out
 
     def _curve_parts(self, X, j: int):

@@ -174,19 +174,25 @@ def test_predict_all_gives_the_separate_calls_values_in_one_pass(case, monkeypat
     monkeypatch.setattr(predictions.CETPredictions, "_conditional_components",
                         lambda self, *a, **k: passes.append(1) or real(self, *a, **k))
     by = np.linspace(0.5, 3.0, m)  # each event's curve read at its own time
-    got = model.predict_all(x, quantiles=qs, times=times, rmst_horizons=horizons, risk_by=by)
+    grids = [np.linspace(0.1, 1.0 + j, 3 + j) for j in range(m)]  # and on its own grid
+    got = model.predict_all(x, quantiles=qs, times=times, rmst_horizons=horizons, risk_by=by, event_times=grids)
     assert len(passes) == m  # one pass: each event's components once (the rows fit one chunk)
+    for j, grid in enumerate(grids):
+        np.testing.assert_array_equal(got["event_survival"][j], model.predict_survival(x, grid, event=j))
+    passes.clear()
     np.testing.assert_array_equal(got["occurrence"], model.predict_occurrence(x))
     for q in qs:
         np.testing.assert_array_equal(got["time"][q], model.predict_time(x, q))
     np.testing.assert_array_equal(got["survival"], model.predict_survival(x, times))
     for h in horizons:
         np.testing.assert_array_equal(got["rmst"][h], model.predict_rmst(x, h))
-    assert len(passes) == m + len(qs) * m + m + len(horizons) * m  # the separate calls: one pass each
+    assert len(passes) == len(qs) * m + m + len(horizons) * m  # the separate calls: one pass each
     for j, t_j in enumerate(by):
         np.testing.assert_array_equal(got["risk_by"][:, j], 1.0 - model.predict_survival(x, [t_j])[:, 0, j])
     with pytest.raises(ValueError, match="one time per event"):
         model.predict_all(x, risk_by=[1.0])
+    with pytest.raises(ValueError, match="event_times: one grid per event"):
+        model.predict_all(x, event_times=[[1.0]])
     with pytest.raises(ValueError, match="risk_by: must be finite and >= 0"):
         model.predict_all(x, risk_by=[-1.0] * m)
     per_event = np.linspace(1.0, 2.0, m)  # a horizon per event, keyed by the tuple of its times
@@ -196,6 +202,53 @@ def test_predict_all_gives_the_separate_calls_values_in_one_pass(case, monkeypat
     assert nothing["occurrence"].shape == (0, m) and nothing["survival"].shape == (0, 0, m)
     with pytest.raises(ValueError, match="q must be in"):
         model.predict_all(x, quantiles=(1.5,))
+
+
+class _SeparateCalls:
+    """A fitted CET without ``predict_all``: its predictions one call at a time."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, name):
+        if name == "predict_all":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_evaluation_reads_one_pass_and_gets_the_separate_calls_figures(masked, monkeypatch):
+    """``evaluate`` and ``ranking_inputs`` read a CET's predictions from one ``predict_all`` (each
+    event's components once); every figure is the separate calls' (each event's Brier curve on its
+    own grid), with masked cells too."""
+    import cet_model.predictions as predictions
+    from cet_model.dataset import Split
+    from cet_model.evaluation import evaluate, ranking_inputs, rmst_horizons
+
+    rng = np.random.default_rng(8)
+
+    def split(n):
+        x, t = rng.standard_normal((n, 3)), rng.exponential(size=(n, 3)) + 0.01
+        s = (rng.random((n, 3)) < 0.6).astype(float)
+        mask = (rng.random((n, 3)) < 0.8).astype(float) if masked else None
+        return Split(np.arange(n), x, t, s, s.copy(), t.copy(), mask=mask)
+
+    train, test = split(120), split(80)
+    model = build(CETModel, **FAST).fit(train.X, train.T, train.S, mask=train.mask)
+    names, horizons = ["a", "b", "c"], [0.5, np.nan, 1.0]
+    passes = []
+    real = predictions.CETPredictions._conditional_components
+    monkeypatch.setattr(predictions.CETPredictions, "_conditional_components",
+                        lambda self, *a, **k: passes.append(1) or real(self, *a, **k))
+    one = evaluate("CET", model, test, names, train=train)
+    ranked = ranking_inputs("CET", model, test.X, horizons, rmst_horizons(train))
+    assert len(passes) == 2 * 3  # a pass each: every event's components once (the rows fit one chunk)
+    separate = evaluate("CET", _SeparateCalls(model), test, names, train=train)
+    assert one == separate and np.isfinite(one["b"]["ibs"])
+    one, separate = ranked, ranking_inputs("CET", _SeparateCalls(model), test.X, horizons, rmst_horizons(train))
+    assert one.keys() == separate.keys() == {"auc", "ci", "ci_rmst", "auc_h"}
+    for key in one:
+        np.testing.assert_array_equal(one[key], separate[key])
 
 
 def test_linear_and_intercept_only_models(small_survival):
