@@ -25,7 +25,12 @@ from cet_model.choices import CI_RMST  # noqa: E402
 from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
-from cet_model.nonparametric import kaplan_meier_curve, kaplan_meier_plateau, kaplan_meier_risk  # noqa: E402
+from cet_model.nonparametric import (  # noqa: E402
+    kaplan_meier_curve,
+    kaplan_meier_plateau,
+    kaplan_meier_risk,
+    kaplan_meier_risk_gained,
+)
 from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402
 from flows.lib.infra.stage_cache import built_from  # noqa: E402
 from flows.lib.modeling.render import cell, markdown, split_text  # noqa: E402
@@ -97,6 +102,41 @@ def p_ever_figure(split, p: np.ndarray, events, path: Path, title: str) -> Path:
     return path
 
 
+FLOOR_ROWS = 10  # the floor is read where at least this many rows are still followed
+
+
+def p_ever_floor(split, p: np.ndarray, events) -> tuple[list[list[str]], list[str]]:
+    """Per event, CET's mean P(ever) on ``split``'s rows against the share the data already show:
+    the Kaplan-Meier risk by the last time at least ``FLOOR_ROWS`` of those rows are still followed
+    (past it the curve rests on a handful), with its 95 % interval (Greenwood). Returns the table's
+    rows and a sentence for each event whose mean P(ever) lies below the interval: fewer events
+    ever than the rows show by then. Events with fewer rows, or no event by then, are left out.
+
+    >>> from cet_model.dataset import Split
+    >>> t = np.arange(1.0, 41.0); s = (t <= 30).astype(float)  # 30 of 40 by time 30, then censored
+    >>> split = Split(np.arange(40), np.zeros((40, 1)), t[:, None], s[:, None], s[:, None], t[:, None])
+    >>> rows, low = p_ever_floor(split, np.full((40, 1), 0.2), ["death"])
+    >>> rows[0][:3], low
+    (['death', '0.200', '31'], ['death (mean P(ever) 0.200, Kaplan-Meier risk 0.750 by 31, 95 % interval 0.627-0.897)'])
+    """
+    rows, below = [], []
+    for j, e in enumerate(events):
+        keep = _kept(split, j)
+        t, s = split.T[keep, j], split.S[keep, j]
+        if len(t) < FLOOR_ROWS:
+            continue
+        until = float(np.sort(t)[-FLOOR_ROWS])  # FLOOR_ROWS rows are followed to this time or longer
+        risk = kaplan_meier_risk_gained(t, s, 0.0, until)
+        if risk.low is None:
+            continue
+        mean = float(p[keep, j].mean())
+        rows.append([e, f"{mean:.3f}", f"{until:g}", f"{risk.gain:.3f} ({risk.low:.3f}-{risk.high:.3f})"])
+        if mean < risk.low:
+            below.append(f"{e} (mean P(ever) {mean:.3f}, Kaplan-Meier risk {risk.gain:.3f} by {until:g}, "
+                         f"95 % interval {risk.low:.3f}-{risk.high:.3f})")
+    return rows, below
+
+
 def horizon_calibration_figure(calibration: dict, events, path: Path, title: str, unit: str | None = None) -> Path:
     """Per event: predicted risk by the horizon (in ``unit``) against the Kaplan-Meier risk of groups
     of rows by predicted risk (the version's ``calibration`` record, test split), one line per time model."""
@@ -130,7 +170,7 @@ def incidence_rows(train, split, x, events, models: dict) -> list[list[str]]:
         keep, followed = _kept(split, j), _kept(train, j)
         if not keep.any() or not followed.any():
             continue
-        horizons = [float(h) for h in np.quantile(train.T[followed, j], HORIZON_QUANTILES)]
+        horizons = [float(h) for h in np.unique(np.quantile(train.T[followed, j], HORIZON_QUANTILES))]  # once each
         idx = np.flatnonzero(keep)
         predicted = {name: 1.0 - model.predict_survival(x[idx] if not isinstance(x, np.ndarray) else x[keep],
                                                         horizons, event=j).mean(0)
@@ -217,12 +257,20 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
                   "group's mean prediction against its Kaplan-Meier risk. On the diagonal: calibrated.", "",
                   f"![{name} calibration by the horizon]({figure.name})", ""]
     if "CET" in models:
-        figure = p_ever_figure(te, models["CET"].predict_occurrence(x), events, out_dir / "p-ever.png",
-                               f"{name}: CET's P(ever)")
+        p = models["CET"].predict_occurrence(x)
+        figure = p_ever_figure(te, p, events, out_dir / "p-ever.png", f"{name}: CET's P(ever)")
         parts += ["## P(ever)", "",
                   "CET's probability that each event ever happens. The dashed line is the Kaplan-Meier risk by the "
                   "end of follow-up: the share seen so far, a floor for the share who ever have it.", "",
                   f"![{name} P(ever)]({figure.name})", ""]
+        floor, below = p_ever_floor(te, p, events)
+        if floor:
+            parts += [f"The floor where at least {FLOOR_ROWS} test rows are still followed (the curve's end rests on "
+                      "a handful), with its 95 % interval:", "",
+                      markdown([["event", "mean P(ever)", "by", "Kaplan-Meier risk (95 %)"], *floor]), ""]
+        if below:
+            parts += ["**Below the floor:** CET predicts fewer events ever than these test rows already show: "
+                      + "; ".join(below) + ". Its P(ever) for them is too low on these rows.", ""]
     if not np.isnan(te.C).all():
         auc = auc_figure(version, f"{name}: test AUC", out_dir / "auc.png")
         cal = calibration_figure(version, Path(dataset_dir), f"{name}: calibration of P(ever)",
