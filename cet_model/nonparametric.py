@@ -214,7 +214,7 @@ def maller_zhou_test(t, s) -> FollowUpTest:
     in the window reject at 5 %). Without a censored time after the last event (t_n = t*_n) the
     window is empty and p = 1.
 
-    Read it with care: in simulation (``python benchmarks/follow_up_test.py``, docs/benchmarks.md)
+    Read it with care: in simulation (``python benchmarks/follow_up_test.py`` at 6e7c368, docs/datasets.md)
     it rejects far more often than its level says where the follow-up is insufficient (at 5 %: in
     24-63 % of the samples, by censoring design and tail), and nearly always where a thin tail
     reaches past the follow-up (H0 holds, but few would have the event after it: "practically"
@@ -359,7 +359,7 @@ def yuen_musta_test(t, s, tau: float, *, end: float | None = None, eps: float = 
     Unlike :func:`maller_zhou_test` it does not ask for a "cure time" after which nobody has
     the event, and a thin tail past the end is allowed. This is the authors' Grenander version
     (their smoothed version with a bootstrap, recommended for its level, is not implemented).
-    Read it with care: in simulation (``python benchmarks/follow_up_test.py``, docs/benchmarks.md),
+    Read it with care: in simulation (``python benchmarks/follow_up_test.py`` at 6e7c368, docs/datasets.md),
     with four in five rows followed to the end, it keeps H0 where 13 % or 33 % of the events come
     after the end and finds an exponential tail (0.005 % after) sufficient, but where exactly
     ``eps`` = 1 % come after it, thinly spread (its least favourable case), it rejects at 5 % in

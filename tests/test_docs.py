@@ -161,3 +161,32 @@ def test_the_readme_results_are_the_committed_records():
             runs = len(entry["seconds"])
             assert cell.strip("*").split(" (")[0] == shown, (label, model, cell, shown)
             assert cell.endswith(f"({runs})") == (runs != 10), (label, model, cell, runs)
+
+
+NAMED = re.compile(r"(?:benchmarks|scripts|cet_experiments)/[\w./{},-]+?\.(?:py|sh|json|md|txt)\b")
+AT_A_COMMIT = re.compile(r"\bat (?:commit )?`?[0-9a-f]{7,40}\b|at that commit")
+
+
+def expand(name: str) -> list[str]:
+    """``a_{x,y}.json`` -> ``a_x.json``, ``a_y.json``."""
+    m = re.search(r"\{([^}]*)\}", name)
+    return [name] if m is None else [n for part in m.group(1).split(",")
+                                     for n in expand(name[:m.start()] + part + name[m.end():])]
+
+
+def test_every_named_command_and_record_exists_or_names_its_commit():
+    """A script or record named in the docs, the code or the tests is in the tree, or the same line
+    says the commit it ran at (a removed probe is reproduced there). A script's own output path and
+    CHANGELOG.md (history) are left out."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    missing = []
+    for rel in tracked:
+        path = ROOT / rel
+        if rel == "CHANGELOG.md" or path.suffix not in (".md", ".py", ".sh") or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for name in (n for m in NAMED.finditer(line) for n in expand(m.group(0))):
+                written_here = rel.startswith(("benchmarks/", "cet_experiments/")) and "/results/" in name
+                if not (ROOT / name).exists() and not written_here and not AT_A_COMMIT.search(line):
+                    missing.append(f"{rel}:{number}: {name}")
+    assert missing == []

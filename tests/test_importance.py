@@ -36,7 +36,7 @@ def test_the_planted_driver_of_each_event_ranks_first():
     is a coin, its time is x2's: C (RMST) falls most for x2, and AUC hardly moves for any input."""
     train, val = _planted(1500, 0), _planted(600, 1)
     # 150 epochs: every figure checked below within 0.002 of the default budget's, the fit 6x faster
-    # (benchmarks/short_fit_importance.py)
+    # (python benchmarks/short_fit_importance.py at 6e7c368)
     model = CETModel(hidden_sizes=(16,), seed=0, max_epochs=150).fit(train.X, train.T, train.S, val.X, val.T, val.S)
     out = permutation_importance("CET", model, val, feature_groups([f"x{i}" for i in range(5)]), repeats=3,
                                  rmst_at=rmst_horizons(train))

@@ -193,7 +193,7 @@ def test_risk_gained_interval_covers_the_true_gain_as_often_as_it_says(n, cured,
     83 % of the time in the second case). With about 9 events Greenwood's standard error is the
     spread of the gains over the samples; with 4 at the very end, where few rows are left, a quarter
     smaller. (These seeds: covered 0.953, 0.941, 0.779; mean events 9.3, 4.1, 1.6; standard error /
-    spread 1.00, 0.75, 1.09; `python benchmarks/risk_gained_coverage.py`.)"""
+    spread 1.00, 0.75, 1.09; `python benchmarks/risk_gained_coverage.py` at 6e7c368.)"""
     rng = np.random.default_rng(0)
     truth = (1 - cured) * (np.exp(-rate * start) - np.exp(-rate * end))
     draws = [kaplan_meier_risk_gained(*_cure_sample(rng, n, cured, rate), start, end) for _ in range(1000)]
@@ -243,7 +243,7 @@ def test_maller_zhou_rejects_sufficient_follow_up_and_too_often_where_it_is_not(
     """200 cure-model samples of 300 rows (60 % have the event, censored uniformly on (0, 10)):
     the test finds sufficient follow-up where every event comes by 5, and, as its docstring says,
     also in about half the samples where a third of the events would come after 10 (H0 true;
-    `python benchmarks/follow_up_test.py`, the "staggered" rows: 52-56 %; these samples: 1.00 and 0.53)."""
+    `python benchmarks/follow_up_test.py` at 6e7c368, the "staggered" rows: 52-56 %; these samples: 1.00 and 0.53)."""
     rng = np.random.default_rng(1)
     rejected = []
     for _ in range(200):
@@ -348,7 +348,7 @@ def test_yuen_musta_by_hand_and_its_edges():
 ])
 def test_yuen_musta_finds_what_the_follow_up_was_where_everyone_is_followed_to_one_end(times, lowest, highest):
     """100 cure-model samples of 1,000 rows, 60 % have the event, 80 % followed to 10 and 20 %
-    lost uniformly before (the "one end" rows of `python benchmarks/follow_up_test.py`: 100 % and
+    lost uniformly before (the "one end" rows of `python benchmarks/follow_up_test.py` at 6e7c368: 100 % and
     0 % there)."""
     rng = np.random.default_rng(2)
     rejected = []

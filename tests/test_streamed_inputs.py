@@ -1,6 +1,6 @@
 """Comment embeddings read by rows (``CommentInputs``): the same fit and predictions as the
 flat in-memory matrix, chunked predictions, float16 memory maps, errors that name the row.
-(Peak memory at 10k and 50k users: benchmarks/bench_streamed_fit.py.)"""
+(Peak memory of such fits: benchmarks/reddit_at_scale.py, docs/benchmarks.md.)"""
 
 from __future__ import annotations
 
