@@ -111,12 +111,18 @@ def bench(scale: float, data_dir: Path, seed: int = 0) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scales", type=float, nargs="+", default=[0.05, 0.1])
-    ap.add_argument("--data-dir", type=Path, default=ROOT / "data" / "bench")
+    ap.add_argument("--data-dir", type=Path, default=ROOT / "data" / "bench",
+                    help="kept stand-ins and scratch: a new or empty folder, or one an earlier run made")
     args = ap.parse_args(argv)
     if shutil.which("zcat") is None:
         sys.exit("zcat is needed for the floor")
     from cet_model.evaluation import machine
+    from flows.lib.infra.folders import scratch_folder
 
+    try:
+        scratch_folder(args.data_dir, "bench_mimic_build.py")  # it removes its work and dataset folders there
+    except FileExistsError as exc:
+        ap.error(str(exc))
     rows = []
     for s in args.scales:
         rows.append(bench(s, args.data_dir))

@@ -39,10 +39,16 @@ def run_once(work: Path, env: dict) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--keep", type=Path, help="run in this (empty) folder and keep it")
+    ap.add_argument("--keep", type=Path, help="run in this folder and keep it: a new or empty one, or one an "
+                                               "earlier run kept")
     args = ap.parse_args()
-    work = args.keep or Path(tempfile.mkdtemp(prefix="cet-p6-"))
-    work.mkdir(parents=True, exist_ok=True)
+    from flows.lib.infra.folders import scratch_folder
+
+    try:
+        work = scratch_folder(args.keep, "bench_pipeline.py") if args.keep else None
+    except FileExistsError as exc:
+        ap.error(str(exc))
+    work = work or Path(tempfile.mkdtemp(prefix="cet-p6-"))
     env = dict(os.environ, PREFECT_HOME=str(work / "prefect-home"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                DO_NOT_TRACK="1", PYTHONPATH=str(ROOT))
     env.pop("PREFECT_API_URL", None)

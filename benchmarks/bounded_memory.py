@@ -147,7 +147,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cap-kind", choices=["rlimit", "cgroup", "both"], default="rlimit",
                     help="rlimit: RLIMIT_AS (address space, any machine); cgroup: a memory cgroup (needs a "
                          "writable /sys/fs/cgroup/memory); both (default rlimit)")
-    ap.add_argument("--keep", type=Path)
+    ap.add_argument("--keep", type=Path, help="keep the dumps and builds here: a new or empty folder, or one an "
+                                               "earlier run kept")
     ap.add_argument("--sources", default="reddit,mimic", help="comma-separated: reddit, mimic (default both)")
     ap.add_argument("--mimic-scale", type=float, default=0.1, help="MIMIC stand-in scale (default 1/10)")
     ap.add_argument("--stage", choices=["scan", "embed", "mimic"], help=argparse.SUPPRESS)
@@ -166,9 +167,15 @@ def main(argv=None) -> int:
         return 0
 
     from cet_model.evaluation import machine
+    from flows.lib.infra.folders import scratch_folder
     from flows.lib.standin import reddit as reddit_standin
 
-    root = args.keep or Path(tempfile.mkdtemp(prefix="cet-bounded-"))
+    # --keep: a folder this benchmark made (it removes its MIMIC work folder there to start cold)
+    try:
+        root = scratch_folder(args.keep, "bounded_memory.py") if args.keep else None
+    except FileExistsError as exc:
+        ap.error(str(exc))
+    root = root or Path(tempfile.mkdtemp(prefix="cet-bounded-"))
     sources = {x.strip() for x in args.sources.split(",") if x.strip()}
     if not sources or sources - {"reddit", "mimic"}:
         ap.error(f"--sources: expected reddit and/or mimic, got {args.sources!r}")

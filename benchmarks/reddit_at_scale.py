@@ -224,7 +224,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cap-gib", type=float, default=4.0)
     ap.add_argument("--runners", default="threads,dask")
     ap.add_argument("--fit-rows", default="10000,50000", help="training users for the fits (capped at the split)")
-    ap.add_argument("--keep", type=Path)
+    ap.add_argument("--keep", type=Path, help="keep the dumps and builds here: a new or empty folder, or one an "
+                                               "earlier run kept")
     ap.add_argument("--stage", choices=["build", "fit"], help=argparse.SUPPRESS)
     ap.add_argument("--runner", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -247,8 +248,14 @@ def main(argv=None) -> int:
     from cet_model.evaluation import machine
 
     dest = ROOT / "benchmarks" / "results" / "reddit_at_scale.json"
-    root = args.keep or Path(tempfile.mkdtemp(prefix="cet-scale-"))
-    root.mkdir(parents=True, exist_ok=True)
+    from flows.lib.infra.folders import scratch_folder
+
+    # --keep: a folder this benchmark made (it removes its build folders there to start cold)
+    try:
+        root = scratch_folder(args.keep, "reddit_at_scale.py") if args.keep else None
+    except FileExistsError as exc:
+        ap.error(str(exc))
+    root = root or Path(tempfile.mkdtemp(prefix="cet-scale-"))
     capped = cgroup_available()
     cap = int(args.cap_gib * 2**30) if capped else None
     home = root / "prefect-home"

@@ -459,3 +459,35 @@ def test_the_reddit_scan_writes_and_removes_only_the_files_it_claimed(tmp_path):
     (default / "first.parquet").write_bytes(b"scan")
     claim_scan_parts(default, ["2019-01.parquet"], [])
     assert remove_scan_parts(default) == 2 and _tree(default) == {}
+
+
+@pytest.mark.parametrize("script, option", [("bench_pipeline.py", "--keep"), ("reddit_at_scale.py", "--keep"),
+                                            ("bounded_memory.py", "--keep"), ("bench_mimic_build.py", "--data-dir")])
+def test_a_benchmark_keeps_its_scratch_only_in_a_folder_it_made(tmp_path, script, option):
+    """The benchmarks that start cold by removing their build folders inside ``--keep DIR`` take an
+    absent or empty folder, or one an earlier run of the same benchmark marked; a user's folder
+    (even with folders of the very names it removes) is refused untouched, before any work."""
+    from flows.lib.infra.folders import SCRATCH_MARKER, scratch_folder
+
+    mine = tmp_path / "mine"
+    for name in ("work-threads", "reddit-threads", "mimic-work", "work-0.05", "ds-0.05", "data"):
+        (mine / name).mkdir(parents=True)
+        (mine / name / "notes.txt").write_text("a user's")
+    before = _tree(mine)
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), option, str(mine)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr  # a usage error
+    assert "mine: exists, is not empty and was not made by " + script in run.stderr
+    assert _tree(mine) == before
+
+    kept = scratch_folder(tmp_path / "kept", script)  # what the benchmark's first run marks
+    assert json.loads((kept / SCRATCH_MARKER).read_text()) == {"written_by": "cet", "scratch_of": script}
+    (kept / "dumps").mkdir()
+    assert scratch_folder(kept, script) == kept  # its own again: reused
+    with pytest.raises(FileExistsError, match="was not made by other.py"):
+        scratch_folder(kept, "other.py")  # another benchmark's
+    (kept / SCRATCH_MARKER).unlink()
+    (kept / SCRATCH_MARKER).symlink_to(tmp_path / "elsewhere.json")
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"scratch_of": script}))
+    with pytest.raises(FileExistsError):
+        scratch_folder(kept, script)  # a marker that is a link is not one

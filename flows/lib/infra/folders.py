@@ -3,12 +3,20 @@ the checks that keep an output away from what the user owns (docs/reliability.md
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from cet_model.atomic import check_replaceable, marker_kind, owned_entries, remove_dead_leftovers, replace_folder
+from cet_model.atomic import (
+    check_replaceable,
+    marker_kind,
+    owned_entries,
+    remove_dead_leftovers,
+    replace_folder,
+    write_text,
+)
 
 
 def refuse_non_empty(out: Path, overwrite: bool) -> Path:
@@ -119,3 +127,42 @@ def check_output_file(out, what: str, suffix: str | tuple[str, ...], sources: di
         raise ValueError(f"{what} {out}: exists and was not written by this command; CET overwrites only its own "
                          "outputs: give another name, or move the file away")
     return out
+
+
+SCRATCH_MARKER = ".cet-scratch.json"
+
+
+def scratch_folder(path, owner: str) -> Path:
+    """A folder that ``owner`` (a benchmark's name) fills, empties and reuses, for options such as
+    ``--keep DIR``: ``path`` absent or empty (then marked as ``owner``'s), or marked so by an earlier
+    run of ``owner``. Anything else raises FileExistsError before a byte is written, so that the
+    folders ``owner`` removes inside it to start cold were all made by ``owner``. Returns the path.
+
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> scratch_folder(root / "keep", "bench") == root / "keep"
+    True
+    >>> scratch_folder(root / "keep", "bench") == root / "keep"      # reused by its owner
+    True
+    >>> _ = (root / "mine").mkdir(); _ = (root / "mine" / "notes.txt").write_text("a user's")
+    >>> scratch_folder(root / "mine", "bench")
+    Traceback (most recent call last):
+    ...
+    FileExistsError: .../mine: exists, is not empty and was not made by bench; it removes folders inside the one ...
+    """
+    path = Path(path)
+    marker = path / SCRATCH_MARKER
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise FileExistsError(f"{path}: is a link or not a folder; give {owner} an empty folder or a new path")
+    if path.is_dir() and any(path.iterdir()):
+        try:
+            made_by = json.loads(marker.read_text()).get("scratch_of")
+        except (OSError, ValueError, AttributeError):
+            made_by = None
+        if made_by != owner or marker.is_symlink():
+            raise FileExistsError(f"{path}: exists, is not empty and was not made by {owner}; it removes folders "
+                                  "inside the one it is given, so give it an empty folder or a new path")
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    write_text(marker, json.dumps({"written_by": "cet", "scratch_of": owner}) + "\n")
+    return path
