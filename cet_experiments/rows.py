@@ -45,6 +45,9 @@ VARIANTS: dict[str, dict] = {
     "CET/linear-holdout-20": {"hidden_sizes": (), "validation": None, "holdout": 0.2},
     # AdamW's decoupled weight decay (about a tenth off the weights over a thousand steps at lr 1e-3)
     "CET/weight-decay-0.1": {"weight_decay": 0.1},
+    # smaller mini-batches: more, noisier steps an epoch (the default, 400 rows, is nearly full batch on a small cohort)
+    "CET/batch-128": {"batch_size": 128},
+    "CET/batch-64": {"batch_size": 64},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},
