@@ -263,7 +263,7 @@ def test_a_promotion_without_its_history_line_is_recorded_on_the_rerun(tmp_path)
     assert len((tmp_path / "d" / "history.jsonl").read_text().splitlines()) == 1
 
 
-def test_a_weak_pseudonym_key_is_refused_and_its_fingerprint_is_slow(tmp_path, monkeypatch, capsys):
+def test_a_weak_pseudonym_key_is_refused_and_its_fingerprint_is_slow(tmp_path, monkeypatch, capsys, caplog):
     from flows import reddit as reddit_cli
     from flows.lib.infra.keys import check_key, kept_key, key_digest, key_matches
 
@@ -275,8 +275,14 @@ def test_a_weak_pseudonym_key_is_refused_and_its_fingerprint_is_slow(tmp_path, m
             check_key(weak)
     with pytest.raises(ValueError, match="too weak"):
         kept_key("hunter2", tmp_path / "k", "key")
-    made = kept_key(None, tmp_path / "pseudonym.key", "key")  # none given: 32 random bytes, kept mode 600
+    with caplog.at_level("WARNING", logger="flows"):
+        made = kept_key(None, tmp_path / "pseudonym.key", "key")  # none given: 32 random bytes, kept mode 600
     assert len(made) == 64 and (tmp_path / "pseudonym.key").stat().st_mode & 0o777 == 0o600
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "pseudonym.key" in said and "keep that file" in said and made.decode() not in said
+    assert "replaces every generated key" in said  # not "copy this file into the setting": another may exist
+    caplog.clear()
+    assert kept_key(None, tmp_path / "pseudonym.key", "key") == made and not caplog.records  # read again, quietly
     check_key(made.decode())
     digest = key_digest(made, "cet-pseudonym-key")
     assert digest.startswith("scrypt:") and made.decode() not in digest

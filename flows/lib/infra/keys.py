@@ -64,8 +64,11 @@ def kept_key(value: str | None, path: Path, what: str) -> bytes:
     with os.fdopen(fd, "wb") as fh:
         fh.write(key)
     os.replace(tmp, path)
-    log.warning("no %s set (CET_PSEUDONYM_KEY); generated one and kept it in %s (mode 600): keep that file, or "
-                "set CET_PSEUDONYM_KEY to its content, to rebuild with the same pseudonyms", what, path)
+    # CET_PSEUDONYM_KEY, once set, serves every purpose: the advice is to keep the file, not to copy one
+    # generated key into the setting (the data folder may hold another, for row hashes or pseudonyms)
+    log.warning("no %s set (CET_PSEUDONYM_KEY); generated one and kept it in %s (mode 600), which later runs "
+                "read: keep that file to rebuild with the same pseudonyms (a CET_PSEUDONYM_KEY set later replaces "
+                "every generated key)", what, path)
     return key
 
 
