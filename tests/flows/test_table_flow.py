@@ -256,6 +256,13 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     assert "| arrest | " in report and "Against the true occurrence" not in report and "built from your data" in report
     # CET's mean P(ever) against the Kaplan-Meier risk where 10 test rows are still followed, with its interval
     assert re.search(r"\| arrest \| [0-9.]+ \| [0-9.]+ \| 0\.[0-9]{3} \(0\.[0-9]{3}-0\.[0-9]{3}\) \|", report), report
+    # the cumulative incidence at the quartiles of the training follow-up, to three significant digits
+    from cet_model.dataset import load_dataset
+    from flows.lib.modeling.dataset_report import incidence_horizons
+    horizons = incidence_horizons(load_dataset(tmp_path / "data" / "gaps").train.T[:, 0])
+    assert horizons and all(len(f"{h:g}".replace(".", "")) <= 3 for h in horizons)
+    for h in horizons:
+        assert re.search(rf"\| arrest \| {h:g} \| 0\.[0-9]{{3}} \| 0\.[0-9]{{3}} \| 0\.[0-9]{{3}} \|", report), report
     assert "| model | event | MRAE | C (RMST) | Harrell's C | Uno's C | IBS |" in report  # the like-for-like C first
     assert re.search(rf"\| CET \| average \| [0-9.]+ \| {summary['CET']['test_ci_rmst']:.3f} \| "
                      rf"{summary['CET']['test_ci']:.3f} \|", report) and "C (RMST) ranks every model" in report

@@ -162,15 +162,29 @@ def horizon_calibration_figure(calibration: dict, events, path: Path, title: str
     return path
 
 
+def incidence_horizons(t: np.ndarray) -> list[float]:
+    """The quartiles (``HORIZON_QUANTILES``) of follow-up times ``t``, to three significant digits,
+    each once: a reader's horizons (428 days, not 428.25), at which the table is also computed.
+
+    >>> incidence_horizons(np.array([1.0, 101, 101, 232, 428.25, 1289, 2000]))  # 858.625 is the third
+    [101.0, 232.0, 859.0]
+    >>> incidence_horizons(np.array([0.25, 11.2341, 30.5, 99.0]))            # hours: 8.488075, 20.86705, ...
+    [8.49, 20.9, 47.6]
+    >>> incidence_horizons(np.array([52.0, 52, 52, 52, 30]))                  # ties: each once
+    [52.0]
+    """
+    return sorted({float(f"{h:.3g}") for h in np.quantile(t, HORIZON_QUANTILES) if h > 0})
+
+
 def incidence_rows(train, split, x, events, models: dict) -> list[list[str]]:
-    """Per event and horizon (quartiles of its training follow-up): the test rows' Kaplan-Meier
-    cumulative incidence and each model's mean predicted one, 1 - S(h)."""
+    """Per event and horizon (quartiles of its training follow-up, ``incidence_horizons``): the test
+    rows' Kaplan-Meier cumulative incidence and each model's mean predicted one, 1 - S(h)."""
     rows = []
     for j, e in enumerate(events):
         keep, followed = _kept(split, j), _kept(train, j)
         if not keep.any() or not followed.any():
             continue
-        horizons = [float(h) for h in np.unique(np.quantile(train.T[followed, j], HORIZON_QUANTILES))]  # once each
+        horizons = incidence_horizons(train.T[followed, j])
         idx = np.flatnonzero(keep)
         predicted = {name: 1.0 - model.predict_survival(x[idx] if not isinstance(x, np.ndarray) else x[keep],
                                                         horizons, event=j).mean(0)
