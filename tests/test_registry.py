@@ -182,6 +182,7 @@ def test_versions_and_promote_commands(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out.strip().endswith("v0001: promoted by hand: rollback (was v0002)")
     assert train_flow.main(["versions", "--dataset", "d"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{tmp_path / 'd'}: 2 versions (")
     assert lines[1].split()[:2] == ["version", "promoted"]
     assert lines[2].split()[:4] == ["v0001", "*", "by", "hand"] and "0.8000" in lines[2]
     assert lines[3].split()[0] == "v0002" and "0.8500" in lines[3] and "*" not in lines[3]

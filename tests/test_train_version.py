@@ -537,8 +537,8 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
         low, high = record["km_last_quarter_ci"]
         assert 0 < low < record["km_last_quarter"] < high, record
         assert len(rising) == 1 and rising[0].endswith(
-            f"e +{record['km_last_quarter']:.3f} [{low:.3f}, {high:.3f}], {in_quarter.sum()} events of "
-            f"{record['km_by_follow_up']:.3f}"), lines
+            f"e: +{record['km_last_quarter']:.3f} [{low:.3f}, {high:.3f}], {in_quarter.sum()} events in the last "
+            f"quarter, of {record['km_by_follow_up']:.3f} by the end"), lines
         assert len(warned) == 1 and warned[0].startswith("new.csv: p_e: ") and \
             f"by {record['follow_up']:g} days, the end of e's training follow-up: the last time at least 10 training " \
             "rows were still followed) is placed after it" in warned[0], warned

@@ -293,9 +293,9 @@ class PredictParams(FlowParams):
     PATHS: ClassVar[tuple[str, ...]] = ("features", "mimic_dir", "dumps", "out", "work_dir", "sequences")
 
     out: str = Field(description="output file: .parquet, or .csv")
-    features: str | None = Field(None, description="parquet or .csv with id and the model's feature columns, "
-                                                   "prepared as in the training dataset (raw units are scaled by the "
-                                                   "model as in training)")
+    features: str | None = Field(None, description="parquet or .csv with id and the model's feature columns "
+                                                   "in raw units, as in the training dataset (a table's categorical "
+                                                   "columns raw or encoded; scaled and filled as in training)")
     mimic_dir: str | None = Field(None, description="raw MIMIC-III tables of new admissions (ADMISSIONS, "
                                                      "CHARTEVENTS, LABEVENTS, OUTPUTEVENTS as .csv or .csv.gz)")
     dumps: str | list[str] | None = Field(None, description="folders of Pushshift RC_/RS_ dumps of new users, "

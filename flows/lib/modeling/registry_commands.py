@@ -65,7 +65,8 @@ def registry_command(ap, args) -> int:
                           r["judged"] or "-", r["data"] or "-",
                           *("-" if r[k] is None else f"{r[k]:.4f}" for k in ("val_auc", "val_ci_rmst")),
                           r["decision"] or "-"])
-        print(f"{s.models_dir / name}: {len(rows)} versions (*: promoted; history.jsonl has every decision)")
+        plural = "" if len(rows) == 1 else "s"
+        print(f"{s.models_dir / name}: {len(rows)} version{plural} (*: promoted; history.jsonl has every decision)")
         print("\n".join(render.text(table)))
         return 0
     with output_lock(s.models_dir / name, s.lock_wait, "promote"):

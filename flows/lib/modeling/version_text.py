@@ -164,8 +164,8 @@ def rising_lines(version: Path) -> list[str]:
     >>> print("\\n".join(rising_lines(version)))
       the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter
       adds 10% or more of the risk by the end, 95 % interval and events in it): how many will ever have them is not in
-      the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end: a
-      +0.060 [0.041, 0.088], 31 events of 0.300
+      the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end: a:
+      +0.060 [0.041, 0.088], 31 events in the last quarter, of 0.300 by the end
     """
     record = beyond_record(version)
     if not record:
@@ -182,7 +182,8 @@ def rising_lines(version: Path) -> list[str]:
             + "): "
             f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, "
             "whatever share of it the model places after the end: "
-            + ", ".join(f"{e} {quarter_text(r)} of {r['km_by_follow_up']:.3f}" for e, r in rising.items())]
+            + "; ".join(f"{e}: {quarter_text(r)} in the last quarter, of {r['km_by_follow_up']:.3f} by the end"
+                        for e, r in rising.items())]
 
 
 def quarter_text(record: dict) -> str:
