@@ -162,10 +162,10 @@ def rising_lines(version: Path) -> list[str]:
     ...           "km_last_quarter_ci": [0.041, 0.088], "km_last_quarter_events": 31},
     ...     "b": {"km_by_follow_up": 0.30, "km_last_quarter": 0.01}}}}}))  # levelled off
     >>> print("\\n".join(rising_lines(version)))
-      the training rows' Kaplan-Meier risk still rises at the end of the follow-up of 1 of 2 events (the last quarter
-      adds 10% or more of the risk by the end, 95 % interval and events in it): how many will ever have them is not in
-      the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end: a:
-      +0.060 [0.041, 0.088], 31 events in the last quarter, of 0.300 by the end
+      the training rows' Kaplan-Meier risk still rises at the end of the follow-up for 1 of the 2 events (the last
+      quarter adds 10% or more of the risk by the end, 95 % interval and events in it): how many will ever have them is
+      not in the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the
+      end: a: +0.060 [0.041, 0.088], 31 events in the last quarter, of 0.300 by the end
     """
     record = beyond_record(version)
     if not record:
@@ -176,8 +176,9 @@ def rising_lines(version: Path) -> list[str]:
               and r["km_last_quarter"] >= RISING_SHARE * r["km_by_follow_up"]}
     if not rising:
         return []
-    return [f"  the training rows' Kaplan-Meier risk still rises at the end of the follow-up of {len(rising)} of "
-            f"{len(record[model])} events (the last quarter adds {RISING_SHARE:.0%} or more of the risk by the end"
+    which = "the event" if len(record[model]) == 1 else f"{len(rising)} of the {len(record[model])} events"
+    return [f"  the training rows' Kaplan-Meier risk still rises at the end of the follow-up for {which} "
+            f"(the last quarter adds {RISING_SHARE:.0%} or more of the risk by the end"
             + (", 95 % interval and events in it" if any("km_last_quarter_ci" in r for r in rising.values()) else "")
             + "): "
             f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, "
