@@ -95,12 +95,14 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
         p = model.predict_occurrence(x)
         t_hat = model.predict_time(x) if timed else None
         rmst = model.predict_rmst(x, rmst_at) if timed and rmst_at is not None else None
-    tasks, no_truth = {}, {}
+    tasks, no_truth, no_ibs = {}, {}, {}  # no_ibs: {event: why its integrated Brier score is undefined}
     for j, e in enumerate(event_names):
         keep = keeps[j]
         if not keep.any():
             tasks[e] = {k: float("nan") for k in ((*METRICS, *((CI_RMST,) if rmst is not None else ()))
                                                   if timed else ("auc", "ece"))}
+            if "ibs" in tasks[e]:
+                no_ibs[e] = "no row of the split is followed for it"
             continue
         t, s = split.T[keep, j], split.S[keep, j]
         known = keep & ~np.isnan(split.C[:, j])  # AUC and ECE need the true occurrence
@@ -127,15 +129,16 @@ def evaluate(name: str, model, split: Split, event_names, x: np.ndarray | None =
                 else:
                     surv = model.predict_survival(x[keep], times, event=j)
                 row["ibs"] = integrated_brier_score(t_tr, s_tr, t, s, surv, times) if surv is not None else float("nan")
+                if np.isnan(row["ibs"]):
+                    no_ibs[e] = "no event in the split" if not s.any() else "too little follow-up in the split"
         tasks[e] = row
     if no_truth and warn_no_truth:
         log.warning("%s%s: the true occurrence is not known for %s; AUC and ECE are over the rows where it "
                     "is (undefined where it is known for none)", name, f" on {label}" if label else "",
                     ", ".join(f"{e} ({n} rows)" for e, n in no_truth.items()))
-    no_ibs = [e for e, row in tasks.items() if "ibs" in row and np.isnan(row["ibs"])]
     if no_ibs:
-        log.warning("%s%s: integrated Brier score undefined for %s (too little follow-up in the split)",
-                    name, f" on {label}" if label else "", ", ".join(no_ibs))
+        log.warning("%s%s: integrated Brier score undefined for %s", name, f" on {label}" if label else "",
+                    ", ".join(f"{e} ({why})" for e, why in no_ibs.items()))
     return tasks
 
 

@@ -381,6 +381,13 @@ def test_scores_without_truth_leave_auc_undefined_and_say_so(rossi_dir, caplog):
     part.C[:60, 0] = (np.arange(60) % 3 == 0)
     row = evaluate("CET", model, part, ds.event_names)["arrest"]
     assert row["auc"] == pytest.approx(occurrence_auc(part.C[:60, 0], model.predict_occurrence(part.X[:60])[:, 0]))
+    # the rows without an arrest alone: the integrated Brier score is undefined, and the warning says why
+    caplog.clear()
+    quiet = ds.test.take(np.flatnonzero(ds.test.S[:, 0] == 0))
+    with caplog.at_level(logging.WARNING, logger="cet_model.evaluation"):
+        row = evaluate("CET", model, quiet, ds.event_names, train=ds.train, label="rossi test")["arrest"]
+    assert np.isnan(row["ibs"]) and np.isfinite(row["mrae"])
+    assert "CET on rossi test: integrated Brier score undefined for arrest (no event in the split)" in caplog.text
 
 
 def test_the_oracle_is_left_out_where_it_has_nothing_to_learn(rossi_dir):
