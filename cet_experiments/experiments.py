@@ -91,7 +91,10 @@ def main(argv=None) -> int:
         title = f"Synthetic data ({args.mode} mode, n = {args.n:,}): Table 3"
     else:
         data, title = args.data, f"Dataset {args.data.name}"
-    ds = load_dataset(data)
+    try:
+        ds = load_dataset(data)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"--data {data}: {err}") from None
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
     hidden, overrides, search = (args.hidden,), None, None
     if args.search:

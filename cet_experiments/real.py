@@ -524,6 +524,8 @@ def _main(args, against, argv) -> int:
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     if args.data:
         folders = [(p.name, p) for p in args.data]
+        for _, folder in folders:
+            check_own_data(folder)
     else:
         try:
             names = cohort_names(args.cohorts)
@@ -550,6 +552,22 @@ def _main(args, against, argv) -> int:
         keep(name, folder, record)
     print(write_tables(args.out, against))
     return 0
+
+
+def check_own_data(folder: Path) -> None:
+    """SystemExit naming the folder (and the events) where a dataset of the user's cannot be
+    benchmarked, before anything is written: not a dataset folder, or an event observed in no
+    training row (nothing for a model to learn, and the classical fits refuse it)."""
+    try:
+        ds = load_dataset(folder)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"--data {folder}: {err}") from None
+    tr = ds.train
+    followed = np.ones(tr.S.shape, bool) if tr.mask is None else tr.mask == 1
+    unseen = [e for j, e in enumerate(ds.event_names) if not (tr.S[followed[:, j], j] > 0.5).any()]
+    if unseen:
+        raise SystemExit(f"--data {folder}: {', '.join(unseen)} observed in no training row, so no model can be "
+                         "compared on it; build the dataset without that event (flows.table), or with more rows")
 
 
 def cohort_record(folder, *, seeds, paper_rows, natural_rows, classical, max_epochs, scored, threads) -> dict:

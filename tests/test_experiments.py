@@ -104,6 +104,10 @@ def test_cli_on_an_existing_dataset(tmp_path, tiny_dataset, capsys):
     assert (tmp_path / "r" / "table.md").is_file() and "| ET | Avg |" in capsys.readouterr().out
     with pytest.raises(ValueError, match="unknown models"):
         experiments.run(tiny_dataset, runs=1, models=("XGB",))
+    (tmp_path / "empty").mkdir()  # not a dataset: an error naming it, no traceback, no report folder
+    with pytest.raises(SystemExit, match=r"--data .*empty: .*manifest\.json: missing; not a dataset folder"):
+        experiments.main(["dataset", "--data", str(tmp_path / "empty"), "--out", str(tmp_path / "r2")])
+    assert not (tmp_path / "r2").exists()
 
 
 @pytest.mark.slow

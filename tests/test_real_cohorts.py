@@ -247,6 +247,24 @@ def test_the_command_on_a_table_of_ones_own(tmp_path, capsys, caplog, monkeypatc
     assert len(re.findall(r"\| [+-]\d\.\d{3} (?:met|\*\*missed\*\*) \([+-]\d\.\d{3} to [+-]\d\.\d{3}\) \|", text)) == 2
 
 
+def test_own_data_that_cannot_be_benchmarked_is_refused_before_anything_is_written(tmp_path):
+    """``--data`` with a folder that is not a dataset, or with an event no training row saw: an
+    error naming the folder (and the event), no traceback, and no output folder."""
+    out = tmp_path / "bench"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match=r"--data .*empty: .*manifest\.json: missing; not a dataset folder"):
+        real.main(["--out", str(out), "--data", str(tmp_path / "empty")])
+    rng = np.random.default_rng(1)
+    n = 60
+    table = pl.DataFrame({"age": rng.normal(60, 10, n), "t": rng.uniform(1, 10, n), "s": rng.random(n) < 0.5,
+                          "never": np.zeros(n, int)}).with_columns(pl.col("s").cast(pl.Int64))
+    folder = write_follow_up_dataset(tmp_path / "quiet", table, ["age"], {"a": ("t", "s"), "b": ("t", "never")},
+                                     name="quiet", time_unit="days")
+    with pytest.raises(SystemExit, match=r"--data .*quiet: b observed in no training row"):
+        real.main(["--out", str(out), "--data", str(folder), "--seeds", "1", "--max-epochs", "2"])
+    assert not out.exists()
+
+
 def test_a_row_that_diverges_is_recorded_and_the_others_run_on(tmp_path, monkeypatch):
     """A fit whose training loss becomes non-finite does not end the command: its seeds are listed,
     the row has no figure on that cohort, and every other row is scored."""
