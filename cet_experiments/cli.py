@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from pathlib import Path
 
 from cet_model.choices import PAPER_PRESETS, PRESET_NAMES, REFERENCE_CHOICES
@@ -21,8 +20,10 @@ def quiet_library() -> None:
     """The harness prints its own progress (a line per run or seed, the time left); the model
     library's line per fit (``cet_model`` at INFO) shows only when ``CET_LOG_LEVEL`` asks for it
     (INFO, DEBUG). Warnings show either way."""
+    from flows.lib.infra.cli import configured_log_level
+
     logging.basicConfig(level=logging.WARNING)
-    level = os.environ.get("CET_LOG_LEVEL", "WARNING").upper()
+    level = (configured_log_level() or "WARNING").upper()
     logging.getLogger("cet_model").setLevel(level if level in logging.getLevelNamesMapping() else logging.WARNING)
 
 

@@ -52,6 +52,27 @@ def test_version_and_log_level_everywhere(module_name, monkeypatch):
     assert {"--version", "--log-level"} <= flags
 
 
+def test_the_log_level_setting_is_checked_and_read_from_dot_env(tmp_path, monkeypatch, capsys):
+    """``CET_LOG_LEVEL`` in the environment, else in ``.env``, sets the default of ``--log-level``;
+    a bad value is a usage error naming the setting, not a traceback from ``logging``."""
+    from flows.lib.infra.cli import command_parser
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CET_LOG_LEVEL", "verbose")
+    with pytest.raises(SystemExit) as stop:
+        command_parser("python -m flows.example", "An example.").parse_args([])
+    assert stop.value.code == 2
+    assert ("error: argument --log-level: 'verbose' (from --log-level, or else CET_LOG_LEVEL in the environment or "
+            ".env): expected one of DEBUG, INFO, WARNING, ERROR") in capsys.readouterr().err
+    assert command_parser("p", "d").parse_args(["--log-level", "debug"]).log_level == "DEBUG"  # the option wins
+    monkeypatch.delenv("CET_LOG_LEVEL")
+    assert command_parser("p", "d").parse_args([]).log_level == "INFO"
+    (tmp_path / ".env").write_text("CET_DATA_DIR=d\nCET_LOG_LEVEL=warning\n")
+    assert command_parser("p", "d").parse_args([]).log_level == "WARNING"
+    monkeypatch.setenv("CET_LOG_LEVEL", "error")  # the environment wins over .env, as for every setting
+    assert command_parser("p", "d").parse_args([]).log_level == "ERROR"
+
+
 def test_version_prints_the_package_version(capsys):
     """In-process (a subprocess paid Prefect's import, 6 s, for the same parser); the ``python -m``
     entry points themselves run in the slow tests (the main job, the wheel)."""

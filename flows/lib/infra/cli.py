@@ -41,9 +41,48 @@ def command_parser(prog: str, description: str, **kwargs) -> argparse.ArgumentPa
     """An ArgumentParser with the shared options. Options given before a subcommand."""
     ap = argparse.ArgumentParser(prog=prog, description=description, **kwargs)
     ap.add_argument("--version", action="version", version=f"%(prog)s (cet {package_version()})")
-    ap.add_argument("--log-level", choices=LEVELS, default=os.environ.get("CET_LOG_LEVEL", "INFO").upper(),
+    ap.add_argument("--log-level", type=log_level, choices=LEVELS, default=default_log_level(),
                     help="log level of CET's own loggers (flows, cet_model) (default: $CET_LOG_LEVEL or INFO)")
     return ap
+
+
+def default_log_level(environ=None, env_file: str = ".env") -> str:
+    """``CET_LOG_LEVEL`` (:func:`configured_log_level`), else INFO. Checked when the command line
+    is parsed: a bad value is a usage error naming the setting.
+
+    >>> default_log_level({"CET_LOG_LEVEL": "debug"}), default_log_level({}, env_file="/no/such/.env")
+    ('debug', 'INFO')
+    """
+    return configured_log_level(environ, env_file) or "INFO"
+
+
+def configured_log_level(environ=None, env_file: str = ".env") -> str | None:
+    """``CET_LOG_LEVEL`` from the environment, else from ``.env`` (as every setting), else None."""
+    environ = os.environ if environ is None else environ
+    if "CET_LOG_LEVEL" in environ:
+        return environ["CET_LOG_LEVEL"]
+    if os.path.isfile(env_file):
+        from dotenv import dotenv_values
+
+        return dotenv_values(env_file).get("CET_LOG_LEVEL") or None
+    return None
+
+
+def log_level(value: str) -> str:
+    """A level name, any case, as ``LEVELS`` spells it.
+
+    >>> log_level("warning")
+    'WARNING'
+    >>> log_level("verbose")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'verbose' (from --log-level, or else CET_LOG_LEVEL in the environment or .env):
+    expected one of DEBUG, INFO, WARNING, ERROR
+    """
+    if value.upper() not in LEVELS:
+        raise argparse.ArgumentTypeError(f"{value!r} (from --log-level, or else CET_LOG_LEVEL in the environment or "
+                                         f".env): expected one of {', '.join(LEVELS)}")
+    return value.upper()
 
 
 def apply_log_level(args: argparse.Namespace) -> None:
