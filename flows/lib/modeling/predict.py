@@ -46,13 +46,26 @@ def columns_needed(columns, names: list[str], record: dict | None = None, id_col
     []
     >>> columns_needed(["age"], ["age", "prio"], id_column="visit")
     ["id (or 'visit', the training table's id column)", 'prio']
+
+    A categorical feature is named once, raw (its encoded columns are the other way to give it):
+
+    >>> columns_needed(["id", "age"], ["age", "site=a", "site=b"], {"categorical": {"site": ["a", "b"]}})
+    ['site (categorical; or its columns site=a, site=b)']
     """
     have, record = set(columns), record or {}
-    raw = {f"{c}={level}": c for c, levels in (record.get("categorical") or {}).items() for level in levels}
+    categorical = record.get("categorical") or {}
+    raw = {f"{c}={level}": c for c, levels in categorical.items() for level in levels}
     raw |= {missing_indicator(c): c for c in record.get("indicators") or ()}
     missing = [] if row_numbers or "id" in have or (id_column is not None and id_column in have) else [
         "id" + (f" (or {id_column!r}, the training table's id column)" if id_column not in (None, "id") else "")]
-    return missing + [c for c in names if c not in have and raw.get(c) not in have]
+    for c in names:
+        if c in have or raw.get(c) in have:
+            continue
+        if c in raw and raw[c] in categorical:
+            c = f"{raw[c]} (categorical; or its columns {', '.join(f'{raw[c]}={lv}' for lv in categorical[raw[c]])})"
+        if c not in missing:
+            missing.append(c)
+    return missing
 
 
 def missing_for_version(path, version_dir) -> list[str]:
