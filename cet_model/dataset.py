@@ -277,11 +277,17 @@ def row_at(row: int, first_line: int | None = None) -> str:
 
 def first_non_number(column: pl.Series, at=lambda row: f"row {row}") -> str:
     """Where a text column first holds a value that is not a number, as text for an error
-    (``at`` names a row), or "" when every value is a number or missing.
+    (``at`` names a row), or "" when every value is a number or missing, or the column holds dates
+    or times (its type says what it is).
 
     >>> first_non_number(pl.Series(["61", None, "n/a", "70"]))
     ' (row 2 is text that is not a number)'
+    >>> import datetime
+    >>> first_non_number(pl.Series([datetime.date(2020, 1, 1)]))
+    ''
     """
+    if column.dtype.is_temporal():
+        return ""
     text = column.cast(pl.String)
     bad = text.is_not_null() & text.str.strip_chars().cast(pl.Float64, strict=False).is_null()
     if not bad.any():

@@ -90,9 +90,11 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
      r"categorical=\['race', 'mar'\] \(--categorical race,mar\) names them all$"),
     # dates where a number is expected: said so, with what to give instead
     (lambda d: d.assign(week=pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D")),
-     r"table: column 'week' has type Datetime\(.*\), expected a number \(row 0 is text "
-     r"that is not a number\): it holds "
+     r"table: column 'week' has type Datetime\(.*\), expected a number: it holds "
      r"dates; give the time from each subject's start of follow-up instead"),
+    (lambda d: d.assign(age=pd.Timestamp("1990-01-01") + pd.to_timedelta(d["age"], unit="D")),  # a date type
+     r"table: column 'age' has type Datetime\(.*\), expected numbers: it holds dates; give what they "
+     r"mean as a number \(an age, days since a reference date\) or leave it out of the features$"),
     (lambda d: d.assign(week=(pd.Timestamp("2020-01-01") + pd.to_timedelta(d["week"] * 7, unit="D"))
                         .dt.strftime("%Y-%m-%d")),
      r"table: column 'week' has type String, expected a number \(row 0 is text that is not a number\): it holds dates"),
