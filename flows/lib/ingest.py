@@ -412,6 +412,8 @@ def read_table(path) -> pl.DataFrame:
     try:
         table = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for an unreadable file
+        if kind == "CSV":  # e.g. ';' as the separator and ',' as the decimal mark: more fields than the header
+            check_csv_header(path, header_of(path))
         raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
     if kind == "CSV":
         check_csv_header(path, table.columns)
@@ -431,6 +433,15 @@ def first_data_line(path) -> int | None:
     return 2 if Path(path).suffix.lower() == ".csv" else None
 
 
+def header_of(path) -> list[str]:
+    """A CSV file's header as written ([] where it cannot be read)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            return next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
+
+
 def check_csv_header(path, columns) -> None:
     """A CSV file read as one column whose name holds ';', a tab or '|' was written with another
     separator: an error that says so (rather than every column missing).
@@ -447,12 +458,8 @@ def check_csv_header(path, columns) -> None:
             raise ValueError(f"{path}: one column named {columns[0][:60]!r}: the file seems separated by {sep!r}; a "
                              "CSV file here is separated by commas (with '.' as the decimal mark): convert it, or "
                              "save it as parquet")
-    try:  # the header as written: the reader renames a repeated name ("age_duplicated_0") and names an empty one
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            header = next(csv.reader(fh), [])
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return
-    check_column_names(path, header)
+    # the header as written: the reader renames a repeated name ("age_duplicated_0") and names an empty one
+    check_column_names(path, header_of(path))
 
 
 def check_column_names(where, names) -> None:
