@@ -414,7 +414,7 @@ def read_table(path) -> pl.DataFrame:
     except Exception as exc:  # polars raises several types for an unreadable file
         if kind == "CSV":  # e.g. ';' as the separator and ',' as the decimal mark: more fields than the header
             check_csv_header(path, header_of(path))
-        raise ValueError(f"{path}: not a readable {kind} file ({exc})") from None
+        raise ValueError(f"{path}: not a readable {kind} file ({exc}){other_kind(path)}") from None
     if kind == "CSV":
         check_csv_header(path, table.columns)
     if kind == "CSV" and table.height:
@@ -431,6 +431,21 @@ def first_data_line(path) -> int | None:
     (2, None)
     """
     return 2 if Path(path).suffix.lower() == ".csv" else None
+
+
+def other_kind(path) -> str:
+    """What to do with a file read as parquet for want of a ``.csv`` name, as the tail of an error.
+
+    >>> other_kind("cohort.tsv")
+    "; a table is a .csv file (comma-separated) or a parquet file, and this one's name says neither: save it as .csv
+    or parquet"
+    >>> other_kind("cohort.parquet")
+    ''
+    """
+    if Path(path).suffix.lower() in (".csv", ".parquet", ".pq", ".parq"):
+        return ""
+    return ("; a table is a .csv file (comma-separated) or a parquet file, and this one's name says neither: save it "
+            "as .csv or parquet")
 
 
 def header_of(path) -> list[str]:

@@ -25,7 +25,7 @@ from cet_model.models import load_model
 from cet_model.rows import joined
 from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra.keys import key_matches
-from flows.lib.ingest import check_csv_header, encode_levels, first_data_line, missing_indicator, read_table
+from flows.lib.ingest import check_csv_header, encode_levels, first_data_line, missing_indicator, other_kind, read_table
 from flows.lib.modeling.scores_file import SCORES_MARK
 from flows.lib.reddit.cohort import PSEUDONYM_KEY
 
@@ -77,7 +77,7 @@ def missing_for_version(path, version_dir) -> list[str]:
                    else list(pl.read_parquet_schema(path)))
     except Exception as exc:  # polars raises several types for an unreadable file
         raise ValueError(f"{path}: not a readable {'CSV' if path.suffix.lower() == '.csv' else 'parquet'} file "
-                         f"({exc})") from None
+                         f"({exc}){other_kind(path)}") from None
     if path.suffix.lower() == ".csv":
         check_csv_header(path, columns)
     data = json.loads((Path(version_dir) / "data.json").read_text())
