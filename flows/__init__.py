@@ -2,8 +2,10 @@
 
 The plain functions log to the standard ``flows.*`` and ``cet_model.*`` loggers at INFO;
 Prefect forwards those to the run logs (and the UI) only when they are named as extra
-loggers, so that is the default here (a value already set in the environment wins). A
-command that runs no flow (``python -m flows.train explain``) logs to the terminal only: the
+loggers, so that is the default here (a value already set in the environment wins). Python
+warnings (a model's "no observed time for event ...", a library's) are logged too, to
+``py.warnings``, so a served run's warnings are in its run log, not only on the worker's
+terminal. A command that runs no flow (``python -m flows.train explain``) logs to the terminal only: the
 API has no run to file its lines under, and Prefect's warning that it cannot is turned off.
 
 Every entry point (``python -m flows.<name>``) imports this package first, so it also turns
@@ -21,7 +23,7 @@ all processes is ``benchmarks/large_table.py``'s ``peak_total_pss_mib``).
 import logging
 import os
 
-os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,cet_model")
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "flows,cet_model,py.warnings")
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -30,3 +32,4 @@ os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_m
 for _name in ("flows", "cet_model"):
     if logging.getLogger(_name).level == logging.NOTSET:
         logging.getLogger(_name).setLevel(logging.INFO)
+logging.captureWarnings(True)  # a warning (a model's, a library's) is a log line: in a flow run, in its run log
