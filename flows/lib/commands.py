@@ -110,14 +110,25 @@ def options(parser: argparse.ArgumentParser, model, flags: dict | None = None, *
     flags = flags or {}
     for name, field in model.model_fields.items():
         kw = _argument(field) | custom.get(name, {})
-        parser.add_argument(flags.get(name, "--" + name.replace("_", "-")), dest=name, **kw)
+        flag = flags.get(name, _flag(name))
+        _FLAGS[(model.__name__, name)] = flag
+        parser.add_argument(flag, dest=name, **kw)
+
+
+_FLAGS: dict[tuple[str, str], str] = {}  # (parameters' class, field): its option where it is not --<field>
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def params(args: argparse.Namespace, model, **given):
     """The flow parameters ``model`` from parsed ``options`` (and ``given`` values): the options
     left out are left out, so the model's defaults apply. A one-item list for a field that takes
-    one value or several becomes that value. Raises pydantic's ValidationError (a ``ValueError``
-    naming the field) on a bad value."""
+    one value or several becomes that value. A bad value is a ``ValueError`` naming its option
+    (:func:`validation_text`), for the command to give as a usage error."""
+    from pydantic import ValidationError
+
     values = {}
     for name, field in model.model_fields.items():
         value = getattr(args, name, None)
@@ -126,7 +137,40 @@ def params(args: argparse.Namespace, model, **given):
         if isinstance(value, list) and len(value) == 1 and _one_or_several(field):
             value = value[0]
         values[name] = value
-    return model(**values | given)
+    try:
+        return model(**values | given)
+    except ValidationError as exc:
+        raise ValueError(validation_text(exc, lambda name: _FLAGS.get((model.__name__, name), _flag(name)))) from None
+
+
+def validation_text(exc, flag=_flag) -> str:
+    """pydantic's ValidationError as a command line says it: each problem with the option it is
+    about (``flag(field)``; none for a rule over several), without pydantic's input dump and link.
+
+    >>> from pydantic import BaseModel, field_validator
+    >>> class P(BaseModel):
+    ...     max_epochs: int
+    ...     @field_validator("max_epochs")
+    ...     @classmethod
+    ...     def positive(cls, v):
+    ...         if v < 1:
+    ...             raise ValueError("must be at least 1")
+    ...         return v
+    >>> try:
+    ...     P(max_epochs=0)
+    ... except Exception as e:
+    ...     print(validation_text(e))
+    --max-epochs: must be at least 1, got 0
+    """
+    said = []
+    for error in exc.errors():
+        message = str(error.get("msg", "")).removeprefix("Value error, ")
+        where = [str(part) for part in error.get("loc", ()) if not isinstance(part, int)]
+        given = error.get("input")  # an option's value as typed (a rule over several gets them all: not repeated)
+        if where and isinstance(given, str | int | float) and len(str(given)) <= 80:
+            message += f", got {given!r}"
+        said.append((f"{flag(where[0])}: " if where else "") + message)
+    return "; ".join(said)
 
 
 def synthetic() -> argparse.ArgumentParser:
