@@ -115,7 +115,7 @@ def options(parser: argparse.ArgumentParser, model, flags: dict | None = None, *
         parser.add_argument(flag, dest=name, **kw)
 
 
-_FLAGS: dict[tuple[str, str], str] = {}  # (parameters' class, field): its option where it is not --<field>
+_FLAGS: dict[tuple[str, str], str] = {}  # (parameters' class, field): the option ``options`` gave it
 
 
 def _flag(name: str) -> str:
