@@ -144,9 +144,11 @@ def test_a_text_column_among_the_default_features_is_named_and_nothing_is_writte
     (["--event", "arrest=week"], "--event: 'arrest=week': expected NAME=TIME_COLUMN,INDICATOR_COLUMN"),
     (["--event", "week,arrest"], "expected NAME=TIME_COLUMN,INDICATOR_COLUMN"),
     (["--event", "a=week,arrest", "--event", "a=week,arrest"], "--event: an event name is given twice"),
-    (["--event", "arrest=week,arrest", "--name", "my data"], "name\n  String should match pattern"),
+    (["--event", "arrest=week,arrest", "--name", "my data"], "error: --name: String should match pattern "
+                                                              "'^[A-Za-z0-9][A-Za-z0-9_.-]*$', got 'my data'\n"),
     (["--event", "arrest=week,arrest", "--table", "/no/such.csv"], "--table /no/such.csv: no such file"),
-    (["--event", "arrest=week,arrest", "--id-column", ""], "id_column\n  String should have at least 1 character"),
+    (["--event", "arrest=week,arrest", "--id-column", ""], "error: --id-column: String should have at least 1 "
+                                                           "character, got ''\n"),
 ])
 def test_bad_options_are_usage_errors(rossi_csv, argv, message, capsys):
     base = {"--table": str(rossi_csv), "--name": "rossi", "--time-unit": "weeks"}
