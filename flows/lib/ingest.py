@@ -464,15 +464,17 @@ def check_csv_header(path, columns) -> None:
     >>> check_csv_header("cohort.csv", ["week;arrest;age"])
     Traceback (most recent call last):
     ...
-    ValueError: cohort.csv: one column named 'week;arrest;age': the file seems separated by ';'; a CSV file here is
-    separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
+    ValueError: cohort.csv: the first line reads as one column holding 2 ';': the file seems separated by ';'; a CSV
+    file here is separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
+
+    The line itself is not quoted: in a file without a header it is a row of data.
     """
     if len(columns) == 1:
         sep = next((sep for sep in ";\t|" if sep in columns[0]), None)
         if sep is not None:
-            raise ValueError(f"{path}: one column named {columns[0][:60]!r}: the file seems separated by {sep!r}; a "
-                             "CSV file here is separated by commas (with '.' as the decimal mark): convert it, or "
-                             "save it as parquet")
+            raise ValueError(f"{path}: the first line reads as one column holding {columns[0].count(sep)} {sep!r}: the "
+                             f"file seems separated by {sep!r}; a CSV file here is separated by commas (with '.' as "
+                             "the decimal mark): convert it, or save it as parquet")
     # the header as written: the reader renames a repeated name ("age_duplicated_0") and names an empty one
     check_column_names(path, header_of(path))
 
