@@ -71,3 +71,12 @@ def test_an_empty_or_repeated_header_name_is_refused_by_name(tmp_path, capsys):
     twice = _csv(tmp_path / "d.csv", "age,age,days,died", [f"{r.split(',')[0]},{r}" for r in _rows(10)])
     err = _refused(["--table", str(twice), *ARGS], capsys, tmp_path)
     assert "d.csv: column 'age' comes 2 times in the header (columns 0, 1)" in err
+
+
+def test_a_file_without_a_header_is_refused_without_quoting_its_first_row(tmp_path, capsys):
+    # the first row is a patient's: none of its cells (numbers, a date) may reach the error
+    rows = [f"{r},2021-03-0{1 + i % 9}" for i, r in enumerate(_rows(10))]
+    table = _csv(tmp_path / "n.csv", rows[1], [rows[0], *rows[2:]])
+    err = _refused(["--table", str(table), *ARGS], capsys, tmp_path)
+    assert "n.csv: the first line has numbers or dates for column names (columns 0, 1, 2, 3; counted from 0)" in err
+    assert "no header line" in err and "41" not in err and "2021" not in err

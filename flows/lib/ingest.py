@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -448,6 +449,10 @@ def other_kind(path) -> str:
             "as .csv or parquet")
 
 
+# a number (sign, decimals, exponent; ',' as the decimal mark too) or a date: a cell, not a column name
+_VALUE = re.compile(r"[-+]?(\d+([.,]\d*)?|[.,]\d+)([eE][-+]?\d+)?|\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ T].*)?")
+
+
 def header_of(path) -> list[str]:
     """A CSV file's header as written ([] where it cannot be read)."""
     try:
@@ -467,7 +472,14 @@ def check_csv_header(path, columns) -> None:
     ValueError: cohort.csv: the first line reads as one column holding 2 ';': the file seems separated by ';'; a CSV
     file here is separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
 
-    The line itself is not quoted: in a file without a header it is a row of data.
+    The line itself is not quoted: in a file without a header it is a row of data. A first line
+    with numbers or dates for names is such a row, and is refused without quoting it:
+
+    >>> check_csv_header("cohort.csv", ["20", "1", "0", "27", "2021-03-01", "age"])
+    Traceback (most recent call last):
+    ...
+    ValueError: cohort.csv: the first line has numbers or dates for column names (columns 0, 1, 2, 3, 4; counted from
+    0): the file seems to have no header line; add one that names each column (a name that is not a number)
     """
     if len(columns) == 1:
         sep = next((sep for sep in ";\t|" if sep in columns[0]), None)
@@ -475,8 +487,14 @@ def check_csv_header(path, columns) -> None:
             raise ValueError(f"{path}: the first line reads as one column holding {columns[0].count(sep)} {sep!r}: the "
                              f"file seems separated by {sep!r}; a CSV file here is separated by commas (with '.' as "
                              "the decimal mark): convert it, or save it as parquet")
-    # the header as written: the reader renames a repeated name ("age_duplicated_0") and names an empty one
-    check_column_names(path, header_of(path))
+    written = header_of(path) or list(columns)  # as written: the reader renames a repeated name
+    values = [i for i, name in enumerate(written) if _VALUE.fullmatch(str(name).strip())]
+    if values:
+        at = ", ".join(map(str, values[:8])) + (f" and {len(values) - 8} more" if len(values) > 8 else "")
+        raise ValueError(f"{path}: the first line has numbers or dates for column names (columns {at}; counted from 0):"
+                         " the file seems to have no header line; add one that names each column (a name that is not"
+                         " a number)")
+    check_column_names(path, written)
 
 
 def check_column_names(where, names) -> None:
