@@ -61,8 +61,9 @@ def score(features: str, version: str, out: str, quantiles: list[float], sequenc
 
 @task(name="score-mimic-raw", task_run_name="score-mimic-raw")
 def score_mimic(mimic_dir: str, version: str, out: str, work_dir: str, quantiles: list[float], device: str,
-                horizons: list[float], rmst: bool = False) -> str:
-    path, counts = predict_lib.score_mimic_raw(mimic_dir, version, out, work_dir, quantiles, device, horizons, rmst)
+                horizons: list[float], rmst: bool = False, keep_staged: bool = True) -> str:
+    path, counts = predict_lib.score_mimic_raw(mimic_dir, version, out, work_dir, quantiles, device, horizons, rmst,
+                                               keep_staged)
     get_run_logger().info("scored %d of %d admissions (%d without chart or lab rows left out) -> %s (model %s)",
                           counts["scored"], counts["admissions"], counts["left_out_no_chart_or_lab_rows"], path,
                           version)
@@ -108,7 +109,9 @@ def predict(params: PredictParams) -> str:
     work = work_dir_for(params.out, params.work_dir)
     with output_lock(params.out, s.lock_wait, "predict"):
         if params.mimic_dir:
-            return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device, hs, params.rmst)
+            # the patients' rows staged in a work folder CET named itself do not stay beside the scores
+            return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device, hs, params.rmst,
+                               keep_staged=params.work_dir is not None)
         if params.dumps:
             return score_reddit(params.dumps, version, params.out, work, qs, s.device, hs, params.rmst)
         return score(params.features, version, params.out, qs, params.sequences, s.device, hs, params.rmst)

@@ -188,7 +188,13 @@ def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, cap
     assert a["id"].to_list() == b["id"].to_list() and a.height > 50
     for c in a.columns[1:]:
         np.testing.assert_allclose(b[c].to_numpy(), a[c].to_numpy(), atol=1e-5, rtol=1e-5)
-    assert (cet_env / ".raw.parquet-work" / "staged" / "CHARTEVENTS.parquet").is_file()
+    # the patients' rows staged in the work folder CET named are gone; one the user names keeps them for a rerun
+    assert not (cet_env / ".raw.parquet-work").exists()
+    work = cet_env / "work"
+    assert predict_flow.main(["--dataset", "mimic", "--mimic-dir", str(raw), "--out", str(cet_env / "kept.parquet"),
+                              "--work-dir", str(work)]) == 0
+    assert (work / "staged" / "CHARTEVENTS.parquet").is_file()
+    assert pl.read_parquet(cet_env / "kept.parquet").equals(pl.read_parquet(out_raw))
     # a folder without one of the four tables, or with a table whose header is not MIMIC's: a usage
     # error before any flow starts (it was a failed flow's tracebacks)
     partial = cet_env / "partial"

@@ -48,15 +48,49 @@ def check_record(record: dict | None, where) -> dict:
 
 
 def featurize(mimic_dir, record: dict, feature_names: list[str], work_dir,
-              memory_limit: str = MimicParams.memory_limit) -> tuple[pl.DataFrame, dict]:
+              memory_limit: str = MimicParams.memory_limit, keep_staged: bool = True) -> tuple[pl.DataFrame, dict]:
     """Featurise every admission in ``mimic_dir`` with the training build's ``record``.
 
     Returns (frame with ``id`` = HADM_ID and ``feature_names`` as float columns, one row per
     scorable admission in HADM_ID order; counts: admissions read, scored, and left out for
-    having no chart or lab rows).
+    having no chart or lab rows). The tables are staged as parquet in ``work_dir/staged``;
+    ``keep_staged=False`` removes those copies of the patients' rows when done, failed or not
+    (``drop_staged``), else a rerun on unchanged tables reuses them.
     """
     record = check_record(record, mimic_dir)
     work_dir = Path(work_dir)
+    try:
+        return _featurize(mimic_dir, record, feature_names, work_dir, memory_limit)
+    finally:
+        if not keep_staged:
+            drop_staged(work_dir)
+
+
+def drop_staged(work_dir) -> None:
+    """Remove what scoring staged in ``work_dir`` (each scoring table's parquet and record, DuckDB's
+    scratch folder), then each folder left empty, ``work_dir`` last; any other file stays.
+
+    >>> import tempfile
+    >>> work = Path(tempfile.mkdtemp()) / ".scores.csv-work"
+    >>> (work / "staged").mkdir(parents=True)
+    >>> for name in ("LABEVENTS.parquet", "LABEVENTS.json"):
+    ...     _ = (work / "staged" / name).write_text("rows")
+    >>> drop_staged(work); work.exists()
+    False
+    """
+    work_dir = Path(work_dir)
+    for table in SCORING_TABLES:
+        for name in (f"{table}.parquet", f"{table}.json"):
+            (work_dir / "staged" / name).unlink(missing_ok=True)
+    for folder in (work_dir / "staged", work_dir / "duckdb-tmp", work_dir):
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            pass
+
+
+def _featurize(mimic_dir, record: dict, feature_names: list[str], work_dir: Path,
+               memory_limit: str) -> tuple[pl.DataFrame, dict]:
     staged = {t: stage_table(Path(mimic_dir), t, work_dir / "staged") for t in SCORING_TABLES}
     con = connect(memory_limit, work_dir / "duckdb-tmp")
     try:

@@ -235,15 +235,17 @@ def score(features, version_dir, out, quantiles=DEFAULT_QUANTILES, sequences=Non
 
 
 def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUANTILES,
-                    device: str = "auto", horizons=(), rmst: bool = False) -> tuple[Path, dict]:
+                    device: str = "auto", horizons=(), rmst: bool = False,
+                    keep_staged: bool = True) -> tuple[Path, dict]:
     """Score every admission in the raw MIMIC-III tables of ``mimic_dir``: featurised with the
     training build's items, medians and scaling (``flows.lib.mimic.featurize``), nothing refitted;
-    output keyed by HADM_ID. Returns (output path, counts of admissions read / scored / left out)."""
+    output keyed by HADM_ID. Returns (output path, counts of admissions read / scored / left out).
+    ``keep_staged=False``: the tables' staged copies in ``work_dir`` are removed when done."""
     from flows.lib.mimic import featurize  # MIMIC's SQL stack only when MIMIC is scored
 
     version_dir, data, qs = _version(version_dir, quantiles)
     frame, counts = featurize.featurize(mimic_dir, featurize.check_record(data.get("featurization"), version_dir),
-                                        data["feature_names"], work_dir)
+                                        data["feature_names"], work_dir, keep_staged=keep_staged)
     if frame.height == 0:
         raise ValueError(f"{mimic_dir}: no admission with chart and lab rows to score "
                          f"({counts['admissions']} admissions read)")
