@@ -60,7 +60,7 @@ from cet_model.metrics import (
 )
 from cet_model.presets import fit_preset
 from flows.lib.experiment.records import data_fingerprint, resolved_params
-from flows.lib.experiment.runner import time_left
+from flows.lib.infra.cli import time_left
 
 from .cli import quiet_library, real_parser
 from .processes import jobs_for, pool

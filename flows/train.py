@@ -24,10 +24,10 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
 
     from flows.lib.commands import parse_early
 
-    parse_early("train")
+    _, _args = parse_early("train")
     from flows.lib.modeling import registry_commands  # light: no Prefect, no PyTorch
 
-    if sys.argv[1:2] and sys.argv[1] in registry_commands.COMMANDS:  # the registry's commands run no flow
+    if _args.command in registry_commands.COMMANDS:  # the registry's commands run no flow
         sys.exit(registry_commands.main())
 
 import os

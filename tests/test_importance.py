@@ -2,6 +2,10 @@
 ``python -m flows.train explain`` command on a registered version of a user's table."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -177,6 +181,12 @@ def test_explain_command_on_a_registered_table(tmp_path, monkeypatch, capsys):
     for name, value in shown.items():
         got = csv.filter((pl.col("input") == name) & (pl.col("score") == "ci_rmst"))["importance"].item()
         assert got == pytest.approx(value, abs=5e-4)
+    # as a user runs it: the registry's commands load no Prefect, and the progress must still reach the terminal
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = subprocess.run([sys.executable, "-m", "flows.train", "explain", "--dataset", "rossi", "--repeats", "1"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| INFO    | flows.explain - v0001 CET: 4 of 4 groups in " in run.stderr and " left (near " in run.stderr
     assert train_flow.main(["explain", "--dataset", "rossi", "--score", "ci_timing", "--max-rows", "40"]) == 0
     timing = capsys.readouterr().out.splitlines()
     assert timing[0].startswith("v0001 CET: C (timing), when, among the rows with the event observed (the time given "

@@ -14,6 +14,7 @@ from cet_model.evaluation import evaluate, machine, model_inputs
 from cet_model.metrics import calibration_curve, expected_calibration_error
 from cet_model.presets import PRESETS, check_presets, fit_preset, presets_for_truth
 from cet_model.reference import COX_PENALIZER, REFERENCE, cox_reference, wants_reference
+from flows.lib.infra.cli import time_left
 
 from . import figures
 from .records import data_fingerprint, resolved_params
@@ -99,31 +100,6 @@ def run(ds: Dataset, runs: int, models=PAPER_PRESETS, hidden_sizes=(100,), max_e
                          "split_sizes": ds.manifest.get("split_sizes"), "fingerprint": data_fingerprint(ds.path)}
     result["machine"] = machine()
     return result
-
-
-def duration_text(seconds: float) -> str:
-    """``seconds`` as a person reads a wait.
-
-    >>> duration_text(42), duration_text(754), duration_text(7384)
-    ('42 s', '12 min 34 s', '2 h 3 min')
-    """
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-
-
-def time_left(done: int, total: int, elapsed: float, left: float, what: str, after: str = "") -> str:
-    """A progress line: ``done`` of ``total`` ``what`` took ``elapsed`` seconds, about ``left`` to go.
-
-    >>> time_left(1, 10, 30.0, 270.0, "runs")[:43]
-    '1 of 10 runs in 30 s; about 4 min 30 s left'
-    """
-    finish = time.strftime("%H:%M", time.localtime(time.time() + left))
-    return (f"{done} of {total} {what} in {duration_text(elapsed)}; about {duration_text(left)} left{after} "
-            f"(near {finish})")
 
 
 def _figure_data(result: dict, name: str, model, ds, x_te) -> None:

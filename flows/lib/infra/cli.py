@@ -91,6 +91,21 @@ def apply_log_level(args: argparse.Namespace) -> None:
         logging.getLogger(name).setLevel(args.log_level)
 
 
+TERMINAL_FORMAT = "%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(message)s"  # as Prefect's console
+
+
+def log_to_terminal() -> None:
+    """For a command that loads no Prefect (``flows.train versions``, ``explain``): CET's log lines
+    and Python's warnings to stderr, in the layout of Prefect's console. Without a handler only
+    warnings would reach the terminal (Python's last resort), and a long command's progress none."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(TERMINAL_FORMAT, "%H:%M:%S"))
+    for name in ("flows", "cet_model", "cet_experiments", "py.warnings"):
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            logger.addHandler(handler)
+
+
 def require_path(ap: argparse.ArgumentParser, flag: str, value: str | None, kind: str,
                  contains: tuple[str, ...] = ()) -> None:
     """Exit with a usage error when ``value`` (given as ``flag``) is not an existing ``kind``
@@ -150,3 +165,28 @@ def run_build(flow, params, out: str, what: str = "dataset") -> int:
               f"written: {out} is complete and stamped; the flow run's last state is not recorded on the server",
               file=sys.stderr)
         return 0
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` as a person reads a wait.
+
+    >>> duration_text(42), duration_text(754), duration_text(7384)
+    ('42 s', '12 min 34 s', '2 h 3 min')
+    """
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def time_left(done: int, total: int, elapsed: float, left: float, what: str, after: str = "") -> str:
+    """A progress line: ``done`` of ``total`` ``what`` took ``elapsed`` seconds, about ``left`` to go.
+
+    >>> time_left(1, 10, 30.0, 270.0, "runs")[:43]
+    '1 of 10 runs in 30 s; about 4 min 30 s left'
+    """
+    finish = time.strftime("%H:%M", time.localtime(time.time() + left))
+    return (f"{done} of {total} {what} in {duration_text(elapsed)}; about {duration_text(left)} left{after} "
+            f"(near {finish})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from cet_model.models import load_model
 from cet_model.summary import difference_text
 from flows.lib.choices import EXPLAIN_SPLITS
 from flows.lib.infra import stage_cache
+from flows.lib.infra.cli import time_left
 from flows.lib.modeling import render
 from flows.lib.modeling.version_facts import item_labels
 
@@ -79,13 +81,15 @@ def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int
     used = len(rows) if max_rows is None else min(max_rows, len(rows))
     log.info("%s %s: shuffling %d input groups %d times each over %s %s rows", version_dir, model, total,
              repeats, f"{used} of the {len(rows)}" if used < len(rows) else f"the {used}", split)
-    last = [0.0]
+    last, started = [0.0], time.perf_counter()
 
     def progress(done, of, group):
         share = done / of
         if share - last[0] >= 0.1 or done == of:
             last[0] = share
-            log.info("%s %s: %d of %d groups (%s)", version_dir.name, model, done, of, group)
+            elapsed = time.perf_counter() - started
+            log.info("%s %s: %s", version_dir.name, model,
+                     time_left(done, of, elapsed, elapsed / done * (of - done), "groups"))
 
     result = permutation_importance(model, fitted, rows, groups, repeats=repeats, seed=seed, rmst_at=rmst_at,
                                     scores=scores, max_rows=max_rows, on_group=progress)
