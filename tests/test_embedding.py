@@ -70,3 +70,21 @@ def test_a_tokenizer_that_pads_otherwise_falls_back_to_preprocess():
     np.testing.assert_allclose(encode_on_gpu(st, texts, 8),
                                st.encode(texts, batch_size=8, convert_to_numpy=True, normalize_embeddings=True),
                                atol=1e-5)
+
+
+def test_embedding_says_what_it_will_do_and_the_time_left(tmp_path, caplog):
+    """Embedding a month of comments can take hours on a CPU: a line before the first block, and each block's line
+    with the time left."""
+    from flows.lib.reddit.embed import embed
+
+    texts = ["a first text", "a second one", "a first text", "and a third", "the fourth", "the fifth", "a sixth"]
+    with caplog.at_level("INFO", logger="flows.embed"):
+        vecs, stats = embed(texts[:2], tmp_path, device="cpu", key=b"k" * 32)  # two cached before
+        caplog.clear()
+        vecs, stats = embed(texts, tmp_path, device="cpu", shard_size=3, key=b"k" * 32)
+    assert vecs.shape == (7, 384) and stats == {"texts": 7, "unique": 6, "embedded": 4, "cached": 2}
+    lines = [r.getMessage() for r in caplog.records if r.name == "flows.embed"]
+    assert lines[0].startswith("embedding 4 new texts (of 6 unique, 2 from the cache) with ") and \
+        lines[0].endswith(" on cpu, 3 a block")
+    assert lines[1].startswith("embedded 3 of 4 new texts in ") and " left (near " in lines[1]
+    assert lines[2].startswith("embedded 4 of 4 new texts in ")

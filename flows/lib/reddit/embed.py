@@ -30,6 +30,7 @@ import itertools
 import logging
 import os
 import re
+import time
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,7 @@ import numpy as np
 
 from cet_model.atomic import remove_dead_leftovers, writing
 from flows.lib.choices import EMBEDDING_MODEL
+from flows.lib.infra.cli import time_left
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.keys import key_digest
 
@@ -302,6 +304,9 @@ def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device:
         # order, the pseudonymisation key, or where an interrupted run stopped. (The plain sha256
         # orders them, in memory only: the keyed name would make the order depend on the key.)
         items = sorted(todo.items(), key=lambda item: hashlib.sha256(item[1].encode("utf-8")).digest())
+        log.info("embedding %d new texts (of %d unique, %d from the cache) with %s on %s, %d a block", len(items),
+                 stats["unique"], stats["cached"], Path(str(model)).name, st.device.type, shard_size)
+        started = time.perf_counter()
         for lo in range(0, len(items), shard_size):  # one shard per block: progress survives a crash
             part = items[lo:lo + shard_size]
             if st.device.type == "cuda":
@@ -310,7 +315,9 @@ def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device:
                 vecs = st.encode([t for _, t in part], batch_size=batch_size, show_progress_bar=progress,
                                  convert_to_numpy=True, normalize_embeddings=True)
             cache.add([h for h, _ in part], np.asarray(vecs, dtype=np.float32))
-            log.info("embedded %d of %d new texts", min(lo + shard_size, len(items)), len(items))
+            done, elapsed = min(lo + shard_size, len(items)), time.perf_counter() - started
+            log.info("embedded %s", time_left(done, len(items), elapsed, elapsed / done * (len(items) - done),
+                                              "new texts"))
             crash_point("embed")
     if not hashes:
         return np.zeros((0, 0), np.float32), stats
