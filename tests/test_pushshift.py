@@ -2,6 +2,7 @@
 
 import bz2
 import lzma
+import os
 
 import orjson
 import pytest
@@ -130,6 +131,24 @@ def test_progress_counts_every_compressed_byte(tmp_path, capsys, suffix):
     assert path.name in capsys.readouterr().err  # shown when asked for
     assert sum(1 for _ in iter_lines(path)) == 4000
     assert path.name not in capsys.readouterr().err  # by default only on a terminal; tests have none
+
+
+def test_without_a_terminal_a_long_file_logs_its_progress(tmp_path, monkeypatch, caplog):
+    from flows.lib.reddit import pushshift
+
+    rows = [{"author": "a", "body": os.urandom(24).hex(), "created_utc": 1262304001 + i} for i in range(2000)]
+    path = _write_zst(tmp_path / "RC_2016-01.zst", b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    assert path.stat().st_size > 10 * 4096  # bodies that do not compress: the file is read in many pieces
+    with caplog.at_level("INFO", logger="flows.reddit.pushshift"):
+        assert sum(1 for _ in iter_lines(path, read_size=4096)) == 2000
+        said = [r.getMessage() for r in caplog.records]
+        assert said == []  # a file read within a minute says nothing
+        monkeypatch.setattr(pushshift, "LOG_EVERY", 0.0)  # as if every piece took a minute
+        assert sum(1 for _ in iter_lines(path, read_size=4096)) == 2000
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) > 2 and all(line.startswith("RC_2016-01.zst: ") and " left" in line for line in said)
+    shares = [int(line.split(": ")[1].split("%")[0]) for line in said]
+    assert shares == sorted(shares) and shares[-1] < 100
 
 
 BOMB = """

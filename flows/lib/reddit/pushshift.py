@@ -23,6 +23,7 @@ import logging
 import lzma
 import os
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -32,11 +33,14 @@ import orjson
 import zstandard
 from tqdm.auto import tqdm
 
+from flows.lib.infra.cli import duration_text
+
 NAME = re.compile(r"^(RC|RS)_(\d{4})-(\d{2})\.(zst|bz2|xz)$")
 ZSTD_MAX_WINDOW = 2**31
 READ_SIZE = 1 << 24  # 16 MiB
 ZSTD_RAW_READ = 1 << 20  # compressed bytes read from the file at a time
 ZSTD_STEP = 1 << 11  # compressed bytes per decompression call: at most 2 KiB x 32 Ki = 64 MiB out
+LOG_EVERY = 60.0  # seconds between the log lines of a file's progress (no terminal, no bar)
 MAX_LINE = 1 << 20  # a longer line is no Reddit record (the longest body is 40,000 characters): skipped
 
 
@@ -174,6 +178,30 @@ def _stream_chunks(path: Path, read_size: int, bar=None):
             yield chunk
 
 
+class _Progress:
+    """tqdm's bar over the compressed bytes on a terminal; without one (a served run, a log file), a log line
+    every ``LOG_EVERY`` seconds: the share read and the time left."""
+
+    def __init__(self, path, progress: bool | None):
+        self.name, self.total = Path(path).name, Path(path).stat().st_size
+        self.bar = tqdm(total=self.total, unit="B", unit_scale=True, desc=self.name, leave=False,
+                        disable=None if progress is None else not progress)
+        self.done, self.started = 0, time.perf_counter()
+        self.said = self.started
+
+    def update(self, n: int) -> None:
+        self.bar.update(n)
+        self.done += n
+        now = time.perf_counter()
+        if self.bar.disable and now - self.said >= LOG_EVERY and 0 < self.done < self.total:
+            self.said, elapsed = now, now - self.started
+            log.info("%s: %d%% read in %s; about %s left", self.name, 100 * self.done // self.total,
+                     duration_text(elapsed), duration_text(elapsed / self.done * (self.total - self.done)))
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 def iter_line_batches(path: Path, read_size: int = READ_SIZE, progress: bool | None = None,
                       stats: ReadStats | None = None, max_line: int = MAX_LINE) -> Iterator[list[bytes]]:
     """The lines of the decompressed dump as bytes (no newline), one list per decompressed
@@ -182,10 +210,10 @@ def iter_line_batches(path: Path, read_size: int = READ_SIZE, progress: bool | N
     comes as ``b""`` (its number kept) and is counted in ``stats.too_long``; it is never held whole.
 
     ``progress``: a bar over the compressed bytes read (None: only when stderr is a terminal,
-    so logs and tests stay clean); a multi-GB month is otherwise silent for minutes."""
+    so logs and tests stay clean); without the bar, a log line a minute (``LOG_EVERY``) on a
+    multi-GB month, which would otherwise be silent for minutes."""
     rest, skipping = b"", False  # skipping: inside a line already longer than max_line
-    bar = tqdm(total=Path(path).stat().st_size, unit="B", unit_scale=True, desc=Path(path).name, leave=False,
-               disable=None if progress is None else not progress)
+    bar = _Progress(path, progress)
     try:
         for chunk in _stream_chunks(path, read_size, bar):
             if skipping:
