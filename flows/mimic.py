@@ -26,6 +26,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
 from flows.lib import commands
 from flows.lib.flow_params import MimicBuildParams, recipe
+from flows.lib.infra import stage_cache
 from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
@@ -107,7 +108,8 @@ def build_mimic_features(params: MimicBuildParams = MimicBuildParams()) -> str:
         )
         if current:
             return out
-        built_from = ({"kind": "tables", "from": str(Path(mimic_dir).resolve())} if mimic_dir
+        built_from = ({"kind": "standin" if stage_cache.generated_standin(mimic_dir) else "tables",
+                       "from": str(Path(mimic_dir).resolve())} if mimic_dir
                       else {"kind": "demo", "from": download_demo_url} if download_demo_url else {"kind": "standin"})
         if not mimic_dir and not download_demo_url:
             refuse_standin_over_real("build-mimic-features", out, work, "MIMIC-III tables",

@@ -25,6 +25,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
 from flows.lib import commands
 from flows.lib.flow_params import RedditBuildParams, recipe
+from flows.lib.infra import stage_cache
 from flows.lib.infra.cli import apply_log_level, require_path, run_build
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.keys import check_key
@@ -149,9 +150,12 @@ def build_reddit_features(params: RedditBuildParams = RedditBuildParams()) -> st
                                    CODE + ([] if dumps else STANDIN_CODE))
         if current:
             return out
-        built_from = ({"kind": "url", "from": dumps} if remote else {"kind": "dumps", "from": [
-            str(Path(d).resolve()) for d in ([dumps] if isinstance(dumps, str) else dumps)]} if dumps
-            else {"kind": "standin"})
+        given = ([] if remote or not dumps
+                 else [Path(d).resolve() for d in ([dumps] if isinstance(dumps, str) else dumps)])
+        generated = bool(given) and all(stage_cache.generated_standin(d) for d in given)
+        built_from = ({"kind": "url", "from": dumps} if remote else
+                      {"kind": "standin" if generated else "dumps", "from": [str(d) for d in given]} if dumps
+                      else {"kind": "standin"})
         if dumps is None:
             refuse_standin_over_real("build-reddit-features", out, str(work), "Pushshift dumps",
                                      "no --dumps or dumps, CET_REDDIT_DUMPS unset")

@@ -23,6 +23,17 @@ def test_flow_builds_the_fixture_and_reports_completed(tmp_path):
     assert len(ds.train) + len(ds.val) + len(ds.test) == 6
 
 
+@pytest.mark.slow
+def test_tables_a_generator_wrote_are_recorded_as_a_standin_though_given_as_tables(tmp_path, capsys):
+    """``flows.mimic generate`` then ``build --mimic-dir``: the report and the model card must not say "your data"."""
+    fixture = write_fixture(tmp_path / "mimic", n_admissions=6)
+    params = MimicBuildParams(out=str(tmp_path / "real"), mimic_dir=str(fixture), n_chart=2, n_lab=1, n_output=1)
+    assert stage_cache.built_from(build_mimic_features(params)) == "your data"
+    assert main(["generate", "--scale", "0.001", "--out", str(tmp_path / "generated")]) == 0
+    assert main(["build", "--mimic-dir", str(tmp_path / "generated"), "--out", str(tmp_path / "ds")]) == 0
+    assert stage_cache.built_from(tmp_path / "ds") == "generated stand-in"
+
+
 def test_missing_or_foreign_tables_are_named_before_the_flow_and_by_the_flow(tmp_path, capsys):
     """Tables missing from --mimic-dir: a usage error listing them all before any flow starts; a
     header that is not the release's, naming file and columns. The flow itself, called with such a

@@ -53,6 +53,18 @@ def test_flow_over_loopback_with_a_dropped_connection(dumps, tmp_path, monkeypat
     assert json.loads((ds.path / "manifest.json").read_text())["source_fingerprints"][victim] == sums[victim]
 
 
+@pytest.mark.slow
+def test_dumps_a_generator_wrote_are_recorded_as_a_standin_though_given_as_dumps(dumps, tmp_path, monkeypatch,
+                                                                                capsys):
+    """``flows.reddit generate`` then ``build --dumps``: the report and the model card must not say "your data"."""
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
+    monkeypatch.setenv("CET_EMBEDDING_CACHE", str(dumps.parent / "embedding-cache"))
+    assert main(["build", "--dumps", str(dumps), "--out", str(tmp_path / "ds"), *ARGS]) == 0
+    assert stage_cache.built_from(tmp_path / "ds") == "generated stand-in"
+    assert stage_cache.recorded(tmp_path / "ds", "build-reddit-features")["source"] == {
+        "kind": "standin", "from": [str(dumps.resolve())]}
+
+
 def test_listing_from_an_html_index_ignores_unsafe_names(dumps, tmp_path):
     with FileServer(dumps) as srv:
         srv.extra_links = ["../../etc/RC_2016-01.zst", "/abs/RS_2016-01.zst", "RC_2016-01.zst%2F..", "RC_..zst"]

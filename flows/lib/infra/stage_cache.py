@@ -114,6 +114,26 @@ def record(out, key: str, **info) -> None:
     write_text(Path(out) / STAMP, json.dumps({"key": key, **info}, indent=2, default=str))
 
 
+def generated_standin(folder) -> bool:
+    """Whether ``folder`` (raw MIMIC tables, Pushshift dumps) was written by a stand-in generator
+    (``python -m flows.mimic generate``, ``flows.reddit generate``): its ``standin.json`` names one.
+    A dataset built from it is a stand-in too, though the build was given a folder.
+
+    >>> import json, tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> generated_standin(folder)
+    False
+    >>> _ = (folder / "standin.json").write_text(json.dumps({"generator": "flows.lib.standin.mimic"}))
+    >>> generated_standin(folder)
+    True
+    """
+    try:
+        generator = json.loads((Path(folder) / "standin.json").read_text()).get("generator")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(generator, str) and generator.startswith("flows.lib.standin.")
+
+
 def built_from(folder) -> str:
     """What a dataset folder was built from, as its build stamp records it: "synthetic (the
     paper's)", "generated stand-in", "MIMIC-III demo", "your data" or "not recorded"."""
