@@ -122,3 +122,24 @@ def test_bad_sources_give_clear_errors_and_no_output(tmp_path, name, content, ma
     assert "SPECIMEN" not in str(info.value)  # no row contents in the message
     out = tmp_path / "out"
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_a_long_statement_logs_its_share_and_time_left(caplog):
+    """Staging a full-size CHARTEVENTS takes minutes: DuckDB's progress, polled beside the statement, is logged
+    with the time left. A failing statement raises as it would, and the watcher stops with it."""
+    import threading
+
+    from flows.lib.infra.sql_runner import execute_logged
+
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    with caplog.at_level("INFO", logger="flows.sql"):
+        got = execute_logged(con, "SELECT count(*) FROM range(100000000) WHERE hash(range) % 7 = 0", None, "a count",
+                             every=0.02).fetchone()[0]
+        assert got > 10_000_000
+        shares = [int(r.getMessage().split(": ")[1].split("%")[0]) for r in caplog.records]
+        assert shares and shares == sorted(shares) and shares[-1] < 100
+        assert all(r.getMessage().startswith("a count: ") and " left" in r.getMessage() for r in caplog.records)
+        with pytest.raises(duckdb.Error):
+            execute_logged(con, "SELECT * FROM no_such_table", None, "a bad one", every=0.01)
+    assert not [t for t in threading.enumerate() if t.name == "sql-progress"]

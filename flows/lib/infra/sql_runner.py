@@ -8,10 +8,15 @@ are bound, never formatted into the text: each file gets exactly the parameters 
 from __future__ import annotations
 
 import importlib.resources
+import logging
 import re
+import threading
+import time
 from pathlib import Path
 
 import duckdb
+
+from flows.lib.infra.cli import duration_text
 
 SQL_ROOT = Path(str(importlib.resources.files("cet_sql")))  # the repository's sql/, shipped as package cet_sql
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
@@ -40,3 +45,33 @@ def set_variables(con: duckdb.DuckDBPyConnection, values: dict) -> None:
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
             raise ValueError(f"bad variable name {name!r}")
         con.execute(f"SET VARIABLE {name} = $v", {"v": value})
+
+
+PROGRESS_EVERY = 60.0  # seconds between the log lines of a long statement
+log = logging.getLogger("flows.sql")
+
+
+def execute_logged(con: duckdb.DuckDBPyConnection, sql: str, params=None, what: str = "a statement",
+                   every: float | None = None):
+    """``con.execute(sql, params)``; while it runs, every ``every`` seconds (``PROGRESS_EVERY``) a
+    log line with ``what``, the share DuckDB reports done and the time left (staging a
+    full-size CHARTEVENTS takes minutes). Only the share is said, never a row."""
+    every = PROGRESS_EVERY if every is None else every
+    con.execute("SET enable_progress_bar = true; SET enable_progress_bar_print = false")
+    finished, started = threading.Event(), time.perf_counter()
+
+    def watch():
+        while not finished.wait(every):
+            share = con.query_progress()  # percent, -1 when DuckDB cannot tell
+            if 0 < share < 100:
+                elapsed = time.perf_counter() - started
+                log.info("%s: %d%% in %s; about %s left", what, share, duration_text(elapsed),
+                         duration_text(elapsed * (100 - share) / share))
+
+    watcher = threading.Thread(target=watch, name="sql-progress", daemon=True)
+    watcher.start()
+    try:
+        return con.execute(sql, params)
+    finally:
+        finished.set()
+        watcher.join()

@@ -26,6 +26,7 @@ import duckdb
 from cet_model.atomic import remove_dead_leftovers, storage_error, writing
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.download import sha256_file as fingerprint
+from flows.lib.infra.sql_runner import execute_logged
 from flows.lib.mimic.schema import TABLES
 
 log = logging.getLogger("flows.mimic.staging")
@@ -179,7 +180,8 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
     own = con is None
     con = con or connect(memory_limit, out_dir / f".duckdb-tmp-{table}")
     try:
-        con.execute(COPY_SQL, {"path": str(src), "columns": dict(TABLES[table]), "out": str(tmp)})
+        execute_logged(con, COPY_SQL, {"path": str(src), "columns": dict(TABLES[table]), "out": str(tmp)},
+                       f"staging {table}")
         crash_point("staging")
         rows = con.execute("SELECT count(*) FROM read_parquet($p)", {"p": str(tmp)}).fetchone()[0]
     except duckdb.Error as exc:
