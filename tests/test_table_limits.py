@@ -80,3 +80,15 @@ def test_a_file_without_a_header_is_refused_without_quoting_its_first_row(tmp_pa
     err = _refused(["--table", str(table), *ARGS], capsys, tmp_path)
     assert "n.csv: the first line has numbers or dates for column names (columns 0, 1, 2, 3; counted from 0)" in err
     assert "no header line" in err and "41" not in err and "2021" not in err
+
+
+def test_a_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path, capsys):
+    # saved as Latin-1: the reader garbles a name in the header ("w\ufffdek") and refuses a cell without saying where
+    rows = [*_rows(5), "45,6,1", *_rows(4)]
+    table = tmp_path / "l.csv"
+    table.write_bytes(("age,days,died,city\n" + "\n".join(f"{r},Z\u00fcrich" for r in rows) + "\n").encode("latin-1"))
+    err = _refused(["--table", str(table), *ARGS, "--features", "age"], capsys, tmp_path)
+    assert "l.csv: line 2 is not UTF-8 text" in err and "save it as CSV UTF-8, or as parquet" in err
+    header = tmp_path / "h.csv"
+    header.write_bytes(("\u00e2ge,days,died\n" + "\n".join(_rows(10)) + "\n").encode("latin-1"))
+    assert "h.csv: line 1 is not UTF-8 text" in _refused(["--table", str(header), *ARGS], capsys, tmp_path)

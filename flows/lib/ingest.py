@@ -5,6 +5,7 @@ cell's content."""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import re
@@ -410,6 +411,8 @@ def read_table(path) -> pl.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     kind = "CSV" if path.suffix.lower() == ".csv" else "parquet"
+    if kind == "CSV":
+        check_utf8(path)
     try:
         table = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for an unreadable file
@@ -451,6 +454,37 @@ def other_kind(path) -> str:
 
 # a number (sign, decimals, exponent; ',' as the decimal mark too) or a date: a cell, not a column name
 _VALUE = re.compile(r"[-+]?(\d+([.,]\d*)?|[.,]\d+)([eE][-+]?\d+)?|\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ T].*)?")
+
+
+def check_utf8(path, block: int = 1 << 24) -> None:
+    """ValueError naming ``path`` and the first line that is not UTF-8 text (e.g. a file saved as
+    Latin-1 or Windows-1252, which the reader would take for garbled names or refuse without a
+    line). Nothing of the line is quoted.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "cohort.csv"
+    >>> _ = path.write_bytes("age,city\\n60,Bern\\n71,Z\\u00fcrich\\n".encode("latin-1"))
+    >>> try:
+    ...     check_utf8(path)
+    ... except ValueError as exc:
+    ...     print(str(exc).split(": ", 1)[1])
+    line 3 is not UTF-8 text (Latin-1 or Windows-1252, as older tools save a CSV?): save it as CSV UTF-8, or as parquet
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(block)
+            held = decoder.getstate()[0]  # the last block's unfinished character: no newline in it
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:  # exc.start counts from the bytes held back
+                line += (held + chunk)[:exc.start].count(b"\n")
+                raise ValueError(f"{path}: line {line} is not UTF-8 text (Latin-1 or Windows-1252, as older tools "
+                                 "save a CSV?): save it as CSV UTF-8, or as parquet") from None
+            if not chunk:
+                return
+            line += chunk.count(b"\n")
 
 
 def header_of(path) -> list[str]:

@@ -530,12 +530,14 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env, ca
     for name, frame in bad.items():
         frame.write_csv(cet_env / name)
     (cet_env / "semi.csv").write_text(new.write_csv(separator=";"))
+    (cet_env / "latin.csv").write_bytes(new.write_csv().replace("fin,", "f\u00een,").encode("latin-1"))
     expected = {
         "text.csv": r"column 'age' has type String, expected numbers \(row 2 \(line 4\) is text that is not a number\)",
         "gap.csv": r"column 'age' row 3 \(line 5\): missing or non-finite value \(1 such rows\) \(this model's "
         r"dataset was built without imputation",
         "twice.csv": r"column 'id' row 4 \(line 6\) repeats row 1's id \(2 rows share an id\)",
         "semi.csv": r"the first line reads as one column holding 3 ';': the file seems separated by ';'",
+        "latin.csv": r"line 1 is not UTF-8 text \(Latin-1 or Windows-1252",
     }
     for name, message in expected.items():
         with pytest.raises(SystemExit) as exit_:

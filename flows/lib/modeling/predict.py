@@ -25,7 +25,15 @@ from cet_model.models import load_model
 from cet_model.rows import joined
 from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra.keys import key_matches
-from flows.lib.ingest import check_csv_header, encode_levels, first_data_line, missing_indicator, other_kind, read_table
+from flows.lib.ingest import (
+    check_csv_header,
+    check_utf8,
+    encode_levels,
+    first_data_line,
+    missing_indicator,
+    other_kind,
+    read_table,
+)
 from flows.lib.modeling.scores_file import SCORES_MARK
 from flows.lib.reddit.cohort import PSEUDONYM_KEY
 
@@ -72,6 +80,8 @@ def missing_for_version(path, version_dir) -> list[str]:
     """``columns_needed`` for the features file ``path`` and the model in ``version_dir``, from the
     file's header alone (a CLI checks this before any flow starts); errors name the file."""
     path = Path(path)
+    if path.suffix.lower() == ".csv":
+        check_utf8(path)
     try:
         columns = (pl.read_csv(path, n_rows=0).columns if path.suffix.lower() == ".csv"
                    else list(pl.read_parquet_schema(path)))
