@@ -529,15 +529,16 @@ def test_the_summary_and_scoring_say_how_much_of_p_ever_lies_after_the_follow_up
             in lines
         ), lines
         # and the Kaplan-Meier curve still rises at the end: how many ever will is not in the data
-        rising = [ln for ln in lines.splitlines() if "Kaplan-Meier risk still rises at the end" in ln]
+        printed = lines.splitlines()
+        rising = [printed[i + 1] for i, ln in enumerate(printed) if "Kaplan-Meier risk still rises at the end" in ln]
         assert record["km_last_quarter"] >= 0.1 * record["km_by_follow_up"] > 0, record
         end = record["follow_up"]
         in_quarter = (tr.S[:, 0] > 0.5) & (tr.T[:, 0] > 0.75 * end) & (tr.T[:, 0] <= end)
         assert record["km_last_quarter_events"] == in_quarter.sum() > 4, record  # the interval rests on them
         low, high = record["km_last_quarter_ci"]
         assert 0 < low < record["km_last_quarter"] < high, record
-        assert len(rising) == 1 and rising[0].endswith(
-            f"e: +{record['km_last_quarter']:.3f} [{low:.3f}, {high:.3f}], {in_quarter.sum()} events in the last "
+        assert len(rising) == 1 and rising[0] == (
+            f"    e: +{record['km_last_quarter']:.3f} [{low:.3f}, {high:.3f}], {in_quarter.sum()} events in the last "
             f"quarter, of {record['km_by_follow_up']:.3f} by the end"), lines
         assert len(warned) == 1 and warned[0].startswith("new.csv: p_e: ") and \
             f"by {record['follow_up']:g} days, the end of e's training follow-up: the last time at least 10 training " \

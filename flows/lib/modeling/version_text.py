@@ -148,7 +148,7 @@ def beyond_lines(version: Path) -> list[str]:
 
 
 def rising_lines(version: Path) -> list[str]:
-    """A line naming the events whose training Kaplan-Meier risk still rises at the end of the
+    """Lines naming the events whose training Kaplan-Meier risk still rises at the end of the
     follow-up (its last quarter adds ``RISING_SHARE`` or more of the risk by the end;
     ``km_last_quarter`` of the ``beyond_follow_up`` record): there the data do not show how many
     will ever have the event, and CET's P(ever) rests on the fitted tail whatever share of it the
@@ -164,8 +164,8 @@ def rising_lines(version: Path) -> list[str]:
     >>> print("\\n".join(rising_lines(version)))
       the training rows' Kaplan-Meier risk still rises at the end of the follow-up for 1 of the 2 events (the last
       quarter adds 10% or more of the risk by the end, 95 % interval and events in it): how many will ever have them is
-      not in the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the
-      end: a: +0.060 [0.041, 0.088], 31 events in the last quarter, of 0.300 by the end
+      not in the data, and CET's P(ever) rests on the fitted tail, whatever share of it the model places after the end:
+        a: +0.060 [0.041, 0.088], 31 events in the last quarter, of 0.300 by the end
     """
     record = beyond_record(version)
     if not record:
@@ -182,9 +182,9 @@ def rising_lines(version: Path) -> list[str]:
             + (", 95 % interval and events in it" if any("km_last_quarter_ci" in r for r in rising.values()) else "")
             + "): "
             f"how many will ever have them is not in the data, and {model}'s P(ever) rests on the fitted tail, "
-            "whatever share of it the model places after the end: "
-            + "; ".join(f"{e}: {quarter_text(r)} in the last quarter, of {r['km_by_follow_up']:.3f} by the end"
-                        for e, r in rising.items())]
+            "whatever share of it the model places after the end:",
+            *(f"    {e}: {quarter_text(r)} in the last quarter, of {r['km_by_follow_up']:.3f} by the end"
+              for e, r in rising.items())]
 
 
 def quarter_text(record: dict) -> str:
