@@ -126,6 +126,16 @@ def test_mrae_paper_definition():
 def test_occurrence_auc():
     assert occurrence_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == pytest.approx(0.75)
     assert np.isnan(occurrence_auc([1, 1, 1], [0.1, 0.2, 0.3]))
+    rng = np.random.default_rng(7)  # scikit-learn's value, ties, labels as 0/1, bool, float and -1/1 included
+    for i in range(300):
+        n = int(rng.integers(2, 300))
+        c = rng.integers(0, 2, n)
+        c[:2] = [0, 1]
+        score = np.round(rng.random(n), 1 + i % 3) if i % 2 else rng.standard_normal(n)
+        labels = [c, c.astype(bool), c.astype(float), 2 * c - 1][i % 4]
+        assert occurrence_auc(labels, score) == pytest.approx(roc_auc_score(labels, score), abs=1e-12), i
+    with pytest.raises(ValueError, match="two classes expected"):
+        occurrence_auc([0, 1, 2], [0.1, 0.2, 0.3])
 
 
 def test_calibration_and_ece():
