@@ -92,10 +92,18 @@ SCORES = IMPORTANCE_SCORES
 def _scores(name: str, model, split: Split, x, rmst_at, wanted) -> dict[str, np.ndarray]:
     """{metric: (M,) per-event score} of the model on the split's rows with input ``x``, for the
     metrics in ``wanted`` the model can give (only what they need is predicted)."""
-    p = model.predict_occurrence(x)
     timed = hasattr(model, "predict_time")
-    t_hat = model.predict_time(x) if timed and (CI_TIMING in wanted or (name == "ET" and "auc" in wanted)) else None
-    rmst = model.predict_rmst(x, rmst_at) if timed and rmst_at is not None and CI_RMST in wanted else None
+    want_time = timed and (CI_TIMING in wanted or (name == "ET" and "auc" in wanted))
+    want_rmst = timed and rmst_at is not None and CI_RMST in wanted
+    if hasattr(model, "predict_all") and (want_time or want_rmst):  # CET: one pass of the time head for all three
+        key = tuple(np.ravel(rmst_at).tolist()) if want_rmst else None
+        every = model.predict_all(x, quantiles=(0.5,) if want_time else (), rmst_horizons=(key,) if want_rmst else ())
+        p, t_hat = every["occurrence"], every["time"].get(0.5)
+        rmst = every["rmst"][key] if want_rmst else None
+    else:
+        p = model.predict_occurrence(x)
+        t_hat = model.predict_time(x) if want_time else None
+        rmst = model.predict_rmst(x, rmst_at) if want_rmst else None
     m = p.shape[1]
     out = {k: np.full(m, np.nan) for k, ok in (("auc", True), (CI_RMST, rmst is not None),
                                                (CI_TIMING, timed and t_hat is not None)) if k in wanted and ok}
