@@ -79,7 +79,8 @@ def test_a_file_without_a_header_is_refused_without_quoting_its_first_row(tmp_pa
     table = _csv(tmp_path / "n.csv", rows[1], [rows[0], *rows[2:]])
     err = _refused(["--table", str(table), *ARGS], capsys, tmp_path)
     assert "n.csv: the first line has numbers or dates for column names (columns 0, 1, 2, 3; counted from 0)" in err
-    assert "no header line" in err and "41" not in err and "2021" not in err
+    said = err.replace(str(table), "n.csv")  # the temporary folder's name may hold any digits
+    assert "no header line" in said and "41" not in said and "2021" not in said
 
 
 def test_a_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path, capsys):
