@@ -87,11 +87,12 @@ def scoring_key(version: str, work_dir: str) -> bytes:
 
 @task(name="score-reddit-raw", task_run_name="score-reddit-dumps")
 def score_reddit(dumps: str | list[str], version: str, out: str, work_dir: str, quantiles: list[float],
-                 device: str, horizons: list[float], rmst: bool = False) -> str:
+                 device: str, horizons: list[float], rmst: bool = False, keep_embeddings: bool = True) -> str:
     key = scoring_key(version, work_dir)
     cache = Settings().embedding_cache  # vectors the builds cached are reused (CET_EMBEDDING_CACHE)
     path, counts = predict_lib.score_reddit_raw(dumps, version, out, work_dir, key, quantiles, device,
-                                                embedding_cache=cache, horizons=horizons, rmst=rmst)
+                                                embedding_cache=cache, horizons=horizons, rmst=rmst,
+                                                keep_embeddings=keep_embeddings)
     get_run_logger().info("scored %d users (%d authors with fewer than 20 usable comments left out; skipped rows "
                           "%s) -> %s (model %s)", counts["scored"], counts["left_out_fewer_than_20_comments"],
                           counts["skipped_rows"], path, version)
@@ -112,8 +113,9 @@ def predict(params: PredictParams) -> str:
             # the patients' rows staged in a work folder CET named itself do not stay beside the scores
             return score_mimic(params.mimic_dir, version, params.out, work, qs, s.device, hs, params.rmst,
                                keep_staged=params.work_dir is not None)
-        if params.dumps:
-            return score_reddit(params.dumps, version, params.out, work, qs, s.device, hs, params.rmst)
+        if params.dumps:  # and the vectors of the users' comments
+            return score_reddit(params.dumps, version, params.out, work, qs, s.device, hs, params.rmst,
+                                keep_embeddings=params.work_dir is not None)
         return score(params.features, version, params.out, qs, params.sequences, s.device, hs, params.rmst)
 
 

@@ -1,6 +1,7 @@
 """The Reddit build on stand-in dumps: planted truth recovered, privacy, cache, comment encoder."""
 
 import json
+import shutil
 
 import numpy as np
 import polars as pl
@@ -220,8 +221,6 @@ def test_the_dataset_does_not_depend_on_the_pseudonymisation_key(reddit_ds, othe
 def test_the_archive_layout_and_a_flat_folder_give_identical_datasets(reddit_dumps, reddit_ds, embedding_cache,
                                                                       tmp_path):
     """The public archives' layout: reddit/comments/RC_*.zst and reddit/submissions/RS_*.zst."""
-    import shutil
-
     archive = tmp_path / "archive" / "reddit"
     for f in reddit_dumps.iterdir():
         if f.name.startswith(("RC_", "RS_")):
@@ -243,8 +242,6 @@ def test_the_archive_layout_and_a_flat_folder_give_identical_datasets(reddit_dum
 
 
 def test_a_month_found_twice_is_resolved_or_refused(reddit_dumps, tmp_path):
-    import shutil
-
     from flows.lib.reddit.build import local_dumps
     from flows.lib.reddit.pushshift import DumpError
 
@@ -317,9 +314,21 @@ def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_
                                TrainParams(models=("CET",), hidden=8, max_epochs=2))
     a = pl.read_parquet(score(ds_dir / "features.parquet", version, tmp_path / "a.parquet",
                               sequences=ds_dir / "sequences.npy", horizons=(30,)))
+    shards = sorted(embedding_cache.rglob("shard-*.npz"))
     b_path, counts = score_reddit_raw(reddit_dumps, version, tmp_path / "b.parquet", tmp_path / "w", KEY.encode(),
-                                      embedding_cache=embedding_cache, horizons=(30,))
+                                      embedding_cache=embedding_cache, horizons=(30,), keep_embeddings=False)
     b = pl.read_parquet(b_path)
+    assert set(shards) <= set(embedding_cache.rglob("shard-*.npz"))  # a cache the caller names stays
+    # the vectors of the users' comments cached in the work folder go when scoring is done (predict's
+    # default work folder, beside the scores); kept, a rerun embeds nothing again
+    work = tmp_path / "own-work"
+    shutil.copytree(embedding_cache, work / "embeddings")
+    for keep in (True, False):
+        again, _ = score_reddit_raw(reddit_dumps, version, tmp_path / f"{keep}.parquet", work, KEY.encode(),
+                                    horizons=(30,), keep_embeddings=keep)
+        assert pl.read_parquet(again).equals(b)
+        assert (work / "embeddings").exists() == keep
+    assert not work.exists()  # nothing else was there
     assert counts["scored"] == b.height > a.height  # also users who never submitted to the nine
     assert counts["authors_with_usable_comments"] == counts["scored"] + counts["left_out_fewer_than_20_comments"]
     assert counts["skipped_rows"]["deleted_or_bot_author"] > 0

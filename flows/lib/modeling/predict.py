@@ -267,11 +267,13 @@ def score_mimic_raw(mimic_dir, version_dir, out, work_dir, quantiles=DEFAULT_QUA
 
 def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DEFAULT_QUANTILES,
                      device: str = "auto", batch_size: int = 64, embedding_cache=None,
-                     horizons=(), rmst: bool = False) -> tuple[Path, dict]:
+                     horizons=(), rmst: bool = False, keep_embeddings: bool = True) -> tuple[Path, dict]:
     """Score every user of the Pushshift dumps under ``dumps`` with 20 usable comments: their
     first 20 comments embedded with the training build's model, aux features scaled with its
     statistics (``flows.lib.reddit.featurize``); output keyed by pseudonym (``key``: the
-    training build's key gives the training ids). Returns (output path, counts)."""
+    training build's key gives the training ids). Returns (output path, counts).
+    ``keep_embeddings=False``: the comments' vectors cached in ``work_dir`` are removed when done
+    (an ``embedding_cache`` given stays)."""
     # the scan and the embedding model only when Reddit is scored
     from flows.lib.reddit import featurize
 
@@ -281,7 +283,7 @@ def score_reddit_raw(dumps, version_dir, out, work_dir, key: bytes, quantiles=DE
         raise ValueError(f"{version_dir}: this model does not read comment sequences; it was not trained on a "
                          "Reddit build")
     frame, seqs, counts = featurize.featurize(dumps, record, data["feature_names"], work_dir, key, device,
-                                              batch_size, embedding_cache)
+                                              batch_size, embedding_cache, keep_embeddings)
     if frame.height == 0:
         raise ValueError(f"{dumps}: no user with 20 usable comments to score ({counts})")
     want = (data["sequences"]["length"], data["sequences"]["dim"])

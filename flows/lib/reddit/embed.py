@@ -278,6 +278,35 @@ class EmbeddingCache:
             self.index.setdefault(h, (s, i))
 
 
+def drop_cache(cache_dir) -> None:
+    """Remove the embedding shards under ``cache_dir`` (``EmbeddingCache``'s layout), then each
+    folder left empty, ``cache_dir`` last; any other file stays.
+
+    >>> import tempfile
+    >>> cache = Path(tempfile.mkdtemp()) / "embeddings"
+    >>> (cache / "model" / "key").mkdir(parents=True)
+    >>> _ = (cache / "model" / "key" / "shard-00000-0a1b2c3d.npz").write_bytes(b"vectors")
+    >>> drop_cache(cache); cache.exists()
+    False
+    """
+    cache_dir = Path(cache_dir)
+    if cache_dir.is_symlink() or not cache_dir.is_dir():
+        return  # a link leads to what this cache did not write
+    for folder in sorted(p for p in cache_dir.glob("*/*")
+                         if p.is_dir() and not p.is_symlink() and not p.parent.is_symlink()):
+        for shard in folder.glob("shard-*.npz"):
+            shard.unlink(missing_ok=True)
+        for name in (folder, folder.parent):
+            try:
+                name.rmdir()  # only when empty
+            except OSError:
+                pass
+    try:
+        cache_dir.rmdir()
+    except OSError:
+        pass
+
+
 def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device: str = "auto",
           batch_size: int | None = None, progress: bool = False,
           shard_size: int = 50_000, *, key: bytes) -> tuple[np.ndarray, dict]:

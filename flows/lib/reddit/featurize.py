@@ -23,7 +23,7 @@ from flows.lib.reddit import cohort as reddit_cohort
 from flows.lib.reddit.build import aux_features, dump_roots, user_summary
 from flows.lib.reddit.build import scan as scan_dumps
 from flows.lib.reddit.cohort import NO_LIMIT
-from flows.lib.reddit.embed import embed
+from flows.lib.reddit.embed import drop_cache, embed
 from flows.lib.reddit.pushshift import find_dumps, select
 
 log = logging.getLogger("flows.reddit.featurize")
@@ -40,12 +40,30 @@ def check_record(record: dict | None, where) -> dict:
 
 
 def featurize(dumps, record: dict, feature_names: list[str], work_dir, key: bytes, device: str = "auto",
-              batch_size: int | None = None, embedding_cache=None) -> tuple[pl.DataFrame, np.ndarray, dict]:
+              batch_size: int | None = None, embedding_cache=None,
+              keep_embeddings: bool = True) -> tuple[pl.DataFrame, np.ndarray, dict]:
     """Every user of the RC dumps under ``dumps`` with 20 usable comments.
 
     Returns (frame with ``id`` = pseudonym and ``feature_names``, in pseudonym order;
-    sequences (n, 20, D) float32 row-aligned with it; counts).
+    sequences (n, 20, D) float32 row-aligned with it; counts). The comments are embedded through
+    the cache ``embedding_cache``, else ``work_dir/embeddings``; ``keep_embeddings=False`` removes
+    that work-folder cache (vectors of the comment bodies) when done, failed or not, else a rerun
+    embeds nothing again. A cache the caller names always stays.
     """
+    cache = Path(embedding_cache) if embedding_cache else Path(work_dir) / "embeddings"
+    try:
+        return _featurize(dumps, record, feature_names, work_dir, key, device, batch_size, cache)
+    finally:
+        if not keep_embeddings and not embedding_cache:
+            drop_cache(cache)
+            try:
+                Path(work_dir).rmdir()  # only when empty: a pseudonymisation key kept there stays
+            except OSError:
+                pass
+
+
+def _featurize(dumps, record: dict, feature_names: list[str], work_dir, key: bytes, device: str,
+               batch_size: int | None, cache: Path) -> tuple[pl.DataFrame, np.ndarray, dict]:
     record = check_record(record, dumps)
     work = Path(work_dir)
     found = find_dumps(dump_roots(dumps))
@@ -68,7 +86,6 @@ def featurize(dumps, record: dict, feature_names: list[str], work_dir, key: byte
     if n == 0:
         return pl.DataFrame(schema={"id": pl.String, **{c: pl.Float64 for c in feature_names}}), \
             np.zeros((0, reddit_cohort.N_COMMENTS, 0), np.float32), counts
-    cache = Path(embedding_cache) if embedding_cache else work / "embeddings"
     vectors, _ = embed(comments["body"].to_list(), cache, record["embedding_model"], device, batch_size, key=key)
     seqs = vectors.reshape(n, reddit_cohort.N_COMMENTS, -1).astype(np.float32, copy=False)
     raw = aux_features(per_user)
