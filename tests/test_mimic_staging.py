@@ -104,8 +104,13 @@ D_LAB_HEADER = "row_id,itemid,label,fluid,category,loinc_code\n"
     ("D_LABITEMS.csv.gz", "row_id,itemid,label,fluid,category\n1,50800,x,y,z\n",
      r"D_LABITEMS.csv.gz: table D_LABITEMS is missing column\(s\) \['LOINC_CODE'\]"),
     ("D_LABITEMS.csv.gz", b"\x1f\x8b\x08\x00garbage-not-gzip", r"D_LABITEMS.csv.gz: cannot be read"),
-    ("D_LABITEMS.csv.gz", D_LAB_HEADER + "1,50800,SPECIMEN TYPE,BLOOD,Blood Gas,\n2,abc,x,y,z,\n",
-     r"D_LABITEMS.csv.gz: table D_LABITEMS could not be converted"),
+    ("D_LABITEMS.csv.gz", D_LAB_HEADER + "1,50800,SPECIMEN TYPE,BLOOD,Blood Gas,\n2,SPECIMEN,x,y,z,\n",
+     r"D_LABITEMS.csv.gz: table D_LABITEMS could not be converted: Conversion Error: CSV Error on Line: 3 "
+     r"\(column ITEMID: expected INTEGER\)$"),
+    ("D_LABITEMS.csv.gz", D_LAB_HEADER + "1,50800,x,BLOOD,Blood Gas,\n2,50801,x,y,z,,SPECIMEN\n",
+     r"could not be converted: Invalid Input Error: CSV Error on Line: 3 \(6 fields expected, 7 found\)$"),
+    ("D_LABITEMS.csv.gz", D_LAB_HEADER + "1,50800,x,BLOOD,Blood Gas,\n2,50801,\"SPECIMEN,y,z,\n",
+     r"could not be converted: Invalid Input Error: CSV Error on Line: 3 \(a quote left open\)$"),
     ("D_LABITEMS.csv.gz", "", r"D_LABITEMS.csv.gz: empty file"),
 ])
 @pytest.mark.bad_input

@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import zlib
 from dataclasses import dataclass
@@ -155,8 +156,8 @@ def connect(memory_limit: str = "4GB", temp_dir: Path | None = None, threads: in
 
 
 COPY_SQL = """
-COPY (SELECT * FROM read_csv($path, columns = $columns, header = true, delim = ',', quote = '"',
-                             escape = '"', timestampformat = '%Y-%m-%d %H:%M:%S'))
+COPY (SELECT * FROM read_csv($path, columns = $columns, header = true, auto_detect = false, delim = ',',
+                             quote = '"', escape = '"', timestampformat = '%Y-%m-%d %H:%M:%S'))
 TO $out (FORMAT parquet, COMPRESSION zstd)
 """
 
@@ -206,7 +207,28 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
     return StagedTable(table, out_dir / f"{table}.parquet", rows, digest, True)
 
 
+_WHY = (re.compile(r'Error when converting column "([A-Za-z_][A-Za-z0-9_]*)".*? to \'([A-Z]+)\''),
+        re.compile(r"Expected Number of Columns: (\d+) Found: (\d+)"),
+        re.compile(r"Value with unterminated quote found"))
+
+
 def _first_line(exc: Exception) -> str:
-    """DuckDB's message without echoed row contents (privacy: no MIMIC values in errors/logs)."""
-    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return msg.split("Original Line:")[0].strip()
+    """DuckDB's message without echoed row contents (privacy: no MIMIC values in errors/logs):
+    its first line (the line number), and what is wrong with the row in words of its own, never a
+    value: the column and the type a value is not, the count of fields, a quote left open.
+
+    >>> _first_line(Exception('Conversion Error: CSV Error on Line: 3\\nOriginal Line: 2,x\\n'
+    ...                       'Error when converting column "ITEMID". Could not convert string "x" to \\'INTEGER\\''))
+    'Conversion Error: CSV Error on Line: 3 (column ITEMID: expected INTEGER)'
+    >>> _first_line(Exception('Invalid Input Error: CSV Error on Line: 9\\nOriginal Line: 1,2\\n'
+    ...                       'Expected Number of Columns: 3 Found: 2'))
+    'Invalid Input Error: CSV Error on Line: 9 (3 fields expected, 2 found)'
+    """
+    text = str(exc)
+    first = (text.splitlines()[0] if text else type(exc).__name__).split("Original Line:")[0].strip()
+    column, fields, quote = (p.search(text) for p in _WHY)
+    if column:
+        return f"{first} (column {column[1]}: expected {column[2]})"
+    if fields:
+        return f"{first} ({fields[1]} fields expected, {fields[2]} found)"
+    return f"{first} (a quote left open)" if quote else first
