@@ -232,3 +232,27 @@ def test_models_and_sequences_load_without_pickle(tmp_path, small_dataset):
     # control: the payload is real, unpickling it does create the marker
     pickle.loads(pickle.dumps(_Payload(tmp_path / "control"))).close()
     assert (tmp_path / "control").exists()
+
+
+@pytest.mark.parametrize("select, value, kind", [
+    ("SELECT CAST(v AS INTEGER) AS x FROM (VALUES ('7731-SECRET')) t(v)", "7731",
+     "Conversion Error: a value does not convert to INT32"),
+    ("SELECT CAST(v AS DECIMAL(38, 9)) AS x FROM (VALUES (7731e35)) t(v)", "7731",
+     "Conversion Error: a value does not convert to DECIMAL(38,9)"),
+    ("SELECT v + 1 AS x FROM (VALUES (CAST(2147483647 AS INTEGER))) t(v)", "2147483647",
+     "Out of Range Error: a value does not fit INT32"),
+])
+def test_a_value_that_breaks_a_sql_stage_is_never_quoted(tmp_path, select, value, kind):
+    """DuckDB quotes the value in a conversion or overflow error (``Could not convert string 'x'``):
+    a MIMIC cell. The build's error names the SQL file, the kind and the type, not the value."""
+    import duckdb
+
+    from flows.lib.infra.sql_runner import run_sql_file
+
+    path = tmp_path / "marts" / "mart_x.sql"
+    path.parent.mkdir()
+    path.write_text(select)
+    with pytest.raises(RuntimeError) as info:
+        run_sql_file(duckdb.connect(), path)
+    assert str(info.value) == f"{path}: {kind} (the value is not shown)"
+    assert value not in str(info.value).replace(str(path), "")

@@ -36,8 +36,32 @@ def run_sql_file(con: duckdb.DuckDBPyConnection, path: Path, params: dict | None
     try:
         con.execute(f"CREATE OR REPLACE {kind} {path.stem} AS\n{text}", {n: params[n] for n in names} or None)
     except duckdb.Error as exc:
-        raise RuntimeError(f"{path}: {str(exc).splitlines()[0]}") from None
+        raise RuntimeError(f"{path}: {error_text(exc)}") from None
     return path.stem
+
+
+_VALUE_ERRORS = ("Conversion Error", "Out of Range Error")
+_TYPE = re.compile(r"\b(?:to|of) ([A-Z][A-Z0-9_]*(?:\(\d+, ?\d+\))?)")
+
+
+def error_text(exc: Exception) -> str:
+    """DuckDB's error in one line, without the data: an error about a value (a conversion, an
+    overflow) names its kind and the type, never the value, which is a patient's.
+
+    >>> error_text(duckdb.ConversionException("Conversion Error: Could not convert string 'abc' to INT32\\n\\nLINE 1"))
+    'Conversion Error: a value does not convert to INT32 (the value is not shown)'
+    >>> error_text(duckdb.OutOfRangeException("Out of Range Error: Overflow in addition of INT32 (2147483647 + 1)!"))
+    'Out of Range Error: a value does not fit INT32 (the value is not shown)'
+    >>> error_text(duckdb.BinderException('Binder Error: Referenced column "itemid" not found'))
+    'Binder Error: Referenced column "itemid" not found'
+    """
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    kind = first.split(":")[0]
+    if kind not in _VALUE_ERRORS:
+        return first
+    typ = _TYPE.search(first, len(kind))
+    verb = "does not convert to" if kind == "Conversion Error" else "does not fit"
+    return f"{kind}: a value {verb} {typ[1] if typ else 'its type'} (the value is not shown)"
 
 
 def set_variables(con: duckdb.DuckDBPyConnection, values: dict) -> None:
