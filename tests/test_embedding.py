@@ -5,6 +5,7 @@ sentence-transformers' ``encode`` gives, and the tokenizer exactly what its ``pr
 On a GPU, tests/test_gpu_embedding.py compares them with the CPU's fp32 vectors."""
 
 import numpy as np
+import pytest
 
 from flows.lib.reddit.embed import (
     DEFAULT_MODEL,
@@ -15,6 +16,8 @@ from flows.lib.reddit.embed import (
     text_tokeniser,
 )
 from flows.lib.standin.reddit_text import TOPIC_PHRASES, realistic_texts
+
+pytestmark = pytest.mark.slow  # loads the packaged sentence-transformers model (about 10 s of imports)
 
 
 def test_the_pipelined_steps_give_encode_s_vectors_in_the_texts_order():

@@ -78,7 +78,7 @@ def test_a_group_is_shuffled_whole():
             seen.append(np.asarray(X).copy())
             return super().predict_occurrence(X)
 
-    model = Watched(hidden_sizes=(8,), seed=0).fit(x, np.ones((n, 1)), c)
+    model = Watched(hidden_sizes=(8,), seed=0, max_epochs=200).fit(x, np.ones((n, 1)), c)
     groups = feature_groups(["age", "site=a", "site=b", "site=c"], {"categorical": {"site": ["a", "b", "c"]}})
     assert groups == {"age": [0], "site": [1, 2, 3]}
     out = permutation_importance("BC", model, split, groups, repeats=2)

@@ -902,6 +902,7 @@ def test_the_training_loops_adam_steps_as_torch_optim_does_float_for_float(weigh
     assert not torch.equal(ours[2].bias, torch.zeros_like(ours[2].bias))
 
 
+@pytest.mark.slow  # spawns a process that imports torch
 def test_a_fit_and_its_predictions_do_not_import_torchs_compiler():
     """A first fit in a process used to import ``torch._dynamo`` (with sympy and the inductor) from
     ``torch.optim``'s constructor: about as long as importing torch, on every process's first fit."""

@@ -199,6 +199,7 @@ def test_versions_and_promote_commands(tmp_path, monkeypatch, capsys):
     assert "v0002/metrics.json: not JSON" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # spawns a process per command
 def test_the_listing_and_promotion_commands_answer_before_prefect_and_torch_load(tmp_path):
     """``python -m flows.train versions``, ``show`` and ``promote`` read and change a models folder
     directly: they run before the flow module's imports and load no heavy library (Prefect's import

@@ -467,6 +467,7 @@ def test_the_reddit_scan_writes_and_removes_only_the_files_it_claimed(tmp_path):
     assert remove_scan_parts(default) == 2 and _tree(default) == {}
 
 
+@pytest.mark.slow  # spawns each benchmark
 @pytest.mark.parametrize("script, option", [("bench_pipeline.py", "--keep"), ("reddit_at_scale.py", "--keep"),
                                             ("bounded_memory.py", "--keep"), ("bench_mimic_build.py", "--data-dir")])
 def test_a_benchmark_keeps_its_scratch_only_in_a_folder_it_made(tmp_path, script, option):
