@@ -17,7 +17,7 @@ horizon in the dataset's unit), and with ``--rmst`` also ``rmst_<h>_<event>`` (t
 event-free time up to h: the score C (RMST) ranks by). Rows that cannot be scored (an admission without chart or lab
 rows, a user with fewer
 than 20 usable comments) are counted in the log, never dropped silently. A features file is scored
-in the command itself when ``PREFECT_API_URL`` is unset (no temporary Prefect server); raw sources,
+in the command itself when ``PREFECT_API_URL`` is unset, without loading Prefect; raw sources,
 and every source with a Prefect server configured, run as a flow run.
 """
 
@@ -25,9 +25,15 @@ from __future__ import annotations
 
 if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
     from flows.lib.commands import parse_early
+    from flows.lib.infra.cli import log_to_terminal
+    from flows.lib.modeling.score_command import score_here, scored_here
     from flows.lib.modeling.scores_file import check_command
 
-    check_command(*parse_early("predict"))
+    _ap, _args = parse_early("predict")
+    _version = check_command(_ap, _args)
+    if scored_here(_args):  # a file scored in this process: Prefect is not loaded at all
+        log_to_terminal()
+        raise SystemExit(score_here(_ap, _args, _version))
 
 import json
 import sys
@@ -47,6 +53,7 @@ from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import predict as predict_lib
+from flows.lib.modeling.score_command import check_features, score_here, scored_here
 from flows.lib.modeling.scores_file import check_command, check_scores_out
 from flows.lib.reddit import build as reddit_build
 
@@ -124,7 +131,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     apply_log_level(args)
     version = check_command(ap, args)  # the output, the inputs and the version, before anything is read
-    s = Settings()
     if args.mimic_dir:  # a table missing or unreadable: a usage error now, not a failed flow's traceback
         from flows.lib.mimic.featurize import SCORING_TABLES
         from flows.lib.mimic.staging import check_tables
@@ -133,29 +139,14 @@ def main(argv=None) -> int:
             check_tables(Path(args.mimic_dir), SCORING_TABLES)
         except (FileNotFoundError, ValueError) as exc:
             ap.error(f"--mimic-dir {exc}")
+    if scored_here(args):  # a file scored here: no Prefect server started for it
+        return score_here(ap, args, version)
     if args.features:  # a file that cannot be scored: a usage error now, not a failed flow's traceback
-        try:
-            missing = predict_lib.missing_for_version(args.features, version)
-        except ValueError as exc:
-            ap.error(f"--features {exc}")
-        if missing:
-            ap.error(f"--features {args.features}: missing columns {missing[:10]}{' ...' if len(missing) > 10 else ''}"
-                     f" ({s.dataset_name(args.dataset)} {version.name} needs an id and its features)")
-        try:  # its values and ids too
-            predict_lib.check_for_version(args.features, version)
-        except ValueError as exc:
-            ap.error(f"--features {exc}")
+        check_features(ap, args, version)
     try:
         params = commands.params(args, PredictParams, version=version.name)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
-    s = Settings()
-    if params.features and not s.prefect_api_url:  # a file scored here: no Prefect server started for it
-        with output_lock(params.out, s.lock_wait, "predict"):
-            path = predict_lib.score(params.features, str(version), params.out, list(params.quantiles),
-                                     params.sequences, s.device, list(params.horizons), params.rmst)
-        print(path)
-        return 0
     print(predict(params))
     return 0
 

@@ -160,12 +160,14 @@ def test_predict_scores_a_file_without_a_prefect_server(cet_env):
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "flows.predict", "--dataset", "synthetic", "--features", str(src),
-                          "--out", str(cet_env / "local.parquet")], capture_output=True, text=True, env=env,
-                         cwd=cet_env, timeout=120)
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.predict", "--dataset", "synthetic",
+                          "--features", str(src), "--out", str(cet_env / "local.parquet")], capture_output=True,
+                         text=True, env=env, cwd=cet_env, timeout=120)
     seconds = time.perf_counter() - t0
     assert out.returncode == 0, out.stderr[-2000:]
     assert "temporary server" not in out.stdout + out.stderr
+    assert not re.search(r"\|\s+prefect$", out.stderr, flags=re.M)  # Prefect is not even imported
+    assert re.search(r"\| INFO +\| flows\.predict - scored 4 rows of few\.parquet", out.stderr)  # its log still shows
     assert pl.read_parquet(cet_env / "local.parquet").equals(pl.read_parquet(cet_env / "flow.parquet"))
     assert seconds < 30, seconds  # about 5 s on a 2-core machine: imports, the model, four rows
 
