@@ -9,6 +9,7 @@ from prefect import task
 from prefect.logging import get_run_logger
 
 from flows.lib.infra import stage_cache
+from flows.lib.infra.folders import work_dir_for  # noqa: F401  (the flows' import of it)
 
 
 @task(name="check-stage-cache", task_run_name="check-{stage}")
@@ -57,7 +58,3 @@ def _generated_here(out: str, work: str) -> bool:
         return False
     listed = "\n".join(p.read_text() for p in Path(work).glob("standin-*/*") if p.name.lower() == "sha256sums.txt")
     return bool(fingerprints) and all(str(v) in listed for v in fingerprints.values())
-
-
-def work_dir_for(out: str, work_dir: str | None) -> str:
-    return work_dir or str(Path(out).parent / f".{Path(out).name}-work")

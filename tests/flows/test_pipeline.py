@@ -173,9 +173,10 @@ def test_predict_scores_a_file_without_a_prefect_server(cet_env):
 
 
 @pytest.mark.filterwarnings("ignore:S. no observed time:UserWarning")  # a tiny fixture: events no row saw
-def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, capsys):
+def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, capsys, monkeypatch):
     """predict --mimic-dir on the raw tables the training build read: the same admissions and the
-    same scores as predict --features on the build's own rows."""
+    same scores as predict --features on the build's own rows, as a flow run and, with no Prefect
+    server configured, in the command's own process."""
     from flows.lib.flow_params import MimicBuildParams
     from flows.mimic import build_mimic_features
 
@@ -183,7 +184,19 @@ def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, cap
     train_evaluate(TrainEvaluateParams(dataset="mimic"))
     raw = next((cet_env / "data" / ".mimic-work").glob("standin-*"))
     out_raw, out_rows = cet_env / "raw.parquet", cet_env / "rows.parquet"
-    assert predict_flow.main(["--dataset", "mimic", "--mimic-dir", str(raw), "--out", str(out_raw)]) == 0
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.settings import PREFECT_API_URL
+
+    def predict_runs() -> int:
+        with get_client(sync_client=True) as client:
+            return len(client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["predict"]))))
+
+    before = predict_runs()
+    with monkeypatch.context() as served:  # the test harness's server named as a user names theirs: a flow run
+        served.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+        assert predict_flow.main(["--dataset", "mimic", "--mimic-dir", str(raw), "--out", str(out_raw)]) == 0
+    assert predict_runs() == before + 1
     assert predict_flow.main(["--dataset", "mimic", "--features", f"{data}/features.parquet",
                               "--out", str(out_rows)]) == 0
     a, b = pl.read_parquet(out_rows).sort("id"), pl.read_parquet(out_raw).sort("id")
@@ -193,10 +206,13 @@ def test_predict_cli_scores_raw_mimic_tables_like_the_training_rows(cet_env, cap
     # the patients' rows staged in the work folder CET named are gone; one the user names keeps them for a rerun
     assert not (cet_env / ".raw.parquet-work").exists()
     work = cet_env / "work"
-    assert predict_flow.main(["--dataset", "mimic", "--mimic-dir", str(raw), "--out", str(cet_env / "kept.parquet"),
-                              "--work-dir", str(work)]) == 0
+    for out, work_dir in (("kept.parquet", ["--work-dir", str(work)]), ("here.parquet", [])):
+        assert predict_flow.main(["--dataset", "mimic", "--mimic-dir", str(raw), "--out", str(cet_env / out),
+                                  *work_dir]) == 0
+        assert pl.read_parquet(cet_env / out).equals(pl.read_parquet(out_raw))
     assert (work / "staged" / "CHARTEVENTS.parquet").is_file()
-    assert pl.read_parquet(cet_env / "kept.parquet").equals(pl.read_parquet(out_raw))
+    assert not (cet_env / ".here.parquet-work").exists()
+    assert predict_runs() == before + 1  # no PREFECT_API_URL: scored in the command's own process, no flow run
     # a folder without one of the four tables, or with a table whose header is not MIMIC's: a usage
     # error before any flow starts (it was a failed flow's tracebacks)
     partial = cet_env / "partial"

@@ -166,3 +166,8 @@ def scratch_folder(path, owner: str) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     write_text(marker, json.dumps({"written_by": "cet", "scratch_of": owner}) + "\n")
     return path
+
+
+def work_dir_for(out: str, work_dir: str | None) -> str:
+    """``work_dir``, else the hidden work folder beside ``out`` (``.scores.parquet-work``)."""
+    return work_dir or str(Path(out).parent / f".{Path(out).name}-work")
