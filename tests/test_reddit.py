@@ -303,7 +303,8 @@ def test_a_nested_subreddit_cannot_hide_the_top_level_one(tmp_path):
     assert got == ["a", "c", "d", "e"]  # only b, surely elsewhere, is skipped unparsed
 
 
-def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_ds, embedding_cache, tmp_path):
+def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_ds, embedding_cache, tmp_path,
+                                                          monkeypatch):
     """predict --dumps: every author with 20 usable comments is scored; the training cohort's
     users get the scores of their dataset rows (same comments, embeddings and scaling)."""
     from flows.lib.modeling.predict import score, score_reddit_raw
@@ -321,11 +322,16 @@ def test_new_dumps_score_every_user_like_the_training_rows(reddit_dumps, reddit_
     assert set(shards) <= set(embedding_cache.rglob("shard-*.npz"))  # a cache the caller names stays
     # the vectors of the users' comments cached in the work folder go when scoring is done (predict's
     # default work folder, beside the scores); kept, a rerun embeds nothing again
+    # (as flows.predict --dumps scores them: the key from CET_PSEUDONYM_KEY, no cache named)
+    from flows.lib.modeling.score_command import dumps_scores
+
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", KEY)
+    monkeypatch.delenv("CET_EMBEDDING_CACHE", raising=False)
     work = tmp_path / "own-work"
     shutil.copytree(embedding_cache, work / "embeddings")
     for keep in (True, False):
-        again, _ = score_reddit_raw(reddit_dumps, version, tmp_path / f"{keep}.parquet", work, KEY.encode(),
-                                    horizons=(30,), keep_embeddings=keep)
+        again = dumps_scores(str(reddit_dumps), str(version), str(tmp_path / f"{keep}.parquet"), str(work),
+                             [0.1, 0.5, 0.9], "cpu", [30.0], keep_embeddings=keep)
         assert pl.read_parquet(again).equals(b)
         assert (work / "embeddings").exists() == keep
     assert not work.exists()  # nothing else was there
