@@ -9,7 +9,6 @@ from prefect import task
 from prefect.logging import get_run_logger
 
 from flows.lib.infra import stage_cache
-from flows.lib.infra.folders import work_dir_for  # noqa: F401  (the flows' import of it)
 
 
 @task(name="check-stage-cache", task_run_name="check-{stage}")

@@ -23,12 +23,12 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from flows.common import check_cache, record_stage, refuse_standin_over_real, work_dir_for
+from flows.common import check_cache, record_stage, refuse_standin_over_real
 from flows.lib import commands
 from flows.lib.flow_params import MimicBuildParams, recipe
 from flows.lib.infra import stage_cache
 from flows.lib.infra.cli import apply_log_level, require_path, run_build
-from flows.lib.infra.folders import check_output_folder
+from flows.lib.infra.folders import check_output_folder, work_dir_for
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner

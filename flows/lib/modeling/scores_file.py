@@ -74,4 +74,3 @@ def check_command(ap: argparse.ArgumentParser, args: argparse.Namespace) -> Path
         return registry.resolve_version(s.models_dir, s.dataset_name(args.dataset), args.version)
     except (FileNotFoundError, ValueError) as exc:
         ap.error(str(exc))
-
