@@ -278,15 +278,15 @@ def row_at(row: int, first_line: int | None = None) -> str:
 def first_non_number(column: pl.Series, at=lambda row: f"row {row}") -> str:
     """Where a text column first holds a value that is not a number, as text for an error
     (``at`` names a row), or "" when every value is a number or missing, or the column holds dates
-    or times (its type says what it is).
+    or times, lists, structs or bytes (its type says what it is).
 
     >>> first_non_number(pl.Series(["61", None, "n/a", "70"]))
     ' (row 2 is text that is not a number)'
     >>> import datetime
-    >>> first_non_number(pl.Series([datetime.date(2020, 1, 1)]))
-    ''
+    >>> first_non_number(pl.Series([datetime.date(2020, 1, 1)])), first_non_number(pl.Series([["a", "b"]]))
+    ('', '')
     """
-    if column.dtype.is_temporal():
+    if not_text(column.dtype):
         return ""
     text = column.cast(pl.String)
     bad = text.is_not_null() & text.str.strip_chars().cast(pl.Float64, strict=False).is_null()
@@ -294,6 +294,16 @@ def first_non_number(column: pl.Series, at=lambda row: f"row {row}") -> str:
         return ""
     row = int(bad.arg_max())
     return f" ({at(row)} is {'text that is not a number' if text[row].strip() else 'empty text'})"
+
+
+def not_text(dtype) -> bool:
+    """Whether a column of type ``dtype`` holds neither numbers nor text: dates or times, lists,
+    arrays, structs, bytes or Python objects. Such a column is named by its type, never read as text.
+
+    >>> not_text(pl.List(pl.String)), not_text(pl.Binary), not_text(pl.String), not_text(pl.Float64)
+    (True, True, False, False)
+    """
+    return dtype.is_temporal() or dtype.is_nested() or dtype in (pl.Binary, pl.Object)
 
 
 def save_rows(path, array, rows_per_write: int = 4096) -> None:

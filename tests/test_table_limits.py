@@ -2,6 +2,8 @@
 clashing"): too few rows for every split, whatever the split method, and column names that clash
 with the dataset contract or with each other. Each error names the file and the column."""
 
+import re
+
 import polars as pl
 import pytest
 
@@ -93,3 +95,26 @@ def test_a_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path, capsys):
     header = tmp_path / "h.csv"
     header.write_bytes(("\u00e2ge,days,died\n" + "\n".join(_rows(10)) + "\n").encode("latin-1"))
     assert "h.csv: line 1 is not UTF-8 text" in _refused(["--table", str(header), *ARGS], capsys, tmp_path)
+
+
+@pytest.mark.parametrize("column, options, message", [
+    ("tags", [], r"column 'tags' has type List\(String\): a feature is a number or a category in each row"),
+    ("tags", ["--categorical", "tags"], r"categorical column 'tags' has type List\(String\)"),
+    ("blob", [], r"column 'blob' has type Binary: a feature is a number"),
+    ("pair", [], r"column 'pair' has type Struct\(\{'a': Int64, 'b': String\}\): a feature is a number"),
+    ("tags", ["--features", "age", "--id-column", "tags"], r"column 'tags', the id column, has type List\(String\)"),
+    ("tags", ["--features", "age", "--split-column", "tags"],
+     r"column 'tags', the split column, has type List\(String\): it holds train, val or test"),
+    ("tags", ["--features", "age", "--group-column", "tags"],
+     r"column 'tags', the group column, has type List\(String\)"),
+])
+def test_a_column_of_lists_structs_or_bytes_is_named_by_its_type(tmp_path, capsys, column, options, message):
+    """A parquet column that is neither numbers nor text was a traceback from the reader's cast."""
+    n = 12
+    frame = pl.DataFrame({"age": [40.0 + i for i in range(n)], "days": [1.0 + i for i in range(n)],
+                          "died": [i % 2 for i in range(n)],
+                          column: {"tags": [["SECRET", "b"]] * n, "blob": [b"SECRET"] * n,
+                                   "pair": [{"a": 1, "b": "SECRET"}] * n}[column]})
+    frame.write_parquet(tmp_path / "t.parquet")
+    err = _refused(["--table", str(tmp_path / "t.parquet"), *ARGS, *options], capsys, tmp_path)
+    assert re.search(rf"error: \S*t\.parquet: {message}", err) and "SECRET" not in err and "Traceback" not in err

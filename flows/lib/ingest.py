@@ -27,6 +27,7 @@ from cet_model.dataset import (
     holds_dates,
     min_keys,
     missing_indicator,
+    not_text,
     other_rows,
     require_columns,
     row_at,
@@ -104,6 +105,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     wanted = [*features, *(c for pair in events.values() for c in pair),
               *(c for c in (id_column, split_column, group_column) if c is not None)]
     require_columns(src.table, list(dict.fromkeys(wanted)), src.where)
+    _check_key_types(src, id_column, split_column, group_column)
     if src.table.height == 0:
         raise ValueError(f"{src.where}: no rows")
     ids = _ids(src, id_column)
@@ -113,7 +115,7 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
         split = _drawn_split(src, ids, events, id_column, group_column, seed, fractions, split_method)
     _check_split_sizes(src, split, fractions, group_column)
     text = [c for c in features if c not in categorical and not src.table[c].dtype.is_numeric()
-            and src.table[c].dtype != pl.Boolean and not holds_dates(src.table[c])]
+            and src.table[c].dtype != pl.Boolean and not not_text(src.table[c].dtype) and not holds_dates(src.table[c])]
     encoded = _Features(src, split, impute, chosen, text)
     for col in features:  # name the table's column and row, not the file the dataset would have
         if col in categorical:
@@ -165,6 +167,15 @@ class _Source:
     def at(self, row: int) -> str:
         return row_at(row, self.first_line)
 
+
+
+def _check_key_types(src, id_column, split_column, group_column) -> None:
+    """An id, split or group column of lists, structs or bytes: refused by its type."""
+    for role, c, holds in (("id", id_column, "ids are numbers or text"),
+                           ("split", split_column, "it holds train, val or test"),
+                           ("group", group_column, "groups are numbers or text")):
+        if c is not None and not_text(src.table[c].dtype) and not src.table[c].dtype.is_temporal():
+            raise ValueError(f"{src.where}: column {c!r}, the {role} column, has type {src.table[c].dtype}: {holds}")
 
 def _feature_columns(src: _Source, features, categorical, events: dict, others) -> tuple[list[str], list[str]]:
     """The feature columns (every column not named otherwise when ``features`` is None; a
@@ -273,6 +284,7 @@ class _Features:
 
     def add_levels(self, col: str) -> None:
         """One 0/1 column per level of ``col`` seen in the training rows."""
+        self._refuse_nested(col, "categorical ")
         where, text = self.src.where, self.src.table[col].cast(pl.String)
         levels = sorted(text.filter((self.split == "train") & text.is_not_null()).unique().to_list())
         if not levels:
@@ -316,6 +328,7 @@ class _Features:
 
     def _numbers(self, col: str) -> pl.Series:
         """``col`` as floats (booleans as 0/1); text is refused with what to do about it."""
+        self._refuse_nested(col)
         where, column = self.src.where, self.src.table[col]
         values = column.cast(pl.Int8) if column.dtype == pl.Boolean else column
         if values.dtype.is_numeric():
@@ -331,6 +344,14 @@ class _Features:
                  f"{','.join(self.text)}) names them all") if len(self.text) > 1 else ""
         raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers{first}; name it as "
                          f"categorical (one 0/1 column per level) or encode it first{hint}{every}")
+
+    def _refuse_nested(self, col: str, kind: str = "") -> None:
+        """A column of lists, structs, bytes or objects is no feature: refused by its type."""
+        dtype = self.src.table[col].dtype
+        if not_text(dtype) and not dtype.is_temporal():
+            hint = " or leave it out of the features" if self.chosen else ""
+            raise ValueError(f"{self.src.where}: {kind}column {col!r} has type {dtype}: a feature is a number or a "
+                             f"category in each row; give what it holds as columns of numbers{hint}")
 
     def check_names(self) -> None:
         names = [c.name for c in self.columns]
