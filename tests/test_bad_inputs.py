@@ -146,6 +146,13 @@ def test_text_feature_column_for_prediction(tmp_path):
     csv.write_text("id,x1\na,0.1\n")
     with pytest.raises(ValueError, match=r"new.csv: missing columns \['x2'\]"):
         read_features(csv, ["x1", "x2"])
+    # lists in a parquet file, as a feature or as the ids: named by their type, not a traceback from a cast
+    pl.DataFrame({"id": ["a", "b"], "x1": [[0.1, 7.5], [0.2, 7.5]]}).write_parquet(path)
+    with pytest.raises(ValueError, match=r"new.parquet: column 'x1' has type List\(Float64\), expected numbers$"):
+        read_features(path, ["x1"])
+    pl.DataFrame({"id": [[1, 2], [1, 2]], "x1": [0.1, 0.2]}).write_parquet(path)
+    with pytest.raises(ValueError, match=r"new.parquet: column 'id' has type List\(Int64\): ids are numbers or text$"):
+        read_features(path, ["x1"])
 
 
 def test_new_rows_without_ids_are_numbered_only_for_a_model_whose_table_had_none(tmp_path):

@@ -19,7 +19,7 @@ import polars as pl
 from cet_model.atomic import claim_files, temporary_name, write_csv, writing
 from cet_model.choices import BEYOND_SHARE, FOLLOWED_ROWS
 from cet_model.comments import CommentInputs, NpyRows, RowView
-from cet_model.dataset import first_non_number, row_at
+from cet_model.dataset import first_non_number, not_text, row_at
 from cet_model.evaluation import occurrence_beyond_follow_up
 from cet_model.models import load_model
 from cet_model.rows import joined
@@ -169,6 +169,8 @@ def _prepared(df: pl.DataFrame, path, record: dict) -> pl.DataFrame:
 
 def _check_ids(ids: pl.Series, path, at) -> None:
     """Every row has an id of its own: the scores are written by id."""
+    if not_text(ids.dtype) and not ids.dtype.is_temporal():
+        raise ValueError(f"{path}: column {ids.name!r} has type {ids.dtype}: ids are numbers or text")
     if ids.is_null().any():
         raise ValueError(f"{path}: column {ids.name!r} {at(int(ids.is_null().arg_max()))} is missing; every row "
                          "needs an id (the scores are written by id)")
