@@ -472,7 +472,9 @@ def check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: 
         where = first_non_number(col, lambda row: row_at(row, first_line))
         if not where and col.dtype == pl.String and col.is_not_null().any():
             where = " (every value reads as a number: store the column as numbers)"
-        if holds_dates(col):
+        if isinstance(col.dtype, pl.Duration):
+            where += ": it holds durations; give each as a number in the dataset's time unit (e.g. days)"
+        elif holds_dates(col):
             where += (": it holds dates; give the time from each subject's start of follow-up instead, "
                       "a number in the dataset's time unit (e.g. days from admission)")
         raise ValueError(f"{path}: column {name!r} has type {col.dtype}, expected a number{where}")

@@ -102,6 +102,13 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
      r"table: column 'age' has type String, expected numbers \(row 0 is text that is not a number\): it holds dates; "
      r"give what they "
      r"mean as a number \(an age, days since a reference date\) or leave it out of the features$"),
+    # durations (pandas timedelta) where a number is expected: said so, not "dates"
+    (lambda d: d.assign(week=pd.to_timedelta(d["week"] * 7, unit="D")),
+     r"table: column 'week' has type Duration\(.*\), expected a number: it holds durations; give each as a number in "
+     r"the dataset's time unit"),
+    (lambda d: d.assign(age=pd.to_timedelta(d["age"] * 365, unit="D")),
+     r"table: column 'age' has type Duration\(.*\), expected numbers: it holds durations; give each as a number"),
+    (lambda d: d.assign(age=None), r"table: column 'age' is empty in every row: leave it out of the features$"),
 ])
 def test_bad_follow_up_tables_name_the_column_and_row(rossi, tmp_path, change, match):
     with pytest.raises(ValueError, match=match):

@@ -330,6 +330,11 @@ class _Features:
         """``col`` as floats (booleans as 0/1); text is refused with what to do about it."""
         self._refuse_nested(col)
         where, column = self.src.where, self.src.table[col]
+        if column.null_count() == column.len():
+            raise ValueError(f"{where}: column {col!r} is empty in every row: leave it out of the features")
+        if isinstance(column.dtype, pl.Duration):
+            raise ValueError(f"{where}: column {col!r} has type {column.dtype}, expected numbers: it holds durations; "
+                             "give each as a number (e.g. days)")
         values = column.cast(pl.Int8) if column.dtype == pl.Boolean else column
         if values.dtype.is_numeric():
             return values.cast(pl.Float64)
