@@ -118,3 +118,13 @@ def test_a_column_of_lists_structs_or_bytes_is_named_by_its_type(tmp_path, capsy
     frame.write_parquet(tmp_path / "t.parquet")
     err = _refused(["--table", str(tmp_path / "t.parquet"), *ARGS, *options], capsys, tmp_path)
     assert re.search(rf"error: \S*t\.parquet: {message}", err) and "SECRET" not in err and "Traceback" not in err
+
+
+def test_a_cell_the_reader_cannot_parse_is_not_quoted(tmp_path, capsys):
+    """polars quotes the cell it cannot parse (a quote left open swallows the rest of the file):
+    the error names the file and the column, not the cell."""
+    table = _csv(tmp_path / "t.csv", "age,days,died", _rows(10) + ['41,"SECRET, J,1', "42,3,0"])
+    err = _refused(["--table", str(table), *ARGS], capsys, tmp_path)
+    assert re.search(r"error: \S*t\.csv: not a readable CSV file \(could not parse a value as dtype `\w+` at column "
+                     r"'days'", err), err
+    assert "SECRET" not in err

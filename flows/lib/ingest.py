@@ -444,13 +444,28 @@ def read_table(path) -> pl.DataFrame:
     except Exception as exc:  # polars raises several types for an unreadable file
         if kind == "CSV":  # e.g. ';' as the separator and ',' as the decimal mark: more fields than the header
             check_csv_header(path, header_of(path))
-        raise ValueError(f"{path}: not a readable {kind} file ({exc}){other_kind(path)}") from None
+        raise ValueError(f"{path}: not a readable {kind} file ({reader_error(exc)}){other_kind(path)}") from None
     if kind == "CSV":
         check_csv_header(path, table.columns)
     if kind == "CSV" and table.height:
         empty = [c for c in table.columns if table[c].null_count() == table.height]
         table = table.with_columns(pl.col(c).cast(pl.Float64) for c in empty)
     return table
+
+
+_QUOTED = re.compile(r"`([^`]*)`", re.DOTALL)
+
+
+def reader_error(exc: Exception) -> str:
+    """The reader's message on an unreadable table, its first line, without the data: polars quotes
+    the cell it could not parse (``could not parse `…` as dtype``), which may be a patient's. Only
+    a type's name stays quoted.
+
+    >>> reader_error(ValueError("could not parse `\\"Smith, J` as dtype `str` at column 'name'\\n\\nhint"))
+    "could not parse a value as dtype `str` at column 'name'"
+    """
+    text = _QUOTED.sub(lambda m: m[0] if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\[\]]*", m[1]) else "a value", str(exc))
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 def first_data_line(path) -> int | None:

@@ -33,6 +33,7 @@ from flows.lib.ingest import (
     missing_indicator,
     other_kind,
     read_table,
+    reader_error,
 )
 from flows.lib.modeling.scores_file import SCORES_MARK
 from flows.lib.reddit.cohort import PSEUDONYM_KEY
@@ -87,7 +88,7 @@ def missing_for_version(path, version_dir) -> list[str]:
                    else list(pl.read_parquet_schema(path)))
     except Exception as exc:  # polars raises several types for an unreadable file
         raise ValueError(f"{path}: not a readable {'CSV' if path.suffix.lower() == '.csv' else 'parquet'} file "
-                         f"({exc}){other_kind(path)}") from None
+                         f"({reader_error(exc)}){other_kind(path)}") from None
     if path.suffix.lower() == ".csv":
         check_csv_header(path, columns)
     data = json.loads((Path(version_dir) / "data.json").read_text())
