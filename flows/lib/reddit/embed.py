@@ -112,8 +112,15 @@ def load_model(model: str = DEFAULT_MODEL, device: str = "auto"):
 def _loaded(model: str, device: str):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
-    st = SentenceTransformer(resolve_model_path(model), device=device)
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar, a tenth of a second, in every build's log
+    try:
+        st = SentenceTransformer(resolve_model_path(model), device=device)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
     st = st.half() if device.startswith("cuda") else st.float()
     return st.eval()
 
