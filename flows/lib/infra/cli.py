@@ -182,11 +182,16 @@ def duration_text(seconds: float) -> str:
 
 
 def time_left(done: int, total: int, elapsed: float, left: float, what: str, after: str = "") -> str:
-    """A progress line: ``done`` of ``total`` ``what`` took ``elapsed`` seconds, about ``left`` to go.
+    """A progress line: ``done`` of ``total`` ``what`` took ``elapsed`` seconds, about ``left`` to go
+    (once all are done, just the time they took).
 
     >>> time_left(1, 10, 30.0, 270.0, "runs")[:43]
     '1 of 10 runs in 30 s; about 4 min 30 s left'
+    >>> time_left(10, 10, 300.0, 0.0, "runs")
+    '10 of 10 runs in 5 min 0 s'
     """
+    if done >= total:
+        return f"{done} of {total} {what} in {duration_text(elapsed)}"
     finish = time.strftime("%H:%M", time.localtime(time.time() + left))
     return (f"{done} of {total} {what} in {duration_text(elapsed)}; about {duration_text(left)} left{after} "
             f"(near {finish})")
