@@ -168,7 +168,6 @@ class _Source:
         return row_at(row, self.first_line)
 
 
-
 def _check_key_types(src, id_column, split_column, group_column) -> None:
     """An id, split or group column of lists, structs or bytes: refused by its type."""
     for role, c, holds in (("id", id_column, "ids are numbers or text"),
@@ -176,6 +175,7 @@ def _check_key_types(src, id_column, split_column, group_column) -> None:
                            ("group", group_column, "groups are numbers or text")):
         if c is not None and not_text(src.table[c].dtype) and not src.table[c].dtype.is_temporal():
             raise ValueError(f"{src.where}: column {c!r}, the {role} column, has type {src.table[c].dtype}: {holds}")
+
 
 def _feature_columns(src: _Source, features, categorical, events: dict, others) -> tuple[list[str], list[str]]:
     """The feature columns (every column not named otherwise when ``features`` is None; a
