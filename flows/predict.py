@@ -31,7 +31,7 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
 
     _ap, _args = parse_early("predict")
     _version = check_command(_ap, _args)
-    if scored_here(_args):  # no Prefect server configured: scored in this process, Prefect not loaded at all
+    if scored_here():  # no Prefect server configured: scored in this process, Prefect not loaded at all
         log_to_terminal()
         check_inputs(_ap, _args, _version)
         raise SystemExit(score_here(_ap, _args, _version))
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     apply_log_level(args)
     version = check_command(ap, args)  # the output, the inputs and the version, before anything is read
     check_inputs(ap, args, version)  # a table or a file that cannot be scored: a usage error, not a failed run
-    if scored_here(args):  # no Prefect server configured: scored here, no temporary server started for it
+    if scored_here():  # no Prefect server configured: scored here, no temporary server started for it
         return score_here(ap, args, version)
     try:
         params = commands.params(args, PredictParams, version=version.name)

@@ -52,7 +52,7 @@ def check_features(ap: argparse.ArgumentParser, args: argparse.Namespace, versio
         ap.error(f"--features {exc}")
 
 
-def scored_here(args: argparse.Namespace) -> bool:
+def scored_here() -> bool:
     """Whether ``python -m flows.predict`` scores in its own process, without Prefect: whenever no
     Prefect server is configured (``PREFECT_API_URL`` unset) to record a flow run. A temporary
     server would keep no record once the command ends."""
