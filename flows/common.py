@@ -13,21 +13,14 @@ from flows.lib.infra import stage_cache
 
 @task(name="check-stage-cache", task_run_name="check-{stage}")
 def check_cache(stage: str, out: str, inputs: dict, params: dict, code: list[str]) -> tuple[str, bool]:
-    """The stage's key and whether ``out`` already holds its result."""
-    key = stage_cache.stage_key(inputs, params, stage_cache.code_version(*code))
-    current = stage_cache.is_current(out, key)
-    get_run_logger().info("%s: %s", stage, f"inputs, parameters and code unchanged: skipping ({out})" if current
-                          else "inputs changed or no result yet: running")
-    return key, current
+    """The stage's key and whether ``out`` already holds its result (``stage_cache.check_stage``)."""
+    return stage_cache.check_stage(stage, out, inputs, params, code, get_run_logger())
 
 
 @task(name="record-stage", task_run_name="record-{stage}")
 def record_stage(stage: str, out: str, key: str, recipe: dict | None = None, source: dict | None = None) -> str:
-    """Stamp ``out`` as the complete result of ``stage`` (and, given, the ``recipe`` that rebuilds it
-    and the ``source`` it was built from: ``{"kind": ...}``, what ``refuse_standin_over_real`` reads)."""
-    stage_cache.record(out, key, stage=stage, **({"recipe": recipe} if recipe is not None else {}),
-                       **({"source": source} if source is not None else {}))
-    return out
+    """Stamp ``out`` as the complete result of ``stage`` (``stage_cache.record_stage``)."""
+    return stage_cache.record_stage(stage, out, key, recipe, source)
 
 
 def refuse_standin_over_real(stage: str, out: str, work: str, what: str, how: str) -> None:

@@ -18,14 +18,25 @@ promotion goes by Harrell's C of the restricted mean event-free time (docs/datas
 evaluate --dataset mycohort``. Skipped when the output holds a build of the same table and options;
 ``python -m flows.train retrain --dataset mycohort`` (and the scheduled ``retrain`` deployment with
 CET_RETRAIN_DATASET=mycohort) rebuilds it from the same file when the file has changed, then trains.
+With no Prefect server configured (``PREFECT_API_URL`` unset) the command builds in its own
+process, without loading Prefect (a temporary server would keep no record of the run); with a
+server, as a flow run.
 """
 
 from __future__ import annotations
 
 if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
     from flows.lib.commands import parse_early
+    from flows.lib.infra.cli import apply_log_level, log_to_terminal, without_server
 
-    parse_early("table")
+    _ap, _args = parse_early("table")
+    if without_server():  # no Prefect server configured: built in this process, Prefect not loaded at all
+        from flows.lib import tables
+
+        log_to_terminal()
+        apply_log_level(_args)
+        print(tables.build_here(tables.command_params(_ap, _args)))
+        raise SystemExit(0)
 
 import sys
 
@@ -35,26 +46,16 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage
 from flows.lib import commands, tables
 from flows.lib.flow_params import TableBuildParams
-from flows.lib.infra.cli import apply_log_level, require_path, run_build
-from flows.lib.infra.folders import check_output_folder
-from flows.lib.infra.locks import output_lock
+from flows.lib.infra.cli import apply_log_level, run_build, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
 
-CODE = ["cet_model.dataset", "flows.lib.ingest", "flows.lib.tables"]
-
 
 @task(name="write-table-dataset", task_run_name=file_task_name("write-table", "table"))
 def write_table_dataset(table: str, out: str, params: dict) -> str:
-    path = tables.write(table, out, params)
-    for line in tables.build_summary(path):
-        get_run_logger().info("%s", line)
-    few = tables.few_observed_warning(path)
-    if few:
-        get_run_logger().warning("%s", few)
-    return str(path)
+    return tables.write_logged(table, out, params, get_run_logger())
 
 
 @flow(name="build-table-dataset", flow_run_name=run_name("table"), task_runner=thread_runner())
@@ -62,31 +63,17 @@ def build_table_dataset(params: TableBuildParams) -> str:
     """A table of your own (``params.table``) -> a dataset folder with no true occurrence."""
     s = Settings()
     confine(params, s)
-    out = params.out or str(s.dataset_dir(params.name))
-    options = params.model_dump(exclude={"table", "out"})
-    check_output_folder(out, {"--table": params.table})
-    with output_lock(out, s.lock_wait, tables.STAGE):
-        key, current = check_cache(tables.STAGE, out, {"table": params.table}, options, CODE)
-        if current:
-            return out
-        path = write_table_dataset(params.table, out, options)
-        return record_stage(tables.STAGE, path, key, tables.recipe(params, out))
+    return tables.build(params, s, check_cache, write_table_dataset, record_stage)
 
 
 def main(argv=None) -> int:
     ap = commands.table()
     args = ap.parse_args(argv)
     apply_log_level(args)
-    require_path(ap, "--table", args.table, "file")
-    try:
-        params = commands.params(args, TableBuildParams, events=commands.events(args.events))
-    except ValueError as exc:  # pydantic's ValidationError names the field
-        ap.error(str(exc))
-    try:  # a bad value is a usage error naming file, column and row now, not a failed flow's tracebacks
-        check_output_folder(params.out or str(Settings().dataset_dir(params.name)), {"--table": params.table})
-        tables.write(params.table, None, params.model_dump(exclude={"table", "out"}))
-    except ValueError as exc:
-        ap.error(str(exc))
+    params = tables.command_params(ap, args)  # a bad value: a usage error naming file, column and row, not a failed run
+    if without_server():  # no Prefect server configured: built here, no temporary server started for it
+        print(tables.build_here(params))
+        return 0
     return run_build(build_table_dataset, params, params.out or str(Settings().dataset_dir(params.name)))
 
 

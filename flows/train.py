@@ -14,7 +14,9 @@ train-evaluate fits CET and its baselines on a dataset folder, evaluates them on
 and test splits, registers the models as ``models/<name>/<version>/`` and applies the
 promotion rule (CET_PROMOTE_METRIC, CET_PROMOTE_TOLERANCE, CET_PROMOTE_EVIDENCE). retrain first runs the
 dataset's build flow (skipped when its inputs are unchanged), then train-evaluate; it is
-the deployment served on the CET_RETRAIN_CRON schedule.
+the deployment served on the CET_RETRAIN_CRON schedule. With no Prefect server configured
+(``PREFECT_API_URL`` unset), ``evaluate`` runs train-evaluate's steps in the command itself,
+without loading Prefect (``flows.lib.modeling.evaluate``); with a server, as a flow run.
 """
 
 from __future__ import annotations
@@ -24,13 +26,20 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
 
     from flows.lib.commands import parse_early
 
-    _, _args = parse_early("train")
+    _ap, _args = parse_early("train")
+    from flows.lib.infra.cli import without_server
     from flows.lib.modeling import registry_commands  # light: no Prefect, no PyTorch
 
     if _args.command in registry_commands.COMMANDS:  # the registry's commands run no flow
         sys.exit(registry_commands.main())
+    if _args.command == "evaluate" and without_server():  # no server configured: run here, Prefect not loaded
+        from flows.lib.infra.cli import apply_log_level, log_to_terminal
+        from flows.lib.modeling import evaluate
 
-import os
+        apply_log_level(_args)
+        log_to_terminal()
+        sys.exit(evaluate.evaluate_command(_ap, _args))
+
 import sys
 from pathlib import Path
 
@@ -42,13 +51,9 @@ from prefect.artifacts import (
 )
 from prefect.logging import get_run_logger
 
-from cet_model import threads
-from cet_model.atomic import claim_files
-from cet_model.dataset import DATASET_FILES
 from cet_model.summary import resamples_text
 from flows.lib import commands
 from flows.lib.choices import BUILDS  # noqa: E402
-from flows.lib.experiment.report import REPORT_FILES, is_report_folder
 from flows.lib.flow_params import (
     MimicBuildParams,
     RedditBuildParams,
@@ -57,41 +62,23 @@ from flows.lib.flow_params import (
     TrainEvaluateParams,
     recorded_params,
 )
-from flows.lib.infra import registry
-from flows.lib.infra.cli import apply_log_level, require_path
-from flows.lib.infra.locks import output_lock
+from flows.lib.infra.cli import apply_log_level, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
-from flows.lib.modeling import dataset_report as dataset_report_lib
-from flows.lib.modeling import promotion, registry_commands, subgroups, train_eval, version_text
-from flows.lib.modeling import report as report_lib
+from flows.lib.modeling import evaluate, registry_commands, train_eval, version_text
 
 
 @task(name="train-models", task_run_name="train-{name}")
 def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.TrainParams) -> tuple[str, bool]:
-    logger = get_run_logger()
-    s = Settings()
-    if s.threads is not None and not os.environ.get(threads.VARIABLE):  # from .env: the models read the environment
-        os.environ[threads.VARIABLE] = str(s.threads)
     artifact = create_progress_artifact(0.0, description=f"training {', '.join(p.models or ('the default models',))} "
                                                      f"on {name}")
-    percent = train_eval.FitProgress(
-        p.models or train_eval.DEFAULT_PRESETS
-    )  # at most one API call every 2 s, not one per epoch
-
-    def progress(model, epoch, hist):
-        due = percent.epoch(model, epoch)
-        if due is not None:  # the log too: a small table's fits run thousands of epochs of milliseconds
-            logger.info("%s %s epoch %d: train loss %.4f, val loss %.4f", name, model, epoch + 1,
-                        hist.train_loss[-1], hist.val_loss[-1])
-            update_progress_artifact(artifact, due)
-
+    percent = train_eval.FitProgress(p.models or train_eval.DEFAULT_PRESETS)  # at most one API call every 2 s
+    logger = get_run_logger()
     try:
-        version, reused = train_eval.train_version(dataset_dir, models_root, name, p, progress=progress,
-                                                   on_models=percent.fitting, id_key=promotion.row_key(s),
-                                                   on_fitted=percent.fitted)
+        version, reused = evaluate.train_models(dataset_dir, models_root, name, p, logger, percent,
+                                                lambda due: update_progress_artifact(artifact, due))
     except BaseException as exc:  # failed or cancelled: the progress artifact says so instead of standing still
         ended = "cancelled" if not isinstance(exc, Exception) else f"failed ({type(exc).__name__})"
         try:
@@ -100,38 +87,26 @@ def train_models(dataset_dir: str, models_root: str, name: str, p: train_eval.Tr
         except Exception:  # noqa: BLE001 - the API may be what failed; the run's own state says the rest
             pass
         raise
-    update_progress_artifact(artifact, percent.finish())
-    logger.info("%s: %s %s", name, "reused" if reused else "registered", version)
-    return str(version), reused
+    logger.info("%s: %s %s", name, "reused" if reused else "registered", version)  # in the task run's own log
+    return version, reused
 
 
 @task(name="choose-promotion-metric", task_run_name=file_task_name("choose-metric", "dataset_dir"))
 def choose_metric(dataset_dir: str, metric: str, explicit: bool, search: int) -> tuple[str, str | None]:
-    chosen, why = promotion.promotion_metric(dataset_dir, metric, explicit, search)
-    if why:  # the default giving way on data without the truth (a user's own table): nothing to act on
-        get_run_logger().info("%s", why)
-    return chosen, why
+    return evaluate.choose_metric(dataset_dir, metric, explicit, search, get_run_logger())
 
 
 @task(name="rescore-promoted-version", task_run_name="rescore-promoted-{name}")
 def rescore_promoted(models_root: str, name: str, version: str, dataset_dir: str, metric: str,
                      device: str) -> dict | None:
-    """The promoted version and the candidate on the same validation rows (those the promoted
-    version did not train on, when it was trained on other data), and their difference."""
-    rescored = promotion.promoted_on_candidate_rows(Path(models_root), name, Path(version), dataset_dir, metric,
-                                                    promotion.row_key(Settings()), device=device)
-    if rescored is not None:
-        get_run_logger().info("%s %s: %s", name, Path(version).name, rescored["note"])
-    return rescored
+    """The promoted version and the candidate on the same validation rows (``evaluate.rescore_promoted``)."""
+    return evaluate.rescore_promoted(models_root, name, version, dataset_dir, metric, device, get_run_logger())
 
 
 @task(name="apply-promotion-rule", task_run_name="judge-{name}")
 def judge(models_root: str, name: str, version: str, metric: str, tolerance: float, note: str | None = None,
           rescored: dict | None = None, evidence: str = "point") -> dict:
-    decision = registry.decide(Path(models_root), name, Path(version), registry.Rule(metric, tolerance, evidence),
-                               note=note, rescored=rescored)
-    get_run_logger().info("%s %s: %s", name, Path(version).name, decision["reason"])
-    return decision
+    return evaluate.judge(models_root, name, version, metric, tolerance, note, rescored, evidence, get_run_logger())
 
 
 @task(name="publish-metrics", task_run_name="publish-metrics-{name}")
@@ -155,43 +130,33 @@ def publish_metrics(name: str, version: str) -> None:
 
 @task(name="subgroup-metrics", task_run_name="subgroups-{name}")
 def subgroup_metrics(name: str, version: str, dataset_dir: str, columns: list[str]) -> str:
-    path = subgroups.write_subgroups(version, dataset_dir, columns)
-    create_table_artifact(version_text.read_subgroups(path), key=f"subgroups-{artifact_key(name)}",
+    path = evaluate.subgroup_metrics(name, version, dataset_dir, columns)
+    create_table_artifact(version_text.read_subgroups(Path(path)), key=f"subgroups-{artifact_key(name)}",
                           description=f"{name}, model version {Path(version).name}: CET's test metrics per subgroup")
-    return str(path)
+    return path
 
 
 @task(name="dataset-report", task_run_name="report-{name}")
 def dataset_report(name: str, version: str, dataset_dir: str, out: str, device: str, reused: bool) -> str:
-    if reused and report_lib.report_is_current(out, version, name):
-        get_run_logger().info("%s: report of %s unchanged (%s)", name, Path(version).name, Path(out) / "report.md")
-        return str(Path(out) / "report.md")
-    path = dataset_report_lib.write_dataset_report(version, dataset_dir, out, name, device=device)
-    get_run_logger().info("%s: report in %s (model card: %s)", name, path, Path(version) / "model_card.md")
-    return str(path)
+    return evaluate.dataset_report(name, version, dataset_dir, out, device, reused, get_run_logger())
 
 
 @task(name="experiment-report", task_run_name="experiment-report-{name}")
 def experiment_report(dataset_dir: str, out: str, runs: int, search: int, hidden: int, max_epochs: int,
                       patience: int, seed: int, name: str, reference: str = "auto") -> str:
-    path = train_eval.experiment(dataset_dir, out, runs, search, hidden=hidden, max_epochs=max_epochs,
-                                 patience=patience, seed=seed, title=f"{name}: {runs} runs", reference=reference)
+    path = evaluate.experiment_report(dataset_dir, out, runs, search, hidden, max_epochs, patience, seed, name,
+                                      reference, get_run_logger())
     create_table_artifact(version_text.experiment_rows(path), key=f"experiment-{artifact_key(name)}",
                           description=f"{name}: mean ± std over {runs} runs (test split)")
-    get_run_logger().info("%s: experiment report in %s", name, path)
-    return str(path)
-
-
-def check_reports(out: Path, name: str, runs: int) -> None:
-    """Refuse, before anything trains, a reports folder holding files of the user's where this
-    dataset's report (and with ``runs``, the paper-format report) would go."""
-    dataset_report_lib.check_ours(out, name)
-    if runs:
-        claim_files(out, REPORT_FILES, legacy=is_report_folder, what="reports folder (CET_REPORTS_DIR)", record=False)
+    return path
 
 
 def artifact_key(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "dataset"
+
+
+STEPS = evaluate.Steps(choose_metric, train_models, publish_metrics, rescore_promoted, judge, subgroup_metrics,
+                       dataset_report, experiment_report)
 
 
 @flow(name="train-evaluate", flow_run_name=run_name("train"), task_runner=thread_runner())
@@ -208,34 +173,7 @@ def train_evaluate(params: TrainEvaluateParams = TrainEvaluateParams()) -> dict:
     """
     s = Settings()
     confine(params, s)
-    name = s.dataset_name(params.dataset, params.data)
-    path = Path(params.data) if params.data else s.dataset_dir(name)
-    training = train_eval.TrainParams(
-        models=tuple(params.models) if params.models else None, hidden=params.hidden or s.hidden,
-        max_epochs=params.max_epochs or s.max_epochs, patience=params.patience or s.patience,  # None: automatic
-        seed=s.seed if params.seed is None else params.seed, device=s.device, workers=s.train_workers,
-        horizon=params.horizon, reference=params.reference)
-    if params.subgroups:  # refused before anything trains
-        subgroups.check_dataset_columns(path, params.subgroups)
-    check_reports(s.reports_dir / name, name, params.runs)  # a user's files where the reports go: likewise
-    explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
-    metric, note = choose_metric(str(path), params.promote_metric or s.promote_metric, explicit,
-                                 params.search if params.runs else 0)
-    with output_lock(s.models_dir / name, s.lock_wait, "train-evaluate"):  # a second run then reuses this version
-        version, reused = train_models(str(path), str(s.models_dir), name, training)
-        publish_metrics(name, version)
-        rescored = rescore_promoted(str(s.models_dir), name, version, str(path), metric, training.device)
-        decision = judge(str(s.models_dir), name, version, metric,
-                         s.promote_tolerance if params.promote_tolerance is None else params.promote_tolerance, note,
-                         rescored, params.promote_evidence or s.promote_evidence)
-    by_group = subgroup_metrics(name, version, str(path), params.subgroups) if params.subgroups else None
-    summary = dataset_report(name, version, str(path), str(s.reports_dir / name), training.device, reused)
-    report = None
-    if params.runs:
-        report = experiment_report(str(path), str(s.reports_dir / name), params.runs, params.search, training.hidden,
-                                   training.max_epochs, training.patience, training.seed, name, training.reference)
-    return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision,
-            "report": summary, "experiment": report, "subgroups": by_group}
+    return evaluate.train_evaluate(params, s, STEPS)
 
 
 def build_flow(name: str):
@@ -302,30 +240,16 @@ def main(argv=None) -> int:
     apply_log_level(args)
     if args.command in registry_commands.COMMANDS:
         return registry_commands.registry_command(ap, args)
-    try:
-        if args.command == "evaluate":
-            if args.dataset and not args.data and ("/" in args.dataset or Path(args.dataset).is_dir()):
-                ap.error(f"--dataset takes a name (e.g. mimic); give the folder with --data {args.dataset}")
-            require_path(ap, "--data", args.data, "dir", contains=DATASET_FILES)
-            if args.data is None:  # the default folder: built by the dataset's build flow
-                name = Settings().dataset_name(args.dataset)
-                default = Settings().dataset_dir(name)
-                if not (default / DATASET_FILES[0]).is_file():
-                    build = {"synthetic": "python -m flows.synthetic"}.get(name, f"python -m flows.{name} build")
-                    ap.error(f"no dataset at {default} (the default folder for --dataset {name}): "
-                             + (f"build it first ({build}) or " if name in BUILDS else "")
-                             + "give its folder with --data")
-            params = commands.params(args, TrainEvaluateParams)
-            if params.subgroups:  # a column the dataset lacks: a usage error before any flow starts
-                folder = Path(args.data) if args.data else Settings().dataset_dir(Settings().dataset_name(args.dataset))
-                subgroups.check_dataset_columns(folder, params.subgroups)
-            name = Settings().dataset_name(params.dataset, params.data)
-            check_reports(Settings().reports_dir / name, name, params.runs)
-        else:
+    if args.command == "evaluate":
+        params = evaluate.command_params(ap, args)
+        if without_server():  # no Prefect server configured: run here, no temporary server started for it
+            return evaluate.evaluate_command(ap, args, params)
+    else:
+        try:
             build_flow(Settings().dataset_name(args.dataset))  # refuses a name with nothing to rebuild from
             params = commands.params(args, RetrainParams)
-    except (ValueError, FileExistsError) as exc:  # pydantic's ValidationError names the field
-        ap.error(str(exc))
+        except (ValueError, FileExistsError) as exc:  # pydantic's ValidationError names the field
+            ap.error(str(exc))
     result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
     registry_commands.print_version(Path(result["version"]), result["decision"], result.get("subgroups"))
     return 0

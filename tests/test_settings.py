@@ -89,3 +89,43 @@ def test_a_dataset_is_named_or_read_from_its_folder(tmp_path, monkeypatch):
         s.dataset_name(None, tmp_path / "ds")
     monkeypatch.setenv("CET_RETRAIN_DATASET", "mimic")
     assert Settings().dataset_name(None) == "mimic"
+
+
+def test_the_prefect_api_url_is_found_where_prefect_finds_it(tmp_path, monkeypatch):
+    """``configured_api_url`` (which decides whether a command runs without Prefect) reads each
+    place Prefect reads the API URL from, in Prefect's order: checked against Prefect's own
+    settings in every case."""
+    from prefect.settings.models.root import Settings as PrefectSettings
+
+    from flows.lib.infra.settings import configured_api_url
+
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    for var in ("PREFECT_API_URL", "PREFECT_PROFILE", "PREFECT_PROFILES_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    profile = 'active = "{}"\n[profiles.local]\nPREFECT_API_URL = "http://127.0.0.1:4200/api"\n[profiles.bare]\n'
+    places = [  # set one after another: each later one is read before the ones above it
+        (None, None),
+        (home / "profiles.toml", profile.format("bare")),
+        (home / "profiles.toml", profile.format("local")),
+        (cwd / "pyproject.toml", '[tool.prefect.api]\nurl = "http://127.0.0.1:4201/api"\n'),
+        (cwd / "prefect.toml", '[api]\nurl = "http://127.0.0.1:4202/api"\n'),
+        (cwd / ".env", "PREFECT_API_URL=http://127.0.0.1:4203/api\n"),
+    ]
+    seen = []
+    for path, text in places:
+        if path is not None:
+            path.write_text(text)
+        seen.append(configured_api_url())
+        assert seen[-1] == PrefectSettings().api.url, (path, text)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4204/api")
+    assert configured_api_url() == PrefectSettings().api.url == "http://127.0.0.1:4204/api"
+    assert seen == [None, None, *(f"http://127.0.0.1:{p}/api" for p in range(4200, 4204))]
+    monkeypatch.delenv("PREFECT_API_URL")
+    for name in (".env", "prefect.toml", "pyproject.toml"):
+        (cwd / name).unlink()
+    monkeypatch.setenv("PREFECT_PROFILE", "bare")  # the profile named in the environment wins over the file's
+    assert configured_api_url() is None and PrefectSettings().api.url is None

@@ -1,9 +1,13 @@
-"""A table of your own (``flows.table``): what its build says in the log, and how retrain finds
-the recipe that rebuilds it. The build itself is ``flows.lib.ingest.write_follow_up_dataset``."""
+"""A table of your own (``flows.table``): the build's steps, what it says in the log, and how
+retrain finds the recipe that rebuilds it. The dataset itself is written by
+``flows.lib.ingest.write_follow_up_dataset``."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -11,10 +15,15 @@ import polars as pl
 from cet_model.dataset import SPLITS, event_columns
 from flows.lib import flow_params
 from flows.lib.flow_params import TableBuildParams
+from flows.lib.infra import stage_cache
+from flows.lib.infra.folders import check_output_folder
+from flows.lib.infra.locks import output_lock
+from flows.lib.infra.settings import Settings
 from flows.lib.ingest import missing_indicator, write_follow_up_dataset
 from flows.lib.modeling.version_text import FEW_OBSERVED
 
 STAGE = "build-table-dataset"
+CODE = ["cet_model.dataset", "flows.lib.ingest", "flows.lib.tables"]  # the code whose change rebuilds a table
 
 
 def write(table: str, out: str | None, options: dict) -> Path | None:
@@ -27,6 +36,68 @@ def write(table: str, out: str | None, options: dict) -> Path | None:
                                    seed=options["seed"], split_method=options["split_method"],
                                    impute=options["impute"], categorical=options["categorical"],
                                    missing_times=options["missing_times"])
+
+
+def build(params: TableBuildParams, s: Settings, check: Callable, write_step: Callable, record: Callable) -> str:
+    """Build ``params.table`` into its dataset folder (``params.out``, or the dataset's default) under
+    the folder's lock, unless the folder holds a build of the same table, options and code; returns
+    the folder. The steps are the flow's tasks or, for a command run without Prefect, the plain
+    functions they call: ``check`` (``stage_cache.check_stage``'s arguments less the logger),
+    ``write_step`` (``write_logged``'s) and ``record`` (``stage_cache.record_stage``'s)."""
+    out = params.out or str(s.dataset_dir(params.name))
+    options = params.model_dump(exclude={"table", "out"})
+    check_output_folder(out, {"--table": params.table})
+    with output_lock(out, s.lock_wait, STAGE):
+        key, current = check(STAGE, out, {"table": params.table}, options, CODE)
+        if current:
+            return out
+        path = write_step(params.table, out, options)
+        return record(STAGE, path, key, recipe(params, out))
+
+
+def write_logged(table: str, out: str, options: dict, logger) -> str:
+    """``write``, then the build's summary (and a warning where an event is seen in few rows) on ``logger``."""
+    path = write(table, out, options)
+    for line in build_summary(path):
+        logger.info("%s", line)
+    few = few_observed_warning(path)
+    if few:
+        logger.warning("%s", few)
+    return str(path)
+
+
+def command_params(ap: argparse.ArgumentParser, args: argparse.Namespace) -> TableBuildParams:
+    """``flows.table``'s parameters from its parsed options, with the table checked and nothing
+    written: an option, a folder or a value that cannot be built is a usage error naming the file,
+    column and row, before any build starts."""
+    from flows.lib import commands
+    from flows.lib.infra.cli import require_path
+
+    require_path(ap, "--table", args.table, "file")
+    try:
+        params = commands.params(args, TableBuildParams, events=commands.events(args.events))
+    except ValueError as exc:  # pydantic's ValidationError names the field
+        ap.error(str(exc))
+    try:
+        check_output_folder(params.out or str(Settings().dataset_dir(params.name)), {"--table": params.table})
+        write(params.table, None, params.model_dump(exclude={"table", "out"}))
+    except ValueError as exc:
+        ap.error(str(exc))
+    return params
+
+
+def build_here(params: TableBuildParams) -> str:
+    """The build as the flow runs it, in this process and without Prefect (no server is
+    configured to record a flow run); log lines go to the ``flows.table`` logger."""
+    logger = logging.getLogger("flows.table")
+
+    def check(stage, out, inputs, options, code):
+        return stage_cache.check_stage(stage, out, inputs, options, code, logger)
+
+    def write_step(table, out, options):
+        return write_logged(table, out, options, logger)
+
+    return build(params, Settings(), check, write_step, stage_cache.record_stage)
 
 
 def build_summary(dataset_dir) -> list[str]:

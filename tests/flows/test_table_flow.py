@@ -50,6 +50,102 @@ def test_a_csv_becomes_the_dataset_the_library_writes_and_a_rerun_is_skipped(ros
     assert (out / ".stage.json").read_text() != stamp
 
 
+def test_without_a_prefect_server_the_command_builds_in_its_own_process(rossi_csv, tmp_path, monkeypatch):
+    """With no Prefect server configured, ``flows.table`` builds in its own process, Prefect not even
+    imported and no temporary server: no flow run, the same folder as the flow's build, and each
+    skips a build the other made of the same table and options."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.settings import PREFECT_API_URL
+
+    def build_runs() -> int:
+        with get_client(sync_client=True) as client:
+            return len(client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["build-table-dataset"]))))
+
+    argv = ["--table", str(rossi_csv), "--name", "rossi", "--event", "arrest=week,arrest", "--time-unit", "weeks"]
+    here, flown = tmp_path / "here", tmp_path / "flown"
+    before = build_runs()
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.table", *argv, "--out", str(here)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    seconds = time.perf_counter() - t0
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str(here) and "temporary server" not in out.stderr
+    assert not re.search(r"\|\s+prefect$", out.stderr, flags=re.M)  # Prefect is not even imported
+    assert re.search(r"\| INFO +\| flows\.table - rossi: 7 features", out.stderr)  # the build's log still shows
+    assert seconds < 20, seconds  # under a second on a 2-core machine; with a temporary server, about 10 s
+    assert build_runs() == before
+    with monkeypatch.context() as served:  # the test harness's server named as a user names theirs: a flow run
+        served.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+        assert table_flow.main([*argv, "--out", str(flown)]) == 0
+        assert build_runs() == before + 1
+        stamp = (here / ".stage.json").read_text()
+        assert table_flow.main([*argv, "--out", str(here)]) == 0  # built without Prefect: the flow skips it
+        assert (here / ".stage.json").read_text() == stamp
+    for name in ("features.parquet", "events.parquet"):
+        assert pl.read_parquet(here / name).equals(pl.read_parquet(flown / name)), name
+    assert json.loads(stamp)["key"] == json.loads((flown / ".stage.json").read_text())["key"]
+    stamp = (flown / ".stage.json").read_text()
+    assert table_flow.main([*argv, "--out", str(flown)]) == 0  # and the command skips the flow's build
+    assert (flown / ".stage.json").read_text() == stamp and build_runs() == before + 2
+
+
+def test_without_a_prefect_server_evaluate_trains_and_reports_in_its_own_process(rossi_csv, tmp_path, monkeypatch):
+    """With no Prefect server configured, ``flows.train evaluate`` trains, registers, judges and
+    reports in its own process, Prefect not even imported: no flow run. The flow, on the same
+    data and options, reuses the version the command registered."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.settings import PREFECT_API_URL
+
+    from flows import train as train_flow
+    from flows.lib.infra import registry
+
+    def evaluate_runs() -> int:
+        with get_client(sync_client=True) as client:
+            return len(client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["train-evaluate"]))))
+
+    for name, value in {"MODELS_DIR": tmp_path / "models", "REPORTS_DIR": tmp_path / "reports", "MAX_EPOCHS": 5,
+                        "PATIENCE": 3, "HIDDEN": 8}.items():
+        monkeypatch.setenv(f"CET_{name}", str(value))
+    assert table_flow.main(["--table", str(rossi_csv), "--name", "rossi", "--event", "arrest=week,arrest",
+                            "--time-unit", "weeks"]) == 0
+    before = evaluate_runs()
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    argv = ["evaluate", "--dataset", "rossi", "--models", "CET,ET"]
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.train", *argv], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "temporary server" not in out.stderr
+    assert not re.search(r"\|\s+prefect$", out.stderr, flags=re.M)  # Prefect is not even imported
+    assert re.search(r"\| INFO +\| flows\.train - rossi: registered \S+v0001$", out.stderr, flags=re.M)
+    assert "v0001: the first version: nothing was promoted before" in out.stdout  # the decision, then the metrics
+    assert re.search(r"^  CET +0\.\d{3} \[", out.stdout, flags=re.M)
+    version = tmp_path / "models" / "rossi" / "v0001"
+    assert registry.promoted(tmp_path / "models", "rossi") == version
+    assert (version / "model_card.md").is_file() and (tmp_path / "reports" / "rossi" / "report.md").is_file()
+    assert evaluate_runs() == before
+    with monkeypatch.context() as served:  # the test harness's server named as a user names theirs: a flow run
+        served.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+        assert train_flow.main(argv) == 0
+    assert evaluate_runs() == before + 1
+    assert registry.versions(tmp_path / "models", "rossi") == ["v0001"]  # reused, not trained again
+
+
 def test_named_features_id_and_split_columns(rossi_csv, tmp_path):
     frame = pl.read_csv(rossi_csv).with_row_index("subject").with_columns(
         part=pl.Series(["train"] * 300 + ["val"] * 66 + ["test"] * 66))

@@ -106,6 +106,16 @@ def log_to_terminal() -> None:
             logger.addHandler(handler)
 
 
+def without_server() -> bool:
+    """Whether a command runs its work in its own process, without Prefect: whenever no Prefect
+    server is configured to record a flow run (``PREFECT_API_URL`` is set nowhere Prefect reads it:
+    ``settings.configured_api_url``). A temporary server, started for the command, would keep no
+    record once it ends."""
+    from flows.lib.infra.settings import configured_api_url
+
+    return configured_api_url() is None
+
+
 def require_path(ap: argparse.ArgumentParser, flag: str, value: str | None, kind: str,
                  contains: tuple[str, ...] = ()) -> None:
     """Exit with a usage error when ``value`` (given as ``flag``) is not an existing ``kind``

@@ -183,3 +183,58 @@ def _manifest_name(folder) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return name if isinstance(name, str) and re.fullmatch(DATASET_NAME, name) else None
+
+
+def configured_api_url(environ=None, cwd=None) -> str | None:
+    """The Prefect API URL that Prefect itself would use, or None (a run would start a temporary
+    server). Read where Prefect reads it, first found wins, without loading Prefect: the
+    environment, ``.env``, ``prefect.toml`` (``[api] url``) and ``pyproject.toml``
+    (``[tool.prefect.api] url``) in ``cwd``, then the active profile (``PREFECT_PROFILE``, or
+    ``active`` in ``$PREFECT_PROFILES_PATH``, by default ``$PREFECT_HOME/profiles.toml``). A file
+    that cannot be read counts as not setting it.
+
+    >>> import tempfile
+    >>> home = tempfile.mkdtemp()
+    >>> _ = (Path(home) / "profiles.toml").write_text('active = "local"\\n[profiles.local]\\n'
+    ...                                               'PREFECT_API_URL = "http://127.0.0.1:4200/api"\\n')
+    >>> configured_api_url({"PREFECT_HOME": home}, cwd=home)
+    'http://127.0.0.1:4200/api'
+    >>> configured_api_url({"PREFECT_HOME": home, "PREFECT_PROFILE": "ephemeral"}, cwd=home) is None
+    True
+    """
+    import os
+    import tomllib
+
+    from dotenv import dotenv_values
+
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+
+    def toml(path: Path) -> dict:
+        try:
+            return tomllib.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return {}
+
+    def dotenv(path: Path) -> dict:
+        try:
+            return dotenv_values(path) if path.is_file() else {}
+        except (OSError, UnicodeDecodeError):
+            return {}
+
+    home = Path(environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    profiles_path = Path(str(environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
+                         .replace("$PREFECT_HOME", str(home))).expanduser()
+    profiles = toml(profiles_path)
+    active = environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
+    candidates = [
+        environ.get("PREFECT_API_URL"),
+        dotenv(cwd / ".env").get("PREFECT_API_URL"),
+        (toml(cwd / "prefect.toml").get("api") or {}).get("url"),
+        ((toml(cwd / "pyproject.toml").get("tool") or {}).get("prefect", {}).get("api") or {}).get("url"),
+        (profiles.get("profiles") or {}).get(active, {}).get("PREFECT_API_URL"),
+    ]
+    for value in candidates:
+        if value is not None:
+            return str(value).strip() or None
+    return None

@@ -114,6 +114,25 @@ def record(out, key: str, **info) -> None:
     write_text(Path(out) / STAMP, json.dumps({"key": key, **info}, indent=2, default=str))
 
 
+def check_stage(stage: str, out: str, inputs: dict, params: dict, code: list[str], logger) -> tuple[str, bool]:
+    """The stage's key and whether ``out`` already holds its result, said on ``logger`` (the flows'
+    ``check-stage-cache`` task, and a command that runs its build without Prefect)."""
+    key = stage_key(inputs, params, code_version(*code))
+    current = is_current(out, key)
+    logger.info("%s: %s", stage, f"inputs, parameters and code unchanged: skipping ({out})" if current
+                else "inputs changed or no result yet: running")
+    return key, current
+
+
+def record_stage(stage: str, out: str, key: str, recipe: dict | None = None, source: dict | None = None) -> str:
+    """Stamp ``out`` as the complete result of ``stage`` (and, given, the ``recipe`` that rebuilds it
+    and the ``source`` it was built from: ``{"kind": ...}``, what ``refuse_standin_over_real`` reads);
+    returns ``out``."""
+    record(out, key, stage=stage, **({"recipe": recipe} if recipe is not None else {}),
+           **({"source": source} if source is not None else {}))
+    return out
+
+
 def generated_standin(folder) -> bool:
     """Whether ``folder`` (raw MIMIC tables, Pushshift dumps) was written by a stand-in generator
     (``python -m flows.mimic generate``, ``flows.reddit generate``): its ``standin.json`` names one.

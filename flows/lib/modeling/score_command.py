@@ -52,13 +52,6 @@ def check_features(ap: argparse.ArgumentParser, args: argparse.Namespace, versio
         ap.error(f"--features {exc}")
 
 
-def scored_here() -> bool:
-    """Whether ``python -m flows.predict`` scores in its own process, without Prefect: whenever no
-    Prefect server is configured (``PREFECT_API_URL`` unset) to record a flow run. A temporary
-    server would keep no record once the command ends."""
-    return not Settings().prefect_api_url
-
-
 def score_here(ap: argparse.ArgumentParser, args: argparse.Namespace, version: Path) -> int:
     """Score the command's source (checked by ``check_inputs``) with ``version`` in this process, as
     the flow's tasks would; prints the output's path. Loads PyTorch and the model, never Prefect."""
