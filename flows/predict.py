@@ -25,7 +25,7 @@ from __future__ import annotations
 
 if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
     from flows.lib.commands import parse_early
-    from flows.lib.infra.cli import log_to_terminal, without_server
+    from flows.lib.infra.cli import interruptible, log_to_terminal, without_server
     from flows.lib.modeling.score_command import check_inputs, score_here
     from flows.lib.modeling.scores_file import check_command
 
@@ -34,7 +34,8 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
     if without_server():  # no Prefect server configured: scored in this process, Prefect not loaded at all
         log_to_terminal()
         check_inputs(_ap, _args, _version)
-        raise SystemExit(score_here(_ap, _args, _version))
+        with interruptible(_ap):
+            raise SystemExit(score_here(_ap, _args, _version))
 
 import sys
 
@@ -44,7 +45,7 @@ from prefect.logging import get_run_logger
 from flows.lib import commands
 from flows.lib.flow_params import PredictParams
 from flows.lib.infra import registry
-from flows.lib.infra.cli import apply_log_level, without_server
+from flows.lib.infra.cli import apply_log_level, interruptible, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -92,7 +93,8 @@ def main(argv=None) -> int:
     version = check_command(ap, args)  # the output, the inputs and the version, before anything is read
     check_inputs(ap, args, version)  # a table or a file that cannot be scored: a usage error, not a failed run
     if without_server():  # no Prefect server configured: scored here, no temporary server started for it
-        return score_here(ap, args, version)
+        with interruptible(ap):
+            return score_here(ap, args, version)
     try:
         params = commands.params(args, PredictParams, version=version.name)
     except ValueError as exc:  # pydantic's ValidationError names the field

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
     from flows.lib.commands import parse_early
-    from flows.lib.infra.cli import apply_log_level, log_to_terminal, without_server
+    from flows.lib.infra.cli import apply_log_level, interruptible, log_to_terminal, without_server
 
     _ap, _args = parse_early("table")
     if without_server():  # no Prefect server configured: built in this process, Prefect not loaded at all
@@ -35,7 +35,8 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
 
         log_to_terminal()
         apply_log_level(_args)
-        print(tables.build_here(tables.command_params(_ap, _args)))
+        with interruptible(_ap):
+            print(tables.build_here(tables.command_params(_ap, _args)))
         raise SystemExit(0)
 
 import sys
@@ -46,7 +47,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage
 from flows.lib import commands, tables
 from flows.lib.flow_params import TableBuildParams
-from flows.lib.infra.cli import apply_log_level, run_build, without_server
+from flows.lib.infra.cli import apply_log_level, interruptible, run_build, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -72,7 +73,8 @@ def main(argv=None) -> int:
     apply_log_level(args)
     params = tables.command_params(ap, args)  # a bad value: a usage error naming file, column and row, not a failed run
     if without_server():  # no Prefect server configured: built here, no temporary server started for it
-        print(tables.build_here(params))
+        with interruptible(ap):
+            print(tables.build_here(params))
         return 0
     return run_build(build_table_dataset, params, params.out or str(Settings().dataset_dir(params.name)))
 

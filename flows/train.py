@@ -33,12 +33,13 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
     if _args.command in registry_commands.COMMANDS:  # the registry's commands run no flow
         sys.exit(registry_commands.main())
     if _args.command == "evaluate" and without_server():  # no server configured: run here, Prefect not loaded
-        from flows.lib.infra.cli import apply_log_level, log_to_terminal
+        from flows.lib.infra.cli import apply_log_level, interruptible, log_to_terminal
         from flows.lib.modeling import evaluate
 
         apply_log_level(_args)
         log_to_terminal()
-        sys.exit(evaluate.evaluate_command(_ap, _args))
+        with interruptible(_ap):
+            sys.exit(evaluate.evaluate_command(_ap, _args))
 
 import sys
 from pathlib import Path
@@ -62,7 +63,7 @@ from flows.lib.flow_params import (
     TrainEvaluateParams,
     recorded_params,
 )
-from flows.lib.infra.cli import apply_log_level, without_server
+from flows.lib.infra.cli import apply_log_level, interruptible, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -243,7 +244,8 @@ def main(argv=None) -> int:
     if args.command == "evaluate":
         params = evaluate.command_params(ap, args)
         if without_server():  # no Prefect server configured: run here, no temporary server started for it
-            return evaluate.evaluate_command(ap, args, params)
+            with interruptible(ap):
+                return evaluate.evaluate_command(ap, args, params)
     else:
         try:
             build_flow(Settings().dataset_name(args.dataset))  # refuses a name with nothing to rebuild from

@@ -172,3 +172,50 @@ def test_kill_9_inside_each_stage_then_rerun_gives_the_same_bytes(tmp_path):
         _rerun_gives_the_same_bytes(root, server["url"], want)
     finally:
         _stop(proc)
+
+
+def test_ctrl_c_stops_an_evaluate_cleanly(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while ``flows.train
+    evaluate`` fits side by side: one line and exit status 130, no traceback or warning, no version
+    and no half-written one, and no worker process left behind."""
+    import time
+
+    import polars as pl
+    from lifelines.datasets import load_rossi
+
+    from flows.lib.ingest import write_follow_up_dataset
+
+    data = write_follow_up_dataset(tmp_path / "data" / "rossi", pl.from_pandas(load_rossi()),
+                                   ["fin", "age", "prio"], {"arrest": ("week", "arrest")}, name="rossi",
+                                   time_unit="weeks", seed=0)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CET_", "PREFECT_API"))}
+    env.update(CET_MODELS_DIR=str(tmp_path / "models"), CET_REPORTS_DIR=str(tmp_path / "reports"),
+               CET_TRAIN_WORKERS="2", CET_MAX_EPOCHS="100000", PYTHONPATH=str(REPO))
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "flows.train", "evaluate", "--data", str(data), "--models",
+                                 "CET,ET"], stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=tmp_path,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not re.search(r"rossi CET epoch \d+", log.read_text()):  # both workers are fitting
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(60) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert text.rstrip().splitlines()[-1] == "python -m flows.train: interrupted", text[-2000:]
+    assert "Traceback" not in text and "leaked" not in text, text[-3000:]
+    models = tmp_path / "models" / "rossi"
+    assert not models.exists() or not [p.name for p in models.iterdir()], list(models.iterdir())
+    deadline = time.monotonic() + 20
+    while True:  # the fits' workers (and multiprocessing's resource tracker) end with the command
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of the command's group is still running"
+        time.sleep(0.2)

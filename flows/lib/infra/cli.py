@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import time
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -104,6 +105,19 @@ def log_to_terminal() -> None:
         logger = logging.getLogger(name)
         if not logger.handlers:
             logger.addHandler(handler)
+
+
+@contextmanager
+def interruptible(ap: argparse.ArgumentParser):
+    """Ctrl-C in a command run without Prefect: ``<command>: interrupted`` and exit status 130 (a
+    shell's for SIGINT) instead of a traceback. The fits' worker processes leave Ctrl-C to the
+    command, which stops them; what was being written is left under its temporary name or
+    removed, as on any error."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"{ap.prog}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 def without_server() -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from flows.lib import commands
 from flows.lib.infra import registry
-from flows.lib.infra.cli import apply_log_level, log_to_terminal
+from flows.lib.infra.cli import apply_log_level, interruptible, log_to_terminal
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.settings import Settings
 from flows.lib.modeling import render
@@ -27,7 +27,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     apply_log_level(args)
     log_to_terminal()  # no Prefect here to show the log: progress and counts would be lost
-    return registry_command(ap, args)
+    with interruptible(ap):
+        return registry_command(ap, args)
 
 
 def registry_command(ap, args) -> int:

@@ -24,7 +24,9 @@ import logging.handlers
 import multiprocessing
 import os
 import queue as queue_module
+import signal
 import sys
+import threading
 import time
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -77,7 +79,6 @@ def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this worker when the process that started it dies."""
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         try:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -88,6 +89,12 @@ def _die_with_parent() -> None:
 def _start_worker(events, n_threads: int) -> None:  # pragma: no cover (runs in a worker)
     global _EVENTS
     _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent stops us
+    from tqdm import tqdm
+
+    # tqdm's default lock is a multiprocessing one, whose semaphore a stopped worker would leave to the
+    # resource tracker (a "leaked semaphore" warning); a worker's (disabled) bars need only a thread lock
+    tqdm.set_lock(threading.RLock())
     _EVENTS = events
     os.environ[cet_threads.VARIABLE] = str(n_threads)  # what every fit in this worker uses
     import torch
@@ -226,6 +233,7 @@ def fit_side_by_side(models, dataset_dir, staging: Path, fit_kwargs: dict[str, d
         pool.shutdown(wait=False, cancel_futures=True)
         for process in running:
             process.join(10)
+        pool.shutdown(wait=True)  # the workers are gone: the pool's thread and queues end now, not at exit
         raise
     else:
         pool.shutdown(wait=True)
