@@ -33,8 +33,8 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
     _version = check_command(_ap, _args)
     if without_server():  # no Prefect server configured: scored in this process, Prefect not loaded at all
         log_to_terminal()
-        check_inputs(_ap, _args, _version)
-        with interruptible(_ap):
+        with interruptible(_ap):  # reading a large file to check it can take a while too
+            check_inputs(_ap, _args, _version)
             raise SystemExit(score_here(_ap, _args, _version))
 
 import sys

@@ -510,6 +510,14 @@ def test_train_evaluate_on_data_without_truth_promotes_by_harrells_c(cet_env, ca
         train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), promote_metric="val_auc"))
     with pytest.raises(ValueError, match="search: the random search tunes on validation AUC"):
         train_evaluate(TrainEvaluateParams(dataset="rossi", data=str(data), runs=1, search=2))
+    from flows import train as train_flow
+
+    capsys.readouterr()
+    for argv, said in ((["--promote-metric", "val_auc"], "error: promotion metric: val_auc is scored against"),
+                       (["--runs", "1", "--search", "2"], "error: search: the random search tunes")):
+        with pytest.raises(SystemExit) as usage:  # the command line: a usage error, with or without a server
+            train_flow.main(["evaluate", "--dataset", "rossi", *argv])
+        assert usage.value.code == 2 and said in capsys.readouterr().err
     assert registry.versions(cet_env / "models", "rossi") == []
     first = train_evaluate(TrainEvaluateParams(dataset="rossi"))
     second = train_evaluate(TrainEvaluateParams(dataset="rossi", seed=1, promote_tolerance=1.0, reference="none"))

@@ -51,9 +51,7 @@ def train_evaluate(params, s: Settings, steps: Steps) -> dict:
     if params.subgroups:  # refused before anything trains
         subgroups.check_dataset_columns(path, params.subgroups)
     check_reports(s.reports_dir / name, name, params.runs)  # a user's files where the reports go: likewise
-    explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
-    metric, note = steps.choose_metric(str(path), params.promote_metric or s.promote_metric, explicit,
-                                       params.search if params.runs else 0)
+    metric, note = steps.choose_metric(str(path), *metric_choice(params, s))
     with output_lock(s.models_dir / name, s.lock_wait, "train-evaluate"):  # a second run then reuses this version
         version, reused = steps.train_models(str(path), str(s.models_dir), name, training)
         steps.publish_metrics(name, version)
@@ -70,6 +68,13 @@ def train_evaluate(params, s: Settings, steps: Steps) -> dict:
                                          training.reference)
     return {"name": name, "dataset": str(path), "version": version, "reused": reused, "decision": decision,
             "report": summary, "experiment": report, "subgroups": by_group}
+
+
+def metric_choice(params, s: Settings) -> tuple[str, bool, int]:
+    """``promotion.promotion_metric``'s arguments after the dataset folder: the metric asked for,
+    whether it was asked for explicitly (an option or a setting), and the random search's trials."""
+    explicit = params.promote_metric is not None or "promote_metric" in s.model_fields_set
+    return params.promote_metric or s.promote_metric, explicit, params.search if params.runs else 0
 
 
 def check_reports(out: Path, name: str, runs: int) -> None:
@@ -111,8 +116,13 @@ def command_params(ap: argparse.ArgumentParser, args: argparse.Namespace):
         if params.subgroups:  # a column the dataset lacks: a usage error before any flow starts
             folder = Path(args.data) if args.data else Settings().dataset_dir(Settings().dataset_name(args.dataset))
             subgroups.check_dataset_columns(folder, params.subgroups)
-        name = Settings().dataset_name(params.dataset, params.data)
-        check_reports(Settings().reports_dir / name, name, params.runs)
+        s = Settings()
+        name = s.dataset_name(params.dataset, params.data)
+        check_reports(s.reports_dir / name, name, params.runs)
+        from flows.lib.modeling import promotion
+
+        # a metric or a search the data cannot score (no true occurrence): refused here, not by a failed run
+        promotion.promotion_metric(Path(params.data) if params.data else s.dataset_dir(name), *metric_choice(params, s))
     except (ValueError, FileExistsError) as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
     return params
