@@ -150,7 +150,7 @@ def runs_side_by_side(data, runs: int, models, model_runs: dict, first_seed: int
     """``run``'s result, its seeds run in ``jobs`` processes in blocks (``seed_blocks``), merged in
     seed order (``cet_experiments.merge.merge_results``): the figures one process gives."""
     from .merge import merge_results
-    from .processes import pool
+    from .processes import completed, pool, stop
 
     blocks = seed_blocks(runs, jobs)
     print(f"{runs} runs in {len(blocks)} processes of {threads} thread(s) each: seeds "
@@ -159,9 +159,13 @@ def runs_side_by_side(data, runs: int, models, model_runs: dict, first_seed: int
     try:
         futures = [workers.submit(run_block, data, models, model_runs, first_seed, a, b, threads, settings)
                    for a, b in blocks]
+        for done in completed(futures):
+            done.result()  # a block that failed: the others stop now
         parts = [f.result() for f in futures]
-    finally:
-        workers.shutdown(wait=True, cancel_futures=True)
+    except BaseException:  # Ctrl-C or an error: no block goes on running
+        stop(workers)
+        raise
+    workers.shutdown(wait=True)
     merged = merge_results(parts, [f"seeds {first_seed + a}-{first_seed + b - 1}" for a, b in blocks])
     merged.pop("parts")  # one command: its blocks are no parts of the record
     first = parts[0]

@@ -29,8 +29,42 @@ def jobs_for(asked: int | None, threads: int, tasks: int, environ=None) -> int:
 
 
 def pool(jobs: int):
-    """A process pool of ``jobs`` freshly started workers."""
+    """A process pool of ``jobs`` freshly started workers, which leave Ctrl-C to the command
+    (``stop`` ends them)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker)
+
+
+def _start_worker() -> None:  # pragma: no cover (runs in a worker)
+    import signal
+    import threading
+
+    from tqdm import tqdm
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the command stops us
+    tqdm.set_lock(threading.RLock())  # not a multiprocessing lock, whose semaphore a stopped worker would leak
+
+
+def completed(futures, poll: float = 0.5):
+    """``futures`` as each is done, like ``concurrent.futures.as_completed``, but this process wakes
+    every ``poll`` seconds to hear Ctrl-C: the kernel may hand the signal to one of the data
+    libraries' threads, and a wait with no timeout would not end before the next run does."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)
+        yield from done
+
+
+def stop(workers) -> None:
+    """End ``workers`` (a ``pool``) now: the queued runs cancelled, the running ones stopped."""
+    running = list((getattr(workers, "_processes", None) or {}).values())  # no public way to stop a running one
+    for process in running:
+        process.terminate()
+    workers.shutdown(wait=False, cancel_futures=True)
+    for process in running:
+        process.join(10)
+    workers.shutdown(wait=True)

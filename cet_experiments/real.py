@@ -36,6 +36,7 @@ is rewritten from every cohort folder in ``DIR``, with the goals of the model is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -63,7 +64,7 @@ from flows.lib.experiment.records import data_fingerprint, resolved_params
 from flows.lib.infra.cli import time_left
 
 from .cli import quiet_library, real_parser
-from .processes import jobs_for, pool
+from .processes import completed, jobs_for, pool, stop
 from .real_tables import tables_markdown
 from .rows import CLASSICAL_ROWS, NATURAL_ROWS, OWN_DATA_ROWS, PAPER_ROWS, VARIANTS, preset_of
 
@@ -548,8 +549,9 @@ def _main(args, against, argv) -> int:
 
     run = dict(seeds=list(seeds), paper_rows=paper_rows, natural_rows=natural_rows, classical=classical,
                max_epochs=args.max_epochs, scored=args.scored, threads=args.threads)
-    for name, folder, record in run_cohorts(folders, jobs_for(args.jobs, args.threads, len(folders)), run):
-        keep(name, folder, record)
+    with contextlib.closing(run_cohorts(folders, jobs_for(args.jobs, args.threads, len(folders)), run)) as records:
+        for name, folder, record in records:  # on Ctrl-C while a record is kept, closing stops the other cohorts
+            keep(name, folder, record)
     print(write_tables(args.out, against))
     return 0
 
@@ -587,15 +589,15 @@ def run_cohorts(folders, jobs: int, run: dict):
         for name, folder in folders:
             yield name, folder, cohort_record(folder, **run)
         return
-    from concurrent.futures import as_completed
-
     order = sorted(folders, key=lambda nf: -len(load_dataset(nf[1]).train.X))
     print(f"{len(folders)} cohorts in {jobs} processes of {run['threads']} thread(s) each, the largest first",
           flush=True)
     workers = pool(jobs)
     try:
         futures = {workers.submit(cohort_record, folder, **run): (name, folder) for name, folder in order}
-        for done in as_completed(futures):
+        for done in completed(futures):
             yield *futures[done], done.result()
-    finally:
-        workers.shutdown(wait=True, cancel_futures=True)
+    except BaseException:  # Ctrl-C, an error, or the caller stopped reading: no cohort goes on running
+        stop(workers)
+        raise
+    workers.shutdown(wait=True)

@@ -174,12 +174,41 @@ def test_kill_9_inside_each_stage_then_rerun_gives_the_same_bytes(tmp_path):
         _stop(proc)
 
 
+def _interrupt(argv: list[str], env: dict, cwd: Path, ready: str, log: Path) -> tuple[int, str]:
+    """Run ``python argv`` in a session of its own, send the whole group SIGINT (a terminal's
+    Ctrl-C) once its output (stdout and stderr, unbuffered) matches ``ready``; its exit status and
+    output, once every process of the group (the command's workers, multiprocessing's resource
+    tracker) has ended."""
+    import time
+
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, *argv], stdout=err, stderr=subprocess.STDOUT,
+                                env={**env, "PYTHONUNBUFFERED": "1"}, cwd=cwd, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not re.search(ready, log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        status = proc.wait(30)  # not the end of the runs under way: they are stopped
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of the command's group is still running"
+        time.sleep(0.2)
+    return status, log.read_text()
+
+
 def test_ctrl_c_stops_an_evaluate_cleanly(tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while ``flows.train
     evaluate`` fits side by side: one line and exit status 130, no traceback or warning, no version
     and no half-written one, and no worker process left behind."""
-    import time
-
     import polars as pl
     from lifelines.datasets import load_rossi
 
@@ -191,31 +220,24 @@ def test_ctrl_c_stops_an_evaluate_cleanly(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CET_", "PREFECT_API"))}
     env.update(CET_MODELS_DIR=str(tmp_path / "models"), CET_REPORTS_DIR=str(tmp_path / "reports"),
                CET_TRAIN_WORKERS="2", CET_MAX_EPOCHS="100000", PYTHONPATH=str(REPO))
-    log = tmp_path / "stderr.txt"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "flows.train", "evaluate", "--data", str(data), "--models",
-                                 "CET,ET"], stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=tmp_path,
-                                start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not re.search(r"rossi CET epoch \d+", log.read_text()):  # both workers are fitting
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(60) == 130
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    text = log.read_text()
+    status, text = _interrupt(["-m", "flows.train", "evaluate", "--data", str(data), "--models", "CET,ET"], env,
+                              tmp_path, r"rossi CET epoch \d+", tmp_path / "stderr.txt")  # both workers fitting
+    assert status == 130
     assert text.rstrip().splitlines()[-1] == "python -m flows.train: interrupted", text[-2000:]
     assert "Traceback" not in text and "leaked" not in text, text[-3000:]
     models = tmp_path / "models" / "rossi"
     assert not models.exists() or not [p.name for p in models.iterdir()], list(models.iterdir())
-    deadline = time.monotonic() + 20
-    while True:  # the fits' workers (and multiprocessing's resource tracker) end with the command
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "a process of the command's group is still running"
-        time.sleep(0.2)
+
+
+def test_ctrl_c_stops_the_real_data_benchmark_at_once(tmp_path):
+    """Ctrl-C while ``cet_experiments real`` runs two cohorts in two processes: one line and exit
+    status 130 at once, not when the cohorts under way end (the command's wait wakes to hear it),
+    and no worker left."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CET_")}
+    env["PYTHONPATH"] = str(REPO)
+    status, text = _interrupt(["-m", "cet_experiments", "real", "--out", str(tmp_path / "real"), "--cohorts",
+                               "lymph_node,bmt", "--jobs", "2"], env, tmp_path, r"bmt: a seed 0 .*AUC",
+                              tmp_path / "stderr.txt")
+    assert status == 130
+    assert text.rstrip().splitlines()[-1] == "python -m cet_experiments: interrupted", text[-2000:]
+    assert "Traceback" not in text and "leaked" not in text, text[-3000:]
