@@ -149,8 +149,10 @@ def runs_side_by_side(data, runs: int, models, model_runs: dict, first_seed: int
                       settings: dict) -> dict:
     """``run``'s result, its seeds run in ``jobs`` processes in blocks (``seed_blocks``), merged in
     seed order (``cet_experiments.merge.merge_results``): the figures one process gives."""
+    from flows.lib.infra.workers import stop
+
     from .merge import merge_results
-    from .processes import completed, pool, stop
+    from .processes import completed, pool
 
     blocks = seed_blocks(runs, jobs)
     print(f"{runs} runs in {len(blocks)} processes of {threads} thread(s) each: seeds "

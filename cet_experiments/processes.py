@@ -30,21 +30,13 @@ def jobs_for(asked: int | None, threads: int, tasks: int, environ=None) -> int:
 
 def pool(jobs: int):
     """A process pool of ``jobs`` freshly started workers, which leave Ctrl-C to the command
-    (``stop`` ends them)."""
+    (``flows.lib.infra.workers.stop`` ends them)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker)
+    from flows.lib.infra.workers import ignore_interrupt
 
-
-def _start_worker() -> None:  # pragma: no cover (runs in a worker)
-    import signal
-    import threading
-
-    from tqdm import tqdm
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the command stops us
-    tqdm.set_lock(threading.RLock())  # not a multiprocessing lock, whose semaphore a stopped worker would leak
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_interrupt)
 
 
 def completed(futures, poll: float = 0.5):
@@ -57,14 +49,3 @@ def completed(futures, poll: float = 0.5):
     while pending:
         done, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)
         yield from done
-
-
-def stop(workers) -> None:
-    """End ``workers`` (a ``pool``) now: the queued runs cancelled, the running ones stopped."""
-    running = list((getattr(workers, "_processes", None) or {}).values())  # no public way to stop a running one
-    for process in running:
-        process.terminate()
-    workers.shutdown(wait=False, cancel_futures=True)
-    for process in running:
-        process.join(10)
-    workers.shutdown(wait=True)

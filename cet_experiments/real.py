@@ -62,9 +62,10 @@ from cet_model.metrics import (
 from cet_model.presets import fit_preset
 from flows.lib.experiment.records import data_fingerprint, resolved_params
 from flows.lib.infra.cli import time_left
+from flows.lib.infra.workers import stop
 
 from .cli import quiet_library, real_parser
-from .processes import completed, jobs_for, pool, stop
+from .processes import completed, jobs_for, pool
 from .real_tables import tables_markdown
 from .rows import CLASSICAL_ROWS, NATURAL_ROWS, OWN_DATA_ROWS, PAPER_ROWS, VARIANTS, preset_of
 

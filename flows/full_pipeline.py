@@ -27,7 +27,7 @@ from prefect.logging import get_run_logger
 
 from flows.lib import commands
 from flows.lib.flow_params import FullPipelineParams, TrainEvaluateParams
-from flows.lib.infra.cli import apply_log_level
+from flows.lib.infra.cli import apply_log_level, flow_command
 from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner, with_runner
 from flows.lib.infra.settings import Settings
@@ -85,7 +85,8 @@ def main(argv=None) -> int:
         ap.error(str(exc))
     except FileExistsError as exc:
         raise SystemExit(f"full-pipeline: {exc}") from None
-    path = full_pipeline(params)
+    with flow_command(ap):
+        path = full_pipeline(params)
     print(f"report: {path} ({time.perf_counter() - t0:.0f} s)")
     return 0
 

@@ -154,7 +154,7 @@ def main(argv=None) -> int:
                                      "MIMIC-III tables", "no --mimic-dir, CET_MIMIC_DIR unset")
     except ValueError as exc:  # pydantic's ValidationError names the field; the guard names the folder
         ap.error(str(exc))
-    return run_build(build_mimic_features, params, params.out or str(Settings().dataset_dir("mimic")))
+    return run_build(ap, build_mimic_features, params, params.out or str(Settings().dataset_dir("mimic")))
 
 
 if __name__ == "__main__":

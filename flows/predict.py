@@ -45,7 +45,7 @@ from prefect.logging import get_run_logger
 from flows.lib import commands
 from flows.lib.flow_params import PredictParams
 from flows.lib.infra import registry
-from flows.lib.infra.cli import apply_log_level, interruptible, without_server
+from flows.lib.infra.cli import apply_log_level, flow_command, interruptible, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -99,7 +99,8 @@ def main(argv=None) -> int:
         params = commands.params(args, PredictParams, version=version.name)
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
-    print(predict(params))
+    with flow_command(ap):
+        print(predict(params))
     return 0
 
 

@@ -228,7 +228,7 @@ def main(argv=None) -> int:
             reddit_build.local_dumps(params.dumps, params)
     except (ValueError, FileNotFoundError) as exc:  # pydantic's ValidationError names the field; the guard
         ap.error(str(exc))  # names the folder
-    return run_build(build_reddit_features, params, params.out or str(Settings().dataset_dir("reddit")))
+    return run_build(ap, build_reddit_features, params, params.out or str(Settings().dataset_dir("reddit")))
 
 
 if __name__ == "__main__":

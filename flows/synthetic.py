@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         check_output_folder(params.out or str(Settings().dataset_dir("synthetic")), {})
     except ValueError as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
-    return run_build(build_synthetic, params, params.out or str(Settings().dataset_dir("synthetic")))
+    return run_build(ap, build_synthetic, params, params.out or str(Settings().dataset_dir("synthetic")))
 
 
 if __name__ == "__main__":

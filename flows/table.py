@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         with interruptible(ap):
             print(tables.build_here(params))
         return 0
-    return run_build(build_table_dataset, params, params.out or str(Settings().dataset_dir(params.name)))
+    return run_build(ap, build_table_dataset, params, params.out or str(Settings().dataset_dir(params.name)))
 
 
 if __name__ == "__main__":

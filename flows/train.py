@@ -63,7 +63,7 @@ from flows.lib.flow_params import (
     TrainEvaluateParams,
     recorded_params,
 )
-from flows.lib.infra.cli import apply_log_level, interruptible, without_server
+from flows.lib.infra.cli import apply_log_level, flow_command, interruptible, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -252,7 +252,8 @@ def main(argv=None) -> int:
             params = commands.params(args, RetrainParams)
         except (ValueError, FileExistsError) as exc:  # pydantic's ValidationError names the field
             ap.error(str(exc))
-    result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
+    with flow_command(ap):
+        result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
     registry_commands.print_version(Path(result["version"]), result["decision"], result.get("subgroups"))
     return 0
 

@@ -174,11 +174,12 @@ def test_kill_9_inside_each_stage_then_rerun_gives_the_same_bytes(tmp_path):
         _stop(proc)
 
 
-def _interrupt(argv: list[str], env: dict, cwd: Path, ready: str, log: Path) -> tuple[int, str]:
-    """Run ``python argv`` in a session of its own, send the whole group SIGINT (a terminal's
-    Ctrl-C) once its output (stdout and stderr, unbuffered) matches ``ready``; its exit status and
-    output, once every process of the group (the command's workers, multiprocessing's resource
-    tracker) has ended."""
+def _interrupt(argv: list[str], env: dict, cwd: Path, ready: str, log: Path,
+               sig: signal.Signals = signal.SIGINT) -> tuple[int, str]:
+    """Run ``python argv`` in a session of its own and, once its output (stdout and stderr,
+    unbuffered) matches ``ready``, send the whole group SIGINT (a terminal's Ctrl-C), or the
+    command alone ``sig`` (``kill``); its exit status and output, once every process of the group
+    (the command's workers, multiprocessing's resource tracker) has ended."""
     import time
 
     with open(log, "w") as err:
@@ -189,7 +190,10 @@ def _interrupt(argv: list[str], env: dict, cwd: Path, ready: str, log: Path) -> 
         while not re.search(ready, log.read_text()):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGINT)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
         status = proc.wait(30)  # not the end of the runs under way: they are stopped
     finally:
         if proc.poll() is None:
@@ -241,3 +245,27 @@ def test_ctrl_c_stops_the_real_data_benchmark_at_once(tmp_path):
     assert status == 130
     assert text.rstrip().splitlines()[-1] == "python -m cet_experiments: interrupted", text[-2000:]
     assert "Traceback" not in text and "leaked" not in text, text[-3000:]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_the_main_job_stops_at_once_and_stops_its_temporary_server(tmp_path, sig):
+    """Ctrl-C (or ``kill``) while the main job trains on Prefect's temporary server: the runs are
+    recorded as crashed and the command ends at once, exit status 130 (143), without tracebacks,
+    and the temporary server ends with it. The server, in the command's process group, stopped
+    first on Ctrl-C, and the command retried it for minutes; on ``kill`` it was left running."""
+    import requests
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CET_", "PREFECT_API"))}
+    env.update(CET_DATA_DIR=str(tmp_path / "data"), CET_MODELS_DIR=str(tmp_path / "models"),
+               CET_REPORTS_DIR=str(tmp_path / "reports"), CET_SYNTHETIC_N="2000", CET_MAX_EPOCHS="100000",
+               PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(REPO))
+    status, text = _interrupt(["-m", "flows.full_pipeline", "--datasets", "synthetic"], env, tmp_path,
+                              r"synthetic CET epoch \d+", tmp_path / "out.txt", sig)
+    assert status == 128 + sig, text[-3000:]
+    assert "Traceback" not in text and "Error logging to API" not in text, text[-3000:]
+    assert "Finished in state Crashed(" in text, text[-3000:]
+    if sig == signal.SIGINT:
+        assert "python -m flows.full_pipeline: interrupted" in text.splitlines(), text[-2000:]
+    url = re.search(r"Starting temporary server on (http://127\.0\.0\.1:\d+)", text)[1]
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{url}/api/health", timeout=5)

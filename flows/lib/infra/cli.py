@@ -120,6 +120,18 @@ def interruptible(ap: argparse.ArgumentParser):
         raise SystemExit(130) from None
 
 
+@contextmanager
+def flow_command(ap: argparse.ArgumentParser):
+    """Around a command's flow run: with no Prefect server configured, Prefect's temporary server
+    started in a process group of its own (``temporary_server.start``), so that Ctrl-C stops the
+    command at once, which records its runs and then stops the server; Ctrl-C as ``interruptible``."""
+    from flows.lib.infra import temporary_server
+
+    with interruptible(ap):
+        temporary_server.start()
+        yield
+
+
 def without_server() -> bool:
     """Whether a command runs its work in its own process, without Prefect: whenever no Prefect
     server is configured to record a flow run (``PREFECT_API_URL`` is set nowhere Prefect reads it:
@@ -169,16 +181,17 @@ def api_outage(exc: BaseException) -> bool:
     return False
 
 
-def run_build(flow, params, out: str, what: str = "dataset") -> int:
-    """Run a build ``flow`` from its command line and print the folder it wrote. When the Prefect
-    API goes away during the run (``api_outage``) after ``out`` was written and stamped, say so and
-    exit 0: the folder is complete, only the run's last state is not on the server. Any other
-    error, or an outage before the stamp, propagates."""
+def run_build(ap: argparse.ArgumentParser, flow, params, out: str, what: str = "dataset") -> int:
+    """Run a build ``flow`` from its command line ``ap`` (``flow_command``) and print the folder it
+    wrote. When the Prefect API goes away during the run (``api_outage``) after ``out`` was written
+    and stamped, say so and exit 0: the folder is complete, only the run's last state is not on the
+    server. Any other error, or an outage before the stamp, propagates."""
     from flows.lib.infra.stage_cache import STAMP
 
     started = time.time()
     try:
-        print(flow(params))
+        with flow_command(ap):
+            print(flow(params))
         return 0
     except Exception as exc:
         stamp = Path(out) / STAMP

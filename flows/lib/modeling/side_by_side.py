@@ -24,15 +24,14 @@ import logging.handlers
 import multiprocessing
 import os
 import queue as queue_module
-import signal
 import sys
-import threading
 import time
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 from cet_model import threads as cet_threads
+from flows.lib.infra.workers import ignore_interrupt, stop
 
 log = logging.getLogger("flows.train")
 VARIABLE = "CET_TRAIN_WORKERS"
@@ -79,6 +78,7 @@ def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this worker when the process that started it dies."""
     if sys.platform.startswith("linux"):
         import ctypes
+        import signal
 
         try:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -89,12 +89,7 @@ def _die_with_parent() -> None:
 def _start_worker(events, n_threads: int) -> None:  # pragma: no cover (runs in a worker)
     global _EVENTS
     _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent stops us
-    from tqdm import tqdm
-
-    # tqdm's default lock is a multiprocessing one, whose semaphore a stopped worker would leave to the
-    # resource tracker (a "leaked semaphore" warning); a worker's (disabled) bars need only a thread lock
-    tqdm.set_lock(threading.RLock())
+    ignore_interrupt()  # Ctrl-C reaches the whole process group: the command stops us
     _EVENTS = events
     os.environ[cet_threads.VARIABLE] = str(n_threads)  # what every fit in this worker uses
     import torch
@@ -227,13 +222,7 @@ def fit_side_by_side(models, dataset_dir, staging: Path, fit_kwargs: dict[str, d
             model.history_, model.encoder_history_ = hist, stage
             yield name, model, out["seconds"], 0 if stage is None else len(stage.train_loss)
     except BaseException:
-        running = list((getattr(pool, "_processes", None) or {}).values())  # no public way to stop a running fit
-        for process in running:
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in running:
-            process.join(10)
-        pool.shutdown(wait=True)  # the workers are gone: the pool's thread and queues end now, not at exit
+        stop(pool)
         raise
     else:
         pool.shutdown(wait=True)
