@@ -1,13 +1,13 @@
 """Prefect's temporary server, for a command that runs a flow with no server configured.
 
 Prefect starts it on the first API call, as a child process in the command's process group. A
-terminal's Ctrl-C reaches the whole group, so the server stopped first and the command, recording
-the runs it was ending as crashed, retried the dead server for minutes (224 s for the main job on
-a 2-core machine) before it printed connection tracebacks. ``start`` starts the same server
-(Prefect's own ``SubprocessASGIServer``, the instance its client then uses) in a process group of
-its own: Ctrl-C stops the command, which records its runs and stops the server on exit, as
-Prefect does at every exit. A hangup or SIGTERM ends the command the same way (``SystemExit``,
-so the server is stopped too) instead of leaving the server running without it.
+terminal's Ctrl-C reaches the whole group, so the server would stop first, and the command,
+recording the runs it ends as crashed, would retry the dead server for minutes before printing
+connection tracebacks. ``start`` starts the same server (Prefect's own ``SubprocessASGIServer``,
+the instance its client then uses) in a process group of its own: Ctrl-C stops the command,
+which records its runs and stops the server on exit, as Prefect does at every exit. A hangup or
+SIGTERM ends the command the same way (``SystemExit``, so the server is stopped too) instead of
+leaving the server running without it.
 """
 
 from __future__ import annotations
