@@ -109,10 +109,9 @@ def log_to_terminal() -> None:
 
 @contextmanager
 def interruptible(ap: argparse.ArgumentParser):
-    """Ctrl-C in a command run without Prefect: ``<command>: interrupted`` and exit status 130 (a
-    shell's for SIGINT) instead of a traceback. The fits' worker processes leave Ctrl-C to the
-    command, which stops them; what was being written is left under its temporary name or
-    removed, as on any error."""
+    """Ctrl-C in a command: ``<command>: interrupted`` and exit status 130 (a shell's for SIGINT)
+    instead of a traceback. The fits' worker processes leave Ctrl-C to the command, which stops
+    them; what was being written is left under its temporary name or removed, as on any error."""
     try:
         yield
     except KeyboardInterrupt:
