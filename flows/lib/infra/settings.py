@@ -1,9 +1,10 @@
 """Settings for the flows, read from the environment and ``.env`` (environment wins).
 
-Every field maps to ``CET_<NAME>`` (``CET_DATA_DIR``, ``CET_TASK_RUNNER``, ...), except the
-Prefect API URL, which is Prefect's own ``PREFECT_API_URL``. ``.env.example`` documents them
-all. Flows read settings when they run (inside the served process too), so a deployment
-triggered without parameters uses them; explicit flow parameters win.
+Every field maps to ``CET_<NAME>`` (``CET_DATA_DIR``, ``CET_TASK_RUNNER``, ...); ``.env.example``
+documents them all, and Prefect's own ``PREFECT_API_URL``, which Prefect reads and
+``configured_api_url`` finds where Prefect does. Flows read settings when they run (inside the
+served process too), so a deployment triggered without parameters uses them; explicit flow
+parameters win.
 """
 
 from __future__ import annotations
@@ -89,7 +90,6 @@ class Settings(BaseSettings):
     task_runner: str = "threads"  # threads | dask | dask://HOST:PORT (an existing scheduler)
     dask_workers: int = Field(default=2, ge=1)
     lock_wait: float = Field(default=3600.0, ge=0)  # seconds a run waits for another run writing the same output
-    prefect_api_url: str | None = Field(default=None, validation_alias="PREFECT_API_URL")
 
     def __init__(self, **values):
         try:
@@ -98,7 +98,7 @@ class Settings(BaseSettings):
             lines = []
             for err in exc.errors():
                 field = str(err["loc"][0]) if err["loc"] else "?"
-                var = "PREFECT_API_URL" if field in ("prefect_api_url", "PREFECT_API_URL") else f"CET_{field.upper()}"
+                var = f"CET_{field.upper()}"
                 msg = err["msg"].removeprefix("Value error, ")
                 lines.append(msg if msg.startswith(var) else f"{var}: {msg} (got {err.get('input')!r})")
             raise ValueError("bad setting: " + "; ".join(lines)) from None
