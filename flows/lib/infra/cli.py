@@ -111,12 +111,31 @@ def log_to_terminal() -> None:
 def interruptible(ap: argparse.ArgumentParser):
     """Ctrl-C in a command: ``<command>: interrupted`` and exit status 130 (a shell's for SIGINT)
     instead of a traceback. The fits' worker processes leave Ctrl-C to the command, which stops
-    them; what was being written is left under its temporary name or removed, as on any error."""
+    them; what was being written is left under its temporary name or removed, as on any error.
+    Ctrl-C also interrupts the DuckDB statements and dump scans running in a flow's task threads
+    (``interrupts.on_interrupt``), which the flow would otherwise wait for."""
+    import signal
+    import threading
+
+    from flows.lib.infra import interrupts
+
+    install = (threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if install:
+        interrupts.reset()
+        signal.signal(signal.SIGINT, interrupts.on_interrupt)
+    stopped = False
     try:
         yield
     except KeyboardInterrupt:
+        stopped = True  # SystemExit is raised below, not here: the interrupt's frames (and the
+        #                 connections they hold) are freed before the exit, not kept as its context
+    finally:
+        if install:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if stopped:
         print(f"{ap.prog}: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(130)
 
 
 @contextmanager

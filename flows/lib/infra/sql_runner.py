@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 
+from flows.lib.infra import interrupts
 from flows.lib.infra.cli import duration_text
 
 SQL_ROOT = Path(str(importlib.resources.files("cet_sql")))  # the repository's sql/, shipped as package cet_sql
@@ -35,9 +36,12 @@ def run_sql_file(con: duckdb.DuckDBPyConnection, path: Path, params: dict | None
         raise ValueError(f"{path}: staging views cannot take parameters (DuckDB); use getvariable()")
     try:
         con.execute(f"CREATE OR REPLACE {kind} {path.stem} AS\n{text}", {n: params[n] for n in names} or None)
+        return path.stem
+    except duckdb.InterruptException:
+        error = interrupts.Interrupted(f"{path}: interrupted")
     except duckdb.Error as exc:
-        raise RuntimeError(f"{path}: {error_text(exc)}") from None
-    return path.stem
+        error = RuntimeError(f"{path}: {error_text(exc)}")
+    raise error  # not within the except: without DuckDB's error as its context, which holds its frames
 
 
 _VALUE_ERRORS = ("Conversion Error", "Out of Range Error")
@@ -81,6 +85,7 @@ def execute_logged(con: duckdb.DuckDBPyConnection, sql: str, params=None, what: 
     log line with ``what``, the share DuckDB reports done and the time left (staging a
     full-size CHARTEVENTS takes minutes). Only the share is said, never a row."""
     every = PROGRESS_EVERY if every is None else every
+    interrupts.check(what)
     con.execute("SET enable_progress_bar = true; SET enable_progress_bar_print = false")
     finished, started = threading.Event(), time.perf_counter()
 

@@ -16,6 +16,7 @@ t > 0); events inside the feature window are kept, as the reference did.
 from __future__ import annotations
 
 import logging
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +95,17 @@ def run_sql(staged: dict[str, StagedTable], work_dir: Path, params: MimicParams)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     con = connect(params.memory_limit, work_dir / "duckdb-tmp")
+    try:
+        _run_steps(con, staged, params)
+    except BaseException as exc:  # closed now, and no frame of the error's traceback keeps it (a failed
+        con.close()  # task's record keeps the error until the command exits)
+        del con
+        traceback.clear_frames(exc.__traceback__)
+        raise
+    return con
+
+
+def _run_steps(con, staged: dict[str, StagedTable], params: MimicParams) -> None:
     set_variables(con, {f"{t.lower()}_parquet": str(s.parquet) for t, s in staged.items()})
     con.register("event_items", pl.DataFrame(
         [(e, i) for e, ids in EVENTS.items() for i in ids], schema=["event", "itemid"], orient="row"))
@@ -112,7 +124,6 @@ def run_sql(staged: dict[str, StagedTable], work_dir: Path, params: MimicParams)
         run_sql_file(con, SQL_ROOT / "mimic" / step, bound)
         log.info("sql: %s", step)
         crash_point("sql")
-    return con
 
 
 def query(con, sql: str) -> pl.DataFrame:

@@ -25,6 +25,7 @@ from pathlib import Path
 import duckdb
 
 from cet_model.atomic import remove_dead_leftovers, storage_error, writing
+from flows.lib.infra import interrupts
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.download import sha256_file as fingerprint
 from flows.lib.infra.sql_runner import execute_logged
@@ -143,8 +144,9 @@ def stage_all(mimic_dir, out_dir) -> dict[str, StagedTable]:
 
 
 def connect(memory_limit: str = "4GB", temp_dir: Path | None = None, threads: int | None = None):
-    """A DuckDB connection with bounded memory and spilling to ``temp_dir``."""
-    con = duckdb.connect()
+    """A DuckDB connection with bounded memory and spilling to ``temp_dir``, whose statements
+    Ctrl-C interrupts (``interrupts.stoppable``)."""
+    con = interrupts.stoppable(duckdb.connect())
     con.execute("SET memory_limit = $m", {"m": memory_limit})
     con.execute("SET preserve_insertion_order = false")
     if temp_dir is not None:
@@ -180,6 +182,7 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
     tmp = out_dir / f".{table}.parquet.tmp-{os.getpid()}"
     own = con is None
     con = con or connect(memory_limit, out_dir / f".duckdb-tmp-{table}")
+    error = None
     try:
         execute_logged(con, COPY_SQL, {"path": str(src), "columns": dict(TABLES[table]), "out": str(tmp)},
                        f"staging {table}")
@@ -187,14 +190,14 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
         rows = con.execute("SELECT count(*) FROM read_parquet($p)", {"p": str(tmp)}).fetchone()[0]
     except duckdb.Error as exc:
         tmp.unlink(missing_ok=True)
-        full = storage_error(out_dir / f"{table}.parquet", exc)
-        if full is not None:  # the output's fault, not the source's
-            raise full from None
-        raise ValueError(f"{src}: table {table} could not be converted: {_first_line(exc)}") from None
+        error = _staging_error(exc, src, table, out_dir)
     finally:
         if own:  # release DuckDB's buffers now: tables are staged in parallel, then the SQL runs
             con.close()
+            con = None
             shutil.rmtree(out_dir / f".duckdb-tmp-{table}", ignore_errors=True)
+    if error is not None:  # raised here, without DuckDB's error as its context: a failed task's record
+        raise error  # keeps its traceback, whose frames would keep the connection until the exit
     os.replace(tmp, out_dir / f"{table}.parquet")
     st = src.stat()
     record = {"version": STAGING_VERSION, "table": table, "source_name": src.name, "size": st.st_size,
@@ -205,6 +208,16 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
         os.replace(side_tmp, _sidecar(out_dir, table))
     log.info("%s: staged %d rows", table, rows)
     return StagedTable(table, out_dir / f"{table}.parquet", rows, digest, True)
+
+
+def _staging_error(exc: duckdb.Error, src: Path, table: str, out_dir: Path) -> Exception:
+    """The error to raise for DuckDB's ``exc`` while staging ``table`` from ``src``."""
+    if isinstance(exc, duckdb.InterruptException):
+        return interrupts.Interrupted(f"staging {table}: interrupted")
+    full = storage_error(out_dir / f"{table}.parquet", exc)
+    if full is not None:  # the output's fault, not the source's
+        return full
+    return ValueError(f"{src}: table {table} could not be converted: {_first_line(exc)}")
 
 
 _WHY = (re.compile(r'Error when converting column "([A-Za-z_][A-Za-z0-9_]*)".*? to \'([A-Z]+)\''),

@@ -40,6 +40,7 @@ import numpy as np
 
 from cet_model.atomic import remove_dead_leftovers, writing
 from flows.lib.choices import EMBEDDING_MODEL
+from flows.lib.infra import interrupts
 from flows.lib.infra.cli import time_left
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.keys import key_digest
@@ -344,6 +345,7 @@ def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device:
                  stats["unique"], stats["cached"], Path(str(model)).name, st.device.type, shard_size)
         started = time.perf_counter()
         for lo in range(0, len(items), shard_size):  # one shard per block: progress survives a crash
+            interrupts.check("embedding")
             part = items[lo:lo + shard_size]
             if st.device.type == "cuda":
                 vecs = encode_on_gpu(st, [t for _, t in part], batch_size)

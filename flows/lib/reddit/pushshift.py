@@ -33,6 +33,7 @@ import orjson
 import zstandard
 from tqdm.auto import tqdm
 
+from flows.lib.infra import interrupts
 from flows.lib.infra.cli import duration_text
 
 NAME = re.compile(r"^(RC|RS)_(\d{4})-(\d{2})\.(zst|bz2|xz)$")
@@ -213,9 +214,10 @@ def iter_line_batches(path: Path, read_size: int = READ_SIZE, progress: bool | N
     so logs and tests stay clean); without the bar, a log line a minute (``LOG_EVERY``) on a
     multi-GB month, which would otherwise be silent for minutes."""
     rest, skipping = b"", False  # skipping: inside a line already longer than max_line
-    bar = _Progress(path, progress)
+    bar, reading = _Progress(path, progress), f"reading {Path(path).name}"
     try:
         for chunk in _stream_chunks(path, read_size, bar):
+            interrupts.check(reading)  # Ctrl-C while a flow's task thread scans (interrupts)
             if skipping:
                 cut = chunk.find(b"\n")
                 if cut < 0:

@@ -30,6 +30,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from cet_model.metrics import occurrence_auc
+from flows.lib.infra import interrupts
 from flows.lib.infra.folders import publish, refuse_non_empty, temporary_sibling
 from flows.lib.mimic.build import EVENTS
 from flows.lib.mimic.schema import TABLES
@@ -309,6 +310,7 @@ def generate(out_dir, scale: float = 0.1, seed: int = 0, compresslevel: int = 6,
         stay_start = np.searchsorted(cohort.stay_adm, np.arange(n_adm + 1))
         bar = tqdm(total=n_adm, desc=f"MIMIC stand-in 1/{1 / scale:.0f}", unit="adm", disable=not progress)
         for k, adms in enumerate(_chunks(n_adm, per_chunk)):
+            interrupts.check("generating the MIMIC stand-in")
             rng = np.random.default_rng([seed, 3, k])
             stays = np.arange(stay_start[adms[0]], stay_start[adms[-1] + 1])
             frame, row_adm = chart_chunk(cohort, stays, chart_rate, chart, chart_s, chart_v, chart_f, wc.rows + 1, rng)

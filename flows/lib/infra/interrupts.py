@@ -1,0 +1,84 @@
+"""Ctrl-C that reaches the work a flow runs in its task threads.
+
+Python hears Ctrl-C in the main thread only, and a flow's task runner waits for its running
+tasks before the flow ends: a task in the middle of a DuckDB statement or of a dump's scan held
+the command until it finished (CHARTEVENTS alone stages in minutes at full scale). A command
+(``cli.interruptible``) installs :func:`on_interrupt` as its SIGINT handler: it marks the
+command interrupted and interrupts every DuckDB connection registered with :func:`stoppable`,
+whose statement then ends with DuckDB's ``InterruptException``; long Python loops call
+:func:`check` between their steps and end with :class:`Interrupted`. The task fails, the runner's
+wait ends, and the command exits with status 130.
+
+    >>> class Connection:
+    ...     def interrupt(self):
+    ...         print("interrupted")
+    >>> con = stoppable(Connection())
+    >>> stop_all()
+    interrupted
+    >>> check("scanning RS_2015-01.zst")
+    Traceback (most recent call last):
+    ...
+    flows.lib.infra.interrupts.Interrupted: scanning RS_2015-01.zst: interrupted
+    >>> reset(); check("scanning RS_2015-01.zst")
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_requested = threading.Event()
+_stoppable: weakref.WeakSet = weakref.WeakSet()  # a closed or collected connection leaves by itself
+_lock = threading.Lock()
+
+
+class Interrupted(Exception):
+    """Work in a task thread ended because the command was interrupted (Ctrl-C)."""
+
+
+def stoppable(con: T) -> T:
+    """Register ``con`` (an object with ``interrupt()``, such as a DuckDB connection) to be
+    interrupted on Ctrl-C; returns it. It stays registered while it lives."""
+    with _lock:
+        _stoppable.add(con)
+    if _requested.is_set():  # interrupted before it was registered: it must not start
+        raise Interrupted("interrupted before it started")
+    return con
+
+
+def stop_all() -> None:
+    """Mark the command interrupted and interrupt every registered connection (thread-safe; a
+    closed connection's error is ignored)."""
+    _requested.set()
+    with _lock:
+        live = list(_stoppable)
+    for con in live:
+        try:
+            con.interrupt()
+        except Exception:  # noqa: BLE001 (closed meanwhile: nothing of it runs)
+            pass
+
+
+def check(what: str) -> None:
+    """Raise :class:`Interrupted` naming ``what`` once the command is interrupted."""
+    if _requested.is_set():
+        raise Interrupted(f"{what}: interrupted")
+
+
+def requested() -> bool:
+    """Whether the command has been interrupted."""
+    return _requested.is_set()
+
+
+def reset() -> None:
+    """Forget an earlier interruption (a command that starts in a process that ran another)."""
+    _requested.clear()
+
+
+def on_interrupt(signum, frame) -> None:
+    """A SIGINT handler: :func:`stop_all`, then ``KeyboardInterrupt`` in the main thread."""
+    stop_all()
+    raise KeyboardInterrupt
