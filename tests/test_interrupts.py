@@ -126,3 +126,4 @@ def test_ctrl_c_in_a_command_interrupts_the_statements_of_its_task_threads(tmp_p
     assert isinstance(out.get("error"), interrupts.Interrupted)
     assert capsys.readouterr().err.strip().splitlines()[-1] == "python -m flows.example: interrupted"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not interrupts.requested()  # work after the command (in the same process) runs as usual

@@ -131,8 +131,9 @@ def interruptible(ap: argparse.ArgumentParser):
         stopped = True  # SystemExit is raised below, not here: the interrupt's frames (and the
         #                 connections they hold) are freed before the exit, not kept as its context
     finally:
-        if install:
+        if install:  # the interruption was this command's: later work in the process runs as usual
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            interrupts.reset()
     if stopped:
         print(f"{ap.prog}: interrupted", file=sys.stderr)
         raise SystemExit(130)
