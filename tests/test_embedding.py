@@ -91,3 +91,33 @@ def test_embedding_says_what_it_will_do_and_the_time_left(tmp_path, caplog):
         lines[0].endswith(" on cpu, 3 a block")
     assert lines[1].startswith("embedded 3 of 4 new texts in ") and " left (near " in lines[1]
     assert lines[2].startswith("embedded 4 of 4 new texts in ")
+
+
+def test_ctrl_c_ends_a_block_at_its_next_batch_and_caches_none_of_it(tmp_path):
+    """A block is 50,000 texts, minutes on a CPU: Ctrl-C in a command (``interrupts.stop_all``, which
+    its SIGINT handler calls) while a flow's task thread embeds ends the block before its next batch,
+    and none of the block is cached."""
+    from flows.lib.infra import interrupts
+    from flows.lib.reddit.embed import embed
+
+    st = load_model(DEFAULT_MODEL, "cpu")  # the model embed uses: loaded once per process and device
+    batches = []
+
+    def ctrl_c_during_the_first_batch(module, args):
+        batches.append(1)
+        if len(batches) == 1:
+            interrupts.stop_all()
+
+    texts = realistic_texts(np.arange(64) % 4 - 1, np.random.default_rng(3))
+    hook = st.register_forward_pre_hook(ctrl_c_during_the_first_batch)
+    try:
+        with pytest.raises(interrupts.Interrupted, match="^embedding: interrupted$"):
+            embed(texts, tmp_path / "cache", device="cpu", batch_size=8, key=b"k" * 32)
+    finally:
+        hook.remove()
+        interrupts.reset()
+    assert len(batches) == 1  # of 8
+    assert not list((tmp_path / "cache").rglob("shard-*"))
+    assert not st._forward_pre_hooks  # the command's hook is gone with it
+    vecs, stats = embed(texts[:4], tmp_path / "cache", device="cpu", key=b"k" * 32)  # and it embeds again
+    assert vecs.shape == (4, 384) and stats["embedded"] == len(set(texts[:4]))

@@ -315,6 +315,11 @@ def drop_cache(cache_dir) -> None:
         pass
 
 
+def _stop_if_interrupted(module, args) -> None:
+    """A forward pre-hook: before each batch, :class:`interrupts.Interrupted` once the command is."""
+    interrupts.check("embedding")
+
+
 def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device: str = "auto",
           batch_size: int | None = None, progress: bool = False,
           shard_size: int = 50_000, *, key: bytes) -> tuple[np.ndarray, dict]:
@@ -344,19 +349,24 @@ def embed(texts: list[str], cache_dir: Path, model: str = DEFAULT_MODEL, device:
         log.info("embedding %d new texts (of %d unique, %d from the cache) with %s on %s, %d a block", len(items),
                  stats["unique"], stats["cached"], Path(str(model)).name, st.device.type, shard_size)
         started = time.perf_counter()
-        for lo in range(0, len(items), shard_size):  # one shard per block: progress survives a crash
-            interrupts.check("embedding")
-            part = items[lo:lo + shard_size]
-            if st.device.type == "cuda":
-                vecs = encode_on_gpu(st, [t for _, t in part], batch_size)
-            else:
-                vecs = st.encode([t for _, t in part], batch_size=batch_size, show_progress_bar=progress,
-                                 convert_to_numpy=True, normalize_embeddings=True)
-            cache.add([h for h, _ in part], np.asarray(vecs, dtype=np.float32))
-            done, elapsed = min(lo + shard_size, len(items)), time.perf_counter() - started
-            log.info("embedded %s", time_left(done, len(items), elapsed, elapsed / done * (len(items) - done),
-                                              "new texts"))
-            crash_point("embed")
+        # Ctrl-C while a flow's task thread embeds ends the block at its next batch (interrupts), not
+        # after the block: 50,000 texts are minutes on a CPU
+        every_batch = st.register_forward_pre_hook(_stop_if_interrupted)
+        try:
+            for lo in range(0, len(items), shard_size):  # one shard per block: progress survives a crash
+                part = items[lo:lo + shard_size]
+                if st.device.type == "cuda":
+                    vecs = encode_on_gpu(st, [t for _, t in part], batch_size)
+                else:
+                    vecs = st.encode([t for _, t in part], batch_size=batch_size, show_progress_bar=progress,
+                                     convert_to_numpy=True, normalize_embeddings=True)
+                cache.add([h for h, _ in part], np.asarray(vecs, dtype=np.float32))
+                done, elapsed = min(lo + shard_size, len(items)), time.perf_counter() - started
+                log.info("embedded %s", time_left(done, len(items), elapsed, elapsed / done * (len(items) - done),
+                                                  "new texts"))
+                crash_point("embed")
+        finally:
+            every_batch.remove()
     if not hashes:
         return np.zeros((0, 0), np.float32), stats
     first = cache.get(hashes[0])
