@@ -338,10 +338,12 @@ def test_full_pipeline_writes_the_report_and_skips_everything_the_second_time(ce
 def every_log(client, log_filter=None) -> list:
     """Every log record the server holds (under ``log_filter``), a page of 200 (the API's largest) at a time,
     after this process's log worker has sent what it still holds: a flow's last lines are sent in the
-    background, and a read right after the flow ended could miss them."""
+    background, and a read right after the flow ended could miss them. On a busy machine sending them can take
+    a while: the wait is long, and a send that did not end fails here, not as a line missing further on."""
     from prefect.logging.handlers import APILogWorker
 
-    APILogWorker.drain_all(timeout=30)
+    _, pending = APILogWorker.drain_all(timeout=180)
+    assert not pending, "this process's log records did not reach the server within 180 s"
     logs = []
     while page := client.read_logs(log_filter, limit=200, offset=len(logs)):
         logs += page
