@@ -665,3 +665,36 @@ def test_assign_splits_refuses_strata_that_do_not_fit():
         assign_splits(np.arange(10), method="stratified", strata=np.zeros(9))
     with pytest.raises(ValueError, match=r"stratified split of 2 keys left \['test'\] empty"):
         assign_splits(np.arange(2), method="stratified", strata=np.zeros(2))
+
+
+def test_a_default_feature_that_looks_like_an_identifier_is_refused(rossi, tmp_path):
+    """With no feature list, every column not named otherwise is a feature: a patient id or a row number
+    there would be noise to fit (or a leak) with no error. It is refused, naming the column and the two
+    ways out; a column is taken for one by its name and its values (rossi's columns are not)."""
+    events = {"arrest": ("week", "arrest")}
+    ids = np.random.default_rng(0).permutation(100_000)[:432]  # not consecutive: known by its name
+    for column, values in (("pid", ids), ("PatientID", ids), ("record_no", ids), ("row", np.arange(432)),
+                           ("Unnamed: 0", np.arange(432))):  # pandas' index, written and read back
+        expected = (rf"^table: column '{column}' looks like an identifier \(named as one, with a different whole "
+                    rf"number on every row\).*--id-column {column} \(id_column\), or list the features with --features")
+        with pytest.raises(ValueError, match=expected):
+            write_follow_up_dataset(tmp_path / column, rossi.assign(**{column: values}), None, events, name="r",
+                                    time_unit="weeks")
+    parquet = tmp_path / "rossi.parquet"
+    rossi.reset_index().to_parquet(parquet)  # pandas' index kept as a column, "index"
+    with pytest.raises(ValueError, match=r"column 'index' looks like an identifier"):
+        write_follow_up_dataset(tmp_path / "from-file", parquet, None, events, name="r", time_unit="weeks")
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]
+    unnamed = rossi.assign(visits=np.arange(432) + 1)  # running 1, 2, 3 but not named as an id: a feature
+    assert load_dataset(write_follow_up_dataset(tmp_path / "visits", unnamed, None, events, name="r",
+                                                time_unit="weeks")).feature_names == [*FEATURES, "visits"]
+    with_id = rossi.assign(pid=ids)
+    named = load_dataset(write_follow_up_dataset(tmp_path / "named", with_id, None, events, name="r",
+                                                 time_unit="weeks", id_column="pid"))
+    assert named.feature_names == FEATURES and sorted(named.train.ids.tolist() + named.val.ids.tolist()
+                                                      + named.test.ids.tolist()) == sorted(ids.tolist())
+    listed = load_dataset(write_follow_up_dataset(tmp_path / "listed", with_id, FEATURES + ["pid"], events,
+                                                  name="r", time_unit="weeks"))
+    assert listed.feature_names == FEATURES + ["pid"]  # a list given is the user's choice
+    plain = load_dataset(write_follow_up_dataset(tmp_path / "plain", rossi, None, events, name="r", time_unit="weeks"))
+    assert plain.feature_names == FEATURES

@@ -180,7 +180,8 @@ def _check_key_types(src, id_column, split_column, group_column) -> None:
 def _feature_columns(src: _Source, features, categorical, events: dict, others) -> tuple[list[str], list[str]]:
     """The feature columns (every column not named otherwise when ``features`` is None; a
     categorical column is a feature) and the categorical ones, refusing the contract's names."""
-    if features is None:
+    default = features is None
+    if default:
         named = {c for pair in events.values() for c in pair} | set(others)
         features = [c for c in src.table.columns if c not in named]
         if not features:
@@ -196,7 +197,49 @@ def _feature_columns(src: _Source, features, categorical, events: dict, others) 
                "--split-column split (split_column)", GROUP_COLUMN: "rename it"}[c]
         raise ValueError(f"{src.where}: column {c!r} would be a feature, but the dataset keeps {c!r} for its own "
                          f"column: {how}, leave it out with --features, or rename it")
+    if default:
+        _refuse_identifiers(src, features)
     return features, categorical
+
+
+_ID_SUFFIX = re.compile(r"(.*[\s._-])?(id|key|index|no)")  # lower case: patient_id, row.index, record no
+_ID_CAMEL = re.compile(r".*[a-z0-9](ID|Id)")  # PatientID, subjectId
+_ID_NAMES = {"pid", "ptid", "sid", "uid", "mrn", "subject", "patient", "record", "row", "rownum", "unnamed: 0"}
+
+
+def looks_like_identifier(name: str, column: pl.Series) -> bool:
+    """Whether a column is an identifier more than a measurement: named as one (``pid``,
+    ``patient_id``, ``PatientID``, ``index``, ``Unnamed: 0`` as pandas writes its index) and a
+    different whole number on every row. By its values alone a measurement of a small table can
+    look the same, so the name decides.
+
+    >>> looks_like_identifier("pid", pl.Series([7, 3, 12]))
+    True
+    >>> looks_like_identifier("age", pl.Series([40, 41, 42, 43]))  # not named as an id
+    False
+    >>> looks_like_identifier("lipid", pl.Series([210, 187, 243]))  # a measurement that ends in "id"
+    False
+    >>> looks_like_identifier("patient_id", pl.Series([1, 2, 2]))   # repeated: not one per row
+    False
+    """
+    if not (name.lower() in _ID_NAMES or _ID_SUFFIX.fullmatch(name.lower()) or _ID_CAMEL.fullmatch(name)):
+        return False
+    if column.len() < 2 or column.null_count() or not column.dtype.is_numeric():
+        return False
+    values = column.cast(pl.Float64)
+    return bool((values == values.round(0)).all()) and values.n_unique() == values.len()
+
+
+def _refuse_identifiers(src: _Source, features: list[str]) -> None:
+    """Refuse a default feature that looks like an identifier (``looks_like_identifier``): as a
+    feature, a row number or a patient id gives the model noise to fit, or a leak, with no error."""
+    found = [c for c in features if looks_like_identifier(str(c), src.table[c])]
+    if found:
+        c = found[0]
+        raise ValueError(f"{src.where}: column {c!r} looks like an identifier (named as one, with a different "
+                         "whole number on every row), and every column not named otherwise would be a feature: "
+                         f"name it as the ids with --id-column {c} (id_column), or list the features with "
+                         "--features (features)")
 
 
 def _ids(src: _Source, id_column: str | None) -> pl.Series:
