@@ -5,9 +5,9 @@ tasks before the flow ends: a task in the middle of a DuckDB statement or of a d
 the command until it finished (CHARTEVENTS alone stages in minutes at full scale). A command
 (``cli.interruptible``) installs :func:`on_interrupt` as its SIGINT handler: it marks the
 command interrupted and interrupts every DuckDB connection registered with :func:`stoppable`,
-whose statement then ends with DuckDB's ``InterruptException``; long Python loops call
-:func:`check` between their steps and end with :class:`Interrupted`. The task fails, the runner's
-wait ends, and the command exits with status 130.
+whose statement then ends with DuckDB's ``InterruptException``, raised on as :class:`Interrupted`;
+long Python loops call :func:`check` between their steps and end with it. The task crashes, the
+runner's wait ends, and the command exits with status 130.
 
     >>> class Connection:
     ...     def interrupt(self):
@@ -15,11 +15,10 @@ wait ends, and the command exits with status 130.
     >>> con = stoppable(Connection())
     >>> stop_all()
     interrupted
-    >>> check("scanning RS_2015-01.zst")
-    Traceback (most recent call last):
-    ...
-    flows.lib.infra.interrupts.Interrupted: scanning RS_2015-01.zst: interrupted
-    >>> reset(); check("scanning RS_2015-01.zst")
+    >>> requested()   # check("reading RC_2015-01.zst") raises Interrupted now
+    True
+    >>> reset(); requested()
+    False
 """
 
 from __future__ import annotations
@@ -35,8 +34,11 @@ _stoppable: weakref.WeakSet = weakref.WeakSet()  # a closed or collected connect
 _lock = threading.Lock()
 
 
-class Interrupted(Exception):
-    """Work in a task thread ended because the command was interrupted (Ctrl-C)."""
+class Interrupted(KeyboardInterrupt):
+    """Work in a task thread ended because the command was interrupted (Ctrl-C). A
+    ``KeyboardInterrupt``: Prefect records the task as crashed by an interrupt, as it does the
+    flow, in one line without a traceback, and no ``except Exception`` takes it for an error of the
+    data (cleanups here catch ``BaseException``)."""
 
 
 def stoppable(con: T) -> T:

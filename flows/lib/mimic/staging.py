@@ -210,7 +210,7 @@ def stage_table(src_dir, table: str, out_dir, con: duckdb.DuckDBPyConnection | N
     return StagedTable(table, out_dir / f"{table}.parquet", rows, digest, True)
 
 
-def _staging_error(exc: duckdb.Error, src: Path, table: str, out_dir: Path) -> Exception:
+def _staging_error(exc: duckdb.Error, src: Path, table: str, out_dir: Path) -> BaseException:
     """The error to raise for DuckDB's ``exc`` while staging ``table`` from ``src``."""
     if isinstance(exc, duckdb.InterruptException):
         return interrupts.Interrupted(f"staging {table}: interrupted")
