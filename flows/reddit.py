@@ -22,7 +22,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from flows.common import check_cache, record_stage, refuse_standin_over_real
+from flows.common import check_cache, record_stage
 from flows.lib import commands
 from flows.lib.flow_params import RedditBuildParams, recipe
 from flows.lib.infra import stage_cache
@@ -34,6 +34,7 @@ from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
 from flows.lib.infra.settings import Settings
+from flows.lib.infra.stage_cache import refuse_standin_over_real
 from flows.lib.reddit import build as reddit_build
 from flows.lib.reddit import cohort as reddit_cohort
 from flows.lib.reddit import download as reddit_download

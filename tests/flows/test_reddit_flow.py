@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset
-from flows.common import refuse_standin_over_real
 from flows.lib.infra import stage_cache
 from flows.lib.infra.download import sha256_file
+from flows.lib.infra.stage_cache import refuse_standin_over_real
 from flows.lib.reddit import download as reddit_download
 from flows.lib.standin import reddit as reddit_standin
 from flows.reddit import main

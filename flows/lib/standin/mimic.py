@@ -249,6 +249,23 @@ def existing(out_dir, scale: float, seed: int) -> bool:
     return all((out / f"{t}.csv.gz").is_file() for t in TABLES)
 
 
+def ensure_logged(dest: str, scale: float, seed: int, logger=log) -> str:
+    """The build's stand-in step: ``ensure`` without a bar, and a line on ``logger``."""
+    path = ensure(Path(dest), scale=scale, seed=seed, progress=False)
+    logger.info("MIMIC stand-in (scale %s, seed %s) at %s", scale, seed, path)
+    return str(path)
+
+
+def generate_command(ap, args) -> str:
+    """``python -m flows.mimic generate``: a stand-in in the full release's layout; returns its
+    folder (a bad option or a folder in the way is a usage error)."""
+    try:
+        return str(generate(args.out, scale=args.scale, seed=args.seed, compresslevel=args.compresslevel,
+                            overwrite=args.force))
+    except (ValueError, FileExistsError) as exc:
+        ap.error(str(exc))
+
+
 def ensure(out_dir, scale: float, seed: int = 0, progress: bool = True, compresslevel: int = 1) -> Path:
     """The stand-in at ``out_dir``, generated only if it is not there yet with these parameters.
 
