@@ -79,10 +79,12 @@ def test_flow_defaults_to_a_generated_standin(tmp_path, capsys):
 
 
 @requires_demo
-def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys):
+@pytest.mark.parametrize("server", [True, False], ids=["flow", "own-process"])
+def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys, monkeypatch, server):
     import gzip
     import shutil
 
+    from flows.lib.infra.cli import without_server
     from flows.lib.infra.download import sha256_file
     from tests.http_server import FileServer
 
@@ -93,6 +95,13 @@ def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys):
         with gzip.open(DEMO / f"{n}.csv.gz", "rb") as a, open(root / f"{n}.csv", "wb") as b:
             shutil.copyfileobj(a, b)
     (root / "SHA256SUMS.txt").write_text("".join(f"{sha256_file(root / f'{n}.csv')}  {n}.csv\n" for n in names))
+    from prefect.settings import PREFECT_API_URL
+
+    if server:  # the test harness's server named as a user names theirs: a flow run
+        monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+    else:  # no server configured: the command downloads and builds in its own process
+        monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert without_server() is not server
     with FileServer(root) as srv:
         assert main(["build", "--download-demo", srv.url, "--out", str(tmp_path / "ds")]) == 0
     ds = load_dataset(capsys.readouterr().out.strip().splitlines()[-1])
