@@ -49,9 +49,6 @@ from flows.lib.mimic import build as mimic_build
 from flows.lib.mimic import builds
 from flows.lib.standin import mimic as mimic_standin
 
-DEFAULT_STANDIN_SCALE = Settings.model_fields["mimic_standin_scale"].default
-CODE, STANDIN_CODE = builds.CODE, builds.STANDIN_CODE
-
 
 @task(name="download-mimic-demo", task_run_name="download-mimic-demo", retries=len(builds.DOWNLOAD_RETRY_DELAYS),
       retry_delay_seconds=list(builds.DOWNLOAD_RETRY_DELAYS))

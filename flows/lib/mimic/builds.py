@@ -2,11 +2,11 @@
 for a command with no Prefect server configured, by plain functions in this process
 (``build_here``), which stage the tables in threads as the flow's task runner does.
 
-The stand-in's generator is a step the entry point gives (``flows.mimic``: real builds never import
-stand-in code). The source is ``mimic_dir`` (default: the CET_MIMIC_DIR setting), or the open demo fetched from
+The source is ``mimic_dir`` (default: the CET_MIMIC_DIR setting), or the open demo fetched from
 ``download_demo_url``, or else a generated stand-in of ``standin_scale`` (default
-CET_MIMIC_STANDIN_SCALE) times the full release. Skipped when the output already holds a build of
-the same inputs, parameters and code.
+CET_MIMIC_STANDIN_SCALE) times the full release, whose generator the entry point gives as a step
+(real builds never import stand-in code). Skipped when the output already holds a build of the
+same inputs, parameters and code.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def build(params: MimicBuildParams, s: Settings, steps: Steps) -> str:
         return steps.record(STAGE, path, key, recipe(params, ("mimic_dir", "work_dir")), built_from)
 
 
-def download_demo(url: str, dest: str, logger=log) -> str:
+def download_demo(url: str, dest: str) -> str:
     """The open demo fetched and verified into ``dest``."""
     mimic_download.fetch_verified_folder(url, Path(dest), progress=False)
     return dest
