@@ -16,21 +16,15 @@ from __future__ import annotations
 
 if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
     from flows.lib.commands import parse_early
-    from flows.lib.infra.cli import apply_log_level, interruptible, log_to_terminal, without_server
+    from flows.lib.infra.cli import run_here, without_server
 
     _ap, _args = parse_early("mimic")
     if _args.command == "generate" or without_server():  # nothing to record: this process, Prefect not loaded
         from flows.lib.mimic import builds
         from flows.lib.standin import mimic as mimic_standin
 
-        log_to_terminal()
-        apply_log_level(_args)
-        with interruptible(_ap):
-            if _args.command == "generate":
-                print(mimic_standin.generate_command(_ap, _args))
-            else:
-                print(builds.build_here(builds.command_params(_ap, _args), mimic_standin.ensure_logged))
-        raise SystemExit(0)
+        run_here(_ap, _args, (lambda: mimic_standin.generate_command(_ap, _args)) if _args.command == "generate"
+                 else lambda: builds.build_here(builds.command_params(_ap, _args), mimic_standin.ensure_logged))
 
 import sys
 

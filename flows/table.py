@@ -27,17 +27,13 @@ from __future__ import annotations
 
 if __name__ == "__main__":  # options first: --help and usage errors answer before Prefect and PyTorch load
     from flows.lib.commands import parse_early
-    from flows.lib.infra.cli import apply_log_level, interruptible, log_to_terminal, without_server
+    from flows.lib.infra.cli import run_here, without_server
 
     _ap, _args = parse_early("table")
     if without_server():  # no Prefect server configured: built in this process, Prefect not loaded at all
         from flows.lib import tables
 
-        log_to_terminal()
-        apply_log_level(_args)
-        with interruptible(_ap):
-            print(tables.build_here(tables.command_params(_ap, _args)))
-        raise SystemExit(0)
+        run_here(_ap, _args, lambda: tables.build_here(tables.command_params(_ap, _args)))
 
 import sys
 

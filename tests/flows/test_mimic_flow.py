@@ -165,40 +165,27 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(tmp_path
     """With no Prefect server configured, ``flows.mimic build`` builds in its own process, Prefect not
     even imported and no temporary server, its tables staged in threads: no flow run, the same dataset as
     the flow's build, and each skips a build the other made of the same tables and options."""
-    import os
     import re
     import subprocess
     import sys
-    from pathlib import Path
 
     import polars as pl
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
     from prefect.settings import PREFECT_API_URL
 
-    def build_runs() -> int:
-        with get_client(sync_client=True) as client:
-            flows = FlowFilter(name=FlowFilterName(any_=["build-mimic-features"]))
-            return len(client.read_flow_runs(flow_filter=flows))
+    from tests.flows.own_process import flow_runs, without_server
 
     src = write_fixture(tmp_path / "mimic", n_admissions=6)
     argv = ["build", "--mimic-dir", str(src), "--n-chart", "2", "--n-lab", "1", "--n-output", "1"]
     here, flown = tmp_path / "here", tmp_path / "flown"
-    before = build_runs()
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.mimic", *argv, "--out", str(here)],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == str(here) and "temporary server" not in out.stderr
-    assert not re.search(r"\|\s+prefect$", out.stderr, flags=re.M)  # Prefect is not even imported
-    assert re.search(r"\| INFO +\| flows\.mimic - CHARTEVENTS: \d+ rows \(converted\)", out.stderr)
-    assert re.search(r"\| INFO +\| flows\.mimic - dataset written to ", out.stderr)
-    assert build_runs() == before
+    before = flow_runs("build-mimic-features")
+    log = without_server("flows.mimic", argv, here, tmp_path)
+    assert re.search(r"\| INFO +\| flows\.mimic - CHARTEVENTS: \d+ rows \(converted\)", log)
+    assert re.search(r"\| INFO +\| flows\.mimic - dataset written to ", log)
+    assert flow_runs("build-mimic-features") == before
     with monkeypatch.context() as served:  # the test harness's server named as a user names theirs: a flow run
         served.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
         assert main([*argv, "--out", str(flown)]) == 0
-        assert build_runs() == before + 1
+        assert flow_runs("build-mimic-features") == before + 1
         stamp = (here / ".stage.json").read_text()
         assert main([*argv, "--out", str(here)]) == 0  # built without Prefect: the flow skips it
         assert (here / ".stage.json").read_text() == stamp
@@ -208,8 +195,8 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(tmp_path
     assert manifests[0] == manifests[1]
     assert json.loads(stamp)["key"] == json.loads((flown / ".stage.json").read_text())["key"]
     assert json.loads(stamp)["source"] == json.loads((flown / ".stage.json").read_text())["source"]
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
     stamp = (flown / ".stage.json").read_text()
-    assert subprocess.run([sys.executable, "-m", "flows.mimic", *argv, "--out", str(flown)], env=env, cwd=tmp_path,
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert subprocess.run([sys.executable, "-m", "flows.mimic", *argv, "--out", str(flown)], cwd=tmp_path,
                           capture_output=True, timeout=300).returncode == 0
     assert (flown / ".stage.json").read_text() == stamp  # and the command skips the flow's build

@@ -54,33 +54,22 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(rossi_cs
     """With no Prefect server configured, ``flows.table`` builds in its own process, Prefect not even
     imported and no temporary server: no flow run, the same folder as the flow's build, and each
     skips a build the other made of the same table and options."""
-    import os
-    import subprocess
-    import sys
     import time
-    from pathlib import Path
 
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
     from prefect.settings import PREFECT_API_URL
 
+    from tests.flows.own_process import flow_runs, without_server
+
     def build_runs() -> int:
-        with get_client(sync_client=True) as client:
-            return len(client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["build-table-dataset"]))))
+        return flow_runs("build-table-dataset")
 
     argv = ["--table", str(rossi_csv), "--name", "rossi", "--event", "arrest=week,arrest", "--time-unit", "weeks"]
     here, flown = tmp_path / "here", tmp_path / "flown"
     before = build_runs()
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.table", *argv, "--out", str(here)],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    log = without_server("flows.table", argv, here, tmp_path, timeout=120)
     seconds = time.perf_counter() - t0
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == str(here) and "temporary server" not in out.stderr
-    assert not re.search(r"\|\s+prefect$", out.stderr, flags=re.M)  # Prefect is not even imported
-    assert re.search(r"\| INFO +\| flows\.table - rossi: 7 features", out.stderr)  # the build's log still shows
+    assert re.search(r"\| INFO +\| flows\.table - rossi: 7 features", log)  # the build's log still shows
     assert seconds < 20, seconds  # under a second on a 2-core machine; with a temporary server, about 10 s
     assert build_runs() == before
     with monkeypatch.context() as served:  # the test harness's server named as a user names theirs: a flow run

@@ -139,6 +139,17 @@ def interruptible(ap: argparse.ArgumentParser):
         raise SystemExit(130)
 
 
+def run_here(ap: argparse.ArgumentParser, args: argparse.Namespace, work) -> None:
+    """A command's ``work()`` in this process, without Prefect (no server is configured to record a
+    flow run): its log on the terminal at the command's level, Ctrl-C as ``interruptible``; prints
+    what it returns (the folder it wrote) and exits 0."""
+    log_to_terminal()
+    apply_log_level(args)
+    with interruptible(ap):
+        print(work())
+    raise SystemExit(0)
+
+
 @contextmanager
 def flow_command(ap: argparse.ArgumentParser):
     """Around a command's flow run: with no Prefect server configured, Prefect's temporary server
