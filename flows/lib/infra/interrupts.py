@@ -1,8 +1,9 @@
 """Ctrl-C that reaches the work a flow runs in its task threads.
 
 Python hears Ctrl-C in the main thread only, and a flow's task runner waits for its running
-tasks before the flow ends: a task in the middle of a DuckDB statement or of a dump's scan held
-the command until it finished (CHARTEVENTS alone stages in minutes at full scale). A command
+tasks before the flow ends: left alone, a task in the middle of a DuckDB statement or of a dump's
+scan would hold the command until it finished (CHARTEVENTS alone stages in minutes at full
+scale). A command
 (``cli.interruptible``) installs :func:`on_interrupt` as its SIGINT handler: it marks the
 command interrupted and interrupts every DuckDB connection registered with :func:`stoppable`,
 whose statement then ends with DuckDB's ``InterruptException``, raised on as :class:`Interrupted`;
