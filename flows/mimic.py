@@ -31,10 +31,11 @@ import sys
 from prefect import flow, task
 from prefect.logging import get_run_logger
 
-from flows.common import check_cache, record_stage
+from flows.common import check_cache, mapped, record_stage
 from flows.lib import commands
 from flows.lib.flow_params import MimicBuildParams
-from flows.lib.infra.cli import apply_log_level, interruptible, run_build, without_server
+from flows.lib.infra.cli import apply_log_level, run_build, without_server
+from flows.lib.infra.download import RETRY_DELAYS
 from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -44,8 +45,8 @@ from flows.lib.mimic import builds
 from flows.lib.standin import mimic as mimic_standin
 
 
-@task(name="download-mimic-demo", task_run_name="download-mimic-demo", retries=len(builds.DOWNLOAD_RETRY_DELAYS),
-      retry_delay_seconds=list(builds.DOWNLOAD_RETRY_DELAYS))
+@task(name="download-mimic-demo", task_run_name="download-mimic-demo", retries=len(RETRY_DELAYS),
+      retry_delay_seconds=list(RETRY_DELAYS))
 def download_demo(url: str, dest: str) -> str:
     return builds.download_demo(url, dest)
 
@@ -60,19 +61,12 @@ def stage(mimic_dir: str, table: str, work_dir: str) -> str:
     return builds.stage_table(mimic_dir, table, work_dir, get_run_logger())
 
 
-def stage_all(mimic_dir: str, tables: list[str], work_dir: str) -> list[str]:
-    """Each table staged by its own mapped task; a table that failed raises its own error here."""
-    staged = stage.map(mimic_dir, tables, work_dir)
-    staged.wait()
-    return [f.result() for f in staged]
-
-
 @task(name="build-mimic-dataset", task_run_name="build-mimic-dataset")
 def build_dataset(staged_parquets: list[str], out: str, work_dir: str, params: mimic_build.MimicParams) -> str:
     return builds.build_dataset(staged_parquets, out, work_dir, params, get_run_logger())
 
 
-STEPS = builds.Steps(check=check_cache, download=download_demo, generate=generate_standin, stage=stage_all,
+STEPS = builds.Steps(check=check_cache, download=download_demo, generate=generate_standin, stage=mapped(stage),
                      build=build_dataset, record=record_stage)
 
 
@@ -98,11 +92,8 @@ def main(argv=None) -> int:
         print(mimic_standin.generate_command(ap, args))
         return 0
     params = builds.command_params(ap, args)
-    if without_server():  # no Prefect server configured: built here, no temporary server started for it
-        with interruptible(ap):
-            print(builds.build_here(params, mimic_standin.ensure_logged))
-        return 0
-    return run_build(ap, build_mimic_features, params, params.out or str(Settings().dataset_dir("mimic")))
+    return run_build(ap, build_mimic_features, params, params.out or str(Settings().dataset_dir("mimic")),
+                     here=lambda: builds.build_here(params, mimic_standin.ensure_logged))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage
 from flows.lib import commands
 from flows.lib.flow_params import SyntheticParams
-from flows.lib.infra.cli import apply_log_level, interruptible, run_build, without_server
+from flows.lib.infra.cli import apply_log_level, run_build, without_server
 from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -53,11 +53,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     apply_log_level(args)
     params = synthetic_build.command_params(ap, args)
-    if without_server():  # no Prefect server configured: built here, no temporary server started for it
-        with interruptible(ap):
-            print(synthetic_build.build_here(params))
-        return 0
-    return run_build(ap, build_synthetic, params, params.out or str(Settings().dataset_dir("synthetic")))
+    return run_build(ap, build_synthetic, params, params.out or str(Settings().dataset_dir("synthetic")),
+                     here=lambda: synthetic_build.build_here(params))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from prefect.logging import get_run_logger
 from flows.common import check_cache, record_stage
 from flows.lib import commands, tables
 from flows.lib.flow_params import TableBuildParams
-from flows.lib.infra.cli import apply_log_level, interruptible, run_build, without_server
+from flows.lib.infra.cli import apply_log_level, run_build, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -68,11 +68,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     apply_log_level(args)
     params = tables.command_params(ap, args)  # a bad value: a usage error naming file, column and row, not a failed run
-    if without_server():  # no Prefect server configured: built here, no temporary server started for it
-        with interruptible(ap):
-            print(tables.build_here(params))
-        return 0
-    return run_build(ap, build_table_dataset, params, params.out or str(Settings().dataset_dir(params.name)))
+    return run_build(ap, build_table_dataset, params, params.out or str(Settings().dataset_dir(params.name)),
+                     here=lambda: tables.build_here(params))
 
 
 if __name__ == "__main__":

@@ -166,13 +166,8 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(tmp_path
     even imported and no temporary server, its tables staged in threads: no flow run, the same dataset as
     the flow's build, and each skips a build the other made of the same tables and options."""
     import re
-    import subprocess
-    import sys
 
-    import polars as pl
-    from prefect.settings import PREFECT_API_URL
-
-    from tests.flows.own_process import flow_runs, without_server
+    from tests.flows.own_process import flow_runs, the_flow_builds_the_same, without_server
 
     src = write_fixture(tmp_path / "mimic", n_admissions=6)
     argv = ["build", "--mimic-dir", str(src), "--n-chart", "2", "--n-lab", "1", "--n-output", "1"]
@@ -182,21 +177,4 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(tmp_path
     assert re.search(r"\| INFO +\| flows\.mimic - CHARTEVENTS: \d+ rows \(converted\)", log)
     assert re.search(r"\| INFO +\| flows\.mimic - dataset written to ", log)
     assert flow_runs("build-mimic-features") == before
-    with monkeypatch.context() as served:  # the test harness's server named as a user names theirs: a flow run
-        served.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
-        assert main([*argv, "--out", str(flown)]) == 0
-        assert flow_runs("build-mimic-features") == before + 1
-        stamp = (here / ".stage.json").read_text()
-        assert main([*argv, "--out", str(here)]) == 0  # built without Prefect: the flow skips it
-        assert (here / ".stage.json").read_text() == stamp
-    for name in ("features.parquet", "events.parquet"):
-        assert pl.read_parquet(here / name).equals(pl.read_parquet(flown / name)), name
-    manifests = [json.loads((d / "manifest.json").read_text()) for d in (here, flown)]
-    assert manifests[0] == manifests[1]
-    assert json.loads(stamp)["key"] == json.loads((flown / ".stage.json").read_text())["key"]
-    assert json.loads(stamp)["source"] == json.loads((flown / ".stage.json").read_text())["source"]
-    stamp = (flown / ".stage.json").read_text()
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    assert subprocess.run([sys.executable, "-m", "flows.mimic", *argv, "--out", str(flown)], cwd=tmp_path,
-                          capture_output=True, timeout=300).returncode == 0
-    assert (flown / ".stage.json").read_text() == stamp  # and the command skips the flow's build
+    the_flow_builds_the_same(main, argv, here, flown, "build-mimic-features", before, monkeypatch)

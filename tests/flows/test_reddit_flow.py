@@ -24,9 +24,26 @@ def dumps(tmp_path_factory):
                                    progress=False)
 
 
-@pytest.mark.parametrize("ranges", [True, False])
-def test_flow_over_loopback_with_a_dropped_connection(dumps, tmp_path, monkeypatch, capsys, ranges):
+def served(monkeypatch, server: bool) -> None:
+    """The test harness's server named as a user names theirs (``server``: the build is a flow run), or
+    none configured (the command builds in its own process)."""
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.lib.infra.cli import without_server
+
+    if server:
+        monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+    else:
+        monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert without_server() is not server
+
+
+@pytest.mark.parametrize(("ranges", "server"), [(True, True), (False, False)], ids=["flow", "own-process"])
+def test_flow_over_loopback_with_a_dropped_connection(dumps, tmp_path, monkeypatch, capsys, ranges, server):
+    """Dumps fetched over loopback, one connection dropped halfway (resumed with Range, or fetched
+    again whole from a server without it), by a flow run and by the command in its own process."""
     monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
+    served(monkeypatch, server)
     monkeypatch.setenv("CET_EMBEDDING_CACHE", str(dumps.parent / "embedding-cache"))  # shared by both runs
     victim = "RC_2016-02.zst"
     with FileServer(dumps) as srv:
@@ -121,10 +138,13 @@ def test_local_dumps_outside_the_months_are_a_usage_error_before_the_flow(dumps,
     assert "found 0 RS and 0 RC" in capsys.readouterr().err and not (tmp_path / "ds").exists()
 
 
-def test_the_flow_refuses_a_users_file_named_like_a_scan_part_before_scanning(dumps, tmp_path, monkeypatch, capsys):
-    """A work folder the user names holds their ``first.parquet``: the flow stops before the scan, naming it,
+@pytest.mark.parametrize("server", [True, False], ids=["flow", "own-process"])
+def test_the_flow_refuses_a_users_file_named_like_a_scan_part_before_scanning(dumps, tmp_path, monkeypatch, capsys,
+                                                                             server):
+    """A work folder the user names holds their ``first.parquet``: the build stops before the scan, naming it,
     and the file is as it was."""
     monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
+    served(monkeypatch, server)
     work = tmp_path / "w"
     work.mkdir()
     (work / "first.parquet").write_bytes(b"mine")
@@ -134,3 +154,23 @@ def test_the_flow_refuses_a_users_file_named_like_a_scan_part_before_scanning(du
     assert "first.parquet: exists and was not written by CET" in said
     assert (work / "first.parquet").read_bytes() == b"mine" and not (work / "rs").exists()
     assert not (tmp_path / "ds").exists()
+
+
+def test_without_a_prefect_server_the_command_builds_in_its_own_process(dumps, tmp_path, monkeypatch):
+    """With no Prefect server configured, ``flows.reddit build`` builds in its own process, Prefect not
+    even imported and no temporary server, its months scanned in threads: no flow run, the same dataset
+    as the flow's build, and each skips a build the other made of the same dumps, options and key."""
+    import re
+
+    from tests.flows.own_process import flow_runs, the_flow_builds_the_same, without_server
+
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
+    monkeypatch.setenv("CET_EMBEDDING_CACHE", str(dumps.parent / "embedding-cache"))
+    argv = ["build", "--dumps", str(dumps), *ARGS]
+    here, flown = tmp_path / "here", tmp_path / "flown"
+    before = flow_runs("build-reddit-features")
+    log = without_server("flows.reddit", argv, here, tmp_path)
+    assert re.search(r"\| INFO +\| flows\.reddit - RC_2016-01\.zst: \d+ lines, 0 malformed", log)
+    assert re.search(r"\| INFO +\| flows\.reddit - dataset written to ", log)
+    assert flow_runs("build-reddit-features") == before
+    the_flow_builds_the_same(main, argv, here, flown, "build-reddit-features", before, monkeypatch)

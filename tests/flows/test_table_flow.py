@@ -56,35 +56,18 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(rossi_cs
     skips a build the other made of the same table and options."""
     import time
 
-    from prefect.settings import PREFECT_API_URL
-
-    from tests.flows.own_process import flow_runs, without_server
-
-    def build_runs() -> int:
-        return flow_runs("build-table-dataset")
+    from tests.flows.own_process import flow_runs, the_flow_builds_the_same, without_server
 
     argv = ["--table", str(rossi_csv), "--name", "rossi", "--event", "arrest=week,arrest", "--time-unit", "weeks"]
     here, flown = tmp_path / "here", tmp_path / "flown"
-    before = build_runs()
+    before = flow_runs("build-table-dataset")
     t0 = time.perf_counter()
     log = without_server("flows.table", argv, here, tmp_path, timeout=120)
     seconds = time.perf_counter() - t0
     assert re.search(r"\| INFO +\| flows\.table - rossi: 7 features", log)  # the build's log still shows
     assert seconds < 20, seconds  # under a second on a 2-core machine; with a temporary server, about 10 s
-    assert build_runs() == before
-    with monkeypatch.context() as served:  # the test harness's server named as a user names theirs: a flow run
-        served.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
-        assert table_flow.main([*argv, "--out", str(flown)]) == 0
-        assert build_runs() == before + 1
-        stamp = (here / ".stage.json").read_text()
-        assert table_flow.main([*argv, "--out", str(here)]) == 0  # built without Prefect: the flow skips it
-        assert (here / ".stage.json").read_text() == stamp
-    for name in ("features.parquet", "events.parquet"):
-        assert pl.read_parquet(here / name).equals(pl.read_parquet(flown / name)), name
-    assert json.loads(stamp)["key"] == json.loads((flown / ".stage.json").read_text())["key"]
-    stamp = (flown / ".stage.json").read_text()
-    assert table_flow.main([*argv, "--out", str(flown)]) == 0  # and the command skips the flow's build
-    assert (flown / ".stage.json").read_text() == stamp and build_runs() == before + 2
+    assert flow_runs("build-table-dataset") == before
+    the_flow_builds_the_same(table_flow.main, argv, here, flown, "build-table-dataset", before, monkeypatch)
 
 
 def test_without_a_prefect_server_evaluate_trains_and_reports_in_its_own_process(rossi_csv, tmp_path, monkeypatch):

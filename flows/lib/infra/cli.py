@@ -211,13 +211,19 @@ def api_outage(exc: BaseException) -> bool:
     return False
 
 
-def run_build(ap: argparse.ArgumentParser, flow, params, out: str, what: str = "dataset") -> int:
+def run_build(ap: argparse.ArgumentParser, flow, params, out: str, what: str = "dataset", here=None) -> int:
     """Run a build ``flow`` from its command line ``ap`` (``flow_command``) and print the folder it
     wrote. When the Prefect API goes away during the run (``api_outage``) after ``out`` was written
     and stamped, say so and exit 0: the folder is complete, only the run's last state is not on the
-    server. Any other error, or an outage before the stamp, propagates."""
+    server. Any other error, or an outage before the stamp, propagates. With no Prefect server
+    configured (``without_server``) and ``here`` given, ``here()`` builds in this process instead
+    and no temporary server is started for it."""
     from flows.lib.infra.stage_cache import STAMP
 
+    if here is not None and without_server():
+        with interruptible(ap):
+            print(here())
+        return 0
     started = time.time()
     try:
         with flow_command(ap):

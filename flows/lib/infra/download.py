@@ -28,6 +28,22 @@ log = logging.getLogger("flows.download")
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
 
+RETRY_DELAYS = (5, 30)  # seconds before each retry of a whole download step, as the flows' download tasks retry
+
+
+def with_retries(fn, *args, logger: logging.Logger = log):
+    """``fn(*args)``, tried again after each of ``RETRY_DELAYS`` on an error: a download step run
+    without Prefect, retried as its flow task is (``retries=len(RETRY_DELAYS)``)."""
+    for delay in (*RETRY_DELAYS, None):
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 (as a flow task's retries: any error of a download)
+            if delay is None:
+                raise
+            logger.warning("%s failed (%s); trying again in %d s", getattr(fn, "__name__", "download"), exc, delay)
+            time.sleep(delay)
+
+
 class DownloadError(RuntimeError):
     """A download that cannot succeed (after retries, or a checksum that keeps failing)."""
 

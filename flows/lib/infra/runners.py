@@ -19,6 +19,8 @@ RayTaskRunner(address=...))``; not installed or tested here.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from cet_model.threads import usable_cpus, whole_number
 
@@ -32,6 +34,31 @@ def default_threads() -> int:
     if value:
         return whole_number(THREADS_VARIABLE, value)
     return max(2, usable_cpus())
+
+
+def in_threads(fn: Callable, *args, name: str = "task") -> list:
+    """``fn`` over the items of its list arguments (the others passed to every call, as a Prefect
+    task's ``map`` takes them), ``default_threads()`` at a time, as the thread runner maps a task;
+    the results in the items' order. A failed call or Ctrl-C starts no call not yet started, waits
+    for the running ones and raises its error.
+
+    >>> in_threads(lambda a, b: a + b, [1, 2, 3], 10)
+    [11, 12, 13]
+    """
+    lengths = {len(a) for a in args if isinstance(a, list)}
+    if len(lengths) != 1:
+        raise ValueError(f"in_threads: the mapped arguments must be lists of one length, got lengths {sorted(lengths)}")
+    n = lengths.pop()
+    calls = [[a[i] if isinstance(a, list) else a for a in args] for i in range(n)]
+    pool = ThreadPoolExecutor(max_workers=default_threads(), thread_name_prefix=name)
+    try:
+        futures = [pool.submit(fn, *call) for call in calls]
+        return [f.result() for f in futures]
+    except BaseException:  # a failed item or Ctrl-C: the items not yet started are not started
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def thread_runner(max_workers: int | None = None):

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from flows.lib.flow_params import MimicBuildParams, recipe
 from flows.lib.infra import stage_cache
+from flows.lib.infra.download import with_retries
 from flows.lib.infra.folders import check_output_folder, work_dir_for
 from flows.lib.infra.locks import output_lock
-from flows.lib.infra.runners import default_threads
+from flows.lib.infra.runners import in_threads
 from flows.lib.infra.settings import Settings
 from flows.lib.mimic import build as mimic_build
 from flows.lib.mimic import download as mimic_download
@@ -34,7 +33,6 @@ STAGE = "build-mimic-features"
 CODE = ["flows.lib.mimic", "flows.lib.infra.sql_runner", "sql/mimic", "cet_model.censoring", "cet_model.dataset"]
 STANDIN_CODE = ["flows.lib.standin.mimic", "flows.lib.standin.mimic_cohort", "flows.lib.standin.mimic_items",
                 "flows.lib.standin.mimic_rows", "flows.lib.standin.gz_csv"]  # their change rebuilds a stand-in build
-DOWNLOAD_RETRY_DELAYS = (5, 30)  # seconds before each retry of the demo's download, as the flow's task retries
 log = logging.getLogger("flows.mimic")
 
 
@@ -106,38 +104,15 @@ def build_dataset(staged_parquets: list[str], out: str, work_dir: str, params: m
     return str(path)
 
 
-def _with_retries(fn: Callable, *args):
-    """``fn(*args)``, tried again after each of ``DOWNLOAD_RETRY_DELAYS`` on an error."""
-    for delay in (*DOWNLOAD_RETRY_DELAYS, None):
-        try:
-            return fn(*args)
-        except Exception as exc:  # noqa: BLE001 (as the flow's task retries: any error of a download)
-            if delay is None:
-                raise
-            log.warning("%s failed (%s); trying again in %d s", fn.__name__, exc, delay)
-            time.sleep(delay)
-
-
-def _stage_in_threads(mimic_dir: str, tables: list[str], work: str) -> list[str]:
-    """Every table staged, ``default_threads()`` at a time, as the flow's task runner stages them."""
-    pool = ThreadPoolExecutor(max_workers=default_threads(), thread_name_prefix="stage")
-    try:
-        futures = [pool.submit(stage_table, mimic_dir, t, work) for t in tables]
-        return [f.result() for f in futures]
-    except BaseException:  # a failed table or Ctrl-C: the tables not yet started are not started
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    finally:
-        pool.shutdown(wait=True)
-
-
 def here_steps(generate: Callable) -> Steps:
     """The steps as plain functions in this process, logging to ``flows.mimic``; ``generate`` the
     stand-in's (dest, scale, seed) -> folder."""
     return Steps(check=lambda stage, out, inputs, params, code: stage_cache.check_stage(stage, out, inputs, params,
                                                                                           code, log),
-                 download=lambda url, dest: _with_retries(download_demo, url, dest),
-                 generate=generate, stage=_stage_in_threads, build=build_dataset, record=stage_cache.record_stage)
+                 download=lambda url, dest: with_retries(download_demo, url, dest, logger=log),
+                 generate=generate,
+                 stage=lambda mimic_dir, tables, work: in_threads(stage_table, mimic_dir, tables, work, name="stage"),
+                 build=build_dataset, record=stage_cache.record_stage)
 
 
 def build_here(params: MimicBuildParams, generate: Callable) -> str:

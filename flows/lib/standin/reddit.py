@@ -249,6 +249,25 @@ def ensure(out_dir, n_users: int, seed: int, months: Months, text: str = "phrase
     return generate(out, n_users=n_users, seed=seed, months=months, progress=False, overwrite=True, text=text)
 
 
+def ensure_for_build(dest: str, n_users: int, seed: int, start: str | None, comment_end: str, submission_end: str,
+                     text: str = "phrases") -> str:
+    """The Reddit build's stand-in step: ``ensure`` from the build's months (``start`` None: the
+    stand-in's first month)."""
+    months = Months(start or Months().start, comment_end, submission_end)
+    return str(ensure(Path(dest), n_users, seed, months, text))
+
+
+def generate_command(ap, args) -> str:
+    """``python -m flows.reddit generate``: stand-in dumps in the real format; returns their folder
+    (a bad option or a folder in the way is a usage error)."""
+    try:
+        return str(generate(args.out, n_users=args.users, seed=args.seed,
+                            months=Months(args.start, args.comment_end, args.submission_end),
+                            malformed_rate=args.malformed_rate, overwrite=args.force, text=args.text))
+    except (ValueError, FileExistsError) as exc:
+        ap.error(str(exc))
+
+
 def generate(out_dir, n_users: int = 1000, seed: int = 0, months: Months | None = None,
              malformed_rate: float = 0.0, progress: bool = True, overwrite: bool = False,
              text: str = "phrases") -> Path:
