@@ -15,8 +15,9 @@ and test splits, registers the models as ``models/<name>/<version>/`` and applie
 promotion rule (CET_PROMOTE_METRIC, CET_PROMOTE_TOLERANCE, CET_PROMOTE_EVIDENCE). retrain first runs the
 dataset's build flow (skipped when its inputs are unchanged), then train-evaluate; it is
 the deployment served on the CET_RETRAIN_CRON schedule. With no Prefect server configured
-(``PREFECT_API_URL`` unset), ``evaluate`` runs train-evaluate's steps in the command itself,
-without loading Prefect (``flows.lib.modeling.evaluate``); with a server, as a flow run.
+(``PREFECT_API_URL`` unset), ``evaluate`` and ``retrain`` run their steps in the command itself,
+without loading Prefect (``flows.lib.modeling.evaluate``, ``flows.lib.retrain``); with a server, as
+flow runs.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ if __name__ == "__main__":  # options first: --help and usage errors answer befo
 
     if _args.command in registry_commands.COMMANDS:  # the registry's commands run no flow
         sys.exit(registry_commands.main())
-    if _args.command == "evaluate" and without_server():  # no server configured: run here, Prefect not loaded
+    if _args.command in ("evaluate", "retrain") and without_server():  # no server configured: run here,
+        from flows.lib import retrain as _retrain  # Prefect not loaded
         from flows.lib.infra.cli import apply_log_level, interruptible, log_to_terminal
         from flows.lib.modeling import evaluate
 
         apply_log_level(_args)
         log_to_terminal()
         with interruptible(_ap):
-            sys.exit(evaluate.evaluate_command(_ap, _args))
+            sys.exit((evaluate.evaluate_command if _args.command == "evaluate" else _retrain.retrain_command)(
+                _ap, _args))
 
 import sys
 from pathlib import Path
@@ -54,14 +57,10 @@ from prefect.logging import get_run_logger
 
 from cet_model.summary import resamples_text
 from flows.lib import commands
-from flows.lib.choices import BUILDS  # noqa: E402
+from flows.lib import retrain as retrain_steps
 from flows.lib.flow_params import (
-    MimicBuildParams,
-    RedditBuildParams,
     RetrainParams,
-    SyntheticParams,
     TrainEvaluateParams,
-    recorded_params,
 )
 from flows.lib.infra.cli import apply_log_level, flow_command, interruptible, without_server
 from flows.lib.infra.run_names import file_task_name, run_name
@@ -181,44 +180,17 @@ def build_flow(name: str):
     """The build flow of dataset ``name`` and the parameters to call it with: those recorded by the
     build that made its folder (the stamp's recipe: the same source, options and seeds), or None
     where there is none yet (the flow's defaults, i.e. its configured source). A name other than
-    synthetic, mimic or reddit must be a table built by build-table-dataset."""
-    folder = Settings().dataset_dir(name)
-    if name == "synthetic":
-        from flows.synthetic import build_synthetic
-        return build_synthetic, recorded_params(folder, "build-synthetic", SyntheticParams)
-    if name == "mimic":
-        from flows.mimic import build_mimic_features
-        recorded = recorded_params(folder, "build-mimic-features", MimicBuildParams)
-        _check_recorded_source(name, recorded and recorded.mimic_dir, "--mimic-dir")
-        return build_mimic_features, recorded
-    if name == "reddit":
-        from flows.reddit import build_reddit_features
-        recorded = recorded_params(folder, "build-reddit-features", RedditBuildParams)
-        dumps = recorded.dumps if recorded else None
-        for d in [dumps] if isinstance(dumps, str) else dumps or []:
-            if not d.startswith(("http://", "https://")):
-                _check_recorded_source(name, d, "--dumps")
-        return build_reddit_features, recorded
-    from flows.lib.tables import recorded_build
-    from flows.table import build_table_dataset
-
-    recipe = recorded_build(folder)
-    if recipe is None:
-        raise ValueError(f"dataset {name}: not one of {', '.join(BUILDS)}, and {folder} holds no dataset built by "
-                         "build-table-dataset (python -m flows.table --table FILE --name NAME ...), so there is "
-                         "nothing to rebuild it from")
-    _check_recorded_source(name, recipe.table, "--table")
-    return build_table_dataset, recipe
-
-
-def _check_recorded_source(name: str, path: str | None, option: str) -> None:
-    """A recorded source that is gone is refused with what to do (build once by hand from its new
-    place, which records that place), instead of the build's fingerprint error."""
-    if path is not None and not Path(path).exists():
-        command = f"python -m flows.table {option} NEW ..." if option == "--table" else (
-            f"python -m flows.{name} build {option} NEW ...")
-        raise ValueError(f"dataset {name} was built from {path} ({option}), which no longer exists: build it once "
-                         f"from its new place ({command}, with the same options), and retrain follows that")
+    synthetic, mimic or reddit must be a table built by build-table-dataset (``retrain.rebuild_of``)."""
+    rebuild = retrain_steps.rebuild_of(name)
+    if rebuild.kind == "synthetic":
+        from flows.synthetic import build_synthetic as build
+    elif rebuild.kind == "mimic":
+        from flows.mimic import build_mimic_features as build
+    elif rebuild.kind == "reddit":
+        from flows.reddit import build_reddit_features as build
+    else:
+        from flows.table import build_table_dataset as build
+    return build, rebuild.params
 
 
 @flow(name="retrain", flow_run_name=run_name("retrain"), task_runner=thread_runner())
@@ -229,10 +201,7 @@ def retrain(params: RetrainParams = RetrainParams()) -> dict:
     name = Settings().dataset_name(params.dataset)
     build, recorded = build_flow(name)
     path = build(recorded) if recorded is not None else build()
-    return train_evaluate(TrainEvaluateParams(dataset=name, data=path, seed=params.seed,
-                                              promote_metric=params.promote_metric,
-                                              promote_tolerance=params.promote_tolerance,
-                                              promote_evidence=params.promote_evidence))
+    return train_evaluate(retrain_steps.evaluate_params(name, path, params))
 
 
 def main(argv=None) -> int:
@@ -247,11 +216,10 @@ def main(argv=None) -> int:
             with interruptible(ap):
                 return evaluate.evaluate_command(ap, args, params)
     else:
-        try:
-            build_flow(Settings().dataset_name(args.dataset))  # refuses a name with nothing to rebuild from
-            params = commands.params(args, RetrainParams)
-        except (ValueError, FileExistsError) as exc:  # pydantic's ValidationError names the field
-            ap.error(str(exc))
+        params = retrain_steps.command_params(ap, args)
+        if without_server():  # no Prefect server configured: rebuilt and run here, no temporary server for it
+            with interruptible(ap):
+                return retrain_steps.retrain_command(ap, args, params)
     with flow_command(ap):
         result = train_evaluate(params) if args.command == "evaluate" else retrain(params)
     registry_commands.print_version(Path(result["version"]), result["decision"], result.get("subgroups"))

@@ -21,16 +21,24 @@ def flow_runs(name: str) -> int:
         return len(client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[name]))))
 
 
-def without_server(module: str, argv: list[str], out: Path, cwd: Path, timeout: int = 300) -> str:
-    """``python -m module *argv --out out`` with no Prefect server configured: it prints ``out``, starts
-    no temporary server and never imports Prefect. Returns its log (stderr)."""
+def run_without_server(module: str, argv: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``python -m module *argv`` with no Prefect server configured: it succeeds, starts no temporary
+    server and never imports Prefect. Returns the finished process (text output)."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PYTHONPATH"] = str(REPO)
-    run = subprocess.run([sys.executable, "-X", "importtime", "-m", module, *argv, "--out", str(out)],
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", module, *argv],
                          capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip() == str(out) and "temporary server" not in run.stderr
+    assert "temporary server" not in run.stderr
     assert not re.search(r"\|\s+prefect$", run.stderr, flags=re.M)  # Prefect is not even imported
+    return run
+
+
+def without_server(module: str, argv: list[str], out: Path, cwd: Path, timeout: int = 300) -> str:
+    """``python -m module *argv --out out`` with no Prefect server configured (``run_without_server``):
+    it prints ``out``. Returns its log (stderr)."""
+    run = run_without_server(module, [*argv, "--out", str(out)], cwd, timeout)
+    assert run.stdout.strip() == str(out)
     return run.stderr
 
 

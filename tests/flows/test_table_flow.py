@@ -74,21 +74,14 @@ def test_without_a_prefect_server_evaluate_trains_and_reports_in_its_own_process
     """With no Prefect server configured, ``flows.train evaluate`` trains, registers, judges and
     reports in its own process, Prefect not even imported: no flow run. The flow, on the same
     data and options, reuses the version the command registered."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
     from prefect.settings import PREFECT_API_URL
 
     from flows import train as train_flow
     from flows.lib.infra import registry
+    from tests.flows.own_process import flow_runs, run_without_server
 
     def evaluate_runs() -> int:
-        with get_client(sync_client=True) as client:
-            return len(client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["train-evaluate"]))))
+        return flow_runs("train-evaluate")
 
     for name, value in {"MODELS_DIR": tmp_path / "models", "REPORTS_DIR": tmp_path / "reports", "MAX_EPOCHS": 5,
                         "PATIENCE": 3, "HIDDEN": 8}.items():
@@ -96,14 +89,8 @@ def test_without_a_prefect_server_evaluate_trains_and_reports_in_its_own_process
     assert table_flow.main(["--table", str(rossi_csv), "--name", "rossi", "--event", "arrest=week,arrest",
                             "--time-unit", "weeks"]) == 0
     before = evaluate_runs()
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     argv = ["evaluate", "--dataset", "rossi", "--models", "CET,ET"]
-    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.train", *argv], capture_output=True,
-                         text=True, env=env, cwd=tmp_path, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "temporary server" not in out.stderr
-    assert not re.search(r"\|\s+prefect$", out.stderr, flags=re.M)  # Prefect is not even imported
+    out = run_without_server("flows.train", argv, tmp_path)
     assert re.search(r"\| INFO +\| flows\.train - rossi: registered \S+v0001$", out.stderr, flags=re.M)
     assert "v0001: the first version: nothing was promoted before" in out.stdout  # the decision, then the metrics
     assert re.search(r"^  CET +0\.\d{3} \[", out.stdout, flags=re.M)
@@ -116,6 +103,44 @@ def test_without_a_prefect_server_evaluate_trains_and_reports_in_its_own_process
         assert train_flow.main(argv) == 0
     assert evaluate_runs() == before + 1
     assert registry.versions(tmp_path / "models", "rossi") == ["v0001"]  # reused, not trained again
+
+
+def test_without_a_prefect_server_retrain_rebuilds_and_trains_in_its_own_process(rossi_csv, tmp_path, monkeypatch):
+    """With no Prefect server configured, ``flows.train retrain`` rebuilds the dataset as it was built and
+    trains in its own process, Prefect not even imported: no flow run. Unchanged, the build is skipped;
+    with the file refreshed it is rebuilt and a new version judged against the promoted one. The flow,
+    on the same data and options, skips the build and reuses that version."""
+    from prefect.settings import PREFECT_API_URL
+
+    from flows import train as train_flow
+    from flows.lib.infra import registry
+    from tests.flows.own_process import flow_runs, run_without_server
+
+    def runs() -> tuple[int, int, int]:
+        return flow_runs("retrain"), flow_runs("build-table-dataset"), flow_runs("train-evaluate")
+
+    for name, value in {"MODELS_DIR": tmp_path / "models", "REPORTS_DIR": tmp_path / "reports", "MAX_EPOCHS": 3,
+                        "PATIENCE": 3, "HIDDEN": 8}.items():
+        monkeypatch.setenv(f"CET_{name}", str(value))
+    assert table_flow.main(["--table", str(rossi_csv), "--name", "rossi", "--event", "arrest=week,arrest",
+                            "--time-unit", "weeks", "--features", "fin,age,prio"]) == 0
+    before = runs()
+    argv = ["retrain", "--dataset", "rossi", "--promote-tolerance", "1.0", "--promote-evidence", "not-worse"]
+    out = run_without_server("flows.train", argv, tmp_path)
+    assert re.search(r"\| INFO +\| flows\.table - build-table-dataset: inputs, parameters and code unchanged: skipping",
+                     out.stderr), out.stderr[-2000:]
+    assert "v0001: the first version: nothing was promoted before" in out.stdout
+    pl.read_csv(rossi_csv).head(400).write_csv(rossi_csv)  # the file refreshed: rebuilt from the same file
+    out = run_without_server("flows.train", argv, tmp_path)
+    assert re.search(r"\| INFO +\| flows\.table - rossi: 3 features \(fin, age, prio\)", out.stderr)
+    assert re.search(r"v0002: val_ci_rmst \S+ vs \S+ for v0001 on (\d+ of )?v0002's (\d+ )?validation rows", out.stdout)
+    assert sum(load_dataset(tmp_path / "data" / "rossi").manifest["split_sizes"].values()) == 400
+    assert runs() == before
+    with monkeypatch.context() as served:  # the test harness's server named as a user names theirs: a flow run
+        served.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+        assert train_flow.main(argv) == 0
+    assert runs() == tuple(n + 1 for n in before)  # retrain, its build and its train-evaluate as flow runs
+    assert registry.versions(tmp_path / "models", "rossi") == ["v0001", "v0002"]  # skipped and reused
 
 
 def test_named_features_id_and_split_columns(rossi_csv, tmp_path):
