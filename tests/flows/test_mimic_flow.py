@@ -167,8 +167,11 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(tmp_path
     the flow's build, and each skips a build the other made of the same tables and options."""
     import re
 
-    from tests.flows.own_process import flow_runs, the_flow_builds_the_same, without_server
+    from tests.flows.own_process import flow_runs, run_without_server, the_flow_builds_the_same, without_server
 
+    generated = run_without_server("flows.mimic", ["generate", "--scale", "0.0005", "--out", str(tmp_path / "g")],
+                                   tmp_path)  # the generator never needs Prefect either
+    assert generated.stdout.strip() == str(tmp_path / "g") and (tmp_path / "g" / "standin.json").is_file()
     src = write_fixture(tmp_path / "mimic", n_admissions=6)
     argv = ["build", "--mimic-dir", str(src), "--n-chart", "2", "--n-lab", "1", "--n-output", "1"]
     here, flown = tmp_path / "here", tmp_path / "flown"

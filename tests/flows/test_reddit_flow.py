@@ -162,10 +162,13 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(dumps, t
     as the flow's build, and each skips a build the other made of the same dumps, options and key."""
     import re
 
-    from tests.flows.own_process import flow_runs, the_flow_builds_the_same, without_server
+    from tests.flows.own_process import flow_runs, run_without_server, the_flow_builds_the_same, without_server
 
     monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
     monkeypatch.setenv("CET_EMBEDDING_CACHE", str(dumps.parent / "embedding-cache"))
+    generated = run_without_server("flows.reddit", ["generate", "--users", "20", *ARGS, "--out", str(tmp_path / "g")],
+                                   tmp_path)  # the generator never needs Prefect either
+    assert generated.stdout.strip() == str(tmp_path / "g") and (tmp_path / "g" / "standin.json").is_file()
     argv = ["build", "--dumps", str(dumps), *ARGS]
     here, flown = tmp_path / "here", tmp_path / "flown"
     before = flow_runs("build-reddit-features")
