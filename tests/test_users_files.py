@@ -270,6 +270,11 @@ def test_a_weak_pseudonym_key_is_refused_and_its_fingerprint_is_slow(tmp_path, m
     monkeypatch.setenv("CET_PSEUDONYM_KEY", "a")
     err = _usage_error(reddit_cli.main, ["build", "--out", str(tmp_path / "r")], capsys)
     assert "CET_PSEUDONYM_KEY: too weak" in err and "token_hex(32)" in err and not (tmp_path / "r").exists()
+    from flows import train as train_cli  # retrain would rebuild the Reddit dataset with it: refused before too
+
+    monkeypatch.setenv("CET_DATA_DIR", str(tmp_path / "data"))
+    err = _usage_error(train_cli.main, ["retrain", "--dataset", "reddit"], capsys)
+    assert "CET_PSEUDONYM_KEY: too weak" in err and not (tmp_path / "data").exists()
     for weak in ("change-me", "a" * 100, "ab" * 40, "correct horse battery staple"):
         with pytest.raises(ValueError, match="too weak"):
             check_key(weak)

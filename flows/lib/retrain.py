@@ -102,12 +102,16 @@ def build_here(rebuild: Rebuild) -> str:
 
 
 def command_params(ap: argparse.ArgumentParser, args: argparse.Namespace) -> RetrainParams:
-    """``flows.train retrain``'s parameters, checked before anything runs: a bad option, or a dataset
-    with nothing to rebuild from, is a usage error."""
+    """``flows.train retrain``'s parameters, checked before anything runs: a bad option, a dataset
+    with nothing to rebuild from, or (Reddit) a weak pseudonymisation key is a usage error."""
     from flows.lib import commands
+    from flows.lib.infra.keys import check_key
 
     try:
-        rebuild_of(Settings().dataset_name(args.dataset))  # refuses a name with nothing to rebuild from
+        rebuild = rebuild_of(Settings().dataset_name(args.dataset))  # refuses a name with nothing to rebuild from
+        key = Settings().pseudonym_key
+        if rebuild.kind == "reddit" and key is not None:  # refused now, as flows.reddit build refuses it
+            check_key(key.get_secret_value())
         return commands.params(args, RetrainParams)
     except (ValueError, FileExistsError) as exc:  # pydantic's ValidationError names the field
         ap.error(str(exc))
