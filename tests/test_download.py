@@ -94,3 +94,31 @@ def test_parse_sha256sums():
         parse_sha256sums(f"{h}  ../../x\n")
     with pytest.raises(ValueError, match="line 1"):
         parse_sha256sums("nothex  a\n")
+
+
+def test_a_remote_listing_is_retried_as_a_download_is_and_fails_naming_its_url(server, tmp_path):
+    """A Reddit base URL's checksum list and index answer 503 a few times (a busy mirror): read after
+    retries. A mirror that is down is a ``DownloadError`` naming the URL, after the same retries; it
+    was an HTTP library's traceback at once."""
+    import socket
+
+    from flows.lib.reddit.download import remote_listing
+
+    (server.root / "sha256sums.txt").write_text(f"{DIGEST}  RC_2015-01.zst\n")
+    server.fail_first.update({"sha256sums.txt": 2})
+    assert remote_listing(server.url, backoff=0.01) == (["RC_2015-01.zst"], {"RC_2015-01.zst": DIGEST})
+    assert [n for n, _ in server.requests].count("sha256sums.txt") == 3
+    (server.root / "sha256sums.txt").unlink()
+    server.fail_first.update({"": 2})  # no checksum list: the index itself
+    assert remote_listing(server.url, backoff=0.01) == (["RC_2015-01.zst"], {})
+    with pytest.raises(DownloadError, match=r"sha256sums\.txt: failed after 2 retries \(HTTP 503\)"):
+        server.fail_first.update({"sha256sums.txt": 3})
+        remote_listing(server.url, retries=2, backoff=0.01)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DownloadError, match=rf"http://127\.0\.0\.1:{port}/sha256sums\.txt: failed after 1 retries "
+                                            r"\(ConnectionError\)"):
+        remote_listing(f"http://127.0.0.1:{port}", retries=1, backoff=0.01)
+    with pytest.raises(DownloadError, match=r"/none/: HTTP 404"):  # a base URL that is not there: at once
+        remote_listing(f"{server.url}/none")

@@ -82,11 +82,7 @@ def download(url: str, dest: Path, *, sha256: str | None = None, session: reques
             _fetch_once(url, part, session, timeout, chunk_size, progress)
         except _Retry as exc:
             attempt += 1
-            if attempt > retries:
-                raise DownloadError(f"{url}: failed after {retries} retries ({exc})") from None
-            delay = backoff * 2 ** (attempt - 1)
-            log.warning("%s: %s; retry %d/%d in %.1fs", url, exc, attempt, retries, delay)
-            time.sleep(delay)
+            _wait_to_retry(url, exc, attempt, retries, backoff)
             continue
         if sha256 is not None:
             got = sha256_file(part)
@@ -100,6 +96,41 @@ def download(url: str, dest: Path, *, sha256: str | None = None, session: reques
                 continue
         os.replace(part, dest)
         return dest
+
+
+def _wait_to_retry(url: str, reason, attempt: int, retries: int, backoff: float) -> None:
+    """Before try ``attempt`` + 1 of ``url``: wait ``backoff`` * 2^(attempt - 1) seconds, or raise
+    ``DownloadError`` naming the URL and ``reason`` once ``retries`` retries are spent."""
+    if attempt > retries:
+        raise DownloadError(f"{url}: failed after {retries} retries ({reason})") from None
+    delay = backoff * 2 ** (attempt - 1)
+    log.warning("%s: %s; retry %d/%d in %.1fs", url, reason, attempt, retries, delay)
+    time.sleep(delay)
+
+
+def get_text(url: str, *, session: requests.Session | None = None, timeout: tuple[float, float] = (10.0, 60.0),
+             retries: int = 5, backoff: float = 0.5, missing_ok: bool = False) -> str | None:
+    """The body of ``url`` as text (a listing, a checksum list), retried as :func:`download` retries:
+    connection errors, timeouts, 5xx and 429 with exponential backoff, then ``DownloadError``
+    naming the URL. Another status is a ``DownloadError`` at once, but a 404 with ``missing_ok``
+    returns None."""
+    session = session or requests.Session()
+    attempt = 0
+    while True:
+        try:
+            r = session.get(url, timeout=timeout)
+        except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
+            reason = type(exc).__name__
+        else:
+            if r.status_code == 200:
+                return r.text
+            if r.status_code == 404 and missing_ok:
+                return None
+            if r.status_code < 500 and r.status_code != 429:
+                raise DownloadError(f"{url}: HTTP {r.status_code}")
+            reason = f"HTTP {r.status_code}"
+        attempt += 1
+        _wait_to_retry(url, reason, attempt, retries, backoff)
 
 
 def _fetch_once(url, part: Path, session, timeout, chunk_size, progress) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import requests
 
-from flows.lib.infra.download import download, parse_sha256sums, safe_name, sha256_file
+from flows.lib.infra.download import download, get_text, parse_sha256sums, safe_name, sha256_file
 from flows.lib.reddit.pushshift import DumpFile, select
 
 log = logging.getLogger("flows.reddit.download")
@@ -28,26 +28,29 @@ SUB_LISTINGS = ("comments", "submissions")  # the archives' reddit/comments/ and
 
 
 def remote_listing(base_url: str, session: requests.Session | None = None, checksums: str | None = "sha256sums.txt",
-                   timeout=(10.0, 60.0), sub_listings: bool = True) -> tuple[list[str], dict[str, str]]:
+                   timeout=(10.0, 60.0), sub_listings: bool = True, retries: int = 5,
+                   backoff: float = 0.5) -> tuple[list[str], dict[str, str]]:
     """(dump names, {name: sha256}) at ``base_url``; the dict is empty without a checksum list.
-    Dumps found in a sub-listing are named ``comments/RC_...`` or ``submissions/RS_...``."""
+    Dumps found in a sub-listing are named ``comments/RC_...`` or ``submissions/RS_...``. Each
+    request is retried as a download is (``get_text``); a listing that cannot be read is a
+    ``DownloadError`` naming its URL."""
     base = base_url if base_url.endswith("/") else base_url + "/"
     session = session or requests.Session()
+    kw = {"session": session, "timeout": timeout, "retries": retries, "backoff": backoff}
     sums: dict[str, str] = {}
     if checksums:
-        r = session.get(base + checksums, timeout=timeout)
-        if r.status_code == 200:
-            sums = parse_sha256sums(r.text)
-        elif r.status_code != 404:
-            r.raise_for_status()
-        else:
+        text = get_text(base + checksums, missing_ok=True, **kw)
+        if text is None:
             log.warning("%s%s not found: dumps will not be verified", base, checksums)
+        else:
+            sums = parse_sha256sums(text)
     if sums:
         names = list(sums)
     else:
-        r = session.get(base, timeout=timeout)
-        r.raise_for_status()
-        names = [h.rsplit("/", 1)[-1] for h in HREF.findall(r.text)]
+        text = get_text(base, missing_ok=not sub_listings, **kw)
+        if text is None:  # a sub-listing that is not there
+            return [], {}
+        names = [h.rsplit("/", 1)[-1] for h in HREF.findall(text)]
     dumps, rejected = [], []
     for n in names:
         try:
@@ -62,12 +65,8 @@ def remote_listing(base_url: str, session: requests.Session | None = None, check
     sums = {k: v for k, v in sums.items() if k in set(dumps)}
     if not dumps and sub_listings:
         for sub in SUB_LISTINGS:
-            try:
-                sub_names, sub_sums = remote_listing(base + sub + "/", session, checksums, timeout, sub_listings=False)
-            except requests.HTTPError as exc:
-                if exc.response is not None and exc.response.status_code == 404:
-                    continue
-                raise
+            sub_names, sub_sums = remote_listing(base + sub + "/", session, checksums, timeout, sub_listings=False,
+                                                 retries=retries, backoff=backoff)
             dumps += [f"{sub}/{n}" for n in sub_names]
             sums |= {f"{sub}/{k}": v for k, v in sub_sums.items()}
     return sorted(set(dumps)), sums
