@@ -177,3 +177,31 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(dumps, t
     assert re.search(r"\| INFO +\| flows\.reddit - dataset written to ", log)
     assert flow_runs("build-reddit-features") == before
     the_flow_builds_the_same(main, argv, here, flown, "build-reddit-features", before, monkeypatch)
+
+
+@pytest.mark.parametrize("how", ["flow", "own-process", "scan"])
+def test_a_build_that_fails_leaves_no_scan_part_behind(dumps, tmp_path, monkeypatch, how):
+    """A month's dump that cannot be read fails the build after the other months' scans wrote their
+    parts (pseudonyms beside comment ids, bodies and exact times): none of them stays in the work
+    folder, as after a build that ends. It was kept until a later build ended."""
+    import shutil
+
+    from flows.lib.reddit import build as reddit_build
+
+    monkeypatch.setenv("CET_PSEUDONYM_KEY", "flow-test-key-5d41402abc4b2a76b9719d911017c592")
+    bad = tmp_path / "dumps"
+    shutil.copytree(dumps, bad)
+    victim = bad / "RC_2016-02.zst"
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # a cut download
+    work = tmp_path / "w"
+    if how == "scan":  # the one-process scan that scoring runs
+        params = reddit_build.RedditParams(start="2015-10", comment_end="2016-03", submission_end="2016-06")
+        with pytest.raises(ValueError, match="RC_2016-02.zst"):
+            reddit_build.build(bad, tmp_path / "ds", work, params, key="flow-test-key-5d41402abc4b2a76b9719d911017c592")
+    else:
+        served(monkeypatch, how == "flow")
+        with pytest.raises((ValueError, SystemExit)) as err:
+            main(["build", "--dumps", str(bad), "--out", str(tmp_path / "ds"), "--work-dir", str(work), *ARGS])
+        assert how == "flow" or "RC_2016-02.zst" in str(err.value)
+    assert (work / "rc").is_dir() is False and not (work / "rs").exists() and not (work / "first.parquet").exists()
+    assert not (tmp_path / "ds").exists()

@@ -185,13 +185,15 @@ def scan(rs, rc, work: Path, secret: bytes, rs_end: int, rc_end: int, max_error_
     cut at their first target submission if any. Returns (first, comment parts, scan stats)."""
     parts = [work / "rc" / f"{f.month}.parquet" for f in rc]
     reddit_cohort.claim_scan_parts(work, [f"{f.month}.parquet" for f in rs], parts)
-    stats = [reddit_cohort.scan_submissions(Path(f.path), work / "rs" / f"{f.month}.parquet", secret, rs_end,
-                                            max_error_rate, read_size) for f in rs]
-    first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs], work / "first.parquet")
-    limits = reddit_cohort.first_any(first)
-    candidates = reddit_cohort.EveryAuthor(limits) if every_author else limits
-    stats += [reddit_cohort.scan_comments(Path(f.path), part, secret, candidates, rc_end, max_error_rate, read_size)
-              for f, part in zip(rc, parts, strict=True)]
+    with reddit_cohort.scan_parts_removed_on_failure(work):
+        stats = [reddit_cohort.scan_submissions(Path(f.path), work / "rs" / f"{f.month}.parquet", secret, rs_end,
+                                                max_error_rate, read_size) for f in rs]
+        first = reddit_cohort.combine_submissions([work / "rs" / f"{f.month}.parquet" for f in rs],
+                                                  work / "first.parquet")
+        limits = reddit_cohort.first_any(first)
+        candidates = reddit_cohort.EveryAuthor(limits) if every_author else limits
+        stats += [reddit_cohort.scan_comments(Path(f.path), part, secret, candidates, rc_end, max_error_rate,
+                                              read_size) for f, part in zip(rc, parts, strict=True)]
     return first, parts, stats
 
 
@@ -204,7 +206,8 @@ def build(dumps, out, work_dir, params: RedditParams = RedditParams(), key: str 
     rs, rc = local_dumps(dumps, params)
     first, parts, stats = scan(rs, rc, work, secret, params.end_utc("RS"), params.end_utc("RC"),
                                params.max_error_rate, read_size)
-    return finish([f.path for f in rs + rc], first, parts, out, work, params, secret, stats)
+    with reddit_cohort.scan_parts_removed_on_failure(work):
+        return finish([f.path for f in rs + rc], first, parts, out, work, params, secret, stats)
 
 
 def finish(files: list[str], first: pl.DataFrame, comment_parts: list[Path], out: Path, work: Path,

@@ -162,13 +162,14 @@ def build(request: RedditBuildParams, s: Settings, steps: Steps) -> str:
         rs_parts = [str(work / "rs" / f"{f.month}.parquet") for f in rs]
         rc_parts = [str(work / "rc" / f"{f.month}.parquet") for f in rc]
         reddit_cohort.claim_scan_parts(work, rs_parts, rc_parts)  # before the scans write side by side
-        rs_stats = steps.scan_submissions([f.path for f in rs], rs_parts, str(work), params.end_utc("RS"),
-                                          max_error_rate)
-        first_path = steps.combine(rs_parts, str(work / "first.parquet"))
-        rc_stats = steps.scan_comments([f.path for f in rc], rc_parts, str(work), first_path, params.end_utc("RC"),
-                                       max_error_rate)
-        path = steps.finish([f.path for f in rs + rc], first_path, rc_parts, out, str(work), params,
-                            list(rs_stats) + list(rc_stats))
+        with reddit_cohort.scan_parts_removed_on_failure(work):
+            rs_stats = steps.scan_submissions([f.path for f in rs], rs_parts, str(work), params.end_utc("RS"),
+                                              max_error_rate)
+            first_path = steps.combine(rs_parts, str(work / "first.parquet"))
+            rc_stats = steps.scan_comments([f.path for f in rc], rc_parts, str(work), first_path,
+                                           params.end_utc("RC"), max_error_rate)
+            path = steps.finish([f.path for f in rs + rc], first_path, rc_parts, out, str(work), params,
+                                list(rs_stats) + list(rc_stats))
         return steps.record(STAGE, path, key, recipe(request, ("dumps", "work_dir", "embedding_cache")), built_from)
 
 

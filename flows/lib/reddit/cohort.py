@@ -28,6 +28,8 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -163,6 +165,19 @@ def remove_scan_parts(work: Path) -> int:
         if folder != work and not any(folder.iterdir()):
             folder.rmdir()
     return n
+
+
+@contextmanager
+def scan_parts_removed_on_failure(work: Path) -> Iterator[None]:
+    """Around the steps that write and read the scan results in ``work``: when one fails or is
+    interrupted, they are removed (``remove_scan_parts``) before the error goes on, so what finds
+    an author is not left on disk by a build that did not end. A later build scans the dumps
+    again: they were never reused."""
+    try:
+        yield
+    except BaseException:
+        remove_scan_parts(work)
+        raise
 
 
 def target_subreddit(raw: bytes) -> bool:

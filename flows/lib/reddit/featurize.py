@@ -73,8 +73,9 @@ def _featurize(dumps, record: dict, feature_names: list[str], work_dir, key: byt
                                 "recursively")
     first, parts, scan = scan_dumps(rs, rc, work, key, NO_LIMIT, NO_LIMIT, float(record.get("max_error_rate", 0.01)),
                                     every_author=True)
-    seen = pl.concat([pl.read_parquet(p, columns=["user"]) for p in parts])["user"].n_unique()
-    comments = reddit_cohort.combine_comments(parts)
+    with reddit_cohort.scan_parts_removed_on_failure(work):
+        seen = pl.concat([pl.read_parquet(p, columns=["user"]) for p in parts])["user"].n_unique()
+        comments = reddit_cohort.combine_comments(parts)
     reddit_cohort.remove_scan_parts(work)  # comment ids and bodies, submission times: held in memory only now
     per_user = user_summary(comments)
     n = per_user.height
