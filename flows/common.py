@@ -20,20 +20,13 @@ def record_stage(stage: str, out: str, key: str, recipe: dict | None = None, sou
     return stage_cache.record_stage(stage, out, key, recipe, source)
 
 
-STOP_WAIT = 30.0  # seconds a mapped step waits for its running items after Ctrl-C, so that none writes after it
-
-
 def mapped(task_):
     """A function that maps ``task_`` over its list arguments (the others shared, as ``Task.map``
     takes them) and returns each item's result in order, once every item has ended; an item that
     failed raises its own error: a build's mapped step (``flows.lib.mimic.builds.Steps``)."""
     def run(*args):
         futures = task_.map(*args)
-        try:
-            futures.wait()
-        except BaseException:  # Ctrl-C: the running items stop at their next check; the step ends after them
-            futures.wait(timeout=STOP_WAIT)
-            raise
+        futures.wait()  # Ctrl-C included: the running items end at their next interrupt check first
         return [f.result() for f in futures]
     run.__name__ = f"mapped_{task_.name}"
     return run
