@@ -229,6 +229,26 @@ def test_only_an_unreachable_api_counts_as_an_outage():
     request = httpx.Request("GET", "http://127.0.0.1/api/health")
     assert api_outage(httpx.HTTPStatusError("503", request=request, response=httpx.Response(503, request=request)))
     assert not api_outage(httpx.HTTPStatusError("404", request=request, response=httpx.Response(404, request=request)))
+    # the runner's events websocket, reconnecting while a restarted server is still starting: serve exited
+    from websockets.datastructures import Headers
+    from websockets.exceptions import InvalidMessage, InvalidStatus
+    from websockets.http11 import Response
+
+    try:
+        try:
+            try:
+                raise EOFError("stream ends after 0 bytes, before end of line")
+            except EOFError as eof:
+                raise InvalidMessage("did not receive a valid HTTP response") from eof
+        except InvalidMessage as handshake:
+            raise RuntimeError("Runner failed to start: event_emitter — did not receive a valid HTTP response") \
+                from handshake
+    except RuntimeError as starting:
+        assert api_outage(starting)
+    assert not api_outage(RuntimeError("Runner failed to start: a bug"))
+    assert api_outage(InvalidStatus(Response(503, "Service Unavailable", Headers())))
+    assert not api_outage(InvalidStatus(Response(401, "Unauthorized", Headers())))  # wrong credentials: not waited out
+    assert api_outage(ConnectionRefusedError(111, "Connection refused"))
 
 
 class _DownApi:

@@ -191,8 +191,11 @@ def require_path(ap: argparse.ArgumentParser, flag: str, value: str | None, kind
 
 def api_outage(exc: BaseException) -> bool:
     """True when ``exc``, or an exception it groups or wraps, says the Prefect API could not be
-    reached: a transport error, a 5xx answer, or Prefect's poller giving up after them."""
+    reached: a transport error, a 5xx answer, or Prefect's poller giving up after them; for its
+    events websocket, a refused or dropped connection, no valid HTTP answer (a server still
+    starting) or a 5xx answer."""
     import httpx  # here: a command's options are parsed before the network stack loads
+    from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 
     stack, seen = [exc], set()
     while stack:
@@ -200,9 +203,12 @@ def api_outage(exc: BaseException) -> bool:
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, httpx.TransportError):
+        if isinstance(e, httpx.TransportError | ConnectionClosed | InvalidMessage | ConnectionRefusedError
+                      | ConnectionResetError):
             return True
         if isinstance(e, httpx.HTTPStatusError) and e.response.status_code >= 500:
+            return True
+        if isinstance(e, InvalidStatus) and e.response.status_code >= 500:
             return True
         if isinstance(e, RuntimeError) and "exceeded error threshold" in str(e):
             return True
