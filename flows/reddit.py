@@ -44,9 +44,6 @@ from flows.lib.reddit import build as reddit_build
 from flows.lib.reddit import builds
 from flows.lib.standin import reddit as reddit_standin
 
-DEFAULT_USERS = Settings.model_fields["reddit_standin_users"].default
-CODE, STANDIN_CODE = builds.CODE, builds.STANDIN_CODE
-
 
 @task(name="generate-reddit-standin", task_run_name="generate-reddit-standin-{n_users}")
 def generate_standin(dest: str, n_users: int, seed: int, start: str | None, comment_end: str, submission_end: str,
