@@ -121,6 +121,7 @@ def fit_preset(name: str, train: Split, val: Split | None, *, seed: int = 0, hid
     cls, preset = PRESETS[check_presets([name])[0]]
     kwargs = dict(preset, **(params or {}), **model_params)
     hidden_sizes = kwargs.pop("hidden_sizes", hidden_sizes)  # a variant's or a search's width wins
+    patience = kwargs.pop("patience", patience)  # and its patience
     changes = {k: kwargs.pop(k) for k in list(kwargs) if k in RECIPE_FIELDS}
     if changes:  # a recipe variant (an experiment's ablation or search)
         cls = cls.with_recipe(**changes)
