@@ -48,13 +48,6 @@ VARIANTS: dict[str, dict] = {
     # smaller mini-batches: more, noisier steps an epoch (the default, 400 rows, is nearly full batch on a small cohort)
     "CET/batch-128": {"batch_size": 128},
     "CET/batch-64": {"batch_size": 64},
-    # another way to fit a small cohort: full-batch L-BFGS without dropout, stopped early, pulled toward its
-    # starting weights (Recipe.proximal; the pull's strength and the patience in iterations varied)
-    "CET/lbfgs": {"optimizer": "lbfgs", "dropout": 0.0, "proximal": 0.01},
-    "CET/lbfgs-proximal-3e-3": {"optimizer": "lbfgs", "dropout": 0.0, "proximal": 0.003},
-    "CET/lbfgs-proximal-3e-2": {"optimizer": "lbfgs", "dropout": 0.0, "proximal": 0.03},
-    "CET/lbfgs-no-proximal": {"optimizer": "lbfgs", "dropout": 0.0},
-    "CET/lbfgs-patience-10": {"optimizer": "lbfgs", "dropout": 0.0, "proximal": 0.01, "patience": 10},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},

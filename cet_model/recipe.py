@@ -62,9 +62,6 @@ class Recipe:
         optimizer: ``"adam"`` (mini-batches, early stopping) or ``"lbfgs"`` (full batch, to
             convergence: deterministic reference fits; needs no dropout and no sampling).
         weight_decay: AdamW's decoupled weight decay (0: plain Adam).
-        proximal: with ``optimizer="lbfgs"`` and validation data, the fit stops early and adds
-            this times the squared distance of the weights to their start (an experiment,
-            ``cet_model.train.lbfgs_stopped``; docs/decisions.md).
         patience_steps: with the automatic budget and patience (``max_epochs=None``,
             ``patience=None``), the epochs without a gain that end a stage cover at least this
             many optimizer steps and at least ``DEFAULT_PATIENCE`` epochs (CET's ``marginal``
@@ -92,13 +89,12 @@ class Recipe:
     input_dropout: float = 0.0
     optimizer: str = "adam"
     weight_decay: float = 0.0
-    proximal: float = 0.0
     patience_steps: int | None = None
     holdout: float = 0.0
     dtype: str = "float32"
 
     def __post_init__(self):
-        for name in ("input_dropout", "holdout", "weight_decay", "proximal", "temperature", "n_samples", "max_patterns",
+        for name in ("input_dropout", "holdout", "weight_decay", "temperature", "n_samples", "max_patterns",
                      "importance_samples"):
             _check_number(name, getattr(self, name), share=name in ("input_dropout", "holdout"))
         if self.occurrence_init not in OCCURRENCE_INITS:
@@ -111,9 +107,8 @@ class Recipe:
             raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
-        for name in ("weight_decay", "proximal"):
-            if not float(getattr(self, name)) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not float(self.weight_decay) >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if int(self.n_samples) < 1 or not float(self.temperature) > 0:
             raise ValueError(f"n_samples must be >= 1 and temperature > 0, got {self.n_samples} and {self.temperature}")
         if int(self.max_patterns) < 1 or int(self.importance_samples) < 1:

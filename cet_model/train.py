@@ -1,10 +1,8 @@
 """The training loop: the only place with an optimizer.
 
 Adam (AdamW with ``weight_decay`` > 0; :class:`Adam`) with mini-batches and early stopping on the
-validation loss (the best weights are restored), or full-batch L-BFGS: to convergence for small
-deterministic fits (reference tests), or, given validation data, stopped early like Adam with a
-pull toward the stage's starting weights (``proximal``; :func:`lbfgs_stopped`, an experiment:
-docs/decisions.md).
+validation loss (the best weights are restored), or full-batch L-BFGS for small deterministic fits
+(reference tests).
 
 Budget: ``max_epochs=None`` means at least ``DEFAULT_EPOCHS`` epochs *and* at least
 ``MIN_STEPS`` optimizer steps. On a data set that fits in a few batches, 100 epochs are only a
@@ -54,7 +52,6 @@ class TrainConfig:
     verbose: bool = False
     tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
     patience_steps: int | None = None  # automatic budget and patience: >= this many steps (and DEFAULT_PATIENCE epochs)
-    proximal: float = 0.0  # L-BFGS stopped early: this times the squared distance to the starting weights is added
 
     def budget(self, n_train: int, validated: bool = False) -> tuple[int, int]:
         """(epochs, patience) for ``n_train`` rows; ``validated``: early stopping watches
@@ -120,8 +117,6 @@ def later_stage(cfg: TrainConfig, n_train: int, patience_fraction: float) -> Tra
     >>> later_stage(TrainConfig(max_epochs=30, patience=3), 80, 0.5).budget(80)   # round(1.5) = 2
     (30, 2)
     """
-    if cfg.optimizer == "lbfgs":  # its iterations and patience are its own (lbfgs_stopped)
-        return cfg
     epochs, patience = cfg.budget(n_train, validated=True)
     return replace(cfg, max_epochs=epochs, patience=shorter_patience(patience, patience_fraction))
 
@@ -338,9 +333,10 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
     ``start_best``: the monitored loss of the weights the module holds now (a further stage of a
     fit); an epoch must beat it to replace them, so the stage never ends on worse weights.
     """
-    if cfg.optimizer == "lbfgs" and val_loss is not None:
-        return lbfgs_stopped(module, batch_loss, n_train, cfg, val_loss, desc, on_epoch, start_best)
     if cfg.optimizer == "lbfgs":
+        if val_loss is not None:
+            warnings.warn(f"{desc}: optimizer='lbfgs' fits the training rows to convergence and does not stop "
+                          "early: the validation data are not used", UserWarning, stacklevel=3)
         return _train_lbfgs(module, batch_loss, n_train, cfg)
     if cfg.optimizer != "adam":
         raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")
@@ -421,103 +417,4 @@ def _train_lbfgs(module, batch_loss, n_train, cfg: TrainConfig) -> History:
     with torch.no_grad():
         hist.train_loss.append(float(batch_loss(idx)))
     hist.best_epoch = len(hist.train_loss) - 1
-    return hist
-
-
-LBFGS_HISTORY = 10  # curvature pairs kept by lbfgs_stopped
-LBFGS_ITERATIONS = 1000  # its budget of iterations when max_epochs is automatic
-LBFGS_PATIENCE = 20  # its iterations without a gain when patience is automatic
-
-
-def _flat(tensors) -> torch.Tensor:
-    return torch.cat([t.reshape(-1) for t in tensors])
-
-
-def lbfgs_stopped(module, batch_loss, n_train: int, cfg: TrainConfig, val_loss, desc: str = "train",
-                  on_epoch=None, start_best: float | None = None) -> History:
-    """Full-batch L-BFGS stopped early on ``val_loss`` like Adam (one iteration counts as an
-    epoch; the best weights are restored), minimising the training loss plus ``cfg.proximal``
-    times the squared distance of the trainable weights to their values at the start of the stage.
-
-    An experiment (docs/decisions.md: a faster fit on small cohorts): two-loop L-BFGS with
-    ``LBFGS_HISTORY`` pairs and a backtracking (Armijo) line search, in eval mode (no dropout).
-    ``max_epochs`` and ``patience``: iterations (automatic: ``LBFGS_ITERATIONS`` and
-    ``LBFGS_PATIENCE``; a later stage's explicit patience is kept).
-    """
-    params = trainable(module)
-    starts = [p.detach().clone() for p in params]
-    idx = torch.arange(n_train)
-    max_epochs = cfg.max_epochs or LBFGS_ITERATIONS
-    patience = cfg.patience or LBFGS_PATIENCE
-
-    def value_and_grad():
-        for p in params:
-            p.grad = None
-        data = batch_loss(idx)
-        loss = data + cfg.proximal * sum(((p - p0) ** 2).sum() for p, p0 in zip(params, starts, strict=True)) \
-            if cfg.proximal > 0 else data
-        loss.backward()
-        return float(loss), float(data), _flat([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
-
-    def set_flat(x):
-        with torch.no_grad():
-            offset = 0
-            for p in params:
-                p.copy_(x[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
-
-    hist = History()
-    rule = EarlyStopping(patience, cfg.tol, math.inf if start_best is None else start_best)
-    best_state = snapshot(module)
-    module.eval()
-    x = _flat([p.detach() for p in params])
-    f, data, g = value_and_grad()
-    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for epoch in range(max_epochs):
-        q, alphas = g.clone(), []
-        for s_, y_ in reversed(pairs):  # the two-loop recursion
-            rho = 1.0 / float(y_ @ s_)
-            alphas.append((rho * float(s_ @ q), rho))
-            q -= alphas[-1][0] * y_
-        q *= float(pairs[-1][0] @ pairs[-1][1]) / float(pairs[-1][1] @ pairs[-1][1]) if pairs \
-            else min(1.0, 1.0 / float(g.abs().sum()))
-        for (s_, y_), (a, rho) in zip(pairs, reversed(alphas), strict=True):
-            q += (a - rho * float(y_ @ q)) * s_
-        d = -q
-        slope = float(g @ d)
-        if slope >= 0:  # not a descent direction: start again from the gradient
-            pairs = []
-            d = -g * min(1.0, 1.0 / float(g.abs().sum()))
-            slope = float(g @ d)
-        t = 1.0
-        for _ in range(30):
-            set_flat(x + t * d)
-            f_new, data_new, g_new = value_and_grad()
-            if math.isfinite(f_new) and f_new <= f + 1e-4 * t * slope:
-                break
-            t *= 0.5
-        else:  # no step lowers the loss: stay
-            set_flat(x)
-            break
-        s_, y_ = t * d, g_new - g
-        if float(y_ @ s_) > 1e-10:
-            pairs = [*pairs, (s_, y_)][-LBFGS_HISTORY:]
-        x, f, data, g = x + s_, f_new, data_new, g_new
-        hist.train_loss.append(data)
-        with torch.no_grad():
-            monitored = val_loss()
-        hist.val_loss.append(monitored)
-        if on_epoch is not None:
-            on_epoch(epoch, hist)
-        improved, stop = rule.update(epoch, monitored)
-        if improved:
-            hist.best_epoch = epoch
-            best_state = snapshot(module)
-        if stop:
-            hist.stopped_early = True
-            break
-    log.info("%s: L-BFGS, %d iterations, best %d, monitored loss %.5f", desc, len(hist.val_loss),
-             hist.best_epoch + 1, rule.best)
-    module.load_state_dict(best_state)
-    module.eval()
     return hist

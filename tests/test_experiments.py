@@ -402,3 +402,10 @@ def test_goal_command_prints_the_share_per_run_and_the_verdict(tmp_path, capsys)
     (tmp_path / "bad" / "metrics.json").write_text("[]")
     with pytest.raises(SystemExit, match=r"bad/metrics.json: no 'models' table"):
         experiments.main(["goal", str(tmp_path / "bad")])
+
+
+def test_a_variants_patience_and_width_win_over_the_arguments(tmp_path):
+    ds = load_dataset(synthetic.write(tmp_path / "d", "independent", n=300, noise=0.2, split_sizes=(150, 75, 75)))
+    model = fit_preset("ET", ds.train, ds.val, seed=0, hidden_sizes=(8,), max_epochs=3, patience=2,
+                       params={"patience": 1, "hidden_sizes": (4,)}, device="cpu")
+    assert (model.patience, model.hidden_sizes_) == (1, (4,))
