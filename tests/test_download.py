@@ -122,3 +122,10 @@ def test_a_remote_listing_is_retried_as_a_download_is_and_fails_naming_its_url(s
         remote_listing(f"http://127.0.0.1:{port}", retries=1, backoff=0.01)
     with pytest.raises(DownloadError, match=r"/none/: HTTP 404"):  # a base URL that is not there: at once
         remote_listing(f"{server.url}/none")
+
+
+def test_a_download_failure_is_found_inside_an_exception_group():
+    from flows.lib.infra.cli import download_failure
+
+    assert download_failure(ExceptionGroup("tasks", [ValueError("x"), DownloadError("u: HTTP 404")])) == "u: HTTP 404"
+    assert download_failure(ValueError("u: HTTP 404")) is None

@@ -113,7 +113,9 @@ def interruptible(ap: argparse.ArgumentParser):
     instead of a traceback. The fits' worker processes leave Ctrl-C to the command, which stops
     them; what was being written is left under its temporary name or removed, as on any error.
     Ctrl-C also interrupts the DuckDB statements and dump scans running in a flow's task threads
-    (``interrupts.on_interrupt``), which the flow would otherwise wait for."""
+    (``interrupts.on_interrupt``), which the flow would otherwise wait for. A download that cannot
+    succeed (``download.DownloadError``, after its retries) ends the command the same way: its one
+    line, ``<command>: <URL>: <why>``, and exit status 1 instead of a traceback."""
     import signal
     import threading
 
@@ -124,12 +126,16 @@ def interruptible(ap: argparse.ArgumentParser):
     if install:
         interrupts.reset()
         signal.signal(signal.SIGINT, interrupts.on_interrupt)
-    stopped = False
+    stopped, failed = False, None
     try:
         yield
     except KeyboardInterrupt:
         stopped = True  # SystemExit is raised below, not here: the interrupt's frames (and the
         #                 connections they hold) are freed before the exit, not kept as its context
+    except Exception as exc:
+        failed = download_failure(exc)
+        if failed is None:
+            raise
     finally:
         if install:  # the interruption was this command's: later work in the process runs as usual
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -137,6 +143,25 @@ def interruptible(ap: argparse.ArgumentParser):
     if stopped:
         print(f"{ap.prog}: interrupted", file=sys.stderr)
         raise SystemExit(130)
+    if failed is not None:
+        print(f"{ap.prog}: {failed}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def download_failure(exc: BaseException) -> str | None:
+    """The message of the ``DownloadError`` that ``exc`` is or groups (a flow's failed task may
+    come back inside an exception group), or None. Without the download module loaded no
+    download ran, so nothing is imported to ask."""
+    module = sys.modules.get("flows.lib.infra.download")
+    if module is None:
+        return None
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, module.DownloadError):
+            return str(e)
+        stack.extend(getattr(e, "exceptions", None) or ())
+    return None
 
 
 def run_here(ap: argparse.ArgumentParser, args: argparse.Namespace, work) -> None:
