@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .rows import CLASSICAL_ROWS, NATURAL_ROWS, PAPER_ROWS, VARIANTS, preset_of
+from .rows import CLASSICAL_ROWS, NATURAL_ROWS, PAPER_ROWS
 
 RANKINGS = ("median", "rmst", "risk")  # what the C's of protocol b rank
 GOAL_TOLERANCE = {"auc": 0.0, "ece": 0.01, "c": 0.005, "ibs": 0.005}  # the model issue's goals
@@ -265,16 +265,21 @@ def ablation_markdown(records: list[dict], against=("CET",)) -> str:
     over its events and seeds), the cohorts where the variant is better, and the fit time's ratio.
     Empty without such pairs."""
     present = {r for rec in records for p in ("a", "b") for r in rec[p]}
-    pairs = [(v, ref) for ref in against for v in sorted(present & set(VARIANTS))
-             if v != ref and preset_of(v)[0] == preset_of(ref)[0]]
+    # a variant is "<preset>/<change>": in the list, or in records made when it was (its code since removed)
+    variants = sorted(r for r in present if "/" in r)
+    pairs = [(v, ref) for ref in against for v in variants
+             if v != ref and v.split("/")[0] == ref.split("/")[0]]
     if not pairs:
         return ""
     heads = [label for _, _, label, _ in ABLATION_METRICS]
     lines = ["", f"## Recipe variants against {', '.join(against)}", "",
              "Per metric: the mean over cohorts of variant minus reference (each cohort: the mean over events and "
              "seeds), and in brackets the cohorts where the variant is better / where both ran (a mean over "
-             "cohorts can rest on one; the counts do not). Time: the mean ratio of fit seconds (protocol a).", "",
-             "| variant | against | " + " | ".join(heads) + " | log-lik | time |", "|---" * (4 + len(heads)) + "|"]
+             "cohorts can rest on one; the counts do not). Time: the mean ratio of fit seconds (protocol a). "
+             "Goals a: on the cohorts where ET and BC ran too, those where the variant meets protocol a's AUC "
+             "goal and its ECE goal, then the reference's, of how many.", "",
+             "| variant | against | " + " | ".join(heads) + " | log-lik | time | goals a |",
+             "|---" * (5 + len(heads)) + "|"]
     for v, reference in pairs:
         cells = []
         for protocol, metric, _, sign in ABLATION_METRICS:
@@ -292,8 +297,31 @@ def ablation_markdown(records: list[dict], against=("CET",)) -> str:
         ll = [d for d in ll if not math.isnan(d)]
         ll_text = f"{_signed(float(np.mean(ll)))} ({sum(d > 0 for d in ll)}/{len(ll)})" if ll else "—"
         lines.append(f"| {v} | {reference} | " + " | ".join(cells) + f" | {ll_text} | "
-                     f"{f'{np.mean(ratio):.2f}x' if ratio else '—'} |")
+                     f"{f'{np.mean(ratio):.2f}x' if ratio else '—'} | {goal_counts(records, v, reference)} |")
     return "\n".join(lines) + "\n"
+
+
+def goal_counts(records: list[dict], variant: str, reference: str) -> str:
+    """Protocol a's goals met by ``variant`` and by ``reference``, on the cohorts where both and ET
+    and BC have figures: "AUC, ECE (the reference's AUC, ECE) of n", or "—" without such cohorts.
+
+    >>> def rec(cet, other):
+    ...     entry = lambda auc, ece: {"tasks": {"e": {"auc": [auc], "ece": [ece]}}}
+    ...     return {"a": {"CET": entry(*cet), "CET/x": entry(*other), "ET": entry(0.70, 0.10),
+    ...                   "BC": entry(0.72, 0.20)}}
+    >>> goal_counts([rec((0.71, 0.12), (0.73, 0.10)), rec((0.75, 0.05), (0.74, 0.15))], "CET/x", "CET")
+    '2, 1 (1, 1) of 2'
+    """
+    rows = (variant, reference, "ET", "BC")
+    usable = [rec for rec in records if all(not math.isnan(event_mean(rec, "a", r, "auc")) for r in rows)]
+    if not usable:
+        return "—"
+    counts = []
+    for row in (variant, reference):
+        goals = [paper_goal(rec, row) for rec in usable]
+        counts.append((sum(g["auc_margin"] >= -1e-12 for g in goals), sum(g["ece_margin"] >= -1e-12 for g in goals)))
+    (auc, ece), (ref_auc, ref_ece) = counts
+    return f"{auc}, {ece} ({ref_auc}, {ref_ece}) of {len(usable)}"
 
 
 def _machine_text(m: dict) -> str:

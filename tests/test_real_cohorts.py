@@ -294,6 +294,14 @@ def test_variants_are_compared_with_the_row_of_their_own_preset():
     assert "| CET/lr-3e-3 | CET | -0.010 (0/1) |" in text and "0.50x" in text
     assert "| CET/lr-3e-3 | ET/no-validation |" not in text and "| ET/holdout-20 | CET |" not in text
     assert real_tables.ablation_markdown([record], against=("BC",)) == ""
+    # protocol a's goals, counted for the variant and its reference once ET and BC ran on the cohort
+    assert text.count("x | — |") == 2  # no ET and BC rows: no goal to count
+    record["a"] |= {"ET": entry(0.70, 1.0), "BC": entry(0.745, 1.0)}
+    record["a"]["BC"]["tasks"]["e"]["ece"] = [0.3]
+    text = real_tables.ablation_markdown([record], against=("CET",))
+    assert "| CET/lr-3e-3 | CET | -0.010 (0/1) |" in text and text.rstrip().endswith("| 0.50x | 0, 1 (1, 1) of 1 |")
+    record["a"]["CET/gone"] = entry(0.76, 4.0)  # a variant whose code is gone: its records still compare
+    assert "| CET/gone | CET | +0.010 (1/1) |" in real_tables.ablation_markdown([record], against=("CET",))
 
 
 def test_a_users_folder_named_like_a_cohort_is_not_labelled_with_its_source(tmp_path):
