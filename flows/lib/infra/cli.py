@@ -110,12 +110,14 @@ def log_to_terminal() -> None:
 @contextmanager
 def interruptible(ap: argparse.ArgumentParser):
     """Ctrl-C in a command: ``<command>: interrupted`` and exit status 130 (a shell's for SIGINT)
-    instead of a traceback. The fits' worker processes leave Ctrl-C to the command, which stops
-    them; what was being written is left under its temporary name or removed, as on any error.
-    Ctrl-C also interrupts the DuckDB statements and dump scans running in a flow's task threads
-    (``interrupts.on_interrupt``), which the flow would otherwise wait for. A download that cannot
-    succeed (``download.DownloadError``, after its retries) ends the command the same way: its one
-    line, ``<command>: <URL>: <why>``, and exit status 1 instead of a traceback."""
+    instead of a traceback; ``kill`` (SIGTERM) and a hangup likewise, with ``terminated`` and 143,
+    ``hung up`` and 129, where nothing else (a temporary server) handles them first. The fits'
+    worker processes leave Ctrl-C to the command, which stops them; what was being written is left
+    under its temporary name or removed, as on any error. Ctrl-C also interrupts the DuckDB
+    statements and dump scans running in a flow's task threads (``interrupts.on_interrupt``), which
+    the flow would otherwise wait for. A download that cannot succeed (``download.DownloadError``,
+    after its retries) ends the command the same way: its one line, ``<command>: <URL>: <why>``,
+    and exit status 1 instead of a traceback."""
     import signal
     import threading
 
@@ -123,10 +125,15 @@ def interruptible(ap: argparse.ArgumentParser):
 
     install = (threading.current_thread() is threading.main_thread()
                and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    # kill (SIGTERM, as schedulers stop a job) and a hangup stop the command as Ctrl-C does, where
+    # nothing else handles them: its workers stopped, nothing half-written kept; status 143 or 129
+    others = [sig for sig in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is signal.SIG_DFL] \
+        if install else []
     if install:
         interrupts.reset()
-        signal.signal(signal.SIGINT, interrupts.on_interrupt)
-    stopped, failed = False, None
+        for sig in (signal.SIGINT, *others):
+            signal.signal(sig, interrupts.on_interrupt)
+    stopped, failed, signum = False, None, signal.SIGINT
     try:
         yield
     except KeyboardInterrupt:
@@ -139,10 +146,17 @@ def interruptible(ap: argparse.ArgumentParser):
     finally:
         if install:  # the interruption was this command's: later work in the process runs as usual
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            for sig in others:
+                signal.signal(sig, signal.SIG_DFL)
+            signum = interrupts.signal_received() or signal.SIGINT
             interrupts.reset()
     if stopped:
-        print(f"{ap.prog}: interrupted", file=sys.stderr)
-        raise SystemExit(130)
+        word = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}.get(signum, "interrupted")
+        try:
+            print(f"{ap.prog}: {word}", file=sys.stderr)
+        except OSError:  # a hangup: the terminal may be gone
+            pass
+        raise SystemExit(128 + signum)
     if failed is not None:
         print(f"{ap.prog}: {failed}", file=sys.stderr)
         raise SystemExit(1)

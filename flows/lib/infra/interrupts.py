@@ -76,12 +76,23 @@ def requested() -> bool:
     return _requested.is_set()
 
 
+_signals: list[int] = []  # the signals that interrupted the command, first first
+
+
 def reset() -> None:
     """Forget an earlier interruption (a command that starts in a process that ran another)."""
     _requested.clear()
+    _signals.clear()
 
 
 def on_interrupt(signum, frame) -> None:
-    """A SIGINT handler: :func:`stop_all`, then ``KeyboardInterrupt`` in the main thread."""
+    """A handler of SIGINT (Ctrl-C), and of SIGTERM and SIGHUP (``kill``, a closed terminal), which
+    stop a command the same way: :func:`stop_all`, then ``KeyboardInterrupt`` in the main thread."""
+    _signals.append(signum)
     stop_all()
     raise KeyboardInterrupt
+
+
+def signal_received() -> int | None:
+    """The first signal that interrupted the command, or None."""
+    return _signals[0] if _signals else None
