@@ -6,8 +6,9 @@ recording the runs it ends as crashed, would retry the dead server for minutes b
 connection tracebacks. ``start`` starts the same server (Prefect's own ``SubprocessASGIServer``,
 the instance its client then uses) in a process group of its own: Ctrl-C stops the command,
 which records its runs and stops the server on exit, as Prefect does at every exit. A hangup or
-SIGTERM ends the command the same way (``SystemExit``, so the server is stopped too) instead of
-leaving the server running without it.
+SIGTERM ends the command the same way instead of leaving the server running without it: as
+Ctrl-C (``cli.interruptible``, which every command runs in), or, where nothing handles them,
+with ``SystemExit`` here.
 """
 
 from __future__ import annotations
