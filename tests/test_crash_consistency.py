@@ -237,17 +237,19 @@ def test_ctrl_c_stops_an_evaluate_cleanly(tmp_path, sig):
     assert not models.exists() or not [p.name for p in models.iterdir()], list(models.iterdir())
 
 
-def test_ctrl_c_stops_the_real_data_benchmark_at_once(tmp_path):
-    """Ctrl-C while ``cet_experiments real`` runs two cohorts in two processes: one line and exit
-    status 130 at once, not when the cohorts under way end (the command's wait wakes to hear it),
-    and no worker left."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_ctrl_c_stops_the_real_data_benchmark_at_once(tmp_path, sig):
+    """Ctrl-C (or ``kill`` of the command alone) while ``cet_experiments real`` runs two cohorts in
+    two processes: one line and exit status 130 (143) at once, not when the cohorts under way end
+    (the command's wait wakes to hear it), and no worker left. On ``kill`` the workers ran on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CET_")}
     env["PYTHONPATH"] = str(REPO)
     status, text = _interrupt(["-m", "cet_experiments", "real", "--out", str(tmp_path / "real"), "--cohorts",
                                "lymph_node,bmt", "--jobs", "2"], env, tmp_path, r"bmt: a seed 0 .*AUC",
-                              tmp_path / "stderr.txt")
-    assert status == 130
-    assert text.rstrip().splitlines()[-1] == "python -m cet_experiments: interrupted", text[-2000:]
+                              tmp_path / "stderr.txt", sig)
+    assert status == 128 + sig
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert text.rstrip().splitlines()[-1] == f"python -m cet_experiments: {word}", text[-2000:]
     assert "Traceback" not in text and "leaked" not in text, text[-3000:]
 
 
