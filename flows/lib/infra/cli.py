@@ -111,7 +111,7 @@ def log_to_terminal() -> None:
 def interruptible(ap: argparse.ArgumentParser):
     """Ctrl-C in a command: ``<command>: interrupted`` and exit status 130 (a shell's for SIGINT)
     instead of a traceback; ``kill`` (SIGTERM) and a hangup likewise, with ``terminated`` and 143,
-    ``hung up`` and 129, where nothing else (a temporary server) handles them first. The fits'
+    ``hung up`` and 129, where they are at their default (``nohup`` leaves a hangup ignored). The fits'
     worker processes leave Ctrl-C to the command, which stops them; what was being written is left
     under its temporary name or removed, as on any error. Ctrl-C also interrupts the DuckDB
     statements and dump scans running in a flow's task threads (``interrupts.on_interrupt``), which
