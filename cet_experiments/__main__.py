@@ -3,29 +3,24 @@ import sys
 
 from .cli import experiments_parser, real_parser
 
-STOPS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
-
 
 def _run(main, argv=None) -> int:
     """``main``, with Ctrl-C as one line and exit status 130 instead of a traceback (the runs'
     worker processes leave Ctrl-C to this one, which stops them); ``kill`` (SIGTERM) and a hangup
     the same way, with status 143 and 129, where they are at their default (``nohup`` ignores a
     hangup): the command died at once and its workers ran on."""
-    heard = []
+    from flows.lib.infra import interrupts
 
-    def stop(signum, frame):
-        heard.append(signum)
-        raise KeyboardInterrupt
-
+    interrupts.reset()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
-            signal.signal(sig, stop)
+            signal.signal(sig, interrupts.on_interrupt)
     try:
         return main(argv) if argv is not None else main()
     except KeyboardInterrupt:
-        signum = heard[0] if heard else signal.SIGINT
-        print(f"python -m cet_experiments: {STOPS[signum]}", file=sys.stderr)
-        return 128 + signum
+        word, status = interrupts.stopped_by()
+        print(f"python -m cet_experiments: {word}", file=sys.stderr)
+        return status
 
 
 # the options parse before PyTorch and the data libraries load, so --help and a usage error answer at once

@@ -133,7 +133,7 @@ def interruptible(ap: argparse.ArgumentParser):
         interrupts.reset()
         for sig in (signal.SIGINT, *others):
             signal.signal(sig, interrupts.on_interrupt)
-    stopped, failed, signum = False, None, signal.SIGINT
+    stopped, failed, stop = False, None, ("interrupted", 130)
     try:
         yield
     except KeyboardInterrupt:
@@ -148,15 +148,14 @@ def interruptible(ap: argparse.ArgumentParser):
             signal.signal(signal.SIGINT, signal.default_int_handler)
             for sig in others:
                 signal.signal(sig, signal.SIG_DFL)
-            signum = interrupts.signal_received() or signal.SIGINT
+            stop = interrupts.stopped_by()
             interrupts.reset()
     if stopped:
-        word = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}.get(signum, "interrupted")
         try:
-            print(f"{ap.prog}: {word}", file=sys.stderr)
+            print(f"{ap.prog}: {stop[0]}", file=sys.stderr)
         except OSError:  # a hangup: the terminal may be gone
             pass
-        raise SystemExit(128 + signum)
+        raise SystemExit(stop[1])
     if failed is not None:
         print(f"{ap.prog}: {failed}", file=sys.stderr)
         raise SystemExit(1)

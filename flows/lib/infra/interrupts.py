@@ -96,3 +96,17 @@ def on_interrupt(signum, frame) -> None:
 def signal_received() -> int | None:
     """The first signal that interrupted the command, or None."""
     return _signals[0] if _signals else None
+
+
+def stopped_by() -> tuple[str, int]:
+    """What a stopped command says and its exit status, by the signal that stopped it (Ctrl-C
+    when none was heard: a ``KeyboardInterrupt`` raised otherwise).
+
+    >>> reset(); stopped_by()
+    ('interrupted', 130)
+    """
+    import signal
+
+    signum = signal_received() or signal.SIGINT
+    word = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}.get(signum, "interrupted")
+    return word, 128 + int(signum)
