@@ -35,7 +35,7 @@ from flows.common import check_cache, mapped, record_stage
 from flows.lib import commands
 from flows.lib.flow_params import MimicBuildParams
 from flows.lib.infra.cli import apply_log_level, run_build, without_server
-from flows.lib.infra.download import RETRY_DELAYS
+from flows.lib.infra.download import RETRY_DELAYS, worth_retrying
 from flows.lib.infra.run_names import run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -46,7 +46,7 @@ from flows.lib.standin import mimic as mimic_standin
 
 
 @task(name="download-mimic-demo", task_run_name="download-mimic-demo", retries=len(RETRY_DELAYS),
-      retry_delay_seconds=list(RETRY_DELAYS))
+      retry_delay_seconds=list(RETRY_DELAYS), retry_condition_fn=worth_retrying)
 def download_demo(url: str, dest: str) -> str:
     return builds.download_demo(url, dest)
 

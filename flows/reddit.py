@@ -35,7 +35,7 @@ from flows.common import check_cache, mapped, record_stage
 from flows.lib import commands
 from flows.lib.flow_params import RedditBuildParams
 from flows.lib.infra.cli import apply_log_level, run_build, without_server
-from flows.lib.infra.download import RETRY_DELAYS
+from flows.lib.infra.download import RETRY_DELAYS, worth_retrying
 from flows.lib.infra.run_names import file_task_name, run_name
 from flows.lib.infra.runners import thread_runner
 from flows.lib.infra.served import confine
@@ -52,7 +52,7 @@ def generate_standin(dest: str, n_users: int, seed: int, start: str | None, comm
 
 
 @task(name="download-reddit-dump", task_run_name="download-{name}", retries=len(RETRY_DELAYS),
-      retry_delay_seconds=list(RETRY_DELAYS))
+      retry_delay_seconds=list(RETRY_DELAYS), retry_condition_fn=worth_retrying)
 def download_dump(base_url: str, name: str, dest: str, sha256: str | None) -> str:
     return builds.download_dump(base_url, name, dest, sha256)
 

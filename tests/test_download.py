@@ -129,3 +129,20 @@ def test_a_download_failure_is_found_inside_an_exception_group():
 
     assert download_failure(ExceptionGroup("tasks", [ValueError("x"), DownloadError("u: HTTP 404")])) == "u: HTTP 404"
     assert download_failure(ValueError("u: HTTP 404")) is None
+
+
+@pytest.mark.bad_input
+def test_a_download_step_is_tried_again_after_a_failure_but_not_after_a_404(server, tmp_path, monkeypatch):
+    """``with_retries`` (a download step run without Prefect, as the flows' download tasks retry):
+    a mirror still failing after the download's own retries gets the step tried again; a 404 ends
+    it at once, as no retry changes it (before, it was tried again after 5 s and 30 s)."""
+    from flows.lib.infra import download as dl
+
+    monkeypatch.setattr(dl, "RETRY_DELAYS", (0, 0))
+    server.fail_first["RC_2015-01.zst"] = 3  # two tries of a download with one retry each, then a good one
+    out = dl.with_retries(lambda: download(f"{server.url}/RC_2015-01.zst", tmp_path / "f", retries=1, **FAST))
+    assert out.read_bytes() == PAYLOAD and len(server.requests) == 4
+    server.requests.clear()
+    with pytest.raises(dl.PermanentDownloadError, match="missing.zst: HTTP 404"):
+        dl.with_retries(lambda: download(f"{server.url}/missing.zst", tmp_path / "g", **FAST))
+    assert len(server.requests) == 1

@@ -110,25 +110,30 @@ def test_cli_downloads_the_demo_from_loopback_and_builds(tmp_path, capsys, monke
 
 @pytest.mark.parametrize("server", [True, False], ids=["flow", "own-process"])
 def test_a_download_that_cannot_succeed_ends_the_command_with_one_line(tmp_path, capsys, monkeypatch, server):
-    """A demo URL that has no checksum list (404: no retry helps): the command ends with exit
-    status 1 and one line naming the URL and the cause, not a traceback, and no dataset."""
+    """A demo URL that has no checksum list (404: no retry helps): the command ends at once, not
+    after the download step's retries (5 s and 30 s), with exit status 1 and one line naming the
+    URL and the cause, not a traceback, and no dataset."""
+    import time
+
     from prefect.settings import PREFECT_API_URL
 
-    from flows import mimic as mimic_flow
-    from flows.lib.infra import download
     from tests.http_server import FileServer
 
-    monkeypatch.setattr(download, "RETRY_DELAYS", ())  # the whole step is not tried again: no wait
-    monkeypatch.setattr(mimic_flow.download_demo, "retries", 0)  # nor is the flow's task
     if server:
         monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
     else:
         monkeypatch.delenv("PREFECT_API_URL", raising=False)
     (tmp_path / "empty").mkdir()
     with FileServer(tmp_path / "empty") as srv, pytest.raises(SystemExit) as stop:
-        main(["build", "--download-demo", srv.url, "--out", str(tmp_path / "ds")])
+        started = time.monotonic()
+        try:
+            main(["build", "--download-demo", srv.url, "--out", str(tmp_path / "ds")])
+        finally:
+            took = time.monotonic() - started
     err = capsys.readouterr().err
     assert stop.value.code == 1
+    assert took < 5, f"{took:.1f} s: a 404 was tried again"
+    assert "trying again" not in err and "Retrying" not in err, err[-2000:]
     assert err.rstrip().splitlines()[-1] == f"python -m flows.mimic: {srv.url.rstrip('/')}/SHA256SUMS.txt: HTTP 404"
     assert server or "Traceback" not in err, err[-2000:]  # a flow run's log shows the failed task's traceback
     assert not (tmp_path / "ds" / "manifest.json").exists()

@@ -3,7 +3,7 @@
 - The body streams to ``NAME.part``; an interrupted transfer resumes with ``Range`` when the
   server honours it (206), and starts over when it does not (200).
 - Connection errors, timeouts, 5xx and 429 are retried with exponential backoff; other 4xx
-  fail at once.
+  fail at once (``PermanentDownloadError``), and a download step is not tried again for them.
 - A body shorter than the announced length is never accepted (it is resumed or retried).
 - With ``sha256`` the finished file is verified; a mismatch deletes it and fetches it again
   once from scratch, then fails: a bad file is never kept.
@@ -33,10 +33,14 @@ RETRY_DELAYS = (5, 30)  # seconds before each retry of a whole download step, as
 
 def with_retries(fn, *args, logger: logging.Logger = log):
     """``fn(*args)``, tried again after each of ``RETRY_DELAYS`` on an error: a download step run
-    without Prefect, retried as its flow task is (``retries=len(RETRY_DELAYS)``)."""
+    without Prefect, retried as its flow task is (``retries=len(RETRY_DELAYS)``,
+    ``retry_condition_fn=worth_retrying``). An answer no retry changes
+    (``PermanentDownloadError``, e.g. HTTP 404) ends it at once."""
     for delay in (*RETRY_DELAYS, None):
         try:
             return fn(*args)
+        except PermanentDownloadError:
+            raise
         except Exception as exc:  # noqa: BLE001 (as a flow task's retries: any error of a download)
             if delay is None:
                 raise
@@ -44,8 +48,24 @@ def with_retries(fn, *args, logger: logging.Logger = log):
             time.sleep(delay)
 
 
+def worth_retrying(task, task_run, state) -> bool:
+    """A download task's ``retry_condition_fn`` (Prefect): retry a failed run unless it failed with
+    an answer no retry changes (``PermanentDownloadError``), as :func:`with_retries` does."""
+    try:
+        state.result()
+    except PermanentDownloadError:
+        return False
+    except Exception:  # noqa: BLE001 (any other failure: retried, as before)
+        return True
+    return True
+
+
 class DownloadError(RuntimeError):
     """A download that cannot succeed (after retries, or a checksum that keeps failing)."""
+
+
+class PermanentDownloadError(DownloadError):
+    """A download the server refused with a status no retry changes (a 4xx other than 429)."""
 
 
 class _Retry(Exception):
@@ -127,7 +147,7 @@ def get_text(url: str, *, session: requests.Session | None = None, timeout: tupl
             if r.status_code == 404 and missing_ok:
                 return None
             if r.status_code < 500 and r.status_code != 429:
-                raise DownloadError(f"{url}: HTTP {r.status_code}")
+                raise PermanentDownloadError(f"{url}: HTTP {r.status_code}")
             reason = f"HTTP {r.status_code}"
         attempt += 1
         _wait_to_retry(url, reason, attempt, retries, backoff)
@@ -149,7 +169,7 @@ def _fetch_once(url, part: Path, session, timeout, chunk_size, progress) -> None
             if r.status_code >= 500 or r.status_code == 429:
                 raise _Retry(f"HTTP {r.status_code}")
             if r.status_code not in (200, 206):
-                raise DownloadError(f"{url}: HTTP {r.status_code}")
+                raise PermanentDownloadError(f"{url}: HTTP {r.status_code}")
             if r.status_code == 206:
                 start = _start_from_content_range(r.headers.get("Content-Range"))
                 if start != offset:
