@@ -190,3 +190,23 @@ def test_every_named_command_and_record_exists_or_names_its_commit():
                 if not (ROOT / name).exists() and not written_here and not AT_A_COMMIT.search(line):
                     missing.append(f"{rel}:{number}: {name}")
     assert missing == []
+
+
+NAMED_TEST = re.compile(r"((?:tests/)?(?:\w+/)*test_\w+\.py)::(\w+)(…|\.\.\.)?")
+
+
+def test_every_test_a_page_names_exists():
+    """A page that cites a test as its evidence (``test_file.py::test_name``, or its first words and
+    ``…``) names one that is in the suite: a renamed or removed test leaves no dangling citation."""
+    files = list((ROOT / "tests").rglob("test_*.py"))
+    missing = []
+    for page in PAGES:
+        for m in NAMED_TEST.finditer(page.read_text()):
+            file, name, prefix = m.groups()
+            # a bare file name may be any test file of that name; a path, that file only
+            texts = [p.read_text() for p in files if str(p.relative_to(ROOT)) == file
+                     or ("/" not in file and p.name == file)]
+            pattern = rf"def {re.escape(name)}" + ("" if prefix else r"\(")
+            if not any(re.search(pattern, text) for text in texts):
+                missing.append(f"{page.name}: {m.group(0)}")
+    assert missing == []

@@ -114,14 +114,20 @@ def test_non_finite_weights_and_statistics_are_refused_at_load(saved, tmp_path):
         load_model(saved)
 
 
-def test_a_non_finite_feature_scaling_is_refused(tmp_path, small_survival):
+@pytest.mark.parametrize("damage, message", [
+    (lambda f: f["shift"].__setitem__(0, float("inf")), "holds a value that is not finite"),
+    (lambda f: f["scale"].__setitem__(0, 0.0), "does not fit"),
+    (lambda f: f.update(shift=f["shift"] * 9, scale=f["scale"] * 9), "does not fit"),
+    (lambda f: f.pop("scale"), "needs lists 'shift' and 'scale'"),
+], ids=["not-finite", "zero-scale", "more-columns-than-features", "no-scale"])
+def test_a_damaged_feature_scaling_is_refused(tmp_path, small_survival, damage, message):
     x, t, s, _ = small_survival
     m = CETModel(hidden_sizes=(8,), max_epochs=2, device="cpu").fit(x * 100, t, s).save(tmp_path / "m")
     cfg = json.loads((m / "config.json").read_text())
     assert cfg.get("feature_scaling"), "the model scales its inputs: the field exists to be damaged"
-    cfg["feature_scaling"]["shift"][0] = float("inf")
+    damage(cfg["feature_scaling"])
     (m / "config.json").write_text(json.dumps(cfg))  # json writes Infinity, as an attacker's file may
-    with pytest.raises(ValueError, match="field 'feature_scaling' holds a value that is not finite"):
+    with pytest.raises(ValueError, match=f"config.json: field 'feature_scaling' {message}"):
         load_model(m)
 
 
