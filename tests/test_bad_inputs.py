@@ -14,6 +14,7 @@ import pytest
 from cet_model import CETModel, load_model
 from cet_model.dataset import load_dataset
 from flows.lib.infra import registry
+from flows.lib.infra.errors import InputError
 from flows.lib.mimic.staging import stage_table
 from flows.lib.modeling.predict import read_features
 from flows.lib.reddit.cohort import pseudonym, scan_comments, scan_submissions
@@ -73,8 +74,8 @@ def test_truncated_gzip_table_names_the_file(tmp_path):
         f"{i},{50000 + i},L{i},BLOOD,Chemistry,\n" for i in range(5000))
     data = gzip.compress(body.encode())
     (src / "D_LABITEMS.csv.gz").write_bytes(data[: len(data) // 2])  # a download cut short
-    with pytest.raises(ValueError, match=r"D_LABITEMS.csv.gz: (cannot be read|table "
-                                         r"D_LABITEMS could not be converted)"):
+    with pytest.raises(InputError, match=r"D_LABITEMS.csv.gz: (cannot be read|table "
+                                         r"D_LABITEMS could not be converted)"):  # a command's one line
         stage_table(src, "D_LABITEMS", out)
     assert _leftovers(out) == []
 

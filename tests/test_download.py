@@ -125,10 +125,10 @@ def test_a_remote_listing_is_retried_as_a_download_is_and_fails_naming_its_url(s
 
 
 def test_a_download_failure_is_found_inside_an_exception_group():
-    from flows.lib.infra.cli import download_failure
+    from flows.lib.infra.cli import failure_line
 
-    assert download_failure(ExceptionGroup("tasks", [ValueError("x"), DownloadError("u: HTTP 404")])) == "u: HTTP 404"
-    assert download_failure(ValueError("u: HTTP 404")) is None
+    assert failure_line(ExceptionGroup("tasks", [ValueError("x"), DownloadError("u: HTTP 404")])) == "u: HTTP 404"
+    assert failure_line(ValueError("u: HTTP 404")) is None
 
 
 @pytest.mark.bad_input

@@ -16,6 +16,7 @@ from cet_model.dataset import SPLITS, event_columns
 from flows.lib import flow_params
 from flows.lib.flow_params import TableBuildParams
 from flows.lib.infra import stage_cache
+from flows.lib.infra.errors import InputError
 from flows.lib.infra.folders import check_output_folder
 from flows.lib.infra.locks import output_lock
 from flows.lib.infra.settings import Settings
@@ -28,14 +29,20 @@ CODE = ["cet_model.dataset", "flows.lib.ingest", "flows.lib.tables"]  # the code
 
 def write(table: str, out: str | None, options: dict) -> Path | None:
     """``write_follow_up_dataset`` with a build's options (``TableBuildParams`` less table and out);
-    ``out=None`` checks the table and writes nothing (the command line does so before its flow)."""
+    ``out=None`` checks the table and writes nothing (the command line does so before its flow).
+    A table that cannot be built is an ``InputError`` (a rebuild by retrain finds it only here)."""
     events = {e: tuple(cols) for e, cols in options["events"].items()}
-    return write_follow_up_dataset(out, table, options["features"], events, name=options["name"],
-                                   time_unit=options["time_unit"], id_column=options["id_column"],
-                                   split_column=options["split_column"], group_column=options["group_column"],
-                                   seed=options["seed"], split_method=options["split_method"],
-                                   impute=options["impute"], categorical=options["categorical"],
-                                   missing_times=options["missing_times"])
+    try:
+        return write_follow_up_dataset(out, table, options["features"], events, name=options["name"],
+                                       time_unit=options["time_unit"], id_column=options["id_column"],
+                                       split_column=options["split_column"], group_column=options["group_column"],
+                                       seed=options["seed"], split_method=options["split_method"],
+                                       impute=options["impute"], categorical=options["categorical"],
+                                       missing_times=options["missing_times"])
+    except InputError:
+        raise
+    except ValueError as exc:  # the reader names the file, column and row, never a cell's value
+        raise InputError(str(exc)) from exc
 
 
 def build(params: TableBuildParams, s: Settings, check: Callable, write_step: Callable, record: Callable) -> str:

@@ -139,6 +139,28 @@ def test_a_download_that_cannot_succeed_ends_the_command_with_one_line(tmp_path,
     assert not (tmp_path / "ds" / "manifest.json").exists()
 
 
+@pytest.mark.bad_input
+def test_a_table_that_cannot_be_staged_ends_the_command_with_one_line(tmp_path, capsys, monkeypatch):
+    """A LABEVENTS value that is not a number: the build, which finds it while staging, ends with exit
+    status 1 and one line naming the file, the line, the column and its type, never the value. It
+    ended with a traceback."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    src = write_fixture(tmp_path / "mimic", n_admissions=6)
+    lab = src / "LABEVENTS.csv"
+    lines = lab.read_text().splitlines()
+    lines[1] = lines[1].replace(",v,1.0,", ",v,secret-value,")  # VALUENUM of the first lab row
+    lab.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SystemExit) as stop:
+        main(["build", "--mimic-dir", str(src), "--out", str(tmp_path / "ds")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and "Traceback" not in err, err[-2000:]
+    assert err.rstrip().splitlines()[-1] == (
+        f"python -m flows.mimic: {lab}: table LABEVENTS could not be converted: "
+        "Conversion Error: CSV Error on Line: 2 (column VALUENUM: expected DOUBLE)")
+    assert "secret-value" not in err
+    assert not (tmp_path / "ds" / "manifest.json").exists()
+
+
 @pytest.mark.filterwarnings("ignore:S. no observed time:UserWarning")  # a tiny fixture: events no row saw
 def test_retrain_rebuilds_as_built_and_never_swaps_real_tables_for_a_standin(tmp_path, monkeypatch, capsys):
     """A dataset built from MIMIC tables with non-default options is rebuilt by ``retrain`` from

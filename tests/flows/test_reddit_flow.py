@@ -180,10 +180,11 @@ def test_without_a_prefect_server_the_command_builds_in_its_own_process(dumps, t
 
 
 @pytest.mark.parametrize("how", ["flow", "own-process", "scan"])
-def test_a_build_that_fails_leaves_no_scan_part_behind(dumps, tmp_path, monkeypatch, how):
+def test_a_build_that_fails_leaves_no_scan_part_behind(dumps, tmp_path, monkeypatch, capsys, how):
     """A month's dump that cannot be read fails the build after the other months' scans wrote their
     parts (pseudonyms beside comment ids, bodies and exact times): none of them stays in the work
-    folder, as after a build that ends. It was kept until a later build ended."""
+    folder, as after a build that ends. It was kept until a later build ended. The command ends with
+    exit status 1 and one line naming the dump (it ended with a traceback)."""
     import shutil
 
     from flows.lib.reddit import build as reddit_build
@@ -200,8 +201,11 @@ def test_a_build_that_fails_leaves_no_scan_part_behind(dumps, tmp_path, monkeypa
             reddit_build.build(bad, tmp_path / "ds", work, params, key="flow-test-key-5d41402abc4b2a76b9719d911017c592")
     else:
         served(monkeypatch, how == "flow")
-        with pytest.raises((ValueError, SystemExit)) as err:
+        with pytest.raises(SystemExit) as err:
             main(["build", "--dumps", str(bad), "--out", str(tmp_path / "ds"), "--work-dir", str(work), *ARGS])
-        assert how == "flow" or "RC_2016-02.zst" in str(err.value)
+        out = capsys.readouterr().err
+        assert err.value.code == 1  # and one line naming the dump, not a traceback (a flow run's log has one)
+        assert out.rstrip().splitlines()[-1].startswith(f"python -m flows.reddit: {victim}: "), out[-2000:]
+        assert how == "flow" or "Traceback" not in out, out[-2000:]
     assert (work / "rc").is_dir() is False and not (work / "rs").exists() and not (work / "first.parquet").exists()
     assert not (tmp_path / "ds").exists()

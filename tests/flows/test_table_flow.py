@@ -298,6 +298,40 @@ def test_retrain_rebuilds_a_table_dataset_from_its_file_when_the_file_changes(ro
 
 
 @pytest.mark.bad_input
+@pytest.mark.parametrize("server", [True, False], ids=["flow", "own-process"])
+def test_retrain_of_a_table_that_no_longer_builds_ends_with_one_line(rossi_csv, tmp_path, monkeypatch, capsys,
+                                                                     server):
+    """The user's file gained a row the build refuses (text in a numeric column): retrain, which
+    finds it only when it rebuilds, ends with exit status 1 and one line naming the file, the column
+    and the row, never the cell, as ``flows.table`` does before a build. It ended with a traceback.
+    The dataset built before and the registry are left as they were."""
+    from prefect.settings import PREFECT_API_URL
+
+    from flows import train as train_flow
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("CET_MODELS_DIR", str(tmp_path / "models"))
+    assert table_flow.main(["--table", str(rossi_csv), "--name", "rossi", "--event", "arrest=week,arrest",
+                            "--time-unit", "weeks"]) == 0
+    built = tmp_path / "data" / "rossi"
+    before = {p.name: p.read_bytes() for p in built.iterdir() if p.is_file()}
+    with open(rossi_csv, "a") as fh:
+        fh.write("20,1,0,secret-value,0,0,0,0,3\n")  # the new row's age is text
+    if server:
+        monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
+    with pytest.raises(SystemExit) as stop:
+        train_flow.main(["retrain", "--dataset", "rossi"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 1
+    last = err.rstrip().splitlines()[-1]
+    assert last.startswith(f"python -m flows.train: {rossi_csv}: column 'age' ") and "row 432 (line 434)" in last, last
+    assert "secret-value" not in err
+    assert server or "Traceback" not in err, err[-2000:]  # a flow run's log shows the failed task's traceback
+    assert {p.name: p.read_bytes() for p in built.iterdir() if p.is_file()} == before
+    assert not (tmp_path / "models" / "rossi").exists()
+
+
+@pytest.mark.bad_input
 def test_retrain_of_a_name_with_nothing_to_rebuild_from_is_a_usage_error(rossi_csv, tmp_path, capsys):
     from flows import train as train_flow
 

@@ -116,8 +116,10 @@ def interruptible(ap: argparse.ArgumentParser):
     under its temporary name or removed, as on any error. Ctrl-C also interrupts the DuckDB
     statements and dump scans running in a flow's task threads (``interrupts.on_interrupt``), which
     the flow would otherwise wait for. A download that cannot succeed (``download.DownloadError``,
-    after its retries) ends the command the same way: its one line, ``<command>: <URL>: <why>``,
-    and exit status 1 instead of a traceback."""
+    after its retries) and a source found unreadable while it is built (``errors.InputError``: a
+    table, a dump, a MIMIC file) end the command the same way: one line, ``<command>: <URL>: <why>``
+    or ``<command>: <file>: <what is wrong where>``, and exit status 1 instead of a traceback (which
+    ``--log-level DEBUG`` logs first)."""
     import signal
     import threading
 
@@ -140,9 +142,10 @@ def interruptible(ap: argparse.ArgumentParser):
         stopped = True  # SystemExit is raised below, not here: the interrupt's frames (and the
         #                 connections they hold) are freed before the exit, not kept as its context
     except Exception as exc:
-        failed = download_failure(exc)
+        failed = failure_line(exc)
         if failed is None:
             raise
+        logging.getLogger("flows").debug("%s", failed, exc_info=exc)
     finally:
         if install:  # the interruption was this command's: later work in the process runs as usual
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -161,17 +164,18 @@ def interruptible(ap: argparse.ArgumentParser):
         raise SystemExit(1)
 
 
-def download_failure(exc: BaseException) -> str | None:
-    """The message of the ``DownloadError`` that ``exc`` is or groups (a flow's failed task may
-    come back inside an exception group), or None. Without the download module loaded no
-    download ran, so nothing is imported to ask."""
-    module = sys.modules.get("flows.lib.infra.download")
-    if module is None:
-        return None
+def failure_line(exc: BaseException) -> str | None:
+    """The message of the ``DownloadError`` or ``InputError`` that ``exc`` is or groups (a flow's
+    failed task may come back inside an exception group), or None: any other error keeps its
+    traceback. Without the download module loaded no download ran, so nothing is imported to ask."""
+    from flows.lib.infra.errors import InputError
+
+    download = sys.modules.get("flows.lib.infra.download")
+    known = (InputError,) if download is None else (InputError, download.DownloadError)
     stack = [exc]
     while stack:
         e = stack.pop()
-        if isinstance(e, module.DownloadError):
+        if isinstance(e, known):
             return str(e)
         stack.extend(getattr(e, "exceptions", None) or ())
     return None

@@ -28,6 +28,7 @@ from cet_model.atomic import remove_dead_leftovers, storage_error, writing
 from flows.lib.infra import interrupts
 from flows.lib.infra.crash import crash_point
 from flows.lib.infra.download import sha256_file as fingerprint
+from flows.lib.infra.errors import InputError
 from flows.lib.infra.sql_runner import execute_logged
 from flows.lib.mimic.schema import TABLES
 
@@ -86,9 +87,9 @@ def read_header(path: Path) -> list[str]:
         with _open_text(path) as fh:
             line = fh.readline()
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot be read ({exc})") from None
+        raise InputError(f"{path}: cannot be read ({exc})") from None
     if not line.strip():
-        raise ValueError(f"{path}: empty file, no header row")
+        raise InputError(f"{path}: empty file, no header row")
     return [c.strip().upper() for c in next(csv.reader([line]))]
 
 
@@ -97,10 +98,10 @@ def check_header(table: str, path: Path) -> None:
     got = read_header(path)
     missing = [c for c in expected if c not in got]
     if missing:
-        raise ValueError(f"{path}: table {table} is missing column(s) {missing}")
+        raise InputError(f"{path}: table {table} is missing column(s) {missing}")
     extra = [c for c in got if c not in expected]
     if extra or got != expected:
-        raise ValueError(f"{path}: table {table} has columns {got}; expected exactly {expected} in this order")
+        raise InputError(f"{path}: table {table} has columns {got}; expected exactly {expected} in this order")
 
 
 def _sidecar(out_dir: Path, table: str) -> Path:
@@ -217,7 +218,7 @@ def _staging_error(exc: duckdb.Error, src: Path, table: str, out_dir: Path) -> B
     full = storage_error(out_dir / f"{table}.parquet", exc)
     if full is not None:  # the output's fault, not the source's
         return full
-    return ValueError(f"{src}: table {table} could not be converted: {_first_line(exc)}")
+    return InputError(f"{src}: table {table} could not be converted: {_first_line(exc)}")
 
 
 _WHY = (re.compile(r'Error when converting column "([A-Za-z_][A-Za-z0-9_]*)".*? to \'([A-Z]+)\''),

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from flows.lib.infra import interrupts
 from flows.lib.infra.cli import duration_text
+from flows.lib.infra.errors import InputError
 
 NAME = re.compile(r"^(RC|RS)_(\d{4})-(\d{2})\.(zst|bz2|xz)$")
 ZSTD_MAX_WINDOW = 2**31
@@ -49,7 +50,7 @@ log = logging.getLogger("flows.reddit.pushshift")
 COMPRESSION_PREFERENCE = ("zst", "xz", "bz2")  # when a month exists in several compressions
 
 
-class DumpError(ValueError):
+class DumpError(InputError):
     """A dump that cannot be read (corrupt, truncated, too many malformed lines)."""
 
 
