@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset
+from flows.lib.infra.errors import InputError
 from flows.lib.mimic.build import MimicParams, build, query, run_sql
 from flows.lib.mimic.staging import stage_all
 from tests.demo import DEMO, requires_demo
@@ -127,7 +128,7 @@ def test_empty_cohort_is_a_clear_error_and_writes_nothing(tmp_path):
     src = write_fixture(tmp_path / "m")
     header = (src / "LABEVENTS.csv").read_text().splitlines()[0]
     (src / "LABEVENTS.csv").write_text(header + "\n")  # no lab rows: no admission qualifies
-    with pytest.raises(ValueError, match="empty cohort"):
+    with pytest.raises(InputError, match="empty cohort"):  # a command's one line
         build(src, tmp_path / "out", tmp_path / "w", TINY)
     assert not (tmp_path / "out").exists()
 

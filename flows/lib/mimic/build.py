@@ -32,6 +32,7 @@ from cet_model.dataset import (
     write_dataset,
 )
 from flows.lib.infra.crash import crash_point
+from flows.lib.infra.errors import InputError
 from flows.lib.infra.sql_runner import SQL_ROOT, run_sql_file, set_variables
 from flows.lib.mimic.schema import TABLES
 from flows.lib.mimic.staging import StagedTable, connect, stage_all
@@ -116,7 +117,7 @@ def _run_steps(con, staged: dict[str, StagedTable], params: MimicParams) -> None
         if step is None:
             subjects = con.execute("SELECT DISTINCT subject_id FROM int_admissions_origin").fetchnumpy()["subject_id"]
             if subjects.size == 0:
-                raise ValueError(f"{staged['ADMISSIONS'].parquet.parent}: empty cohort (no admission has both "
+                raise InputError(f"{staged['ADMISSIONS'].parquet.parent}: empty cohort (no admission has both "
                                  "chart and lab rows)")
             con.register("subject_splits", split_subjects(subjects, params.split_seed, params.split_fractions,
                                                                        params.split_method))
