@@ -48,9 +48,6 @@ VARIANTS: dict[str, dict] = {
     # smaller mini-batches: more, noisier steps an epoch (the default, 400 rows, is nearly full batch on a small cohort)
     "CET/batch-128": {"batch_size": 128},
     "CET/batch-64": {"batch_size": 64},
-    # early stopping on, and the fit keeping, a moving average of the weights (decay a step)
-    "CET/average-0.99": {"average": 0.99},
-    "CET/average-0.995": {"average": 0.995},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},

@@ -163,8 +163,7 @@ class _Base(SurvivalContract, BaseEstimator):
     def _config(self) -> TrainConfig:
         return TrainConfig(lr=float(self.lr), batch_size=self.batch_size, max_epochs=self.max_epochs,
                            patience=self.patience, optimizer=self.recipe_.optimizer, verbose=bool(self.verbose),
-                           weight_decay=float(self.recipe_.weight_decay), patience_steps=self.recipe_.patience_steps,
-                           average=float(self.recipe_.average))
+                           weight_decay=float(self.recipe_.weight_decay), patience_steps=self.recipe_.patience_steps)
 
     # --- tensors ------------------------------------------------------------------------------
     def _setup(self, n_features: int, n_events: int, n_train: int | None = None, sigma: str | None = None) -> None:

@@ -74,9 +74,6 @@ class Recipe:
             ``train.MIN_HOLDOUT_ROWS`` rows to hold out, watches the training loss instead
             (and so do ``optimizer="lbfgs"``, which does not stop early, and a linear model,
             ``hidden_sizes=()``, fitted to its optimum on every row).
-        average: > 0: early stopping validates, and the fit keeps, an exponential moving average
-            of the weights with this decay a step (Adam only, with validation data); 0: the weights
-            as trained.
         dtype: ``"float32"`` or ``"float64"``.
     """
 
@@ -94,13 +91,12 @@ class Recipe:
     weight_decay: float = 0.0
     patience_steps: int | None = None
     holdout: float = 0.0
-    average: float = 0.0
     dtype: str = "float32"
 
     def __post_init__(self):
-        for name in ("input_dropout", "holdout", "average", "weight_decay", "temperature", "n_samples", "max_patterns",
+        for name in ("input_dropout", "holdout", "weight_decay", "temperature", "n_samples", "max_patterns",
                      "importance_samples"):
-            _check_number(name, getattr(self, name), share=name in ("input_dropout", "holdout", "average"))
+            _check_number(name, getattr(self, name), share=name in ("input_dropout", "holdout"))
         if self.occurrence_init not in OCCURRENCE_INITS:
             raise ValueError(f"occurrence_init must be one of {list(OCCURRENCE_INITS)}, got {self.occurrence_init!r}")
         if not isinstance(self.encoder_stage, bool):

@@ -52,7 +52,6 @@ class TrainConfig:
     verbose: bool = False
     tol: float = 1e-4  # patience restarts once the monitored loss has fallen by more than this
     patience_steps: int | None = None  # automatic budget and patience: >= this many steps (and DEFAULT_PATIENCE epochs)
-    average: float = 0.0  # > 0: validate and keep an exponential moving average of the weights, this decay a step
 
     def budget(self, n_train: int, validated: bool = False) -> tuple[int, int]:
         """(epochs, patience) for ``n_train`` rows; ``validated``: early stopping watches
@@ -248,37 +247,6 @@ class Adam:
             torch._foreach_addcdiv_(params, first, denom, value=-step_size)
 
 
-class WeightAverage:
-    """An exponential moving average of ``params``: after each step ``update`` moves the average
-    toward the weights by ``1 - decay`` (at step t at most ``(1 + t) / (10 + t)`` of decay, so the
-    start does not linger); ``swap`` exchanges the average and the weights in place.
-
-    >>> w = torch.nn.Parameter(torch.tensor([0.0]))
-    >>> avg = WeightAverage([w], decay=0.5)
-    >>> with torch.no_grad():
-    ...     _ = w.fill_(1.0)
-    >>> avg.update(); avg.swap(); round(float(w.detach()), 3)    # step 1: decay min(0.5, 2 / 11)
-    0.818
-    """
-
-    def __init__(self, params: list[torch.nn.Parameter], decay: float):
-        self.params, self.decay, self.steps = params, float(decay), 0
-        self.average = [p.detach().clone() for p in params]
-
-    @torch.no_grad()
-    def update(self) -> None:
-        self.steps += 1
-        decay = min(self.decay, (1 + self.steps) / (10 + self.steps))
-        torch._foreach_lerp_(self.average, [p.detach() for p in self.params], 1 - decay)
-
-    @torch.no_grad()
-    def swap(self) -> None:
-        for p, a in zip(self.params, self.average, strict=True):
-            live = p.detach().clone()
-            p.copy_(a)
-            a.copy_(live)
-
-
 def trainable(module: torch.nn.Module) -> list[torch.nn.Parameter]:
     """The parameters of ``module`` that are not frozen (``requires_grad``)."""
     return [p for p in module.parameters() if p.requires_grad]
@@ -372,9 +340,7 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         return _train_lbfgs(module, batch_loss, n_train, cfg)
     if cfg.optimizer != "adam":
         raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {cfg.optimizer!r}")
-    params = trainable(module)
-    opt = Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    average = WeightAverage(params, cfg.average) if cfg.average > 0 and val_loss is not None else None
+    opt = Adam(trainable(module), lr=cfg.lr, weight_decay=cfg.weight_decay)
     batch_size = cfg.batch_size or n_train
     max_epochs, patience = cfg.budget(n_train, validated=val_loss is not None)
     hist = History()
@@ -396,13 +362,9 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
             opt.zero_grad()
             loss.backward()
             opt.step()
-            if average is not None:
-                average.update()
             total += loss.item() * len(idx)
         hist.train_loss.append(total / n_train)
         set_training(False)
-        if average is not None:
-            average.swap()  # the averaged weights are validated and kept
         with torch.no_grad():
             monitored = val_loss() if val_loss is not None else hist.train_loss[-1]
         hist.val_loss.append(monitored)
@@ -415,8 +377,6 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
         if improved:  # the best weights are kept even for a gain below tol
             hist.best_epoch = epoch
             best_state = snapshot(module)
-        if average is not None:
-            average.swap()
         if stop:
             hist.stopped_early = True
             break
