@@ -44,6 +44,19 @@ def kind_of(value) -> str:
     return "negative" if f < 0 else "0" if f == 0 else "a number"
 
 
+def codes_event_types(values) -> bool:
+    """Whether indicator ``values`` hold a whole number above 1, as a status column that codes the
+    kind of event does (0 = censored, 1 = relapse, 2 = death): a table that needs one 0/1 column
+    per event, not a typo.
+
+    >>> codes_event_types(np.array([0.0, 1.0, 2.0])), codes_event_types(np.array([0.0, 0.5, -1.0, np.nan]))
+    (True, False)
+    """
+    v = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return bool(((v > 1) & (v == np.round(v))).any())
+
+
 def _unreadable_cell(a) -> str:
     """Where a data frame holds a value that is not a number: ``" (column 'sex', row 0: text)"``,
     or "" when ``a`` is not a data frame or no single cell is to blame."""
@@ -182,8 +195,10 @@ def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=
     check_finite(s, s_name, "event", s_labels)
     if not np.isin(s, (0.0, 1.0)).all():
         r, c = _first_bad(~np.isin(s, (0.0, 1.0)))
+        hint = (f"; a status that codes the kind of event (0 = censored, 1, 2, ...) is given as one 0/1 column of "
+                f"{s_name} per event" if codes_event_types(s) else "")
         raise ValueError(f"{s_name}: values must be 0 or 1; found another value at row {r}, "
-                         f"event {c}{_label(s_labels, c)}")
+                         f"event {c}{_label(s_labels, c)}{hint}")
     m = None
     if mask is not None:
         m = as_matrix(mask, mask_name, t.shape[1])

@@ -346,7 +346,10 @@ BAD = [
     ("T", lambda x, t, s: (x, np.where(np.arange(len(t))[:, None] == 3, np.inf, t), s),
      r"T: non-finite value \(infinite\) at row 3, event 0"),
     ("S", lambda x, t, s: (x, t, np.where(np.arange(len(s))[:, None] == 4, 2.0, s)),
-     r"S: values must be 0 or 1; found another value at row 4, event 0"),
+     r"S: values must be 0 or 1; found another value at row 4, event 0; a status that codes the kind of event "
+     r"\(0 = censored, 1, 2, \.\.\.\) is given as one 0/1 column of S per event$"),
+    ("S", lambda x, t, s: (x, t, np.where(np.arange(len(s))[:, None] == 4, 0.5, s)),
+     r"S: values must be 0 or 1; found another value at row 4, event 0$"),
     ("shape", lambda x, t, s: (x[:-1], t, s), r"T: has 300 rows but X has 299"),
     ("shape", lambda x, t, s: (x, t, s[:, :1]), r"S: expected 2 columns, got 1"),
     ("shape", lambda x, t, s: (x[:, :, None], t, s), r"X: expected a 2-D array"),

@@ -62,6 +62,13 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
 @pytest.mark.parametrize("change,match", [
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is a number; "
                                                                     r"expected 0 or 1"),
+    # a status coding the kind of event (0 = censored, 1, 2): one 0/1 column per kind is asked for; a fraction is not that
+    (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)),
+     r"; 'arrest' seems to code the kind of event \(0 = censored, 1, 2, \.\.\.\): give each kind its own 0/1 column "
+     r"and event \(an entry of events, --event on the command line\)$"),
+    (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 0.5)),
+     r"table: column 'arrest' row 5 is a number; expected 0 or 1 \(1 = event 'arrest' seen at 'week', 0 = follow-up "
+     r"ended without it\)$"),
     (lambda d: d.assign(week=d["week"].where(d.index != 7, 0)), r"table: column 'week' row 7 is 0; values must be "
                                                                 r"finite and > 0 \(a log-normal time must be > 0"),
     # every row that breaks the rule is counted, so that all are fixed in one go

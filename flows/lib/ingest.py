@@ -33,7 +33,7 @@ from cet_model.dataset import (
     row_at,
     write_dataset,
 )
-from cet_model.validation import kind_of
+from cet_model.validation import codes_event_types, kind_of
 
 
 def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
@@ -449,7 +449,10 @@ def _event_frame_columns(src: _Source, split, e: str, time_col: str, seen_col: s
         row = int(bad.arg_max())
         raise ValueError(f"{src.where}: column {seen_col!r} {src.at(row)} is "
                          f"{kind_of(table[seen_col][row])}{other_rows(bad)}; "
-                         f"expected 0 or 1 (1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)")
+                         f"expected 0 or 1 (1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)"
+                         + (f"; {seen_col!r} seems to code the kind of event (0 = censored, 1, 2, ...): give each kind "
+                            "its own 0/1 column and event (an entry of events, --event on the command line)"
+                            if codes_event_types(seen.to_numpy()) else ""))
     t, s, c, tt = event_columns(e)
     return out + [times.cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
                   pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]
