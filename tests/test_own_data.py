@@ -62,7 +62,7 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
 @pytest.mark.parametrize("change,match", [
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)), r"table: column 'arrest' row 5 is a number; "
                                                                     r"expected 0 or 1"),
-    # a status coding the kind of event (0 = censored, 1, 2): one 0/1 column per kind is asked for; a fraction is not that
+    # a status coding the kind of event (0 = censored, 1, 2): one 0/1 column per kind is asked for (not for a fraction)
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)),
      r"; 'arrest' seems to code the kind of event \(0 = censored, 1, 2, \.\.\.\): give each kind its own 0/1 column "
      r"and event \(an entry of events, --event on the command line\)$"),
