@@ -493,7 +493,13 @@ def test_repeated_ids_and_a_bad_split_column_are_refused(rossi, tmp_path):
         write_follow_up_dataset(tmp_path / "p", rossi, FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
                                 time_unit="weeks", id_column="prio")  # prio (prior convictions) repeats
     part = ["train"] * 300 + ["dev"] + ["test"] * 131
-    with pytest.raises(ValueError, match=r"table: column 'part' row 300 is not one of \('train'"):
+    with pytest.raises(ValueError, match=r"table: column 'part' row 300 is not one of \('train', 'val', 'test'\): "
+                                         r"every row names its split as train, val or test, in lower case$"):
+        write_follow_up_dataset(tmp_path / "p", rossi.assign(part=part), FEATURES, {"arrest": ("week", "arrest")},
+                                name="rossi", time_unit="weeks", split_column="part")
+    part = ["train"] * 300 + ["Valid"] * 66 + ["test"] * 66  # every row of the kind is counted, to fix them at once
+    with pytest.raises(ValueError, match=r"table: column 'part' row 300 is not one of \('train', 'val', 'test'\) "
+                                         r"\(and 65 other rows\): every row"):
         write_follow_up_dataset(tmp_path / "p", rossi.assign(part=part), FEATURES, {"arrest": ("week", "arrest")},
                                 name="rossi", time_unit="weeks", split_column="part")
     with pytest.raises(ValueError, match=r"fractions: three shares"):

@@ -267,7 +267,8 @@ def _given_split(src: _Source, split_column: str) -> pl.Series:
     if bad.any():
         row = int(bad.arg_max())
         raise ValueError(f"{src.where}: column {split_column!r} {src.at(row)} is not one of {SPLITS}"
-                         f"{' (it is missing)' if src.table[split_column][row] is None else ''}")
+                         f"{' (it is missing)' if src.table[split_column][row] is None else ''}{other_rows(bad)}: "
+                         "every row names its split as train, val or test, in lower case")
     return split
 
 
