@@ -84,10 +84,9 @@ def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int
     last, started = [0.0], time.perf_counter()
 
     def progress(done, of, group):
-        share = done / of
-        if share - last[0] >= 0.1 or done == of:
-            last[0] = share
-            elapsed = time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        if line_due(done, of, last[0], elapsed):
+            last[0] = done / of
             log.info("%s %s: %s", version_dir.name, model,
                      time_left(done, of, elapsed, elapsed / done * (of - done), "groups"))
 
@@ -99,6 +98,22 @@ def explain(version_dir, *, model: str = "CET", split: str = "val", repeats: int
         g["label"] = labels.get(g["name"])
     return result | {"version": version_dir.name, "model": model, "split": split, "dataset": str(dataset_dir),
                      "events": data["event_names"]}
+
+
+QUIET_SECONDS = 5.0  # work done within this time gets its last progress line only
+
+
+def line_due(done: int, of: int, last_share: float, elapsed: float) -> bool:
+    """Whether a progress line is due after ``done`` of ``of`` groups, ``elapsed`` seconds in, the last
+    line at ``last_share``: the last group always; before it, every tenth of the work once the work
+    has taken ``QUIET_SECONDS`` (a small cohort's importance takes a second: one line, not ten).
+
+    >>> line_due(1, 8, 0.0, 0.05), line_due(8, 8, 0.0, 0.4)
+    (False, True)
+    >>> line_due(1, 8, 0.0, 6.0), line_due(2, 8, 0.125, 12.0), line_due(2, 30, 0.0, 6.0)
+    (True, True, False)
+    """
+    return done >= of or (done / of - last_share >= 0.1 and elapsed >= QUIET_SECONDS)
 
 
 def _signed(v: float) -> str:
