@@ -15,8 +15,6 @@ The shared estimator is ``cet_model.base``, the baselines ``cet_model.baselines`
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
@@ -168,12 +166,7 @@ class CETModel(CETPredictions, _Base):
         try:
             for p, _ in frozen:
                 p.requires_grad_(False)
-            with torch.no_grad():
-                start = float(loss())
-            end = minimize([log_scale, shift], loss)
-            if not (math.isfinite(end) and end <= start and torch.isfinite(log_scale).all()
-                    and torch.isfinite(shift).all()):
-                return  # diverged or no gain: the logits stay as fitted
+            minimize([log_scale, shift], loss)
         finally:
             hook.remove()
             for p, flag in frozen:
