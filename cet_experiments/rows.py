@@ -48,9 +48,6 @@ VARIANTS: dict[str, dict] = {
     # smaller mini-batches: more, noisier steps an epoch (the default, 400 rows, is nearly full batch on a small cohort)
     "CET/batch-128": {"batch_size": 128},
     "CET/batch-64": {"batch_size": 64},
-    # the occurrence logits scaled and shifted per event on the held-out rows' objective after the fit
-    "CET/holdout-20-calibrated": {"validation": None, "holdout": 0.2, "calibrate": True},
-    "CET/calibrated": {"calibrate": True},
     "ET/no-validation": {"validation": None},
     "ET/holdout-20": {"validation": None, "holdout": 0.2},
     "BC/no-validation": {"validation": None},

@@ -34,7 +34,7 @@ from .objectives import OBJECTIVES, log_epsilon_for
 from .params import CETParams, keyword_init
 from .persistence import FORMAT, FORMAT_VERSION  # noqa: F401
 from .predictions import CETPredictions
-from .train import TrainConfig, later_stage, minimize, train, training_only
+from .train import TrainConfig, later_stage, train, training_only
 
 ENCODER_STAGE_PATIENCE = 0.5  # CET's encoder stage: this fraction of the joint stage's patience
 
@@ -140,43 +140,6 @@ class CETModel(CETPredictions, _Base):
         for the stage (``_frozen_decoder_val_loss``): the same monitored values (to float32 rounding
         when the rows are streamed comment embeddings and sigma is per row)."""
         self.encoder_history_ = None
-        self._encoder_stage(batch_loss, n_train, val_loss, val_tensors, on_epoch)
-        if self.recipe_.calibrate and val_tensors is not None:
-            self._calibrate_occurrence(val_tensors)
-
-    def _calibrate_occurrence(self, val_tensors) -> None:
-        """A scale and a shift per event of the occurrence logits (``Recipe.calibrate``), fitted on
-        the validation rows' objective with every weight frozen, folded into the logits layer."""
-        x, log_t, s, mask = val_tensors
-        layer = self.net_.encoder.net[-1]
-        log_scale = torch.zeros(self.n_events_, dtype=layer.weight.dtype, device=layer.weight.device,
-                                requires_grad=True)
-        shift = torch.zeros_like(log_scale, requires_grad=True)
-        hook = self.net_.encoder.register_forward_hook(lambda m, i, out: out * log_scale.exp() + shift)
-        frozen = [(p, p.requires_grad) for p in self.net_.parameters()]
-        self.net_.eval()
-
-        def loss():
-            gen = torch.Generator().manual_seed(int(self.seed) + 3)
-            total = 0.0
-            for sl in self._objective_chunks(len(x)):
-                m = mask[sl] if mask is not None else None
-                total = total + self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum()
-            return -total / (len(x) * self.n_events_)
-        try:
-            for p, _ in frozen:
-                p.requires_grad_(False)
-            minimize([log_scale, shift], loss)
-        finally:
-            hook.remove()
-            for p, flag in frozen:
-                p.requires_grad_(flag)
-        with torch.no_grad():
-            a = log_scale.detach().exp()
-            layer.weight.mul_(a[:, None])
-            layer.bias.mul_(a).add_(shift.detach())
-
-    def _encoder_stage(self, batch_loss, n_train, val_loss, val_tensors, on_epoch) -> None:
         if not self.recipe_.encoder_stage or val_loss is None or not self.history_.stopped_early:
             return
         if self._closed_form:

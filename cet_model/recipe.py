@@ -74,9 +74,6 @@ class Recipe:
             ``train.MIN_HOLDOUT_ROWS`` rows to hold out, watches the training loss instead
             (and so do ``optimizer="lbfgs"``, which does not stop early, and a linear model,
             ``hidden_sizes=()``, fitted to its optimum on every row).
-        calibrate: after the fit, a scale and a shift per event of the occurrence logits, fitted
-            by full-batch L-BFGS on the validation (or held-out) rows' objective with every
-            weight frozen, then folded into the logits layer (experiment).
         dtype: ``"float32"`` or ``"float64"``.
     """
 
@@ -94,7 +91,6 @@ class Recipe:
     weight_decay: float = 0.0
     patience_steps: int | None = None
     holdout: float = 0.0
-    calibrate: bool = False
     dtype: str = "float32"
 
     def __post_init__(self):

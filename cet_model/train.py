@@ -397,21 +397,6 @@ def train(module: torch.nn.Module, batch_loss: Callable[[torch.Tensor], torch.Te
     return hist
 
 
-def minimize(params: list[torch.Tensor], loss: Callable[[], torch.Tensor], max_iter: int = 100) -> float:
-    """Minimise ``loss()`` over ``params`` alone by full-batch L-BFGS (strong Wolfe); the final loss."""
-    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, history_size=20, line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad(set_to_none=True)
-        value = loss()
-        value.backward()
-        return value
-
-    opt.step(closure)
-    with torch.no_grad():
-        return float(loss())
-
-
 def _train_lbfgs(module, batch_loss, n_train, cfg: TrainConfig) -> History:
     """Full-batch L-BFGS with a strong-Wolfe line search (deterministic; no dropout expected)."""
     module.train()
