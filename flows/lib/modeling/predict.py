@@ -105,7 +105,7 @@ def check_for_version(path, version_dir) -> None:
     data = json.loads((Path(version_dir) / "data.json").read_text())
     record = data.get("featurization") or {}
     level = log.level
-    log.setLevel(logging.WARNING)
+    log.setLevel(logging.ERROR)
     try:
         read_features(Path(path), data["feature_names"], record if record.get("source") == "table" else None,
                       data.get("id_column"), bool(data.get("ids_are_row_numbers")))
@@ -156,9 +156,11 @@ def _prepared(df: pl.DataFrame, path, record: dict) -> pl.DataFrame:
                              f"{levels[:10]}{' ...' if len(levels) > 10 else ''})")
         columns, missing, unseen = encode_levels(df[c], c, levels)
         df = df.with_columns(columns)
-        if missing.any() or unseen.any():
-            log.info("%s: column %r: %d missing and %d levels not seen in training, encoded as no level", path, c,
-                     int(missing.sum()), int(unseen.sum()))
+        if missing.any() or unseen.any():  # a level training never saw is drift: the rows lose that feature
+            n_missing, n_unseen = int(missing.sum()), int(unseen.sum())
+            log.log(logging.WARNING if n_unseen else logging.INFO,
+                    "%s: column %r: %d row%s missing and %d row%s at a level not seen in training, encoded as no level",
+                    path, c, n_missing, "" if n_missing == 1 else "s", n_unseen, "" if n_unseen == 1 else "s")
     for c in record.get("indicators") or ():  # 1 where the raw value is missing, before it is filled
         if missing_indicator(c) not in df.columns and c in df.columns:
             gap = df[c].is_null()
