@@ -69,7 +69,11 @@ def test_an_empty_or_repeated_header_name_is_refused_by_name(tmp_path, capsys):
         tmp_path / "e.csv", "age,,days,died", [f"{r.split(',')[0]},1,{','.join(r.split(',')[1:])}" for r in _rows(10)]
     )
     err = _refused(["--table", str(empty), *ARGS], capsys, tmp_path)
-    assert "e.csv: column 1 (counted from 0) has an empty name in the header" in err
+    assert "e.csv: column 1 (counted from 0) has an empty name in the header; name it\n" in err
+    index = _csv(tmp_path / "i.csv", ",age,days,died", [f"{k},{r}" for k, r in enumerate(_rows(10))])  # pandas' index
+    err = _refused(["--table", str(index), *ARGS], capsys, tmp_path)
+    assert "i.csv: column 0 (counted from 0) has an empty name in the header; name it (an unnamed first column is " \
+           "often a row index, as pandas' to_csv writes it without index=False: leave it out)" in err
     twice = _csv(tmp_path / "d.csv", "age,age,days,died", [f"{r.split(',')[0]},{r}" for r in _rows(10)])
     err = _refused(["--table", str(twice), *ARGS], capsys, tmp_path)
     assert "d.csv: column 'age' comes 2 times in the header (columns 0, 1)" in err

@@ -629,7 +629,9 @@ def check_column_names(where, names) -> None:
     """
     for i, name in enumerate(names):
         if not str(name).strip():
-            raise ValueError(f"{where}: column {i} (counted from 0) has an empty name in the header; name it")
+            index = (" (an unnamed first column is often a row index, as pandas' to_csv writes it without index=False:"
+                     " leave it out)") if i == 0 else ""
+            raise ValueError(f"{where}: column {i} (counted from 0) has an empty name in the header; name it{index}")
     seen: dict[str, list[int]] = {}
     for i, name in enumerate(names):
         seen.setdefault(str(name), []).append(i)
