@@ -477,6 +477,8 @@ def check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: 
         elif holds_dates(col):
             where += (": it holds dates; give the time from each subject's start of follow-up instead, "
                       "a number in the dataset's time unit (e.g. days from admission)")
+        elif comma_numbers(col):
+            where += f": {COMMA_HINT}"
         raise ValueError(f"{path}: column {name!r} has type {col.dtype}, expected a number{where}")
     vals = col.cast(pl.Float64).to_numpy()
     bad = ~np.isfinite(vals) if finite else np.zeros(len(vals), bool)
@@ -488,6 +490,24 @@ def check_numeric(col: pl.Series, path: str, name: str, finite: bool, positive: 
         value = "missing (null)" if col[row] is None else kind_of(float(vals[row]))
         raise ValueError(f"{path}: column {name!r} {row_at(row, first_line)} is {value}{other_rows(bad)}; "
                          f"values must be {need}")
+
+
+COMMA_HINT = ("its numbers are written with ',' (a decimal comma or a thousands separator); write them with '.' as "
+              "the decimal mark and no separators")
+
+
+def comma_numbers(col: pl.Series) -> bool:
+    """Whether a text column's first value that is not a number reads as one written with ',': a
+    decimal comma (``1,5``) or thousands separators (``12,000``).
+
+    >>> [comma_numbers(pl.Series(["2", v])) for v in ("1,5", "12,000.5", "-3,25", "1,234,567", "n/a", "1,2,x")]
+    [True, True, True, True, False, False]
+    """
+    if col.dtype != pl.String:
+        return False
+    text = col.drop_nulls().str.strip_chars()
+    bad = text.filter(text.cast(pl.Float64, strict=False).is_null())
+    return bool(len(bad)) and re.fullmatch(r"[+-]?(\d{1,3}(,\d{3})+(\.\d+)?|\d+,\d+)", bad[0]) is not None
 
 
 def holds_dates(col: pl.Series) -> bool:

@@ -137,7 +137,12 @@ def test_corrupt_promotion_record_names_the_file(tmp_path):
 def test_text_feature_column_for_prediction(tmp_path):
     path = tmp_path / "new.parquet"
     pl.DataFrame({"id": ["a", "b"], "x1": [0.1, 0.2], "x2": ["1.0", "high"]}).write_parquet(path)
-    with pytest.raises(ValueError, match=r"new.parquet: column 'x2' has type String, expected numbers"):
+    with pytest.raises(ValueError, match=r"new.parquet: column 'x2' has type String, expected numbers \(row 1 is text "
+                                         r"that is not a number\)$"):
+        read_features(path, ["x1", "x2"])
+    pl.DataFrame({"id": ["a", "b"], "x1": [0.1, 0.2], "x2": ["1.0", "2,5"]}).write_parquet(path)  # a decimal comma
+    with pytest.raises(ValueError, match=r"new.parquet: column 'x2' has type String, expected numbers \(row 1 is text "
+                                         r"that is not a number\): its numbers are written with ','.*no separators$"):
         read_features(path, ["x1", "x2"])
     csv = tmp_path / "new.csv"  # the same from a CSV file, where an empty cell is a missing value
     csv.write_text("id,x1,x2\na,0.1,1.0\nb,,2.0\n")

@@ -17,11 +17,13 @@ import polars as pl
 
 from cet_model.choices import IMPUTE, TABLE_SPLIT_METHODS
 from cet_model.dataset import (
+    COMMA_HINT,
     GROUP_COLUMN,
     ROW_NUMBERS,
     SPLITS,
     assign_splits,
     check_numeric,
+    comma_numbers,
     event_columns,
     first_non_number,
     holds_dates,
@@ -389,6 +391,8 @@ class _Features:
             raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers{first}: it holds "
                              "dates; give what they mean as a number (an age, days since a reference date) or leave "
                              f"it out of the features{hint.removeprefix(' or leave it out of the features')}")
+        if comma_numbers(values):
+            raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers{first}: {COMMA_HINT}")
         every = (f". Text features: {', '.join(self.text)}; categorical={self.text} (--categorical "
                  f"{','.join(self.text)}) names them all") if len(self.text) > 1 else ""
         raise ValueError(f"{where}: column {col!r} has type {values.dtype}, expected numbers{first}; name it as "
@@ -441,6 +445,8 @@ def _event_frame_columns(src: _Source, split, e: str, time_col: str, seen_col: s
     try:
         check_numeric(times, src.where, time_col, finite=True, positive=True, first_line=src.first_line)
     except ValueError as exc:
+        if not numeric:  # text: check_numeric said what the column holds
+            raise
         raise ValueError(f"{exc} (a log-normal time must be > 0: an event on the day of entry needs a time "
                          "such as half a day, and a missing time a decision, e.g. missing_times='mask' "
                          "(--missing-times mask) leaves the event out for that row; say which in your "

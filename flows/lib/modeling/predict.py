@@ -19,7 +19,7 @@ import polars as pl
 from cet_model.atomic import claim_files, temporary_name, write_csv, writing
 from cet_model.choices import BEYOND_SHARE, FOLLOWED_ROWS
 from cet_model.comments import CommentInputs, NpyRows, RowView
-from cet_model.dataset import first_non_number, not_text, row_at
+from cet_model.dataset import COMMA_HINT, comma_numbers, first_non_number, not_text, row_at
 from cet_model.evaluation import occurrence_beyond_follow_up
 from cet_model.models import load_model
 from cet_model.rows import joined
@@ -193,7 +193,9 @@ def _feature_matrix(df: pl.DataFrame, names: list[str], medians: dict | None, pa
     for j, c in enumerate(names):
         col = df[c].cast(pl.Int8) if df[c].dtype == pl.Boolean else df[c]
         if not col.dtype.is_numeric():
-            raise ValueError(f"{path}: column {c!r} has type {col.dtype}, expected numbers{first_non_number(col, at)}")
+            hint = f": {COMMA_HINT}" if comma_numbers(col) else ""
+            raise ValueError(f"{path}: column {c!r} has type {col.dtype}, expected numbers{first_non_number(col, at)}"
+                             f"{hint}")
         v = col.cast(pl.Float64).to_numpy()
         if medians is not None:
             gap = np.isnan(v)  # null or NaN (polars gives NaN for a null here)
