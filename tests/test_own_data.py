@@ -64,8 +64,13 @@ def test_a_follow_up_table_becomes_a_dataset_without_truth(rossi, rossi_dir):
                                                                     r"expected 0 or 1"),
     # a status coding the kind of event (0 = censored, 1, 2): one 0/1 column per kind is asked for (not for a fraction)
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 2)),
-     r"; 'arrest' seems to code the kind of event \(0 = censored, 1, 2, \.\.\.\): give each kind its own 0/1 column "
-     r"and event \(an entry of events, --event on the command line\)$"),
+     r"; 'arrest' seems to code the kind of event \(0 = censored, 1, 2, \.\.\.\): give each kind its own event "
+     r"with the indicator 'arrest:CODE' \(e\.g\. --event arrest=week,arrest:1\), 1 where 'arrest' holds that code$"),
+    # an indicator of text codes: the column:code form is offered
+    (lambda d: d.assign(arrest=d["arrest"].map({0: "no", 1: "yes"})),
+     r"table: column 'arrest' row 0 is text \(and 431 other rows\); expected 0 or 1 .*; for a column of text "
+     r"codes give the indicator 'arrest:CODE' \(1 where it holds CODE, 0 elsewhere\), e\.g\. --event "
+     r"arrest=week,arrest:CODE$"),
     (lambda d: d.assign(arrest=d["arrest"].where(d.index != 5, 0.5)),
      r"table: column 'arrest' row 5 is a number; expected 0 or 1 \(1 = event 'arrest' seen at 'week', 0 = follow-up "
      r"ended without it\)$"),
@@ -265,6 +270,44 @@ def _two_events(rossi):
     return r.with_columns(
         week2=pl.when(pl.col("i") % 5 == 0).then(None).otherwise(pl.col("week") * 1.5),
         arrest2=pl.when(pl.col("i") % 5 == 0).then(None).otherwise(pl.col("arrest")))
+
+
+def test_a_status_column_coding_the_kind_of_event_gives_one_indicator_per_code(rossi, tmp_path):
+    """``column:code`` as an event's indicator: 1 where the column holds the code, 0 where it holds
+    another (censored, or the other kind of event, which ends this one's follow-up), missing where
+    it is missing; the status column is no feature. Numbers and text codes alike."""
+    r = pl.from_pandas(rossi).with_row_index("i")
+    status = pl.when(pl.col("arrest") == 0).then(0).when(pl.col("i") % 3 == 0).then(2).otherwise(1)
+    coded = r.with_columns(status=status).drop("arrest", "i")
+    events = {"arrest": ("week", "status:1"), "parole_violation": ("week", "status:2")}
+    ds = load_dataset(write_follow_up_dataset(tmp_path / "n", coded, None, events, name="r", time_unit="weeks"))
+    assert ds.event_names == ["arrest", "parole_violation"] and "status" not in ds.feature_names
+    code = coded["status"].to_numpy()
+    for part in (ds.train, ds.val, ds.test):
+        rows = part.ids.astype(int)  # row numbers of the table
+        assert (part.S[:, 0] == (code[rows] == 1)).all() and (part.S[:, 1] == (code[rows] == 2)).all()
+        assert (part.T[:, 0] == part.T[:, 1]).all()
+    words = coded.with_columns(status=pl.col("status").replace_strict({0: "censored", 1: "arrest", 2: "violation"},
+                                                                      return_dtype=pl.String))
+    by_word = {"arrest": ("week", "status:arrest"), "parole_violation": ("week", "status: violation")}
+    again = load_dataset(write_follow_up_dataset(tmp_path / "t", words, None, by_word, name="r", time_unit="weeks"))
+    assert np.array_equal(again.train.S, ds.train.S) and again.feature_names == ds.feature_names
+    # a missing status is a missing indicator: refused by row, as any
+    gap = words.with_columns(status=pl.when(pl.int_range(pl.len()) == 4).then(None).otherwise(pl.col("status")))
+    with pytest.raises(ValueError, match=r"table: column 'status:arrest' row 4 is missing; expected 0 or 1"):
+        write_follow_up_dataset(tmp_path / "g", gap, None, by_word, name="r", time_unit="weeks")
+    with pytest.raises(ValueError, match=r"table: event 'arrest': no row of column 'status' holds the code '3' of "
+                                         r"indicator 'status:3'$"):
+        write_follow_up_dataset(tmp_path / "x", coded, None, {"arrest": ("week", "status:3")}, name="r",
+                                time_unit="weeks")
+    with pytest.raises(ValueError, match=r"table: event 'arrest': indicator 'status:arrest' gives the code 'arrest', "
+                                         r"but column 'status' holds numbers$"):
+        write_follow_up_dataset(tmp_path / "y", coded, None, {"arrest": ("week", "status:arrest")}, name="r",
+                                time_unit="weeks")
+    with pytest.raises(ValueError, match=r"table: missing columns \['state:1'\]"):
+        write_follow_up_dataset(tmp_path / "z", coded, None, {"arrest": ("week", "state:1")}, name="r",
+                                time_unit="weeks")
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "n", tmp_path / "t"]
 
 
 def test_missing_follow_up_leaves_the_event_out_for_that_row_and_the_metrics_skip_it(rossi, tmp_path):

@@ -232,7 +232,8 @@ def _event(text: str) -> tuple[str, tuple[str, str]]:
     name, sep, cols = text.partition("=")
     parts = [c.strip() for c in cols.split(",")]
     if not sep or not name.strip() or len(parts) != 2 or not all(parts):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=TIME_COLUMN,INDICATOR_COLUMN (e.g. death=days,died)")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=TIME_COLUMN,INDICATOR_COLUMN (e.g. death=days,died, "
+                                         "or death=days,status:2 for a status column)")
     return name.strip(), (parts[0], parts[1])
 
 

@@ -205,7 +205,9 @@ class TableBuildParams(FlowParams):
     name: str = Field(pattern=NAME, description="the dataset's name: models/<name>/, $CET_DATA_DIR/<name>")
     events: dict[str, tuple[str, str]] = Field(min_length=1, description=(
         "per event its time column and its 0/1 indicator column (1 = seen at that time, 0 = follow-up ended "
-        "without it): {event: [time, indicator]}; on the command line --event NAME=TIME,INDICATOR, repeated"))
+        "without it), or COLUMN:CODE for a status column that codes the kind of event (1 where it holds CODE, "
+        "0 where it holds another value: censored, or another event, which ends this one's follow-up): "
+        "{event: [time, indicator]}; on the command line --event NAME=TIME,INDICATOR, repeated"))
     time_unit: str = Field(min_length=1, description="unit of the time columns, e.g. days")
     features: list[str] | None = Field(None, min_length=1, description="numeric feature columns (default: every "
                                        "column not named by the events, id_column, split_column or group_column)")

@@ -101,11 +101,12 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     if split_method == "hash" and split_column is not None:
         raise ValueError("split_method 'hash' draws the split; split_column gives it: name one of them")
     check_column_names(src.where, src.table.columns)
+    coded = _coded_indicators(src, events)
     chosen = features is None
-    others = (id_column, split_column, group_column)
+    others = (id_column, split_column, group_column, *coded)
     features, categorical = _feature_columns(src, features, categorical, events, others)
     wanted = [*features, *(c for pair in events.values() for c in pair),
-              *(c for c in (id_column, split_column, group_column) if c is not None)]
+              *(c for c in others if c is not None)]
     require_columns(src.table, list(dict.fromkeys(wanted)), src.where)
     _check_key_types(src, id_column, split_column, group_column)
     if src.table.height == 0:
@@ -168,6 +169,48 @@ class _Source:
 
     def at(self, row: int) -> str:
         return row_at(row, self.first_line)
+
+
+def _coded_indicators(src: _Source, events: dict) -> list[str]:
+    """Indicators given as ``column:code`` (a status column that codes the kind of event: 0 =
+    censored, 1 = relapse, 2 = death): each becomes a 0/1 column of that name in ``src.table``, 1
+    where the column holds the code, 0 where it holds another value (censoring, or another kind of
+    event, which ends this one's follow-up at its time), missing where it is missing. An indicator
+    that names a column of the table is that column. Returns the status columns so read (never
+    features by default).
+
+    >>> src = _Source(pl.DataFrame({"months": [5.0, 9, 2], "status": [0, 1, 2]}))
+    >>> _coded_indicators(src, {"relapse": ("months", "status:1"), "death": ("months", "status:2")})
+    ['status']
+    >>> src.table["status:1"].to_list(), src.table["status:2"].to_list()
+    ([0, 1, 0], [0, 0, 1])
+    """
+    status = []
+    for e, (_, spec) in events.items():
+        column, sep, code = str(spec).rpartition(":")
+        if spec in src.table.columns or not sep or column not in src.table.columns:
+            continue  # a column of the table, or missing: refused with the other missing columns
+        values, code = src.table[column], code.strip()
+        if values.dtype == pl.Boolean:
+            values = values.cast(pl.Int8)
+        if values.dtype.is_numeric():
+            try:
+                wanted = float(code)
+            except ValueError:
+                raise ValueError(f"{src.where}: event {e!r}: indicator {spec!r} gives the code {code!r}, but column "
+                                 f"{column!r} holds numbers") from None
+            hit = values.cast(pl.Float64) == wanted
+        elif values.dtype in (pl.String, pl.Categorical, pl.Enum):
+            hit = values.cast(pl.String).str.strip_chars() == code
+        else:
+            raise ValueError(f"{src.where}: event {e!r}: indicator {spec!r}: column {column!r} has type "
+                             f"{values.dtype}; a status column holds numbers or text codes")
+        if not hit.fill_null(False).any():
+            raise ValueError(f"{src.where}: event {e!r}: no row of column {column!r} holds the code {code!r} of "
+                             f"indicator {spec!r}")
+        src.table = src.table.with_columns(hit.cast(pl.Int8).alias(spec))
+        status.append(column)
+    return list(dict.fromkeys(status))
 
 
 def _check_key_types(src, id_column, split_column, group_column) -> None:
@@ -458,8 +501,12 @@ def _event_frame_columns(src: _Source, split, e: str, time_col: str, seen_col: s
                          f"{kind_of(table[seen_col][row])}{other_rows(bad)}; "
                          f"expected 0 or 1 (1 = event {e!r} seen at {time_col!r}, 0 = follow-up ended without it)"
                          + (f"; {seen_col!r} seems to code the kind of event (0 = censored, 1, 2, ...): give each kind "
-                            "its own 0/1 column and event (an entry of events, --event on the command line)"
-                            if codes_event_types(seen.to_numpy()) else ""))
+                            f"its own event with the indicator '{seen_col}:CODE' (e.g. --event {e}={time_col},"
+                            f"{seen_col}:1), 1 where {seen_col!r} holds that code"
+                            if codes_event_types(seen.to_numpy()) else
+                            f"; for a column of text codes give the indicator '{seen_col}:CODE' (1 where it holds "
+                            f"CODE, 0 elsewhere), e.g. --event {e}={time_col},{seen_col}:CODE"
+                            if table[seen_col].dtype == pl.String else ""))
     t, s, c, tt = event_columns(e)
     return out + [times.cast(pl.Float64).alias(t), seen.cast(pl.Int8).alias(s),
                   pl.Series(c, [None] * n, dtype=pl.Float64), pl.Series(tt, [None] * n, dtype=pl.Float64)]

@@ -184,6 +184,20 @@ def test_missing_times_mask_from_the_command_line(rossi_csv, tmp_path, caplog):
 
 
 
+def test_a_status_column_from_the_command_line(rossi_csv, tmp_path):
+    """--event NAME=TIME,STATUS:CODE: one event per code of a status column, stratified on both."""
+    frame = pl.read_csv(rossi_csv).with_row_index("i")
+    status = pl.when(pl.col("arrest") == 0).then(pl.lit("none")).when(pl.col("i") % 3 == 0).then(pl.lit("violation"))
+    frame.with_columns(status=status.otherwise(pl.lit("arrest"))).drop("i", "arrest").write_csv(tmp_path / "s.csv")
+    assert table_flow.main(["--table", str(tmp_path / "s.csv"), "--name", "s", "--event", "arrest=week,status:arrest",
+                            "--event", "violation=week,status:violation", "--time-unit", "weeks",
+                            "--split-method", "stratified"]) == 0
+    ds = load_dataset(tmp_path / "data" / "s")
+    assert ds.feature_names == COLUMNS and ds.event_names == ["arrest", "violation"]
+    seen = np.concatenate([ds.train.S, ds.val.S, ds.test.S])
+    assert seen.sum(0).tolist() == [77, 37] and not (seen.sum(1) > 1).any()
+
+
 def test_a_rare_event_is_counted_per_split_warned_of_and_stratified_on_request(rossi_csv, tmp_path, caplog):
     """Eight arrests in 432 rows: the random split (seed 0) leaves none in the test split, which the
     build says with the remedy; --split-method stratified spreads them."""
