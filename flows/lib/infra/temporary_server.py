@@ -10,7 +10,7 @@ SIGTERM ends the command the same way instead of leaving the server running with
 Ctrl-C (``cli.interruptible``, which every command runs in), or, where nothing handles them,
 with ``SystemExit`` here.
 
-When it stops, the server cancels its own background services, and one cancelled mid-query made
+A query of the server's cancelled as it stopped made
 SQLAlchemy's pool log a traceback ("Exception during reset or similar") on the command's
 terminal. The server runs with Prefect's logging configuration plus ``QUIET_LOGGERS`` (unless
 ``PREFECT_LOGGING_SETTINGS_PATH`` names one of the user's own), written to a temporary file it
