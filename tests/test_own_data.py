@@ -310,6 +310,26 @@ def test_a_status_column_coding_the_kind_of_event_gives_one_indicator_per_code(r
     assert sorted(tmp_path.iterdir()) == [tmp_path / "n", tmp_path / "t"]
 
 
+@pytest.mark.bad_input
+@pytest.mark.parametrize("features, categorical, events, match", [
+    ([*FEATURES, "arrest"], None, {"arrest": ("week", "arrest")}, "column 'arrest' is named as a feature and as the "
+     "indicator of event 'arrest': what the model is to predict cannot be one of its inputs; leave it out of the "
+     "features$"),
+    (["week", *FEATURES], None, {"arrest": ("week", "arrest")},
+     "column 'week' is named as a feature and as the time of event 'arrest'"),
+    (FEATURES, ["status"], {"arrest": ("week", "status:1")}, "column 'status' is named as a feature and as the status "
+     "column of event 'arrest'"),
+])
+def test_an_events_own_column_among_the_features_is_refused(rossi, tmp_path, features, categorical, events, match):
+    """Named by hand, a feature that is an event's time, indicator or status column would hand the
+    model the answer: refused by name (by default such columns are never features)."""
+    table = rossi.assign(status=rossi["arrest"])
+    with pytest.raises(ValueError, match=match):
+        write_follow_up_dataset(tmp_path / "out", table, features, events, name="r", time_unit="weeks",
+                                categorical=categorical)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_missing_follow_up_leaves_the_event_out_for_that_row_and_the_metrics_skip_it(rossi, tmp_path):
     table = _two_events(rossi)
     events = {"arrest": ("week", "arrest"), "second": ("week2", "arrest2")}

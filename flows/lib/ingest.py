@@ -103,8 +103,9 @@ def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str
     check_column_names(src.where, src.table.columns)
     coded = _coded_indicators(src, events)
     chosen = features is None
-    others = (id_column, split_column, group_column, *coded)
+    others = (id_column, split_column, group_column, *dict.fromkeys(coded.values()))
     features, categorical = _feature_columns(src, features, categorical, events, others)
+    _refuse_event_columns(src, features, events, coded)
     wanted = [*features, *(c for pair in events.values() for c in pair),
               *(c for c in others if c is not None)]
     require_columns(src.table, list(dict.fromkeys(wanted)), src.where)
@@ -171,21 +172,21 @@ class _Source:
         return row_at(row, self.first_line)
 
 
-def _coded_indicators(src: _Source, events: dict) -> list[str]:
+def _coded_indicators(src: _Source, events: dict) -> dict[str, str]:
     """Indicators given as ``column:code`` (a status column that codes the kind of event: 0 =
     censored, 1 = relapse, 2 = death): each becomes a 0/1 column of that name in ``src.table``, 1
     where the column holds the code, 0 where it holds another value (censoring, or another kind of
     event, which ends this one's follow-up at its time), missing where it is missing. An indicator
-    that names a column of the table is that column. Returns the status columns so read (never
-    features by default).
+    that names a column of the table is that column. Returns {indicator: the status column it reads}
+    (no status column is a feature by default).
 
     >>> src = _Source(pl.DataFrame({"months": [5.0, 9, 2], "status": [0, 1, 2]}))
     >>> _coded_indicators(src, {"relapse": ("months", "status:1"), "death": ("months", "status:2")})
-    ['status']
+    {'status:1': 'status', 'status:2': 'status'}
     >>> src.table["status:1"].to_list(), src.table["status:2"].to_list()
     ([0, 1, 0], [0, 0, 1])
     """
-    status = []
+    status = {}
     for e, (_, spec) in events.items():
         column, sep, code = str(spec).rpartition(":")
         if spec in src.table.columns or not sep or column not in src.table.columns:
@@ -209,8 +210,8 @@ def _coded_indicators(src: _Source, events: dict) -> list[str]:
             raise ValueError(f"{src.where}: event {e!r}: no row of column {column!r} holds the code {code!r} of "
                              f"indicator {spec!r}")
         src.table = src.table.with_columns(hit.cast(pl.Int8).alias(spec))
-        status.append(column)
-    return list(dict.fromkeys(status))
+        status[spec] = column
+    return status
 
 
 def _check_key_types(src, id_column, split_column, group_column) -> None:
@@ -245,6 +246,18 @@ def _feature_columns(src: _Source, features, categorical, events: dict, others) 
     if default:
         _refuse_identifiers(src, features)
     return features, categorical
+
+
+def _refuse_event_columns(src: _Source, features: list[str], events: dict, coded: dict) -> None:
+    """A feature that is an event's time or indicator column (or the status column that a
+    ``column:code`` indicator reads, ``coded``) would give the answer away: refused, naming the
+    column and the event."""
+    for e, (time_col, seen_col) in events.items():
+        for role, col in (("time", time_col), ("indicator", seen_col), ("status column", coded.get(seen_col))):
+            if col is not None and col in features:
+                raise ValueError(f"{src.where}: column {col!r} is named as a feature and as the {role} of event {e!r}: "
+                                 "what the model is to predict cannot be one of its inputs; leave it out of the "
+                                 "features")
 
 
 _ID_SUFFIX = re.compile(r"(.*[\s._-])?(id|key|index|no)")  # lower case: patient_id, row.index, record no
