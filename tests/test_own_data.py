@@ -296,6 +296,9 @@ def test_a_status_column_coding_the_kind_of_event_gives_one_indicator_per_code(r
     gap = words.with_columns(status=pl.when(pl.int_range(pl.len()) == 4).then(None).otherwise(pl.col("status")))
     with pytest.raises(ValueError, match=r"table: column 'status:arrest' row 4 is missing; expected 0 or 1"):
         write_follow_up_dataset(tmp_path / "g", gap, None, by_word, name="r", time_unit="weeks")
+    nan = coded.with_columns(status=pl.when(pl.int_range(pl.len()) == 6).then(float("nan")).otherwise(pl.col("status")))
+    with pytest.raises(ValueError, match=r"table: column 'status:1' row 6 is missing; expected 0 or 1"):
+        write_follow_up_dataset(tmp_path / "g", nan, None, events, name="r", time_unit="weeks")
     with pytest.raises(ValueError, match=r"table: event 'arrest': no row of column 'status' holds the code '3' of "
                                          r"indicator 'status:3'$"):
         write_follow_up_dataset(tmp_path / "x", coded, None, {"arrest": ("week", "status:3")}, name="r",

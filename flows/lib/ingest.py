@@ -200,7 +200,7 @@ def _coded_indicators(src: _Source, events: dict) -> dict[str, str]:
             except ValueError:
                 raise ValueError(f"{src.where}: event {e!r}: indicator {spec!r} gives the code {code!r}, but column "
                                  f"{column!r} holds numbers") from None
-            hit = values.cast(pl.Float64) == wanted
+            hit = values.cast(pl.Float64).fill_nan(None) == wanted  # NaN is missing, not another code
         elif values.dtype in (pl.String, pl.Categorical, pl.Enum):
             hit = values.cast(pl.String).str.strip_chars() == code
         else:
