@@ -8,7 +8,7 @@
 
 Raw sources are featurised with the **training build's** items, imputation medians and
 scaling (recorded in the model version), nothing refitted on the new data; MIMIC rows are keyed
-by HADM_ID, Reddit users by pseudonym. A features parquet (or ``.csv``) must already be
+by HADM_ID, Reddit users by pseudonym. A features table (parquet, ``.csv``, ``.tsv``, ``.dta``) must already be
 prepared like the training dataset's (without ids when its table had none: the rows are then
 numbered in the file's order). The output has ``id``, then per event ``p_<event>`` (P(the event ever
 happens)) and ``t_qNN_<event>`` (quantiles of its time given that it happens, in the dataset's

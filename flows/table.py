@@ -1,4 +1,4 @@
-"""Prefect flow ``build-table-dataset``: a table of your own data (CSV or parquet) as a dataset folder.
+"""Prefect flow ``build-table-dataset``: a table of your own (CSV, TSV, Stata or parquet) as a dataset folder.
 
     python -m flows.table --table cohort.csv --name mycohort --event death=days,died --time-unit days \\
         [--event readmission=days_to_readm,readmitted] [--features age,sofa,...] [--id-column ID] \\

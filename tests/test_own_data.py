@@ -650,10 +650,10 @@ def test_a_bad_csv_file_is_named_with_the_line_and_checked_without_writing(rossi
                                          r"by ';'; a CSV file here is separated by commas"):
         write_follow_up_dataset(None, tmp_path / "semi.csv", FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
                                 time_unit="weeks")
-    rossi.to_csv(tmp_path / "tabs.tsv", index=False, sep="\t")  # neither .csv nor parquet: read as parquet, and said
-    with pytest.raises(ValueError, match=r"tabs\.tsv: not a readable parquet file .*; a table is a \.csv file "
-                                         r"\(comma-separated\) or a parquet file, and this one's name says neither"):
-        write_follow_up_dataset(None, tmp_path / "tabs.tsv", FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
+    rossi.to_csv(tmp_path / "tabs.txt", index=False, sep="\t")  # a name of no kind read here: read as parquet, and said
+    with pytest.raises(ValueError, match=r"tabs\.txt: not a readable parquet file .*; a table is a \.csv or \.tsv "
+                                         r"file .* and this one's name says none of them: rename it"):
+        write_follow_up_dataset(None, tmp_path / "tabs.txt", FEATURES, {"arrest": ("week", "arrest")}, name="rossi",
                                 time_unit="weeks")
     # with ',' as the decimal mark too, the rows have more fields than the header: said the same way
     rossi.assign(age=rossi["age"] + 0.5).to_csv(tmp_path / "semi.csv", index=False, sep=";", decimal=",")

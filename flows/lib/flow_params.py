@@ -201,7 +201,8 @@ class TableBuildParams(FlowParams):
 
     PATHS: ClassVar[tuple[str, ...]] = ("table", "out")
 
-    table: str = Field(description="a .csv or .parquet file, one row per subject")
+    table: str = Field(description="a .csv, .tsv (either may end in .gz), Stata .dta or parquet file, "
+                                   "one row per subject")
     name: str = Field(pattern=NAME, description="the dataset's name: models/<name>/, $CET_DATA_DIR/<name>")
     events: dict[str, tuple[str, str]] = Field(min_length=1, description=(
         "per event its time column and its 0/1 indicator column (1 = seen at that time, 0 = follow-up ended "
@@ -295,9 +296,10 @@ class PredictParams(FlowParams):
     PATHS: ClassVar[tuple[str, ...]] = ("features", "mimic_dir", "dumps", "out", "work_dir", "sequences")
 
     out: str = Field(description="output file: .parquet, or .csv")
-    features: str | None = Field(None, description="parquet or .csv with id and the model's feature columns "
-                                                   "in raw units, as in the training dataset (a table's categorical "
-                                                   "columns raw or encoded; scaled and filled as in training)")
+    features: str | None = Field(None, description="a table file (parquet, .csv, .tsv, .dta) with id and the "
+                                                   "model's feature columns in raw units, as in the training dataset "
+                                                   "(a table's categorical columns raw or encoded; scaled and filled "
+                                                   "as in training)")
     mimic_dir: str | None = Field(None, description="raw MIMIC-III tables of new admissions (ADMISSIONS, "
                                                      "CHARTEVENTS, LABEVENTS, OUTPUTEVENTS as .csv or .csv.gz)")
     dumps: str | list[str] | None = Field(None, description="folders of Pushshift RC_/RS_ dumps of new users, "

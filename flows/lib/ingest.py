@@ -1,12 +1,10 @@
-"""Your own table to the dataset contract (``flows.table``): read a CSV or parquet file, check
-every column, split the rows, impute and encode the features, and write the dataset folder
-(``cet_model.dataset.write_dataset``). Errors name the file, the column and the row, never a
-cell's content."""
+"""Your own table to the dataset contract (``flows.table``): read a table file
+(``flows.lib.table_files``) or take a frame, check every column, split the rows, impute and
+encode the features, and write the dataset folder (``cet_model.dataset.write_dataset``). Errors
+name the file, the column and the row, never a cell's content."""
 
 from __future__ import annotations
 
-import codecs
-import csv
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from cet_model.dataset import (
     write_dataset,
 )
 from cet_model.validation import codes_event_types, kind_of
+from flows.lib.table_files import check_column_names, first_data_line, read_table
 
 
 def write_follow_up_dataset(out_dir, table, features, events: dict, *, name: str, time_unit: str,
@@ -540,170 +539,3 @@ def encode_levels(column: pl.Series, name: str, levels: list[str]) -> tuple[list
     columns = [(text == level).fill_null(False).cast(pl.Float64).alias(f"{name}={level}") for level in levels]
     missing = text.is_null()
     return columns, missing, ~missing & ~text.is_in(levels).fill_null(False)
-
-
-def read_table(path) -> pl.DataFrame:
-    """A table from a ``.csv`` file (types inferred from every row; an empty cell is null, and a
-    column with no value at all is read as missing numbers, not text) or, under any other name, a
-    parquet file; errors name the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    kind = "CSV" if path.suffix.lower() == ".csv" else "parquet"
-    if kind == "CSV":
-        check_utf8(path)
-    try:
-        table = pl.read_csv(path, infer_schema_length=None) if kind == "CSV" else pl.read_parquet(path)
-    except Exception as exc:  # polars raises several types for an unreadable file
-        if kind == "CSV":  # e.g. ';' as the separator and ',' as the decimal mark: more fields than the header
-            check_csv_header(path, header_of(path))
-        raise ValueError(f"{path}: not a readable {kind} file ({reader_error(exc)}){other_kind(path)}") from None
-    if kind == "CSV":
-        check_csv_header(path, table.columns)
-    if kind == "CSV" and table.height:
-        empty = [c for c in table.columns if table[c].null_count() == table.height]
-        table = table.with_columns(pl.col(c).cast(pl.Float64) for c in empty)
-    return table
-
-
-_QUOTED = re.compile(r"`([^`]*)`", re.DOTALL)
-
-
-def reader_error(exc: Exception) -> str:
-    """The reader's message on an unreadable table, its first line, without the data: polars quotes
-    the cell it could not parse (``could not parse `…` as dtype``), which may be a patient's. Only
-    a type's name stays quoted.
-
-    >>> reader_error(ValueError("could not parse `\\"Smith, J` as dtype `str` at column 'name'\\n\\nhint"))
-    "could not parse a value as dtype `str` at column 'name'"
-    """
-    text = _QUOTED.sub(lambda m: m[0] if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\[\]]*", m[1]) else "a value", str(exc))
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-
-
-def first_data_line(path) -> int | None:
-    """The line of a table file's first data row (a CSV's header is line 1), or None where lines
-    mean nothing (parquet). With ``row_at`` it names a row as the user finds it in an editor.
-
-    >>> first_data_line("visits.csv"), first_data_line("visits.parquet")
-    (2, None)
-    """
-    return 2 if Path(path).suffix.lower() == ".csv" else None
-
-
-def other_kind(path) -> str:
-    """What to do with a file read as parquet for want of a ``.csv`` name, as the tail of an error.
-
-    >>> other_kind("cohort.tsv")
-    "; a table is a .csv file (comma-separated) or a parquet file, and this one's name says neither: save it as .csv
-    or parquet"
-    >>> other_kind("cohort.parquet")
-    ''
-    """
-    if Path(path).suffix.lower() in (".csv", ".parquet", ".pq", ".parq"):
-        return ""
-    return ("; a table is a .csv file (comma-separated) or a parquet file, and this one's name says neither: save it "
-            "as .csv or parquet")
-
-
-# a number (sign, decimals, exponent; ',' as the decimal mark too) or a date: a cell, not a column name
-_VALUE = re.compile(r"[-+]?(\d+([.,]\d*)?|[.,]\d+)([eE][-+]?\d+)?|\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ T].*)?")
-
-
-def check_utf8(path, block: int = 1 << 24) -> None:
-    """ValueError naming ``path`` and the first line that is not UTF-8 text (e.g. a file saved as
-    Latin-1 or Windows-1252, which the reader would take for garbled names or refuse without a
-    line). Nothing of the line is quoted.
-
-    >>> import tempfile
-    >>> path = Path(tempfile.mkdtemp()) / "cohort.csv"
-    >>> _ = path.write_bytes("age,city\\n60,Bern\\n71,Z\\u00fcrich\\n".encode("latin-1"))
-    >>> try:
-    ...     check_utf8(path)
-    ... except ValueError as exc:
-    ...     print(str(exc).split(": ", 1)[1])
-    line 3 is not UTF-8 text (Latin-1 or Windows-1252, as older tools save a CSV?): save it as CSV UTF-8, or as parquet
-    """
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    line = 1
-    with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(block)
-            held = decoder.getstate()[0]  # the last block's unfinished character: no newline in it
-            try:
-                decoder.decode(chunk, final=not chunk)
-            except UnicodeDecodeError as exc:  # exc.start counts from the bytes held back
-                line += (held + chunk)[:exc.start].count(b"\n")
-                raise ValueError(f"{path}: line {line} is not UTF-8 text (Latin-1 or Windows-1252, as older tools "
-                                 "save a CSV?): save it as CSV UTF-8, or as parquet") from None
-            if not chunk:
-                return
-            line += chunk.count(b"\n")
-
-
-def header_of(path) -> list[str]:
-    """A CSV file's header as written ([] where it cannot be read)."""
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            return next(csv.reader(fh), [])
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return []
-
-
-def check_csv_header(path, columns) -> None:
-    """A CSV file read as one column whose name holds ';', a tab or '|' was written with another
-    separator: an error that says so (rather than every column missing).
-
-    >>> check_csv_header("cohort.csv", ["week;arrest;age"])
-    Traceback (most recent call last):
-    ...
-    ValueError: cohort.csv: the first line reads as one column holding 2 ';': the file seems separated by ';'; a CSV
-    file here is separated by commas (with '.' as the decimal mark): convert it, or save it as parquet
-
-    The line itself is not quoted: in a file without a header it is a row of data. A first line
-    with numbers or dates for names is such a row, and is refused without quoting it:
-
-    >>> check_csv_header("cohort.csv", ["20", "1", "0", "27", "2021-03-01", "age"])
-    Traceback (most recent call last):
-    ...
-    ValueError: cohort.csv: the first line has numbers or dates for column names (columns 0, 1, 2, 3, 4; counted from
-    0): the file seems to have no header line; add one that names each column (a name that is not a number)
-    """
-    if len(columns) == 1:
-        sep = next((sep for sep in ";\t|" if sep in columns[0]), None)
-        if sep is not None:
-            raise ValueError(f"{path}: the first line reads as one column holding {columns[0].count(sep)} {sep!r}: the "
-                             f"file seems separated by {sep!r}; a CSV file here is separated by commas (with '.' as "
-                             "the decimal mark): convert it, or save it as parquet")
-    written = header_of(path) or list(columns)  # as written: the reader renames a repeated name
-    values = [i for i, name in enumerate(written) if _VALUE.fullmatch(str(name).strip())]
-    if values:
-        at = ", ".join(map(str, values[:8])) + (f" and {len(values) - 8} more" if len(values) > 8 else "")
-        raise ValueError(f"{path}: the first line has numbers or dates for column names (columns {at}; counted from 0):"
-                         " the file seems to have no header line; add one that names each column (a name that is not"
-                         " a number)")
-    check_column_names(path, written)
-
-
-def check_column_names(where, names) -> None:
-    """ValueError naming ``where`` and the column when a name is empty or repeated.
-
-    >>> check_column_names("cohort.csv", ["age", "sofa", "age"])
-    Traceback (most recent call last):
-    ...
-    ValueError: cohort.csv: column 'age' comes 2 times in the header (columns 0, 2); give each column its own name
-    """
-    for i, name in enumerate(names):
-        if not str(name).strip():
-            index = (" (an unnamed first column is often a row index, as pandas' to_csv writes it without index=False:"
-                     " leave it out)") if i == 0 else ""
-            raise ValueError(f"{where}: column {i} (counted from 0) has an empty name in the header; name it{index}")
-    seen: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
-        seen.setdefault(str(name), []).append(i)
-    for name, at in seen.items():
-        if len(at) > 1:
-            raise ValueError(f"{where}: column {name!r} comes {len(at)} times in the header (columns "
-                             f"{', '.join(map(str, at))}); give each column its own name")
-
-

@@ -25,18 +25,10 @@ from cet_model.models import load_model
 from cet_model.rows import joined
 from flows.lib.choices import RMST_NEEDS_HORIZONS
 from flows.lib.infra.keys import key_matches
-from flows.lib.ingest import (
-    check_csv_header,
-    check_utf8,
-    encode_levels,
-    first_data_line,
-    missing_indicator,
-    other_kind,
-    read_table,
-    reader_error,
-)
+from flows.lib.ingest import encode_levels, missing_indicator
 from flows.lib.modeling.scores_file import SCORES_MARK
 from flows.lib.reddit.cohort import PSEUDONYM_KEY
+from flows.lib.table_files import first_data_line, read_table, table_columns
 
 log = logging.getLogger("flows.predict")
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
@@ -80,17 +72,7 @@ def columns_needed(columns, names: list[str], record: dict | None = None, id_col
 def missing_for_version(path, version_dir) -> list[str]:
     """``columns_needed`` for the features file ``path`` and the model in ``version_dir``, from the
     file's header alone (a CLI checks this before any flow starts); errors name the file."""
-    path = Path(path)
-    if path.suffix.lower() == ".csv":
-        check_utf8(path)
-    try:
-        columns = (pl.read_csv(path, n_rows=0).columns if path.suffix.lower() == ".csv"
-                   else list(pl.read_parquet_schema(path)))
-    except Exception as exc:  # polars raises several types for an unreadable file
-        raise ValueError(f"{path}: not a readable {'CSV' if path.suffix.lower() == '.csv' else 'parquet'} file "
-                         f"({reader_error(exc)}){other_kind(path)}") from None
-    if path.suffix.lower() == ".csv":
-        check_csv_header(path, columns)
+    columns = table_columns(path)
     data = json.loads((Path(version_dir) / "data.json").read_text())
     record = data.get("featurization") or {}
     return columns_needed(columns, data["feature_names"], record if record.get("source") == "table" else None,
