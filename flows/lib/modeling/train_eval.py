@@ -27,6 +27,7 @@ from cet_model.evaluation import (
     rmst_horizons,
 )
 from cet_model.models import CETModel, resolve_device
+from cet_model.nonparametric import competing_groups
 from cet_model.presets import (
     DEFAULT_PRESETS,
     check_presets,
@@ -385,6 +386,8 @@ def _data_record(dataset_dir: Path, ds, spec, id_key) -> dict:
         "featurization": ds.manifest.get("featurization"),
         # how far the training data reach: predict warns of a horizon or feature values beyond them
         "follow_up": training_follow_up(tr, ds.event_names),
+        # events that end each other's follow-up (one status column): their risks are net ones
+        "competing": [[ds.event_names[j] for j in g] for g in competing_groups(tr.T, tr.S, tr.mask)],
         "feature_ranges": feature_ranges(tr.X, ds.feature_names),
         "feature_moments": feature_moments(tr.X, ds.feature_names),
         # D_ITEMS / D_LABITEMS labels of a MIMIC build's items (metadata, no row): warnings name them

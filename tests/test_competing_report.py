@@ -1,0 +1,71 @@
+"""Events that compete (one status column codes them: the first ends the follow-up of all) through
+``flows.table`` and ``flows.train evaluate``: the report adds the Aalen-Johansen share beside
+Kaplan-Meier's net risk and says why they differ; the model card names the risks as net ones.
+Real data: lifelines' rossi, its arrests split into two kinds by a status column."""
+
+import json
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+
+from cet_model.dataset import load_dataset
+from cet_model.nonparametric import aalen_johansen_risk, kaplan_meier_risk
+from flows import table as table_flow
+from flows import train as train_flow
+from flows.lib.modeling.dataset_report import incidence_horizons
+
+
+@pytest.fixture
+def status_csv(tmp_path, monkeypatch):
+    from lifelines.datasets import load_rossi
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)  # no server: each command runs in its own process
+    for name, value in {"DATA_DIR": tmp_path / "data", "MODELS_DIR": tmp_path / "models",
+                        "REPORTS_DIR": tmp_path / "reports", "MAX_EPOCHS": 3, "PATIENCE": 3, "HIDDEN": 8}.items():
+        monkeypatch.setenv(f"CET_{name}", str(value))
+    frame = pl.from_pandas(load_rossi()).with_row_index("i")
+    status = pl.when(pl.col("arrest") == 0).then(0).when(pl.col("i") % 3 == 0).then(2).otherwise(1)
+    frame.with_columns(status=status).drop("i", "arrest").write_csv(tmp_path / "s.csv")
+    return tmp_path / "s.csv"
+
+
+def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation(status_csv, tmp_path):
+    assert table_flow.main(["--table", str(status_csv), "--name", "s", "--event", "arrest=week,status:1",
+                            "--event", "violation=week,status:2", "--time-unit", "weeks"]) == 0
+    assert train_flow.main(["evaluate", "--dataset", "s", "--models", "CET"]) == 0
+    version = tmp_path / "models" / "s" / "v0001"
+    assert json.loads((version / "data.json").read_text())["competing"] == [["arrest", "violation"]]
+    report = (tmp_path / "reports" / "s" / "report.md").read_text()
+    assert "arrest and violation compete: one follow-up time, never two seen on a row" in report
+    assert "| event | horizon | Kaplan-Meier | CET | Aalen-Johansen |" in report
+    ds = load_dataset(tmp_path / "data" / "s")
+    te, kind = ds.test, (ds.test.S[:, 0] > 0.5) * 1 + (ds.test.S[:, 1] > 0.5) * 2
+    for j, event in enumerate(ds.event_names):
+        horizons = incidence_horizons(ds.train.T[:, j])
+        for h in horizons:
+            row = re.search(rf"^\| {event} \| {h:g} \| (\S+) \| (\S+) \| (\S+) \|$", report, flags=re.M)
+            assert row, (event, h, report)
+            km, crude = float(row[1]), float(row[3])
+            assert km == pytest.approx(kaplan_meier_risk(te.T[:, j], te.S[:, j], h), abs=6e-4)
+            assert crude == pytest.approx(aalen_johansen_risk(te.T[:, j], kind, j + 1, h), abs=6e-4)
+            assert crude <= km
+        assert np.any([aalen_johansen_risk(te.T[:, j], kind, j + 1, h) < kaplan_meier_risk(te.T[:, j], te.S[:, j], h)
+                       for h in horizons])  # the other kind does come first on these rows
+    card = (version / "model_card.md").read_text()
+    assert "- arrest and violation compete (one follow-up, never two seen on a row): P(ever) and every risk by a " \
+           "horizon are net" in card
+
+
+def test_events_with_their_own_follow_up_get_no_aalen_johansen_column(status_csv, tmp_path):
+    frame = pl.read_csv(status_csv)
+    frame.with_columns(later=pl.col("week") + 10, seen=(pl.col("status") > 0).cast(pl.Int8)).write_csv(
+        tmp_path / "own.csv")
+    assert table_flow.main(["--table", str(tmp_path / "own.csv"), "--name", "own", "--event", "arrest=week,status:1",
+                            "--event", "any=later,seen", "--time-unit", "weeks"]) == 0
+    assert train_flow.main(["evaluate", "--dataset", "own", "--models", "CET"]) == 0
+    assert json.loads((tmp_path / "models" / "own" / "v0001" / "data.json").read_text())["competing"] == []
+    report = (tmp_path / "reports" / "own" / "report.md").read_text()
+    assert "| event | horizon | Kaplan-Meier | CET |\n" in report and "Aalen-Johansen" not in report
+    assert "compete" not in (tmp_path / "models" / "own" / "v0001" / "model_card.md").read_text()
