@@ -1,7 +1,8 @@
 """CET's predictions: P(ever), and the time head read as a mixture over the other events'
 occurrences (the 2^(M-1) patterns with event j, or common-random-number draws), per event: its
 quantiles, population survival, restricted mean, or all of them in one pass over the rows
-(``predict_all``). A mixin of :class:`cet_model.models.CETModel`."""
+(``predict_all``); and where events compete, the crude cumulative incidence. A mixin of
+:class:`cet_model.models.CETModel`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from . import losses
 from .estimators import all_patterns
 from .lognormal import (
     check_q,
+    crude_incidence,
     log_horizons,
     log_times,
     mixture_quantile,
@@ -35,7 +37,7 @@ class CETPredictions:
         with torch.no_grad():
             return torch.sigmoid(self.net_.encoder(self.net_.features(x))).cpu().numpy().astype(np.float64)
 
-    def _conditional_components(self, h, j: int, u=None, logits=None):
+    def _conditional_components(self, h, j: int, u=None, logits=None, every: bool = False):
         """Mixture for T_j given c_j = 1: weights over the other events' c, and (mu, log sigma), from
         the rows' features ``h`` (``net_.features(x)``) and occurrence ``logits`` (``net_.encoder(h)``).
 
@@ -43,10 +45,15 @@ class CETPredictions:
         n_samples hard Monte Carlo draws from the uniforms ``u`` (n_samples, M), the same for
         every row (common random numbers), so that a row's prediction does not depend on the
         other rows scored with it, on its position or on the chunking. Shapes (n, K) each.
+        With ``every``: (log_w, c, mu, log sigma), the patterns c and every event's parameters,
+        (n, K, M) each; without conditioning c holds the occurrence probabilities (one component).
         """
         m = self.n_events_
         if not self._conditioned:  # T_j does not depend on c: one component
             mu, log_sigma = self.net_.decoder(h)
+            if every:  # the occurrences are independent of the times: their probabilities stand for c
+                return h.new_zeros((len(h), 1)), torch.sigmoid(logits).unsqueeze(1), mu.unsqueeze(1), \
+                    log_sigma.unsqueeze(1)
             return h.new_zeros((len(h), 1)), mu[:, j:j + 1], log_sigma[:, j:j + 1]
         if 2 ** (m - 1) <= int(self.recipe_.n_samples):
             c = all_patterns(m, h)
@@ -59,12 +66,15 @@ class CETPredictions:
             c[..., j] = 1.0
             log_w = torch.full(c.shape[:2], -math.log(k), dtype=h.dtype, device=h.device)
         mu, log_sigma = self.net_.decoder(h, c)
+        if every:
+            return log_w, c, mu, log_sigma
         return log_w, mu[..., j], log_sigma[..., j]
 
-    def _per_event(self, X, fn, events=None) -> list:
+    def _per_event(self, X, fn, events=None, every: bool = False) -> list:
         """``fn`` of each event's conditional components, for ``events`` (indices; default all). Per
         chunk of rows the features (a comment encoder's pass) and logits are computed once for all.
-        ``fn`` a dict of readers: {name: the list for that reader}, every reader on the same pass."""
+        ``fn`` a dict of readers: {name: the list for that reader}, every reader on the same pass.
+        ``every``: the components with every event's parameters (``_conditional_components``)."""
         readers = fn if isinstance(fn, dict) else {None: fn}
         x = self._x(X)
         m = self.n_events_
@@ -81,9 +91,9 @@ class CETPredictions:
             for sl in list(self._chunks(len(x), k * self._hidden())) or [slice(0, 0)]:  # no rows: one empty part
                 h = self.net_.features(x[sl])
                 # never logit(sigmoid(.)): p = 1.0 in float32 gives inf, then NaN
-                logits = self.net_.encoder(h) if self._conditioned else None
+                logits = self.net_.encoder(h) if self._conditioned or every else None
                 for j in events:
-                    components = self._conditional_components(h, j, draws[j], logits)
+                    components = self._conditional_components(h, j, draws[j], logits, every)
                     for r, read in readers.items():
                         parts[r, j].append(read(*components, x[sl], j))
         out = {r: [np.concatenate(parts[r, j]) for j in events] for r in readers}
@@ -113,6 +123,27 @@ class CETPredictions:
             return 1.0 - p[:, None, j] + p[:, None, j] * s_cond
         s_cond = non_increasing_in_time(np.stack(self._per_event(X, surv), axis=2), times)  # (n, T, M)
         return 1.0 - p[:, None, :] + p[:, None, :] * s_cond
+
+    @streamed
+    def predict_cumulative_incidence(self, X, times, event: int | str, competing=()) -> np.ndarray:
+        """P(``event`` happens by t, before every event in ``competing``), shape (n, len(times)):
+        its crude cumulative incidence where those events compete with it (the first of them ends
+        the follow-up of all, as a status column of several kinds codes them). Read from the model
+        as it was fitted, the times independent given x and the occurrences:
+        p_j E_c[ integral_0^t f_j(u | c) prod_k (1 - c_k + c_k S_k(u | c)) du ], the mixture over the
+        other events' occurrences as ``predict_survival`` takes it. Without ``competing`` it is the
+        net risk, ``1 - predict_survival``; with them it is lower. The Aalen-Johansen estimate
+        (``cet_model.nonparametric.aalen_johansen_risk``) of the same rows is its check.
+        ``competing``: names or indices."""
+        j = self._event_index(event)
+        others = [self._event_index(k) for k in competing]
+        if j in others or len(set(others)) != len(others):
+            raise ValueError(f"competing: other events than event {event!r}, each once; got {list(competing)}")
+        log_grid = log_times(times)
+        p = self.predict_occurrence(X)[:, j]
+        cond = self._per_event(X, lambda lw, c, mu, ls, x, k: crude_incidence(lw, c, mu, ls, k, others, log_grid),
+                               [j], every=True)[0]
+        return p[:, None] * (1.0 - non_increasing_in_time(1.0 - cond, times))
 
     @streamed
     def predict_rmst(self, X, horizon) -> np.ndarray:

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset
+from cet_model.models import load_model
 from cet_model.nonparametric import aalen_johansen_risk, kaplan_meier_risk
 from flows import table as table_flow
 from flows import train as train_flow
@@ -39,18 +40,22 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
     assert json.loads((version / "data.json").read_text())["competing"] == [["arrest", "violation"]]
     report = (tmp_path / "reports" / "s" / "report.md").read_text()
     assert "arrest and violation compete: one follow-up time, never two seen on a row" in report
-    assert "| event | horizon | Kaplan-Meier | CET | Aalen-Johansen |" in report
+    assert "| event | horizon | Kaplan-Meier | CET | Aalen-Johansen | CET crude |" in report
     ds = load_dataset(tmp_path / "data" / "s")
     te, kind = ds.test, (ds.test.S[:, 0] > 0.5) * 1 + (ds.test.S[:, 1] > 0.5) * 2
+    cet = load_model(version / "CET")
     for j, event in enumerate(ds.event_names):
         horizons = incidence_horizons(ds.train.T[:, j])
-        for h in horizons:
-            row = re.search(rf"^\| {event} \| {h:g} \| (\S+) \| (\S+) \| (\S+) \|$", report, flags=re.M)
+        cet_crude = cet.predict_cumulative_incidence(te.X, horizons, j, competing=[1 - j]).mean(0)
+        cet_net = 1.0 - cet.predict_survival(te.X, horizons, event=j).mean(0)
+        for k, h in enumerate(horizons):
+            row = re.search(rf"^\| {event} \| {h:g} \| (\S+) \| (\S+) \| (\S+) \| (\S+) \|$", report, flags=re.M)
             assert row, (event, h, report)
-            km, crude = float(row[1]), float(row[3])
+            km, net, crude, model_crude = (float(row[i]) for i in (1, 2, 3, 4))
             assert km == pytest.approx(kaplan_meier_risk(te.T[:, j], te.S[:, j], h), abs=6e-4)
             assert crude == pytest.approx(aalen_johansen_risk(te.T[:, j], kind, j + 1, h), abs=6e-4)
-            assert crude <= km
+            assert net == pytest.approx(cet_net[k], abs=6e-4) and model_crude == pytest.approx(cet_crude[k], abs=6e-4)
+            assert crude <= km and model_crude <= net + 1e-3
         assert np.any([aalen_johansen_risk(te.T[:, j], kind, j + 1, h) < kaplan_meier_risk(te.T[:, j], te.S[:, j], h)
                        for h in horizons])  # the other kind does come first on these rows
     card = (version / "model_card.md").read_text()

@@ -182,9 +182,9 @@ def incidence_horizons(t: np.ndarray) -> list[float]:
 def incidence_rows(train, split, x, events, models: dict, competing: list[list[int]] = ()) -> list[list[str]]:
     """Per event and horizon (quartiles of its training follow-up, ``incidence_horizons``): the test
     rows' Kaplan-Meier cumulative incidence and each model's mean predicted one, 1 - S(h). With
-    ``competing`` groups (``competing_groups``), a last column: the Aalen-Johansen share whose
-    first event is this one, on the rows that keep every event of its group (blank for an event in
-    no group)."""
+    ``competing`` groups (``competing_groups``), the last columns: the Aalen-Johansen share whose
+    first event is this one and, with CET, its mean crude cumulative incidence, on the rows that
+    keep every event of its group (blank for an event in no group)."""
     rows = []
     group_of = {j: g for g in competing for j in g}
     for j, e in enumerate(events):
@@ -196,22 +196,30 @@ def incidence_rows(train, split, x, events, models: dict, competing: list[list[i
         predicted = {name: 1.0 - model.predict_survival(x[idx] if not isinstance(x, np.ndarray) else x[keep],
                                                         horizons, event=j).mean(0)
                      for name, model in models.items()}
-        crude = _crude(split, group_of.get(j), j, horizons)
+        crude = _crude(split, x, models.get("CET"), group_of.get(j), j, horizons)
         for k, h in enumerate(horizons):
             observed = kaplan_meier_risk(split.T[keep, j], split.S[keep, j], h)
             rows.append([e, f"{h:g}", f"{observed:.3f}", *(f"{predicted[n][k]:.3f}" for n in models),
-                         *([] if not competing else [crude[k]])])
+                         *([] if not competing else [c[k] for c in crude])])
     return rows
 
 
-def _crude(split, group: list[int] | None, j: int, horizons) -> list[str]:
+def _crude(split, x, cet, group: list[int] | None, j: int, horizons) -> list[list[str]]:
     """The Aalen-Johansen share of ``split``'s rows whose first event by each horizon is event ``j``
-    of ``group`` (blank without a group, or without a row that keeps the whole group)."""
+    of ``group`` and, with a ``cet`` model, its mean crude cumulative incidence on the same rows
+    (blank without a group, or without a row that keeps the whole group)."""
     rows = np.ones(len(split), bool) if group is None else np.logical_and.reduce([_kept(split, i) for i in group])
+    columns = 1 + (cet is not None)
     if group is None or not rows.any():
-        return [""] * len(horizons)
+        return [[""] * len(horizons)] * columns
     kind = sum((split.S[rows, i] > 0.5) * (n + 1) for n, i in enumerate(group))
-    return [f"{aalen_johansen_risk(split.T[rows, j], kind, group.index(j) + 1, h):.3f}" for h in horizons]
+    out = [[f"{aalen_johansen_risk(split.T[rows, j], kind, group.index(j) + 1, h):.3f}" for h in horizons]]
+    if cet is not None:
+        idx = np.flatnonzero(rows)
+        crude = cet.predict_cumulative_incidence(x[idx] if not isinstance(x, np.ndarray) else x[rows], horizons, j,
+                                                 competing=[i for i in group if i != j]).mean(0)
+        out.append([f"{v:.3f}" for v in crude])
+    return out
 
 
 def competing_note(groups: list[list[int]], events) -> str:
@@ -224,7 +232,8 @@ def competing_note(groups: list[list[int]], events) -> str:
     return (f"{named} compete: one follow-up time, never two seen on a row, as a status column of several kinds gives. "
             "Kaplan-Meier (the other kinds taken for censoring) and every model give the net risk, had no other kind "
             "come first. Aalen-Johansen gives the crude share whose first event is this kind: lower, the more the "
-            "other kinds come first.")
+            "other kinds come first. CET crude is CET's own crude risk (`predict_cumulative_incidence`), to be "
+            "read against Aalen-Johansen.")
 
 
 METRIC_LABELS = {"auc": "AUC", "mrae": "MRAE", CI_RMST: "C (RMST)", "ci": "Harrell's C", "ece": "ECE",
@@ -294,7 +303,8 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
               "Kaplan-Meier's share with the event by each quartile of the training follow-up, against each "
               "model's mean predicted risk by then.", "",
               *([competing_note(competing, events), ""] if competing else []),
-              markdown([["event", "horizon", "Kaplan-Meier", *models, *(["Aalen-Johansen"] if competing else [])],
+              markdown([["event", "horizon", "Kaplan-Meier", *models,
+                         *(["Aalen-Johansen", *(["CET crude"] if "CET" in models else [])] if competing else [])],
                         *incidence_rows(tr, te, x, events, models, competing)]),
               ""]
     calibration = metrics.calibration.get("test") or {}

@@ -44,7 +44,8 @@ def model_card(metrics: Evaluation, params: dict, data: dict, built: str, name: 
     for group in data.get("competing") or ():
         limitations.append(f"- {' and '.join(group)} compete (one follow-up, never two seen on a row): P(ever) and "
                            "every risk by a horizon are net, had no other kind come first. The share whose first event "
-                           "is each kind is lower: the report's Aalen-Johansen column.")
+                           "is each kind is lower: the report's Aalen-Johansen column, and CET's own per row "
+                           "(`CETModel.predict_cumulative_incidence`).")
     if no_truth:
         limitations.append("- No true occurrence in these data: AUC and ECE are not scored; the models are compared "
                            "by C (RMST) and calibration against Kaplan-Meier.")
