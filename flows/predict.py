@@ -14,8 +14,10 @@ numbered in the file's order). The output has ``id``, then per event ``p_<event>
 happens)) and ``t_qNN_<event>`` (quantiles of its time given that it happens, in the dataset's
 unit) and, with ``--horizons 7,30``, ``risk_<h>_<event>`` (P(the event happens by time h), the
 horizon in the dataset's unit), and with ``--rmst`` also ``rmst_<h>_<event>`` (the restricted mean
-event-free time up to h: the score C (RMST) ranks by). Rows that cannot be scored (an admission without chart or lab
-rows, a user with fewer than 20 usable comments) are counted in the log, never dropped silently.
+event-free time up to h: the score C (RMST) ranks by). Where the events compete (a status column of
+several kinds), horizons also give ``crude_<h>_<event>``: the risk by h before every competing event.
+Rows that cannot be scored (an admission without chart or lab rows, a user with fewer than 20 usable
+comments) are counted in the log, never dropped silently.
 With ``PREFECT_API_URL`` unset every source is scored in the command itself, without loading
 Prefect (a temporary server would keep no record of the run); with a Prefect server configured,
 as a flow run.

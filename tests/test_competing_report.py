@@ -13,6 +13,7 @@ import pytest
 from cet_model.dataset import load_dataset
 from cet_model.models import load_model
 from cet_model.nonparametric import aalen_johansen_risk, kaplan_meier_risk
+from flows import predict as predict_flow
 from flows import table as table_flow
 from flows import train as train_flow
 from flows.lib.modeling.dataset_report import incidence_horizons
@@ -61,6 +62,18 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
     card = (version / "model_card.md").read_text()
     assert "- arrest and violation compete (one follow-up, never two seen on a row): P(ever) and every risk by a " \
            "horizon are net" in card
+    # scoring new rows by horizons: the crude risk of each competing event beside its net one
+    new = pl.read_csv(status_csv).with_row_index("id").head(6).drop("week", "status")
+    new.write_csv(tmp_path / "new.csv")
+    assert predict_flow.main(["--dataset", "s", "--features", str(tmp_path / "new.csv"), "--horizons", "26,52",
+                              "--out", str(tmp_path / "scores.csv")]) == 0
+    scores = pl.read_csv(tmp_path / "scores.csv")
+    x = new.drop("id").to_numpy().astype(float)
+    for j, event in enumerate(ds.event_names):
+        crude = cet.predict_cumulative_incidence(x, [26.0, 52.0], j, competing=[1 - j])
+        np.testing.assert_allclose(scores.select(f"crude_26_{event}", f"crude_52_{event}").to_numpy(), crude,
+                                   atol=1e-6)
+        assert (scores[f"crude_52_{event}"] <= scores[f"risk_52_{event}"] + 1e-4).all()
 
 
 def test_events_with_their_own_follow_up_get_no_aalen_johansen_column(status_csv, tmp_path):
@@ -74,3 +87,7 @@ def test_events_with_their_own_follow_up_get_no_aalen_johansen_column(status_csv
     report = (tmp_path / "reports" / "own" / "report.md").read_text()
     assert "| event | horizon | Kaplan-Meier | CET |\n" in report and "Aalen-Johansen" not in report
     assert "compete" not in (tmp_path / "models" / "own" / "v0001" / "model_card.md").read_text()
+    frame.with_row_index("id").head(4).drop("week", "status").write_csv(tmp_path / "new.csv")
+    assert predict_flow.main(["--dataset", "own", "--features", str(tmp_path / "new.csv"), "--horizons", "26",
+                              "--out", str(tmp_path / "scores.csv")]) == 0
+    assert not [c for c in pl.read_csv(tmp_path / "scores.csv").columns if c.startswith("crude_")]

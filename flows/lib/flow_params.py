@@ -312,7 +312,8 @@ class PredictParams(FlowParams):
                                                   "one)")
     quantiles: list[float] = Field([0.1, 0.5, 0.9], description="time quantiles, each in (0, 1)")
     horizons: list[float] = Field([], description="times, in the dataset's unit (e.g. 7,30): adds risk_<h>_<event> "
-                                                  "= P(the event happens by h) (default: none)")
+                                                  "= P(the event happens by h) and, where events compete, "
+                                                  "crude_<h>_<event> = P(it happens by h, first) (default: none)")
     rmst: bool = Field(False, description="also rmst_<h>_<event>: the restricted mean event-free time up to each "
                                           "horizon (the score C (RMST) judges; larger: later or never); needs "
                                           "horizons")

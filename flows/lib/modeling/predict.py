@@ -463,13 +463,48 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
+def score_columns(ids, data: dict, p, times: dict, hs, risk, means, crude: dict) -> dict:
+    """The scores file's columns, in order: the ids, then per event ``p_<e>``, ``t_qNN_<e>`` per
+    quantile of ``times``, ``risk_<h>_<e>`` per horizon, ``rmst_<h>_<e>`` with ``means`` and
+    ``crude_<h>_<e>`` for an event in ``crude``; two names alike are an error."""
+    cols = {data.get("id_column") or "id": ids}
+    for j, e in enumerate(data["event_names"]):
+        cols[f"p_{e}"] = p[:, j]
+        for q, t in times.items():
+            cols[f"t_q{round(q * 100):02d}_{e}"] = t[:, j]
+        for k, h in enumerate(hs):
+            cols[f"risk_{h:g}_{e}"] = risk[:, k, j]
+        for h, mean in zip(hs, means, strict=False):  # none without rmst
+            cols[f"rmst_{h:g}_{e}"] = mean[:, j]
+        for k, h in enumerate(hs if e in crude else ()):
+            cols[f"crude_{h:g}_{e}"] = crude[e][:, k]
+    if len(cols) != 1 + len(data["event_names"]) * (1 + len(times) + len(hs) + len(means)) + len(crude) * len(hs):
+        raise ValueError(f"quantiles {list(times)} or horizons {hs} give the same column name twice (quantile names "
+                         "keep whole percents, horizon names six significant digits)")
+    return cols
+
+
+def crude_risks(model, x, horizons, data: dict) -> dict[str, np.ndarray]:
+    """Per event of a competing group the version records (``data["competing"]``), its crude risk by
+    each horizon, (n, H): ``CETModel.predict_cumulative_incidence`` against the group's other events.
+    Nothing without horizons or groups (an older version records none)."""
+    if not len(horizons):
+        return {}
+    names = data["event_names"]
+    return {e: model.predict_cumulative_incidence(x, horizons, names.index(e),
+                                                  competing=[names.index(k) for k in group if k != e])
+            for group in data.get("competing") or () for e in group}
+
+
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
                  horizons=(), rmst: bool = False) -> Path:
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
     horizon h, ``risk_<h>_<e>`` = P(the event happens by h) = p_e (1 - S_e(h | it happens)), and with
     ``rmst`` ``rmst_<h>_<e>``, the restricted mean event-free time up to h, (1 - p_e) h + p_e
-    E[min(T_e, h) | it happens]: the score whose ranking C (RMST) judges (larger: later or never). A
-    horizon beyond an event's longest training follow-up is warned of in the log
+    E[min(T_e, h) | it happens]: the score whose ranking C (RMST) judges (larger: later or never). Where
+    the version's events compete (``data["competing"]``: one follow-up time, never two seen on a row),
+    ``crude_<h>_<e>`` too: P(the event by h, before every competing one), the crude risk, where
+    ``risk_<h>_<e>`` is the net one. A horizon beyond an event's longest training follow-up is warned of in the log
     (:func:`beyond_follow_up`); its columns are written all the same. The ids go in a column
     named as the training table's ids (``data["id_column"]``, e.g. ``visit``), else ``id``."""
     out = Path(out)
@@ -518,18 +553,7 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
                         "follow-up, --horizons, does not)", source, e, 100 * r["share_beyond"], r["p_ever"],
                         r["by_follow_up"], f"{r['follow_up']:g} {data.get('time_unit') or ''}".rstrip(), e,
                         FOLLOWED_ROWS)
-    cols = {data.get("id_column") or "id": ids}
-    for j, e in enumerate(data["event_names"]):
-        cols[f"p_{e}"] = p[:, j]
-        for q in qs:
-            cols[f"t_q{round(q * 100):02d}_{e}"] = times[q][:, j]
-        for k, h in enumerate(hs):
-            cols[f"risk_{h:g}_{e}"] = risk[:, k, j]
-        for h, mean in zip(hs, means, strict=False):  # none without rmst
-            cols[f"rmst_{h:g}_{e}"] = mean[:, j]
-    if len(cols) != 1 + len(data["event_names"]) * (1 + len(qs) + len(hs) + len(means)):
-        raise ValueError(f"quantiles {qs} or horizons {hs} give the same column name twice (quantile names keep "
-                         "whole percents, horizon names six significant digits)")
+    cols = score_columns(ids, data, p, {q: times[q] for q in qs}, hs, risk, means, crude_risks(model, x, hs, data))
     check_finite_scores(cols, ids, source)
     if out.suffix.lower() == ".csv":  # recorded in the folder's marker first: CSV carries no mark of its own
         claim_files(out.parent, [out.name], kind=SCORES_MARK["kind"], what="--out folder")
