@@ -119,6 +119,21 @@ def kaplan_meier_risk(t, s, horizon: float | None = None) -> float:
     return float(1.0 - np.prod((1.0 - deaths / at_risk)[upto]))
 
 
+def aalen_johansen_curve(t, kind, of: int) -> tuple[np.ndarray, np.ndarray]:
+    """The Aalen-Johansen cumulative incidence curve of kind ``of`` (see
+    :func:`aalen_johansen_risk`): (times, the share just after each), starting at (0, 0); a step
+    function, drawn with ``where="post"``.
+
+    >>> [a.tolist() for a in aalen_johansen_curve([1.0, 2.0, 3.0, 4.0], [1, 2, 1, 0], of=1)]
+    [[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 0.25, 0.25, 0.5, 0.5]]
+    """
+    kind = np.asarray(kind).reshape(-1)
+    times, events, at_risk = _km_counts(t, kind > 0)
+    own = _km_counts(t, kind == of)[1]  # the same distinct times, the events of this kind at each
+    before = np.concatenate([[1.0], np.cumprod(1.0 - events / at_risk)[:-1]])  # no event of any kind yet
+    return np.concatenate([[0.0], times]), np.concatenate([[0.0], np.cumsum(before * own / at_risk)])
+
+
 def aalen_johansen_risk(t, kind, of: int, horizon: float | None = None) -> float:
     """The Aalen-Johansen cumulative incidence of kind ``of`` by ``horizon`` (None: by the last
     time): the estimated share whose first event by then is of that kind, where events of several
@@ -137,12 +152,9 @@ def aalen_johansen_risk(t, kind, of: int, horizon: float | None = None) -> float
         >>> kaplan_meier_risk([1.0, 2.0, 3.0, 4.0], [1, 0, 1, 0])   # kind 2 taken for censoring
         0.625
     """
-    kind = np.asarray(kind).reshape(-1)
-    times, events, at_risk = _km_counts(t, kind > 0)
-    own = _km_counts(t, kind == of)[1]  # the same distinct times, the events of this kind at each
-    before = np.concatenate([[1.0], np.cumprod(1.0 - events / at_risk)[:-1]])  # no event of any kind yet
-    upto = slice(None) if horizon is None else times <= horizon
-    return float(np.sum((before * own / at_risk)[upto]))
+    times, share = aalen_johansen_curve(t, kind, of)
+    at = len(times) - 1 if horizon is None else int(np.searchsorted(times, horizon, side="right")) - 1
+    return float(share[at]) if at >= 0 else 0.0
 
 
 def competing_groups(T, S, mask=None) -> list[list[int]]:

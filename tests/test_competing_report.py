@@ -42,6 +42,10 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
     report = (tmp_path / "reports" / "s" / "report.md").read_text()
     assert "arrest and violation compete: one follow-up time, never two seen on a row" in report
     assert "| event | horizon | Kaplan-Meier | CET | Aalen-Johansen | CET crude |" in report
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
+    assert linked == ["survival.png", "cumulative-incidence.png", "calibration-horizon.png", "p-ever.png"], linked
+    for png in linked:
+        assert (tmp_path / "reports" / "s" / png).read_bytes()[:4] == b"\x89PNG"
     ds = load_dataset(tmp_path / "data" / "s")
     te, kind = ds.test, (ds.test.S[:, 0] > 0.5) * 1 + (ds.test.S[:, 1] > 0.5) * 2
     cet = load_model(version / "CET")
@@ -86,6 +90,8 @@ def test_events_with_their_own_follow_up_get_no_aalen_johansen_column(status_csv
     assert json.loads((tmp_path / "models" / "own" / "v0001" / "data.json").read_text())["competing"] == []
     report = (tmp_path / "reports" / "own" / "report.md").read_text()
     assert "| event | horizon | Kaplan-Meier | CET |\n" in report and "Aalen-Johansen" not in report
+    assert "cumulative-incidence.png" not in report
+    assert not (tmp_path / "reports" / "own" / "cumulative-incidence.png").exists()
     assert "compete" not in (tmp_path / "models" / "own" / "v0001" / "model_card.md").read_text()
     frame.with_row_index("id").head(4).drop("week", "status").write_csv(tmp_path / "new.csv")
     assert predict_flow.main(["--dataset", "own", "--features", str(tmp_path / "new.csv"), "--horizons", "26",

@@ -2,8 +2,8 @@
 
 ``write_dataset_report`` writes ``report.md`` and its PNG figures for one registered version on its
 test split: per event the Kaplan-Meier curve against each time model's mean population survival,
-predicted against observed cumulative incidence at three horizons (with the Aalen-Johansen
-share where events compete), the calibration of P(event by
+predicted against observed cumulative incidence at three horizons (where events compete, with
+the Aalen-Johansen share and CET's crude risk, and their curves), the calibration of P(event by
 the horizon) against Kaplan-Meier by risk group, the distribution of CET's P(ever); with the true
 occurrence, the AUC and calibration figures of the main job's report too. Only aggregates are
 drawn: no row reaches the report.
@@ -27,6 +27,7 @@ from cet_model.dataset import load_dataset  # noqa: E402
 from cet_model.evaluation import model_inputs  # noqa: E402
 from cet_model.models import load_model  # noqa: E402
 from cet_model.nonparametric import (  # noqa: E402
+    aalen_johansen_curve,
     aalen_johansen_risk,
     competing_groups,
     kaplan_meier_curve,
@@ -59,6 +60,21 @@ def _kept(split, j: int) -> np.ndarray:
     return np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
 
 
+def _first_kinds(split, group: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that keep every event of a competing ``group`` and, on them, which came first: 0 =
+    none (censored), n + 1 = the group's n-th event."""
+    rows = np.logical_and.reduce([_kept(split, i) for i in group])
+    return rows, sum((split.S[rows, i] > 0.5) * (n + 1) for n, i in enumerate(group))
+
+
+def _close_figure(fig, axes, ylabel: str, title: str, path: Path) -> Path:
+    axes[0].set_ylabel(ylabel, fontsize=8)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10, x=0.02, ha="left")
+    save_figure(fig, path)
+    return path
+
+
 def survival_figure(split, x, events, models: dict, path: Path, title: str, unit: str | None = None) -> Path:
     """Per event: the test rows' Kaplan-Meier curve against each model's mean predicted population
     survival (CET: 1 - p + p S(t | it happens)) on the same rows; time in ``unit``."""
@@ -78,11 +94,34 @@ def survival_figure(split, x, events, models: dict, path: Path, title: str, unit
         ax.set_ylim(0, 1.02)
         ax.set_title(f"{e} (n={int(keep.sum())}, {int(split.S[keep, j].sum())} events)", fontsize=9)
         ax.set_xlabel(f"time ({unit})" if unit else "time", fontsize=8)
-    axes[0].set_ylabel("event-free share", fontsize=8)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10, x=0.02, ha="left")
-    save_figure(fig, path)
-    return path
+    return _close_figure(fig, axes, "event-free share", title, path)
+
+
+def crude_figure(split, x, events, groups: list[list[int]], cet, path: Path, title: str, unit: str | None = None
+                 ) -> Path:
+    """Per event of a competing group: the test rows' Aalen-Johansen share whose first event is this
+    one, CET's mean crude risk (``predict_cumulative_incidence``, with a ``cet`` model) and the net
+    risk, 1 - Kaplan-Meier, on the rows that keep every event of the group; time in ``unit``."""
+    panels = [(j, g) for g in groups for j in g]
+    fig, axes = _panels(len(panels))
+    for (j, group), ax in zip(panels, axes, strict=True):
+        keep, kind = _first_kinds(split, group)
+        if not keep.any():
+            ax.set_title(f"{events[j]}: no followed rows", fontsize=9)
+            continue
+        times, share = aalen_johansen_curve(split.T[keep, j], kind, group.index(j) + 1)
+        ax.step(times, share, where="post", color="black", lw=1.4, label="Aalen-Johansen (first event)")
+        times, surv = kaplan_meier_curve(split.T[keep, j], split.S[keep, j])
+        ax.step(times, 1.0 - surv, where="post", color="grey", ls="--", lw=1, label="1 - Kaplan-Meier (net)")
+        if cet is not None:
+            grid = np.linspace(0.0, float(split.T[keep, j].max()), GRID)
+            rows = x[np.flatnonzero(keep)] if not isinstance(x, np.ndarray) else x[keep]
+            crude = cet.predict_cumulative_incidence(rows, grid, j, competing=[i for i in group if i != j]).mean(0)
+            ax.plot(grid, crude, color="C0", lw=1.2, label="CET crude (mean predicted)")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"{events[j]} (n={int(keep.sum())}, {int(split.S[keep, j].sum())} first)", fontsize=9)
+        ax.set_xlabel(f"time ({unit})" if unit else "time", fontsize=8)
+    return _close_figure(fig, axes, "share with the event first", title, path)
 
 
 def p_ever_figure(split, p: np.ndarray, events, path: Path, title: str) -> Path:
@@ -208,11 +247,10 @@ def _crude(split, x, cet, group: list[int] | None, j: int, horizons) -> list[lis
     """The Aalen-Johansen share of ``split``'s rows whose first event by each horizon is event ``j``
     of ``group`` and, with a ``cet`` model, its mean crude cumulative incidence on the same rows
     (blank without a group, or without a row that keeps the whole group)."""
-    rows = np.ones(len(split), bool) if group is None else np.logical_and.reduce([_kept(split, i) for i in group])
     columns = 1 + (cet is not None)
+    rows, kind = _first_kinds(split, group) if group is not None else (None, None)
     if group is None or not rows.any():
         return [[""] * len(horizons)] * columns
-    kind = sum((split.S[rows, i] > 0.5) * (n + 1) for n, i in enumerate(group))
     out = [[f"{aalen_johansen_risk(split.T[rows, j], kind, group.index(j) + 1, h):.3f}" for h in horizons]]
     if cet is not None:
         idx = np.flatnonzero(rows)
@@ -251,7 +289,8 @@ def metrics_table(rows: list[dict]) -> str:
                        for r in kept)])
 
 
-FILES = ("report.md", "survival.png", "calibration-horizon.png", "p-ever.png", "auc.png", "calibration.png")
+FILES = ("report.md", "survival.png", "cumulative-incidence.png", "calibration-horizon.png", "p-ever.png", "auc.png",
+         "calibration.png")
 
 
 def check_ours(out_dir, name: str) -> None:
@@ -307,6 +346,10 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
                          *(["Aalen-Johansen", *(["CET crude"] if "CET" in models else [])] if competing else [])],
                         *incidence_rows(tr, te, x, events, models, competing)]),
               ""]
+    if competing:
+        figure = crude_figure(te, x, events, competing, models.get("CET"), out_dir / "cumulative-incidence.png",
+                              f"{name}: the share with each competing event first", unit)
+        parts += [f"![{name} cumulative incidence of competing events]({figure.name})", ""]
     calibration = metrics.calibration.get("test") or {}
     if calibration:
         figure = horizon_calibration_figure(calibration, events, out_dir / "calibration-horizon.png",
