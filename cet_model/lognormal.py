@@ -111,8 +111,8 @@ def mixture_quantile(log_w, mu, log_sigma, z: float, iters: int = 60) -> np.ndar
     return torch.exp(0.5 * (lo + hi)).cpu().numpy().astype(np.float64)
 
 
-Z_STEPS = 800  # trapezoids over z = (log u - mu_j) / sigma_j in [-8, 8]: the crude incidence's integral
-Z_LOCAL = 400  # more over each competitor's own +-8 sigma_k, where its survival falls (a narrow step in z)
+Z_STEPS = 400  # trapezoids over z = (log u - mu_j) / sigma_j in [-8, 8]: the crude incidence's integral
+Z_LOCAL = 200  # more over each competitor's own +-8 sigma_k, where its survival falls (a narrow step in z)
 CRUDE_ELEMENTS = 1 << 22  # rows x components x grid points computed at a time (16 MiB of float32)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 

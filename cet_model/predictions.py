@@ -160,7 +160,8 @@ class CETPredictions:
         return (1.0 - p) * np.exp(log_h) + p * r_cond
 
     @streamed
-    def predict_all(self, X, quantiles=(0.5,), times=(), rmst_horizons=(), risk_by=None, event_times=None) -> dict:
+    def predict_all(self, X, quantiles=(0.5,), times=(), rmst_horizons=(), risk_by=None, event_times=None,
+                    crude=None) -> dict:
         """Every prediction of a scoring table in one pass of the time head over the rows, where the
         separate calls make one pass each: {"occurrence": ``predict_occurrence``, "time": {q:
         ``predict_time(X, q)``}, "survival": ``predict_survival(X, times)``, "rmst": {h:
@@ -170,7 +171,8 @@ class CETPredictions:
         j by its own time), ``1 - predict_survival(X, [risk_by[j]])[:, 0, j]``, each event's curve
         read at its time alone. With ``event_times`` (M grids, one per event) also
         "event_survival", {j: ``predict_survival(X, event_times[j], event=j)``}: each event's curve
-        on its own grid (an evaluation's Brier times)."""
+        on its own grid (an evaluation's Brier times). With ``crude`` ({event index: its competing
+        events' indices}) also "crude", {j: ``predict_cumulative_incidence(X, times, j, competing)``}."""
         for q in quantiles:
             check_q(q)
         if event_times is not None and len(event_times) != self.n_events_:
@@ -202,6 +204,9 @@ class CETPredictions:
                         for h, lh in log_h.items()}}
         if log_by is not None:
             out["risk_by"] = 1.0 - (1.0 - p + p * np.stack(parts["risk_by"], 1))
+        if crude:
+            out["crude"] = {j: self.predict_cumulative_incidence(X, times, j, competing=others)
+                            for j, others in crude.items()}
         if log_grids is not None:
             out["event_survival"] = {
                 j: 1.0 - p[:, None, j] + p[:, None, j] * non_increasing_in_time(s_j, event_times[j])

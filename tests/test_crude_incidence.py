@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cet_model import CETModel
+from flows.lib.modeling.predict import predict_in_parts
 
 FEATURES = ["fin", "age", "race", "wexp", "mar", "paro", "prio"]
 FAR = 1e300  # past every component's time (a short fit's sigma can be 40): the crude risks are complete
@@ -43,6 +44,11 @@ def test_crude_risks_of_a_group_add_up_to_the_chance_that_any_happens(competing,
     assert (np.diff(arrest, axis=1) >= 0).all() and (arrest >= 0).all()
     assert (net[0] - arrest)[:, -1].mean() > 1e-3  # the other kind does come first
     np.testing.assert_allclose(arrest[:, -1] + violation[:, -1], 1.0 - (1.0 - p[:, 0]) * (1.0 - p[:, 1]), atol=1e-4)
+    every = model.predict_all(x, times=times, crude={0: [1], 1: [0]})
+    np.testing.assert_array_equal(every["crude"][0], arrest)
+    np.testing.assert_array_equal(every["crude"][1], violation)
+    parts = predict_in_parts(model, x, "rossi", part_rows=100, times=times, crude={0: [1], 1: [0]})  # as scored
+    np.testing.assert_allclose(parts["crude"][1], violation, atol=1e-6)
     # a third event in the group: still the chance that any of the three happens
     three = sum(model.predict_cumulative_incidence(x, [FAR], j, competing=[k for k in range(3) if k != j])[:, 0]
                 for j in range(3))

@@ -484,18 +484,6 @@ def score_columns(ids, data: dict, p, times: dict, hs, risk, means, crude: dict)
     return cols
 
 
-def crude_risks(model, x, horizons, data: dict) -> dict[str, np.ndarray]:
-    """Per event of a competing group the version records (``data["competing"]``), its crude risk by
-    each horizon, (n, H): ``CETModel.predict_cumulative_incidence`` against the group's other events.
-    Nothing without horizons or groups (an older version records none)."""
-    if not len(horizons):
-        return {}
-    names = data["event_names"]
-    return {e: model.predict_cumulative_incidence(x, horizons, names.index(e),
-                                                  competing=[names.index(k) for k in group if k != e])
-            for group in data.get("competing") or () for e in group}
-
-
 def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], device: str, source: str,
                  horizons=(), rmst: bool = False) -> Path:
     """Per event ``p_<e>`` (P(ever)), ``t_qNN_<e>`` (time quantiles given that it happens) and, per
@@ -503,10 +491,11 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     ``rmst`` ``rmst_<h>_<e>``, the restricted mean event-free time up to h, (1 - p_e) h + p_e
     E[min(T_e, h) | it happens]: the score whose ranking C (RMST) judges (larger: later or never). Where
     the version's events compete (``data["competing"]``: one follow-up time, never two seen on a row),
-    ``crude_<h>_<e>`` too: P(the event by h, before every competing one), the crude risk, where
-    ``risk_<h>_<e>`` is the net one. A horizon beyond an event's longest training follow-up is warned of in the log
-    (:func:`beyond_follow_up`); its columns are written all the same. The ids go in a column
-    named as the training table's ids (``data["id_column"]``, e.g. ``visit``), else ``id``."""
+    ``crude_<h>_<e>`` too: P(the event by h, before every competing one), the crude risk
+    (``CETModel.predict_cumulative_incidence``), where ``risk_<h>_<e>`` is the net one. A horizon
+    beyond an event's longest training follow-up is warned of in the log (:func:`beyond_follow_up`);
+    its columns are written all the same. The ids go in a column named as the training table's ids
+    (``data["id_column"]``, e.g. ``visit``), else ``id``."""
     out = Path(out)
     hs = check_horizons(horizons)
     if rmst and not hs:
@@ -539,8 +528,11 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
     # one pass of the time head (the mixture over the other events' occurrences) for every column and the check
     # below, which reads each event's curve at the end of its own follow-up (any time > 0 for an event without one)
     ends = [float(until.get(e, 1.0)) for e in data["event_names"]] if until else None
+    names = data["event_names"]
+    competing = {names.index(e): [names.index(k) for k in group if k != e]  # none without horizons
+                 for group in (data.get("competing") or () if hs else ()) for e in group}
     scores = predict_in_parts(model, x, source, quantiles=qs, times=hs, rmst_horizons=hs if rmst else (),
-                              risk_by=ends)
+                              risk_by=ends, crude=competing)
     p, times, means = scores["occurrence"], scores["time"], [scores["rmst"][h] for h in hs] if rmst else []
     risk = 1.0 - scores["survival"]  # (n, H, M): 1 - (1 - p + p S) = p (1 - S)
     beyond = occurrence_beyond_follow_up(model, x, until, data["event_names"], p_ever=p,
@@ -553,7 +545,8 @@ def write_scores(ids, x, version_dir: Path, data: dict, out, qs: list[float], de
                         "follow-up, --horizons, does not)", source, e, 100 * r["share_beyond"], r["p_ever"],
                         r["by_follow_up"], f"{r['follow_up']:g} {data.get('time_unit') or ''}".rstrip(), e,
                         FOLLOWED_ROWS)
-    cols = score_columns(ids, data, p, {q: times[q] for q in qs}, hs, risk, means, crude_risks(model, x, hs, data))
+    crude = {names[j]: v for j, v in (scores.get("crude") or {}).items()}
+    cols = score_columns(ids, data, p, {q: times[q] for q in qs}, hs, risk, means, crude)
     check_finite_scores(cols, ids, source)
     if out.suffix.lower() == ".csv":  # recorded in the folder's marker first: CSV carries no mark of its own
         claim_files(out.parent, [out.name], kind=SCORES_MARK["kind"], what="--out folder")
