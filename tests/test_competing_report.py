@@ -33,10 +33,13 @@ def status_csv(tmp_path, monkeypatch):
     return tmp_path / "s.csv"
 
 
-def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation(status_csv, tmp_path):
+def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation(status_csv, tmp_path, capsys):
     assert table_flow.main(["--table", str(status_csv), "--name", "s", "--event", "arrest=week,status:1",
                             "--event", "violation=week,status:2", "--time-unit", "weeks"]) == 0
+    capsys.readouterr()
     assert train_flow.main(["evaluate", "--dataset", "s", "--models", "CET"]) == 0
+    assert "  arrest and violation compete (one follow-up, never two seen on a row): P(ever) and the risks above " \
+           "are net ones" in capsys.readouterr().out
     version = tmp_path / "models" / "s" / "v0001"
     assert json.loads((version / "data.json").read_text())["competing"] == [["arrest", "violation"]]
     report = (tmp_path / "reports" / "s" / "report.md").read_text()
@@ -80,13 +83,15 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
         assert (scores[f"crude_52_{event}"] <= scores[f"risk_52_{event}"] + 1e-4).all()
 
 
-def test_events_with_their_own_follow_up_get_no_aalen_johansen_column(status_csv, tmp_path):
+def test_events_with_their_own_follow_up_get_no_aalen_johansen_column(status_csv, tmp_path, capsys):
     frame = pl.read_csv(status_csv)
     frame.with_columns(later=pl.col("week") + 10, seen=(pl.col("status") > 0).cast(pl.Int8)).write_csv(
         tmp_path / "own.csv")
     assert table_flow.main(["--table", str(tmp_path / "own.csv"), "--name", "own", "--event", "arrest=week,status:1",
                             "--event", "any=later,seen", "--time-unit", "weeks"]) == 0
+    capsys.readouterr()
     assert train_flow.main(["evaluate", "--dataset", "own", "--models", "CET"]) == 0
+    assert "compete" not in capsys.readouterr().out
     assert json.loads((tmp_path / "models" / "own" / "v0001" / "data.json").read_text())["competing"] == []
     report = (tmp_path / "reports" / "own" / "report.md").read_text()
     assert "| event | horizon | Kaplan-Meier | CET |\n" in report and "Aalen-Johansen" not in report

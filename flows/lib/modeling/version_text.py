@@ -97,7 +97,26 @@ def summary_lines(version: Path) -> list[str]:
     if diff:
         lines += [f"[ ]: {record['level']:.0%} paired bootstrap interval ({resamples_text(record)}, the same for "
                   "every model); CET minus each model:", *render.text(diff)]
-    return lines + per_event_lines(version) + beyond_lines(version) + rising_lines(version)
+    return lines + per_event_lines(version) + beyond_lines(version) + rising_lines(version) + competing_lines(version)
+
+
+def competing_lines(version: Path) -> list[str]:
+    """A line per group of events that compete (``data.json``'s ``competing``): their risks are net
+    ones, and where their crude ones are. [] without a group, or for an older version.
+
+    >>> import tempfile
+    >>> version = Path(tempfile.mkdtemp())
+    >>> _ = (version / "data.json").write_text(json.dumps({"competing": [["relapse", "death"]]}))
+    >>> print("\\n".join(competing_lines(version)))
+      relapse and death compete (one follow-up, never two seen on a row): P(ever) and the risks above are net ones;
+      their crude risks, the share with each first, are in the report (Aalen-Johansen, CET crude) and in flows.predict
+      --horizons (crude_<h>_<event>)
+    """
+    data = Path(version) / "data.json"
+    groups = (json.loads(data.read_text()).get("competing") or []) if data.is_file() else []
+    return [f"  {' and '.join(g)} compete (one follow-up, never two seen on a row): P(ever) and the risks above are "
+            "net ones; their crude risks, the share with each first, are in the report (Aalen-Johansen, CET crude) "
+            "and in flows.predict --horizons (crude_<h>_<event>)" for g in groups]
 
 
 def beyond_lines(version: Path) -> list[str]:
