@@ -14,6 +14,14 @@ each event's training follow-up (separately: one ``predict_survival`` call at ev
 values are equal bit for bit, and the largest difference of the risk by the ends (the separate
 call's curves are made non-increasing across all the ends: rounding). One CPU thread
 (``--threads``). Writes ``benchmarks/results/predict_all.json``.
+
+With ``--competing K`` the first K events compete (as a status column of several kinds codes them)
+and each round also times ``predict_all`` with their crude risks by the horizons (``crude``, as
+``flows.predict --horizons`` scores a version whose events compete): its best against the plain
+``predict_all``'s.
+
+    python benchmarks/bench_predict_all.py --events 2 --features 10 --competing 2 \
+        --out benchmarks/results/predict_all_competing.json
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--features", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--competing", type=int, default=0, help="the first K events compete: also time their crude risks")
     ap.add_argument("--out", type=Path, default=RESULTS / "predict_all.json")
     args = ap.parse_args(argv)
     import torch
@@ -74,7 +83,9 @@ def main(argv=None) -> int:
         model = CETModel(max_epochs=3, seed=0).fit(x_fit, t, s)
     x = rng.standard_normal((args.rows, d))
     ends = [float(v) for v in np.quantile(t, 0.9, axis=0)]  # one per event, as a version records them
-    times = {"separate": [], "predict_all": []}
+    group = list(range(min(args.competing, m)))
+    crude = {j: [k for k in group if k != j] for j in group} if len(group) > 1 else None
+    times = {"separate": [], "predict_all": [], **({"predict_all_crude": []} if crude else {})}
     for _ in range(args.rounds):
         t0 = time.perf_counter()
         a = separate(model, x, ends)
@@ -82,6 +93,10 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         b = model.predict_all(x, QUANTILES, HORIZONS, HORIZONS, risk_by=ends)
         times["predict_all"].append(time.perf_counter() - t0)
+        if crude:
+            t0 = time.perf_counter()
+            model.predict_all(x, QUANTILES, HORIZONS, HORIZONS, risk_by=ends, crude=crude)
+            times["predict_all_crude"].append(time.perf_counter() - t0)
     best = {k: min(v) for k, v in times.items()}
     record = {"command": "python benchmarks/bench_predict_all.py " + " ".join(argv or sys.argv[1:]),
               "rows": args.rows, "events": m, "features": d, "hidden": 100, "draws": int(model.recipe_.n_samples),
@@ -89,10 +104,15 @@ def main(argv=None) -> int:
               "speedup": best["separate"] / best["predict_all"],
               "bitwise_equal": equal({k: v for k, v in a.items() if k != "risk_by"},
                                      {k: v for k, v in b.items() if k != "risk_by"}),
-              "risk_by_max_abs_diff": float(np.abs(a["risk_by"] - b["risk_by"]).max()), "machine": machine()}
+              "risk_by_max_abs_diff": float(np.abs(a["risk_by"] - b["risk_by"]).max()), "competing": len(group),
+              "crude_over_plain": best["predict_all_crude"] / best["predict_all"] if crude else None,
+              "machine": machine()}
     print(f"{args.rows} rows, {m} events, {args.threads} thread(s): separate calls {best['separate']:.2f} s, "
           f"predict_all {best['predict_all']:.2f} s ({record['speedup']:.2f}x); equal bit for bit: "
           f"{record['bitwise_equal']}; risk by the ends: largest difference {record['risk_by_max_abs_diff']:.1e}")
+    if crude:
+        print(f"with the crude risks of {len(group)} competing events: predict_all {best['predict_all_crude']:.2f} s "
+              f"({record['crude_over_plain']:.2f}x the plain predict_all)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     return 0
