@@ -128,6 +128,19 @@ def _crude_integrand(z, m, sig, occ, j: int, others):
     return g
 
 
+def _merged(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Two ascending grids merged along the last axis (the leading axes alike): each value placed by
+    counting the other grid's values before it, cheaper than sorting the two joined.
+
+    >>> _merged(torch.tensor([[0.0, 2.0, 4.0]]), torch.tensor([[1.0, 2.0, 5.0]])).tolist()
+    [[0.0, 1.0, 2.0, 2.0, 4.0, 5.0]]
+    """
+    at_a = torch.arange(a.shape[-1], device=a.device) + torch.searchsorted(b, a, right=True)
+    at_b = torch.arange(b.shape[-1], device=b.device) + torch.searchsorted(a, b, right=False)
+    out = a.new_empty((*a.shape[:-1], a.shape[-1] + b.shape[-1]))
+    return out.scatter_(-1, at_a, a).scatter_(-1, at_b, b)
+
+
 def crude_incidence(log_w, c, mu, log_sigma, j: int, others, log_grid: np.ndarray) -> np.ndarray:
     """P(T_j <= t and T_j < T_k for every k in ``others`` | c_j = 1) at t = exp(``log_grid``) (T,),
     mixed over the components: weights ``log_w`` (n, K), the other events' occurrences ``c`` (0/1,
@@ -159,7 +172,9 @@ def crude_incidence(log_w, c, mu, log_sigma, j: int, others, log_grid: np.ndarra
         for k in others:  # where S_k falls, in event j's z: centre (mu_k - mu_j) / sigma_j, width sigma_k / sigma_j
             centre = (m[..., k] - m[..., j]) / sig[..., j]
             grids.append((centre[..., None] + (sig[..., k] / sig[..., j])[..., None] * local).clamp(-8.0, 8.0))
-        z = torch.cat(grids, dim=-1).sort(dim=-1).values  # (r, K, points)
+        z = grids[0].contiguous()
+        for grid in grids[1:]:
+            z = _merged(z, grid.contiguous())  # (r, K, points), ascending
         g = _crude_integrand(z, m, sig, occ, j, others)
         cum = torch.cumsum((g[..., 1:] + g[..., :-1]) * 0.5 * z.diff(dim=-1), dim=-1)
         cum = torch.cat([torch.zeros_like(cum[..., :1]), cum], dim=-1)
