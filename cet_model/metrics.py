@@ -456,3 +456,62 @@ def integrated_brier_score(t_train, s_train, t, s, survival, times) -> float:
     except (ValueError, ZeroDivisionError) as exc:  # undefined here (e.g. no follow-up left); the caller
         log.debug("integrated Brier score undefined: %s", exc)  # reports it once, naming the task
         return float("nan")
+
+
+def net_benefit(t, s, risk, horizon: float, thresholds, of: int | None = None) -> np.ndarray:
+    """Decision curve analysis for an outcome by a time (Vickers, Cronin, Elkin and Gonen 2008):
+    the net benefit of treating the rows whose predicted risk is at least each threshold ``p``,
+
+        NB(p) = P(risk >= p) * (R - (1 - R) * p / (1 - p)),
+
+    R the Kaplan-Meier risk by ``horizon`` of those rows (censoring handled as in any survival
+    curve). ``p / (1 - p)`` is the harm of one needless treatment in units of one treated event,
+    as a reader who would treat at risk ``p`` weighs them. Treating everyone is ``risk`` all ones;
+    treating no one is 0. A model is worth using at ``p`` where its NB is above both.
+
+    With ``of``, ``s`` is the kind of each row's first event (0 censored, k >= 1 kind k, as
+    :func:`cet_model.nonparametric.aalen_johansen_risk`), R the Aalen-Johansen share whose first
+    event by the horizon is of kind ``of``, and ``risk`` should be a crude risk of that kind.
+
+    Args:
+        t: follow-up times, shape (n,), > 0.
+        s: 1 = event observed, 0 = censored (with ``of``: the kinds), shape (n,).
+        risk: predicted P(event by ``horizon``), shape (n,).
+        horizon: the time the outcome is counted by; events at exactly ``horizon`` count.
+        thresholds: the risks ``p`` in [0, 1).
+
+    Returns:
+        NB at each threshold, shape (len(thresholds),): 0 where no row is treated, NaN where the
+        treated rows' follow-up all ends before the horizon (their risk by then is unknown).
+
+    Example:
+        >>> t = np.array([1.0, 2, 3, 4, 5, 6, 7, 8]); s = np.array([1, 1, 0, 1, 0, 0, 1, 0])
+        >>> risk = np.array([.9, .8, .7, .6, .1, .2, .3, .2])
+        >>> net_benefit(t, s, risk, 4.5, [0.05, 0.25, 0.95]).round(4)  # 0.25: 5/8 treated, R 0.7
+        array([0.3684, 0.375 , 0.    ])
+        >>> net_benefit(t, s, np.ones(8), 4.5, [0.05, 0.25, 0.5]).round(4)   # treat all: R = 0.4
+        array([ 0.3684,  0.2   , -0.2   ])
+        >>> net_benefit(t, s, risk, 4.5, [0.5])  # the four treated are followed to 4 at most
+        array([nan])
+    """
+    from .nonparametric import aalen_johansen_risk
+
+    t, risk = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (t, risk))
+    s = np.asarray(s).reshape(-1)
+    p = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+    if not (t.shape == s.shape == risk.shape) or t.size == 0:
+        raise ValueError(f"t, s and risk must be non-empty and of one length, got {t.size}, {s.size}, {risk.size}")
+    if ((p < 0) | (p >= 1) | np.isnan(p)).any():
+        raise ValueError("thresholds must lie in [0, 1)")
+    out = np.zeros(p.size)
+    for k, threshold in enumerate(p):
+        treated = risk >= threshold
+        if not treated.any():
+            continue
+        if t[treated].max() < horizon:
+            out[k] = np.nan
+            continue
+        r = (kaplan_meier_risk(t[treated], s[treated], horizon) if of is None
+             else aalen_johansen_risk(t[treated], s[treated], of, horizon))
+        out[k] = treated.mean() * (r - (1.0 - r) * threshold / (1.0 - threshold))
+    return out

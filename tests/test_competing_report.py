@@ -11,12 +11,15 @@ import polars as pl
 import pytest
 
 from cet_model.dataset import load_dataset
+from cet_model.metrics import net_benefit
 from cet_model.models import load_model
 from cet_model.nonparametric import aalen_johansen_risk, kaplan_meier_risk
 from flows import predict as predict_flow
 from flows import table as table_flow
 from flows import train as train_flow
 from flows.lib.modeling.dataset_report import incidence_horizons
+from flows.lib.modeling.decision_curves import THRESHOLDS, useful_thresholds
+from flows.lib.modeling.version_facts import version_horizons
 
 
 @pytest.fixture
@@ -46,7 +49,8 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
     assert "arrest and violation compete: one follow-up time, never two seen on a row" in report
     assert "| event | horizon | Kaplan-Meier | CET | Aalen-Johansen | CET crude |" in report
     linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
-    assert linked == ["survival.png", "cumulative-incidence.png", "calibration-horizon.png", "p-ever.png"], linked
+    assert linked == ["survival.png", "cumulative-incidence.png", "calibration-horizon.png", "decision-curve.png",
+                      "p-ever.png"], linked
     for png in linked:
         assert (tmp_path / "reports" / "s" / png).read_bytes()[:4] == b"\x89PNG"
     ds = load_dataset(tmp_path / "data" / "s")
@@ -66,6 +70,14 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
             assert crude <= km and model_crude <= net + 1e-3
         assert np.any([aalen_johansen_risk(te.T[:, j], kind, j + 1, h) < kaplan_meier_risk(te.T[:, j], te.S[:, j], h)
                        for h in horizons])  # the other kind does come first on these rows
+    # decision curves: the outcome is the event being first (Aalen-Johansen), CET's line its crude risk
+    assert "| event | by | observed by then | CET crude: worth using at |" in report
+    for j, (event, h) in enumerate(version_horizons(version, ds.train, ds.event_names).items()):
+        crude = cet.predict_cumulative_incidence(te.X, [h], j, competing=[1 - j])[:, 0]
+        worth = useful_thresholds(THRESHOLDS, net_benefit(te.T[:, j], kind, crude, h, THRESHOLDS, of=j + 1),
+                                  net_benefit(te.T[:, j], kind, np.ones(len(te)), h, THRESHOLDS, of=j + 1))
+        first = aalen_johansen_risk(te.T[:, j], kind, j + 1, h)
+        assert f"| {event} | {h:g} | {first:.3f} (first) | {worth} |" in report, (event, h, worth)
     card = (version / "model_card.md").read_text()
     assert "- arrest and violation compete (one follow-up, never two seen on a row): P(ever) and every risk by a " \
            "horizon are net" in card
@@ -96,6 +108,15 @@ def test_events_with_their_own_follow_up_get_no_aalen_johansen_column(status_csv
     report = (tmp_path / "reports" / "own" / "report.md").read_text()
     assert "| event | horizon | Kaplan-Meier | CET |\n" in report and "Aalen-Johansen" not in report
     assert "cumulative-incidence.png" not in report
+    ds, cet = load_dataset(tmp_path / "data" / "own"), load_model(tmp_path / "models" / "own" / "v0001" / "CET")
+    te = ds.test
+    for j, (event, h) in enumerate(version_horizons(tmp_path / "models" / "own" / "v0001", ds.train,
+                                                    ds.event_names).items()):
+        risk = 1.0 - cet.predict_survival(te.X, [h], event=j)[:, 0]
+        worth = useful_thresholds(THRESHOLDS, net_benefit(te.T[:, j], te.S[:, j], risk, h, THRESHOLDS),
+                                  net_benefit(te.T[:, j], te.S[:, j], np.ones(len(te)), h, THRESHOLDS))
+        observed = kaplan_meier_risk(te.T[:, j], te.S[:, j], h)
+        assert f"| {event} | {h:g} | {observed:.3f} | {worth} |" in report, (event, h, worth)
     assert not (tmp_path / "reports" / "own" / "cumulative-incidence.png").exists()
     assert "compete" not in (tmp_path / "models" / "own" / "v0001" / "model_card.md").read_text()
     frame.with_row_index("id").head(4).drop("week", "status").write_csv(tmp_path / "new.csv")

@@ -13,6 +13,7 @@ from cet_model.metrics import (
     horizon_auc,
     horizon_calibration,
     mrae,
+    net_benefit,
     occurrence_auc,
     resampled_auc,
     resampled_concordance_index,
@@ -193,6 +194,54 @@ def test_aalen_johansen_matches_scikit_survival(data, horizon):
         at = np.searchsorted(times, horizon, side="right") - 1
         assert crude == pytest.approx(0.0 if at < 0 else float(incidence[k, at]), abs=1e-12)
         assert crude <= net + 1e-12
+
+
+@settings(max_examples=30, deadline=None)
+@given(survival_with_ties(), st.floats(0.5, 9.0))
+@pytest.mark.slow
+def test_net_benefit_matches_dcurves(data, horizon):
+    """Decision curves against dcurves' survival decision curve analysis (Vickers' method, with
+    lifelines' Kaplan-Meier), for a model and for treating everyone, with ties in time and risk; one kind
+    given as kinds (``of``) is the same curve. dcurves fails where every row's follow-up ends before the
+    horizon, and counts a risk of exactly 0 untreated at threshold 0: the thresholds fall between risks."""
+    import warnings
+
+    import pandas as pd
+    from dcurves import dca
+
+    t, score, e = data
+    assume(horizon <= t.max())
+    risk = score / 7.0  # in [0, 6/7]
+    thresholds = (np.arange(7) + 0.5) / 7.0
+    frame = pd.DataFrame({"t": t, "event": e.astype(int), "risk": risk})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = dca(data=frame, outcome="event", modelnames=["risk"], thresholds=thresholds, time=horizon,
+                  time_to_outcome_col="t")
+    for name, r in (("risk", risk), ("all", np.ones_like(risk))):
+        expected = ref[ref.model == name].sort_values("threshold").net_benefit.to_numpy(dtype=float)
+        ours = net_benefit(t, e, r, horizon, thresholds)
+        np.testing.assert_allclose(ours, expected, atol=1e-12, equal_nan=True)
+        np.testing.assert_allclose(net_benefit(t, e.astype(int), r, horizon, thresholds, of=1), ours, atol=1e-12,
+                                   equal_nan=True)
+
+
+def test_net_benefit_of_a_kind_counts_only_its_first_events():
+    """Where kinds compete, a row whose first event is another kind is no event of this one and is not
+    censored either: by 4, of the six rows, two had kind 1 first, so treating all at p = 0.2 gains
+    2/6 - (4/6)(0.25). Taking the other kind for censoring (net risk) would count more."""
+    t = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    kind = np.array([1, 2, 2, 1, 0, 0])
+    everyone = np.ones(6)
+    assert net_benefit(t, kind, everyone, 4.0, [0.2], of=1)[0] == pytest.approx(2 / 6 - 4 / 6 * 0.25)
+    net = kaplan_meier_risk(t, kind == 1, 4.0)
+    assert net_benefit(t, kind == 1, everyone, 4.0, [0.2])[0] == pytest.approx(net - (1 - net) * 0.25)
+    assert net > 2 / 6
+    # a risk at the threshold itself is treated ("at least"); no row treated: 0; a threshold outside [0, 1): refused
+    assert net_benefit(t, kind, np.full(6, 0.2), 4.0, [0.2], of=1)[0] == pytest.approx(2 / 6 - 4 / 6 * 0.25)
+    assert net_benefit(t, kind, np.zeros(6), 4.0, [0.5], of=1)[0] == 0.0
+    with pytest.raises(ValueError, match=r"thresholds must lie in \[0, 1\)"):
+        net_benefit(t, kind, everyone, 4.0, [1.0], of=1)
 
 
 def test_competing_groups_are_the_events_of_one_status_column():

@@ -66,7 +66,8 @@ def test_train_evaluate_registers_promotes_and_reuses(cet_env):
     # the dataset's report: with the truth, its AUC and calibration figures too; the card says the data
     report = (cet_env / "reports" / "synthetic" / "report.md").read_text()
     linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
-    assert linked == ["survival.png", "calibration-horizon.png", "p-ever.png", "auc.png", "calibration.png"], linked
+    assert linked == ["survival.png", "calibration-horizon.png", "decision-curve.png", "p-ever.png", "auc.png",
+                      "calibration.png"], linked
     assert all((cet_env / "reports" / "synthetic" / png).is_file() for png in linked)
     assert first["report"] == str(cet_env / "reports" / "synthetic" / "report.md")
     card = (v1 / "model_card.md").read_text()

@@ -393,7 +393,7 @@ def test_imputed_table_trains_and_new_rows_with_gaps_are_filled_as_the_build_did
     # a report for a dataset without the truth: every figure it links exists, and no AUC against the truth
     report = (tmp_path / "reports" / "gaps" / "report.md").read_text()
     linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
-    assert linked == ["survival.png", "calibration-horizon.png", "p-ever.png"], linked
+    assert linked == ["survival.png", "calibration-horizon.png", "decision-curve.png", "p-ever.png"], linked
     for png in linked:
         assert (tmp_path / "reports" / "gaps" / png).read_bytes()[:4] == b"\x89PNG"
     assert "| arrest | " in report and "Against the true occurrence" not in report and "built from your data" in report

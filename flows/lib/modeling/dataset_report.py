@@ -4,7 +4,8 @@
 test split: per event the Kaplan-Meier curve against each time model's mean population survival,
 predicted against observed cumulative incidence at three horizons (where events compete, with
 the Aalen-Johansen share and CET's crude risk, and their curves), the calibration of P(event by
-the horizon) against Kaplan-Meier by risk group, the distribution of CET's P(ever); with the true
+the horizon) against Kaplan-Meier by risk group, decision curves by the horizon
+(``flows.lib.modeling.decision_curves``), the distribution of CET's P(ever); with the true
 occurrence, the AUC and calibration figures of the main job's report too. Only aggregates are
 drawn: no row reaches the report.
 
@@ -15,18 +16,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from cet_model.atomic import save_figure, write_text  # noqa: E402
-from cet_model.choices import CI_RMST  # noqa: E402
-from cet_model.dataset import load_dataset  # noqa: E402
-from cet_model.evaluation import model_inputs  # noqa: E402
-from cet_model.models import load_model  # noqa: E402
-from cet_model.nonparametric import (  # noqa: E402
+from cet_model.atomic import save_figure, write_text
+from cet_model.choices import CI_RMST
+from cet_model.dataset import load_dataset
+from cet_model.evaluation import model_inputs
+from cet_model.models import load_model
+from cet_model.nonparametric import (
     aalen_johansen_curve,
     aalen_johansen_risk,
     competing_groups,
@@ -35,66 +32,39 @@ from cet_model.nonparametric import (  # noqa: E402
     kaplan_meier_risk,
     kaplan_meier_risk_gained,
 )
-from flows.lib.infra.evaluation_record import Evaluation  # noqa: E402
-from flows.lib.infra.stage_cache import built_from  # noqa: E402
-from flows.lib.modeling.render import cell, markdown, split_text  # noqa: E402
-from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure  # noqa: E402
-from flows.lib.modeling.version_text import metric_rows  # noqa: E402
+from flows.lib.infra.evaluation_record import Evaluation
+from flows.lib.infra.stage_cache import built_from
+from flows.lib.modeling.decision_curves import decision_curves, decision_figure, decision_rows, note
+from flows.lib.modeling.render import cell, markdown, split_text
+from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure
+from flows.lib.modeling.report_panels import close_figure, first_kinds, inputs_of, kept, panels
+from flows.lib.modeling.version_facts import version_horizons
+from flows.lib.modeling.version_text import metric_rows
 
 TIME_MODELS = ("CET", "ET")  # the models with a survival curve drawn beside Kaplan-Meier
 HORIZON_QUANTILES = (0.25, 0.5, 0.75)  # of each event's training follow-up: the cumulative incidence table
 GRID = 100  # points of each mean predicted survival curve
 
 
-def _panels(n: int):
-    ncols = min(4, n)
-    nrows = -(-n // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.9 * nrows + 0.6), squeeze=False,
-                             layout="constrained")  # room for the titles, no empty band under them
-    for k in range(n, nrows * ncols):
-        axes[k // ncols][k % ncols].axis("off")
-    return fig, [axes[k // ncols][k % ncols] for k in range(n)]
-
-
-def _kept(split, j: int) -> np.ndarray:
-    return np.ones(len(split), bool) if split.mask is None else split.mask[:, j] == 1
-
-
-def _first_kinds(split, group: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The rows that keep every event of a competing ``group`` and, on them, which came first: 0 =
-    none (censored), n + 1 = the group's n-th event."""
-    rows = np.logical_and.reduce([_kept(split, i) for i in group])
-    return rows, sum((split.S[rows, i] > 0.5) * (n + 1) for n, i in enumerate(group))
-
-
-def _close_figure(fig, axes, ylabel: str, title: str, path: Path) -> Path:
-    axes[0].set_ylabel(ylabel, fontsize=8)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10, x=0.02, ha="left")
-    save_figure(fig, path)
-    return path
-
-
 def survival_figure(split, x, events, models: dict, path: Path, title: str, unit: str | None = None) -> Path:
     """Per event: the test rows' Kaplan-Meier curve against each model's mean predicted population
     survival (CET: 1 - p + p S(t | it happens)) on the same rows; time in ``unit``."""
-    fig, axes = _panels(len(events))
+    fig, axes = panels(len(events))
     for j, (e, ax) in enumerate(zip(events, axes, strict=True)):
-        keep = _kept(split, j)
+        keep = kept(split, j)
         if not keep.any():
             ax.set_title(f"{e}: no followed rows", fontsize=9)
             continue
         times, surv = kaplan_meier_curve(split.T[keep, j], split.S[keep, j])
         ax.step(times, surv, where="post", color="black", lw=1.4, label="Kaplan-Meier")
         grid = np.linspace(0.0, float(split.T[keep, j].max()), GRID)
-        rows = np.flatnonzero(keep)
         for name, model in models.items():
-            mean = model.predict_survival(x[rows] if not isinstance(x, np.ndarray) else x[keep], grid, event=j).mean(0)
+            mean = model.predict_survival(inputs_of(x, keep), grid, event=j).mean(0)
             ax.plot(grid, mean, lw=1.2, label=f"{name} (mean predicted)")
         ax.set_ylim(0, 1.02)
         ax.set_title(f"{e} (n={int(keep.sum())}, {int(split.S[keep, j].sum())} events)", fontsize=9)
         ax.set_xlabel(f"time ({unit})" if unit else "time", fontsize=8)
-    return _close_figure(fig, axes, "event-free share", title, path)
+    return close_figure(fig, axes, "event-free share", title, path)
 
 
 def crude_figure(split, x, events, groups: list[list[int]], cet, path: Path, title: str, unit: str | None = None
@@ -102,10 +72,10 @@ def crude_figure(split, x, events, groups: list[list[int]], cet, path: Path, tit
     """Per event of a competing group: the test rows' Aalen-Johansen share whose first event is this
     one, CET's mean crude risk (``predict_cumulative_incidence``, with a ``cet`` model) and the net
     risk, 1 - Kaplan-Meier, on the rows that keep every event of the group; time in ``unit``."""
-    panels = [(j, g) for g in groups for j in g]
-    fig, axes = _panels(len(panels))
-    for (j, group), ax in zip(panels, axes, strict=True):
-        keep, kind = _first_kinds(split, group)
+    pairs = [(j, g) for g in groups for j in g]
+    fig, axes = panels(len(pairs))
+    for (j, group), ax in zip(pairs, axes, strict=True):
+        keep, kind = first_kinds(split, group)
         if not keep.any():
             ax.set_title(f"{events[j]}: no followed rows", fontsize=9)
             continue
@@ -115,21 +85,21 @@ def crude_figure(split, x, events, groups: list[list[int]], cet, path: Path, tit
         ax.step(times, 1.0 - surv, where="post", color="grey", ls="--", lw=1, label="1 - Kaplan-Meier (net)")
         if cet is not None:
             grid = np.linspace(0.0, float(split.T[keep, j].max()), GRID)
-            rows = x[np.flatnonzero(keep)] if not isinstance(x, np.ndarray) else x[keep]
-            crude = cet.predict_cumulative_incidence(rows, grid, j, competing=[i for i in group if i != j]).mean(0)
+            others = [i for i in group if i != j]
+            crude = cet.predict_cumulative_incidence(inputs_of(x, keep), grid, j, competing=others).mean(0)
             ax.plot(grid, crude, color="C0", lw=1.2, label="CET crude (mean predicted)")
         ax.set_ylim(0, 1.02)
         ax.set_title(f"{events[j]} (n={int(keep.sum())}, {int(split.S[keep, j].sum())} first)", fontsize=9)
         ax.set_xlabel(f"time ({unit})" if unit else "time", fontsize=8)
-    return _close_figure(fig, axes, "share with the event first", title, path)
+    return close_figure(fig, axes, "share with the event first", title, path)
 
 
 def p_ever_figure(split, p: np.ndarray, events, path: Path, title: str) -> Path:
     """Per event: the distribution of CET's P(ever) on the test rows, with the Kaplan-Meier risk by
     the end of follow-up (a floor for the share who ever have it) marked."""
-    fig, axes = _panels(len(events))
+    fig, axes = panels(len(events))
     for j, (e, ax) in enumerate(zip(events, axes, strict=True)):
-        keep = _kept(split, j)
+        keep = kept(split, j)
         ax.hist(p[keep, j], bins=np.linspace(0, 1, 21), color="C0", alpha=0.8)
         if keep.any():
             km = kaplan_meier_plateau(split.T[keep, j], split.S[keep, j])
@@ -163,7 +133,7 @@ def p_ever_floor(split, p: np.ndarray, events) -> tuple[list[list[str]], list[st
     """
     rows, below = [], []
     for j, e in enumerate(events):
-        keep = _kept(split, j)
+        keep = kept(split, j)
         t, s = split.T[keep, j], split.S[keep, j]
         if len(t) < FLOOR_ROWS:
             continue
@@ -182,7 +152,7 @@ def p_ever_floor(split, p: np.ndarray, events) -> tuple[list[list[str]], list[st
 def horizon_calibration_figure(calibration: dict, events, path: Path, title: str, unit: str | None = None) -> Path:
     """Per event: predicted risk by the horizon (in ``unit``) against the Kaplan-Meier risk of groups
     of rows by predicted risk (the version's ``calibration`` record, test split), one line per time model."""
-    fig, axes = _panels(len(events))
+    fig, axes = panels(len(events))
     for e, ax in zip(events, axes, strict=True):
         ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
         horizon = None
@@ -227,13 +197,11 @@ def incidence_rows(train, split, x, events, models: dict, competing: list[list[i
     rows = []
     group_of = {j: g for g in competing for j in g}
     for j, e in enumerate(events):
-        keep, followed = _kept(split, j), _kept(train, j)
+        keep, followed = kept(split, j), kept(train, j)
         if not keep.any() or not followed.any():
             continue
         horizons = incidence_horizons(train.T[followed, j])
-        idx = np.flatnonzero(keep)
-        predicted = {name: 1.0 - model.predict_survival(x[idx] if not isinstance(x, np.ndarray) else x[keep],
-                                                        horizons, event=j).mean(0)
+        predicted = {name: 1.0 - model.predict_survival(inputs_of(x, keep), horizons, event=j).mean(0)
                      for name, model in models.items()}
         crude = _crude(split, x, models.get("CET"), group_of.get(j), j, horizons)
         for k, h in enumerate(horizons):
@@ -248,13 +216,12 @@ def _crude(split, x, cet, group: list[int] | None, j: int, horizons) -> list[lis
     of ``group`` and, with a ``cet`` model, its mean crude cumulative incidence on the same rows
     (blank without a group, or without a row that keeps the whole group)."""
     columns = 1 + (cet is not None)
-    rows, kind = _first_kinds(split, group) if group is not None else (None, None)
+    rows, kind = first_kinds(split, group) if group is not None else (None, None)
     if group is None or not rows.any():
         return [[""] * len(horizons)] * columns
     out = [[f"{aalen_johansen_risk(split.T[rows, j], kind, group.index(j) + 1, h):.3f}" for h in horizons]]
     if cet is not None:
-        idx = np.flatnonzero(rows)
-        crude = cet.predict_cumulative_incidence(x[idx] if not isinstance(x, np.ndarray) else x[rows], horizons, j,
+        crude = cet.predict_cumulative_incidence(inputs_of(x, rows), horizons, j,
                                                  competing=[i for i in group if i != j]).mean(0)
         out.append([f"{v:.3f}" for v in crude])
     return out
@@ -289,8 +256,8 @@ def metrics_table(rows: list[dict]) -> str:
                        for r in kept)])
 
 
-FILES = ("report.md", "survival.png", "cumulative-incidence.png", "calibration-horizon.png", "p-ever.png", "auc.png",
-         "calibration.png")
+FILES = ("report.md", "survival.png", "cumulative-incidence.png", "calibration-horizon.png", "decision-curve.png",
+         "p-ever.png", "auc.png", "calibration.png")
 
 
 def check_ours(out_dir, name: str) -> None:
@@ -358,6 +325,12 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
                   "Rows grouped by predicted risk by each event's horizon (its median training follow-up); each "
                   "group's mean prediction against its Kaplan-Meier risk. On the diagonal: calibrated.", "",
                   f"![{name} calibration by the horizon]({figure.name})", ""]
+    curves = decision_curves(te, x, events, models, version_horizons(version, tr, events), competing)
+    if curves:
+        figure = decision_figure(curves, out_dir / "decision-curve.png",
+                                 f"{name}: net benefit of acting on each model's risk by the horizon", unit)
+        parts += ["## Decision curves", "", note(bool(competing)), "", markdown(decision_rows(curves)), "",
+                  f"![{name} decision curves]({figure.name})", ""]
     if "CET" in models:
         p = models["CET"].predict_occurrence(x)
         figure = p_ever_figure(te, p, events, out_dir / "p-ever.png", f"{name}: CET's P(ever)")
