@@ -503,15 +503,15 @@ def net_benefit(t, s, risk, horizon: float, thresholds, of: int | None = None) -
         raise ValueError(f"t, s and risk must be non-empty and of one length, got {t.size}, {s.size}, {risk.size}")
     if ((p < 0) | (p >= 1) | np.isnan(p)).any():
         raise ValueError("thresholds must lie in [0, 1)")
-    out = np.zeros(p.size)
+    out, seen = np.zeros(p.size), {}  # the treated rows are nested: their count names them
     for k, threshold in enumerate(p):
         treated = risk >= threshold
-        if not treated.any():
+        n = int(treated.sum())
+        if n == 0:
             continue
-        if t[treated].max() < horizon:
-            out[k] = np.nan
-            continue
-        r = (kaplan_meier_risk(t[treated], s[treated], horizon) if of is None
-             else aalen_johansen_risk(t[treated], s[treated], of, horizon))
-        out[k] = treated.mean() * (r - (1.0 - r) * threshold / (1.0 - threshold))
+        if n not in seen:
+            seen[n] = (np.nan if t[treated].max() < horizon
+                       else kaplan_meier_risk(t[treated], s[treated], horizon) if of is None
+                       else aalen_johansen_risk(t[treated], s[treated], of, horizon))
+        out[k] = n / t.size * (seen[n] - (1.0 - seen[n]) * threshold / (1.0 - threshold))
     return out
