@@ -79,6 +79,7 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
         first = aalen_johansen_risk(te.T[:, j], kind, j + 1, h)
         assert f"| {event} | {h:g} | {first:.3f} (first) | {worth} |" in report, (event, h, worth)
     card = (version / "model_card.md").read_text()
+    assert "after checking the report's calibration against Kaplan-Meier and its decision curves" in card
     assert "- arrest and violation compete (one follow-up, never two seen on a row): P(ever) and every risk by a " \
            "horizon are net" in card
     # scoring new rows by horizons: the crude risk of each competing event beside its net one

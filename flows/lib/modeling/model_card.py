@@ -74,8 +74,9 @@ def model_card(metrics: Evaluation, params: dict, data: dict, built: str, name: 
         "## Intended use",
         "",
         "Ranking and calibrated risk of these events for rows drawn like the training data, after "
-        "checking the report's calibration against Kaplan-Meier. Not for individual decisions without "
-        "clinical or domain review.",
+        "checking the report's calibration against Kaplan-Meier and its decision curves: the risk thresholds, "
+        "if any, at which acting on a model's risk does more good than treating every row or none. Not for "
+        "individual decisions without clinical or domain review.",
         "",
         "## Limitations",
         "",
