@@ -24,7 +24,7 @@ from .recipe import BASELINE_CHANGES, recipe_for
 from .rows import DeviceRows, Rows
 from .threads import fitting_threads
 from .train import TrainConfig, holdout_split, train
-from .validation import check_features, check_survival, column_names, unobserved_events
+from .validation import check_features, check_sample_weight, check_survival, column_names, unobserved_events
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 AUTO_STANDARDIZE = 3.0  # feature scaling: a training column whose |mean| or sd exceeds this is standardised
@@ -273,7 +273,8 @@ class _Base(SurvivalContract, BaseEstimator):
     # --- fitting ------------------------------------------------------------------------------
     _max_events: int | None = None
 
-    def fit(self, X, T, S=None, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, on_epoch=None):
+    def fit(self, X, T, S=None, X_val=None, T_val=None, S_val=None, *, mask=None, mask_val=None, sample_weight=None,
+            sample_weight_val=None, on_epoch=None):
         """Fit on n x d features X, n x M times T (> 0) and indicators S (1 = observed), or on X
         and one structured ``y`` in place of T and S (scikit-survival's ``Surv.from_arrays`` for
         one event, ``cet_model.survival_targets`` for several; ``cet_model.contract``).
@@ -286,6 +287,9 @@ class _Base(SurvivalContract, BaseEstimator):
         rows (``Recipe.holdout``, at least ``MIN_HOLDOUT_ROWS``; ``n_held_out_`` says how many) and
         watch those, a linear model's (``hidden_sizes=()``) too; with fewer rows, or with L-BFGS,
         the training loss is watched. The best weights are restored.
+        ``sample_weight`` (n,): each row's log-likelihood counts that many times (an integer weight
+        is the row repeated; case or inverse-probability weights), in training and in the rows held
+        out for early stopping; ``sample_weight_val`` weighs given validation rows the same way.
         ``on_epoch(epoch, history)`` is called after every epoch (progress reporting,
         diagnostics). With ``max_epochs=None`` the budget is at least 100 epochs and at least
         5,000 optimizer steps (small data sets get more epochs); a budget that ends while the
@@ -298,6 +302,7 @@ class _Base(SurvivalContract, BaseEstimator):
         if S_val is None and is_structured(T_val):
             T_val, S_val, _ = split_targets(T_val, S_val, ("T_val", "S_val"))
         x, t, s, m = check_survival(X, T, S, max_events=self._max_events, mask=mask)
+        w = check_sample_weight(sample_weight, len(x))  # refused before anything else is done
         event_names = event_names or column_names(S) or column_names(T)
         if (empty := unobserved_events(s, m, event_names)) is not None:
             warnings.warn(f"{empty}; the model can learn nothing about such an event beyond that it "
@@ -311,7 +316,8 @@ class _Base(SurvivalContract, BaseEstimator):
         if split is not None:  # no validation data: early stopping watches a share of the rows held out
             keep, held = split
             X_val, T_val, S_val, mask_val = x[held], t[held], s[held], None if m is None else m[held]
-            x, t, s, m = x[keep], t[keep], s[keep], None if m is None else m[keep]
+            sample_weight_val = None if w is None else w[held]
+            x, t, s, m, w = x[keep], t[keep], s[keep], None if m is None else m[keep], None if w is None else w[keep]
             self.n_held_out_ = len(held)
         self._setup(x.shape[1], t.shape[1], n_train=len(x))
         if names is not None:
@@ -322,7 +328,7 @@ class _Base(SurvivalContract, BaseEstimator):
         self.event_times_, self.rmst_horizon_ = summary
         self._fit_scaling(x)
         self._prepare(t, s, m)
-        tr = self._tensors(x, t, s, m)
+        tr = self._tensors(x, t, s, m) + [self._weights(w, len(x), "sample_weight")]
 
         def batch_loss(idx):
             idx = idx.to(self.device_)
@@ -340,6 +346,7 @@ class _Base(SurvivalContract, BaseEstimator):
             va = self._tensors(*check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
                                                n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
                                                mask_name="mask_val"))
+            va.append(self._weights(sample_weight_val, len(va[1]), "sample_weight_val"))
             val_loss = lambda: self._eval_loss(*va)  # noqa: E731
         with fitting_threads():  # CET_THREADS, else PyTorch's count capped at the usable CPUs (cet_model.threads)
             self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,
@@ -389,6 +396,11 @@ class _Base(SurvivalContract, BaseEstimator):
             rows = Rows(x, self._x_tensor)
         return [rows] + [self._tensor(a) if a is not None else None for a in (np.log(t), s, m)]
 
+    def _weights(self, weight, n: int, name: str):
+        """Row weights as a tensor, mean 1 over these rows (``check_sample_weight``), or None."""
+        w = check_sample_weight(weight, n, name)
+        return None if w is None else self._tensor(w)
+
     def _prepare(self, t: np.ndarray, s: np.ndarray, m: np.ndarray | None) -> None:
         """Per-model set-up from the training times (and indicators, mask), after the network is built."""
         self._init_time_bias(np.log(t))
@@ -396,12 +408,14 @@ class _Base(SurvivalContract, BaseEstimator):
     def _desc(self) -> str:
         return type(self).__name__.removesuffix("Model")
 
-    def _eval_loss(self, x, log_t, s, mask) -> float:
-        """The mean training loss over all rows, computed chunk by chunk (dropout off)."""
+    def _eval_loss(self, x, log_t, s, mask, weight=None) -> float:
+        """The mean training loss over all rows (weighted by ``weight``, mean 1), chunk by chunk
+        (dropout off)."""
         total = 0.0
         for sl in self._chunks(len(x), x.shape[1]):
             m = mask[sl] if mask is not None else None
-            total += self._train_loss(x[sl], log_t[sl], s[sl], m).item() * (sl.stop - sl.start)
+            w = weight[sl] if weight is not None else None
+            total += self._train_loss(x[sl], log_t[sl], s[sl], m, w).item() * (sl.stop - sl.start)
         return total / len(x)
 
     # --- persistence --------------------------------------------------------------------------

@@ -23,8 +23,9 @@ class ETModel(_Base):
         self._init_time_bias(np.log(t))
         self.horizon_ = t.max(0)
 
-    def _train_loss(self, x, log_t, s, mask):
-        return -self._loglik(x, log_t, s, mask).mean() / self.n_events_
+    def _train_loss(self, x, log_t, s, mask, weight=None):
+        loglik = self._loglik(x, log_t, s, mask)
+        return -(loglik.mean() if weight is None else (loglik * weight).mean()) / self.n_events_
 
     def _loglik(self, x, log_t, s, mask):
         mu, log_sigma = self.net_.decoder(self.net_.features(x))
@@ -112,8 +113,9 @@ class BCModel(_Base):
             with torch.no_grad():
                 self.net_.encoder.net[-1].bias.copy_(self._tensor(observed_logit(s, m)))
 
-    def _train_loss(self, x, log_t, s, mask):
-        return self._nll(x, s, mask).mean() / self.n_events_
+    def _train_loss(self, x, log_t, s, mask, weight=None):
+        nll = self._nll(x, s, mask)
+        return (nll.mean() if weight is None else (nll * weight).mean()) / self.n_events_
 
     def _nll(self, x, s, mask):
         cell = losses.binary_cross_entropy(self.net_.encoder(self.net_.features(x)), s)

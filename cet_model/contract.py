@@ -34,7 +34,8 @@ import sys
 import numpy as np
 from scipy.special import log_ndtr
 
-from .metrics import concordance_index
+from .metrics import concordance_index, weighted_concordance_index
+from .validation import check_sample_weight
 
 MAX_GRID = 1000  # event times kept per event for the survival functions' grid (quantiles beyond it)
 RMST_QUANTILE = 0.9  # ``predict``'s restricted-mean horizon: this quantile of the training follow-up
@@ -213,16 +214,23 @@ class SurvivalContract:
         risk = -self.predict_rmst(X, horizon)
         return risk[:, 0] if self.n_events_ == 1 else risk
 
-    def score(self, X, y, S=None) -> float:
+    def score(self, X, y, S=None, sample_weight=None) -> float:
         """Harrell's C of ``predict`` (the mean over events that have a comparable pair); ``y`` a
-        structured array, or T with ``S``."""
+        structured array, or T with ``S``. With ``sample_weight`` each comparable pair counts the
+        product of its rows' weights (``weighted_concordance_index``), as a search that fits with
+        weights scores with them."""
         t, s, _ = split_targets(y, S, ("y", "S"))
         t, s = (np.asarray(a, dtype=np.float64).reshape(len(t), -1) for a in (t, s))
+        w = check_sample_weight(sample_weight, len(t))
         risk = np.asarray(self.predict(X)).reshape(len(t), -1)
         if t.shape[1] != risk.shape[1]:
             raise ValueError(f"y: {t.shape[1]} events, but the model has {risk.shape[1]}")
         cs = []
         for j in range(t.shape[1]):
+            if w is not None:
+                c = weighted_concordance_index(t[:, j], -risk[:, j], s[:, j], w)
+                cs += [] if np.isnan(c) else [c]
+                continue
             try:
                 cs.append(concordance_index(t[:, j], -risk[:, j], s[:, j]))
             except ZeroDivisionError:

@@ -93,7 +93,27 @@ def resampled_concordance_index(event_times, predicted_times, event_observed, co
     [0.6667, 1.0, nan]
     """
     t, pred, e = _concordance_inputs(event_times, predicted_times, event_observed)
-    w = _resample_counts(counts, t.size)
+    return _pair_weighted_c(t, pred, e, _resample_counts(counts, t.size))
+
+
+def weighted_concordance_index(event_times, predicted_times, event_observed, weights) -> float:
+    """Harrell's C with row weights (``fit``'s ``sample_weight``): each comparable pair counts the
+    product of its rows' weights, so a whole-number weight is the row repeated (as
+    ``resampled_concordance_index``). NaN without a comparable pair of positive weight.
+
+    >>> t, pred, e = [1.0, 2.0, 3.0], [1.5, 2.5, 2.0], [1, 1, 0]
+    >>> weighted_concordance_index(t, pred, e, [2.0, 0.0, 1.0]), weighted_concordance_index(t, pred, e, [1, 1, 1])
+    (1.0, 0.6666666666666666)
+    """
+    t, pred, e = _concordance_inputs(event_times, predicted_times, event_observed)
+    w = np.asarray(weights, dtype=np.float64).reshape(1, -1)
+    if w.shape[1] != t.size or not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError(f"weights must be {t.size} finite values >= 0, one per row")
+    return float(_pair_weighted_c(t, pred, e, w)[0])
+
+
+def _pair_weighted_c(t, pred, e, w) -> np.ndarray:
+    """Harrell's C under each row of weights ``w`` (B, n): a pair counts w_i w_j."""
     # order by time, events before censored at equal times
     order = np.lexsort((~e, t))
     t, pred, e, w = t[order], pred[order], e[order], w[:, order]

@@ -200,21 +200,23 @@ class CETModel(CETPredictions, _Base):
     def _desc(self) -> str:
         return f"CET/{self.objective_}/{self.estimator_}"
 
-    def _train_loss(self, x, log_t, s, mask):
-        return -self._estimate(x, log_t, s, mask, train=True).surrogate.mean() / self.n_events_
+    def _train_loss(self, x, log_t, s, mask, weight=None):
+        surrogate = self._estimate(x, log_t, s, mask, train=True).surrogate
+        return -(surrogate.mean() if weight is None else (surrogate * weight).mean()) / self.n_events_
 
-    def _eval_loss(self, x, log_t, s, mask) -> float:
-        return self._objective_value(x, log_t, s, mask)
+    def _eval_loss(self, x, log_t, s, mask, weight=None) -> float:
+        return self._objective_value(x, log_t, s, mask, weight)
 
-    def _objective_value(self, x, log_t, s, mask) -> float:
-        """Mean negative objective per row and event, with common random numbers across calls.
-        The draws come from a CPU generator on every device: the same model gives the same value
-        on a GPU and on a CPU."""
+    def _objective_value(self, x, log_t, s, mask, weight=None) -> float:
+        """Mean negative objective per row and event (weighted by ``weight``, mean 1), with common
+        random numbers across calls. The draws come from a CPU generator on every device: the same
+        model gives the same value on a GPU and on a CPU."""
         gen = torch.Generator().manual_seed(int(self.seed) + 3)
         total = 0.0
         for sl in self._objective_chunks(len(x)):
             m = mask[sl] if mask is not None else None
-            total += self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value.sum().item()
+            value = self._estimate(x[sl], log_t[sl], s[sl], m, train=False, generator=gen).value
+            total += (value.sum() if weight is None else (value * weight[sl]).sum()).item()
         return -total / (len(x) * self.n_events_)
 
     def _row_loglik_values(self, x, log_t, s, mask) -> np.ndarray:
@@ -238,7 +240,7 @@ class CETModel(CETPredictions, _Base):
             k = max(int(self.recipe_.n_samples), 2**self.n_events_ if self.n_events_ <= MAX_EXACT_EVENTS else 1)
         return self._chunks(n, self._hidden() * k)
 
-    def _frozen_decoder_val_loss(self, x, log_t, s, mask):
+    def _frozen_decoder_val_loss(self, x, log_t, s, mask, weight=None):
         """``_objective_value`` on these rows for a closed-form objective while only the occurrence
         encoder trains (the encoder stage): the features and the decoder's log density and log
         survival of every cell are computed once, here; each call of the returned function runs
@@ -251,13 +253,15 @@ class CETModel(CETPredictions, _Base):
                 mu, log_sigma = likelihood.closed_form_decoder(self.net_.decoder, self._conditioned, self.n_events_, h)
                 lt = log_t[sl]
                 parts.append((h, s[sl], losses.lognormal_log_pdf(lt, mu, log_sigma),
-                              losses.lognormal_log_survival(lt, mu, log_sigma), None if mask is None else mask[sl]))
+                              losses.lognormal_log_survival(lt, mu, log_sigma), None if mask is None else mask[sl],
+                              None if weight is None else weight[sl]))
 
         def val_loss() -> float:
             total = 0.0
-            for h, ss, log_f, log_surv, mk in parts:
+            for h, ss, log_f, log_surv, mk, w in parts:
                 cell = likelihood.masked(losses.mixture_cure_loglik(self.net_.encoder(h), ss, log_f, log_surv), mk)
-                total += cell.sum(-1).sum().item()
+                row = cell.sum(-1)
+                total += (row.sum() if w is None else (row * w).sum()).item()
             return -total / (len(x) * self.n_events_)
         return val_loss
 

@@ -168,6 +168,38 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> np.ndar
     return arr
 
 
+def check_sample_weight(weight, n: int, name: str = "sample_weight") -> np.ndarray | None:
+    """Row weights as float64 (n,), scaled to a mean of 1 (a fit's loss keeps its scale and step
+    size), or None for none given. Each row's log-likelihood counts ``weight`` times: an integer
+    weight is the row repeated. Refused, naming the first row: another length, a value that is not
+    finite or is negative; and weights that are all 0.
+
+    >>> check_sample_weight([1.0, 3.0], 2).tolist()
+    [0.5, 1.5]
+    >>> check_sample_weight([1.0, -1.0, 2.0], 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: sample_weight: weights must be finite and >= 0; found a negative value at row 1 (1 such rows in all)
+    """
+    if weight is None:
+        return None
+    try:
+        w = np.asarray(weight, dtype=np.float64)
+    except (TypeError, ValueError):  # numpy's message quotes the value
+        raise ValueError(f"{name}: weights must be numbers") from None
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ValueError(f"{name}: one weight per row is needed, {n}; got shape {w.shape}")
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        kind = "a negative value" if np.isfinite(w[r]) else f"a non-finite value ({kind_of(w[r])})"
+        raise ValueError(f"{name}: weights must be finite and >= 0; found {kind} at row {r} "
+                         f"({int(bad.sum())} such rows in all)")
+    if not w.sum() > 0:
+        raise ValueError(f"{name}: every weight is 0; no row would count")
+    return w / w.mean()
+
+
 def check_survival(X, T, S, *, names=("X", "T", "S"), n_features=None, n_events=None,
                    max_events=None, mask=None, mask_name="mask"):
     """Validate a feature matrix and its event times and indicators; return float64 arrays.
