@@ -17,6 +17,7 @@ from cet_model.nonparametric import aalen_johansen_risk, kaplan_meier_risk
 from flows import predict as predict_flow
 from flows import table as table_flow
 from flows import train as train_flow
+from flows.lib.modeling.cohort_table import event_rows
 from flows.lib.modeling.dataset_report import incidence_horizons
 from flows.lib.modeling.decision_curves import THRESHOLDS, useful_thresholds
 from flows.lib.modeling.version_facts import version_horizons
@@ -70,6 +71,11 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
             assert crude <= km and model_crude <= net + 1e-3
         assert np.any([aalen_johansen_risk(te.T[:, j], kind, j + 1, h) < kaplan_meier_risk(te.T[:, j], te.S[:, j], h)
                        for h in horizons])  # the other kind does come first on these rows
+    # the cohort first: each event by split (violation's small counts withheld) and the features
+    cohort = report[report.index("## The cohort"):report.index("## Test metrics")]
+    for row in event_rows(ds, "weeks")[1:]:
+        assert "| " + " | ".join(row) + " |" in cohort
+    assert "| violation | 21 (8.1 %) | < 10 | < 10 | 52 | 52 |" in cohort and "| prio | " in cohort
     # decision curves: the outcome is the event being first (Aalen-Johansen), CET's line its crude risk
     assert "| event | by | observed by then | CET crude: worth using at |" in report
     for j, (event, h) in enumerate(version_horizons(version, ds.train, ds.event_names).items()):

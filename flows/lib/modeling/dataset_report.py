@@ -34,11 +34,12 @@ from cet_model.nonparametric import (
 )
 from flows.lib.infra.evaluation_record import Evaluation
 from flows.lib.infra.stage_cache import built_from
+from flows.lib.modeling.cohort_table import MIN_CELL, event_rows, feature_rows
 from flows.lib.modeling.decision_curves import decision_curves, decision_figure, decision_rows, note
 from flows.lib.modeling.render import cell, markdown, split_text
 from flows.lib.modeling.report import STANDIN_NOTE, auc_figure, calibration_figure
 from flows.lib.modeling.report_panels import close_figure, first_kinds, inputs_of, kept, panels
-from flows.lib.modeling.version_facts import version_horizons
+from flows.lib.modeling.version_facts import item_labels, version_horizons
 from flows.lib.modeling.version_text import metric_rows
 
 TIME_MODELS = ("CET", "ET")  # the models with a survival curve drawn beside Kaplan-Meier
@@ -256,6 +257,24 @@ def metrics_table(rows: list[dict]) -> str:
                        for r in kept)])
 
 
+def cohort_section(ds) -> list[str]:
+    """The report's "Table 1" (``flows.lib.modeling.cohort_table``): each event by split with the
+    follow-up, then the features on the training and test rows."""
+    parts = ["## The cohort", "",
+             "How often each event was seen in each split, of the rows followed for it, and how long the rows were "
+             "followed: the median by reverse Kaplan-Meier (the censoring times' own curve, so early events do not "
+             f"shorten it) and the longest. A count of fewer than {MIN_CELL} rows, or one that leaves fewer aside, is "
+             "not shown.", "",
+             markdown(event_rows(ds, ds.manifest.get("time_unit"))), ""]
+    if ds.feature_names:
+        features, note = feature_rows(ds, item_labels(ds.manifest))
+        parts += ["Each feature on the training and test rows: a 0/1 column's count and share, another's mean "
+                  "(standard deviation). The standardised difference is their gap in pooled standard deviations; "
+                  "above 0.1 in size, the test rows differ noticeably from those the models learned from.", "",
+                  *([note, ""] if note else []), markdown(features), ""]
+    return parts
+
+
 FILES = ("report.md", "survival.png", "cumulative-incidence.png", "calibration-horizon.png", "decision-curve.png",
          "p-ever.png", "auc.png", "calibration.png")
 
@@ -295,6 +314,7 @@ def write_dataset_report(version, dataset_dir, out_dir, name: str, device: str =
              f"{split_text({'train': len(tr), 'val': len(ds.val), 'test': len(te)})}; events {', '.join(events)} "
              f"(time in {ds.manifest.get('time_unit', 'its unit')}). "
              f"Every figure is on the test split. The model card is `{version / 'model_card.md'}`.", "",
+             *cohort_section(ds),
              "## Test metrics", "", metrics_table(rows := metric_rows(version)), "",
              *([C_NOTE, ""] if any(r.get("ci") is not None for r in rows) else [])]
     unit = ds.manifest.get("time_unit")
