@@ -66,3 +66,18 @@ def test_many_features_show_the_ones_the_splits_differ_on_most():
     assert shown == sorted(shown, key=lambda name: int(name.split()[0][1:]))  # in the dataset's order
     pooled = np.sqrt((train[:, 5].var(ddof=1) + test[:, 5].var(ddof=1)) / 2)
     assert rows[1 + shown.index("f5 (Creatinine)")][3] == f"{(train[:, 5].mean() - test[:, 5].mean()) / pooled:+.2f}"
+
+
+def test_features_standardised_at_the_build_are_said_to_be_and_items_named_by_their_label():
+    rng = np.random.default_rng(2)
+    raw = rng.normal(80.0, 12.0, (300, 1))
+    x = np.column_stack([(raw - raw[:200].mean()) / raw[:200].std(ddof=1), rng.random(300) < 0.5]).astype(float)
+    t, s = np.ones((300, 1)), np.zeros((300, 1))
+    ds = Dataset(path=None, manifest={}, feature_names=["chart_211_mean", "sex=F"], event_names=["e"],
+                 splits={"train": split(x[:200], t[:200], s[:200]), "test": split(x[200:], t[200:], s[200:])})
+    rows, note = feature_rows(ds, {"chart_211": "Heart Rate"})
+    assert rows[1][:2] == ["chart_211_mean (Heart Rate)", "0 (1)"] and rows[2][0] == "sex=F"
+    assert note == ("The dataset holds its features standardised (mean 0 and SD 1 on the training rows), so the "
+                    "means and SDs are in those units.")
+    ds.splits["train"] = split(raw[:200] * np.ones((1, 2)), t[:200], s[:200])  # in its own units: nothing to say
+    assert feature_rows(ds)[1] is None

@@ -83,7 +83,7 @@ def test_competing_events_get_the_aalen_johansen_share_and_a_net_risk_limitation
         worth = useful_thresholds(THRESHOLDS, net_benefit(te.T[:, j], kind, crude, h, THRESHOLDS, of=j + 1),
                                   net_benefit(te.T[:, j], kind, np.ones(len(te)), h, THRESHOLDS, of=j + 1))
         first = aalen_johansen_risk(te.T[:, j], kind, j + 1, h)
-        assert f"| {event} | {h:g} | {first:.3f} (first) | {worth} |" in report, (event, h, worth)
+        assert f"| {event} | {h:.3g} | {first:.3f} (first) | {worth} |" in report, (event, h, worth)
     card = (version / "model_card.md").read_text()
     assert "after checking the report's calibration against Kaplan-Meier and its decision curves" in card
     assert "- arrest and violation compete (one follow-up, never two seen on a row): P(ever) and every risk by a " \
@@ -123,7 +123,7 @@ def test_events_with_their_own_follow_up_get_no_aalen_johansen_column(status_csv
         worth = useful_thresholds(THRESHOLDS, net_benefit(te.T[:, j], te.S[:, j], risk, h, THRESHOLDS),
                                   net_benefit(te.T[:, j], te.S[:, j], np.ones(len(te)), h, THRESHOLDS))
         observed = kaplan_meier_risk(te.T[:, j], te.S[:, j], h)
-        assert f"| {event} | {h:g} | {observed:.3f} | {worth} |" in report, (event, h, worth)
+        assert f"| {event} | {h:.3g} | {observed:.3f} | {worth} |" in report, (event, h, worth)
     assert not (tmp_path / "reports" / "own" / "cumulative-incidence.png").exists()
     assert "compete" not in (tmp_path / "models" / "own" / "v0001" / "model_card.md").read_text()
     frame.with_row_index("id").head(4).drop("week", "status").write_csv(tmp_path / "new.csv")

@@ -84,18 +84,47 @@ def standardised_difference(a, b) -> float | None:
     return diff / pooled
 
 
+def binary(x: np.ndarray) -> bool:
+    """A 0/1 column (an indicator, a category's level)."""
+    return bool(np.isin(x, (0.0, 1.0)).all())
+
+
 def _described(x: np.ndarray) -> str:
-    """A column's summary: "k (p %)" for a 0/1 column, else "mean (SD)" to three significant digits."""
-    if np.isin(x, (0.0, 1.0)).all():
+    """A column's summary: "k (p %)" for a 0/1 column, else "mean (SD)" to three significant digits,
+    a mean that is 0 but for rounding (below a millionth of the SD) written 0.
+
+    >>> _described(np.array([1.0, 0.0, 0.0] * 10)), _described(np.array([-1.0, 1.0 + 1e-16]))
+    ('10 (33.3 %)', '0 (1.41)')
+    """
+    if binary(x):
         return count_cell(int(x.sum()), x.size)
-    return f"{np.mean(x):.3g} ({np.std(x, ddof=1) if x.size > 1 else 0.0:.3g})"
+    mean, sd = float(np.mean(x)), float(np.std(x, ddof=1)) if x.size > 1 else 0.0
+    return f"{0.0 if abs(mean) < 1e-6 * sd else mean:.3g} ({sd:.3g})"
+
+
+def label_of(name: str, labels: dict[str, str]) -> str | None:
+    """A feature's label: its own, or its item's (``chart_211_mean`` is item ``chart_211``'s mean).
+
+    >>> label_of("chart_211_mean", {"chart_211": "Heart Rate"}), label_of("age", {"chart_211": "Heart Rate"})
+    ('Heart Rate', None)
+    """
+    parts = name.split("_")
+    return next((labels[key] for key in ("_".join(parts[:k]) for k in range(len(parts), 0, -1)) if key in labels),
+                None)
+
+
+def standardised_columns(x: np.ndarray) -> bool:
+    """Every column that is not 0/1 has mean 0 and SD 1 on these rows: standardised at the build."""
+    rest = [k for k in range(x.shape[1]) if not binary(x[:, k])]
+    return bool(rest) and all(abs(np.mean(x[:, k])) < 1e-6 and abs(np.std(x[:, k], ddof=1) - 1.0) < 1e-3
+                              for k in rest)
 
 
 def feature_rows(ds, labels: dict[str, str] | None = None) -> tuple[list[list[str]], str | None]:
     """Per feature: its summary on the training and test rows (``_described``) and their
     standardised difference; with more than ``MAX_FEATURES`` features, the ones that differ most,
-    and a sentence saying so (else None). ``labels``: names to show beside a feature's own (a MIMIC
-    item's label)."""
+    and a sentence saying so, and one where the features were standardised at the build (else None).
+    ``labels``: names to show beside a feature's own (a MIMIC item's label, ``label_of``)."""
     labels = labels or {}
     tr, te = ds.train.X, ds.test.X
     names = list(ds.feature_names)
@@ -109,7 +138,11 @@ def feature_rows(ds, labels: dict[str, str] | None = None) -> tuple[list[list[st
                 "standardised differences), in the dataset's order.")
     rows = [["feature", f"train ({len(ds.train)} rows)", f"test ({len(ds.test)} rows)", "standardised difference"]]
     for k in order:
-        name = names[k] + (f" ({labels[names[k]]})" if names[k] in labels else "")
+        label = label_of(names[k], labels)
+        name = names[k] + (f" ({label})" if label else "")
         rows.append([name, _described(tr[:, k]), _described(te[:, k]),
                      "" if smd[k] is None else f"{smd[k]:+.2f}"])
+    if standardised_columns(tr):
+        note = ((note + " ") if note else "") + ("The dataset holds its features standardised (mean 0 and SD 1 on "
+                                                 "the training rows), so the means and SDs are in those units.")
     return rows, note

@@ -21,7 +21,6 @@ from flows.lib.modeling.report_panels import close_figure, first_kinds, inputs_o
 
 THRESHOLDS = np.round(np.arange(0.005, 0.999, 0.005), 3)  # the risks at which a reader might act
 TREAT_ALL = "treat all"
-MAX_RANGES = 3  # thresholds where a model is worth using, as ranges, at most this many named
 
 def note(competing: bool) -> str:
     """What the report's decision curve section says, naming Aalen-Johansen only where events compete."""
@@ -33,7 +32,8 @@ def note(competing: bool) -> str:
             "threshold p: the share treated who have the event by then, less the share treated needlessly weighed "
             "p / (1 - p), as a clinician who would treat at risk p weighs them. Who has the event by then is "
             f"{outcome}. A model earns its use at the thresholds where its line lies above both treat all and treat "
-            "none (0); the table names them.")
+            "none (0). The table gives the longest range of such thresholds, and how many other ranges there are; "
+            "on a small test split the lines are jagged, and the figure shows them whole.")
 
 
 @dataclass
@@ -86,13 +86,15 @@ def decision_curves(split, x, events, models: dict, horizons: dict[str, float],
 
 
 def useful_thresholds(thresholds, curve, treat_all) -> str:
-    """The thresholds where ``curve`` lies above both treating all and treating none, as ranges.
+    """The thresholds where ``curve`` lies above both treating all and treating none: the longest run
+    of them as a range, and how many other runs there are (a small test split's curves are jagged;
+    the figure shows them all).
 
     >>> p = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     >>> useful_thresholds(p, np.array([.5, .3, .2, .1, 0, 0]), np.array([.5, .2, .1, -.1, -.3, -.6]))
     '0.2-0.4'
-    >>> useful_thresholds(p, np.array([.1, 0, .1, np.nan, .1, 0]), np.array([0.0] * 6))
-    '0.1, 0.3 and 0.5'
+    >>> useful_thresholds(p, np.array([.1, 0, .1, .1, np.nan, .1]), np.array([0.0] * 6))
+    '0.3-0.4 (+2 other ranges)'
     >>> useful_thresholds(p, np.zeros(6), np.zeros(6))
     'none'
     """
@@ -102,22 +104,23 @@ def useful_thresholds(thresholds, curve, treat_all) -> str:
         if b and start is None:
             start = k
         elif not b and start is not None:
-            runs.append(f"{thresholds[start]:g}" + ("" if k - 1 == start else f"-{thresholds[k - 1]:g}"))
+            runs.append((start, k - 1))
             start = None
     if not runs:
         return "none"
-    if len(runs) > MAX_RANGES:
-        return f"{len(runs)} ranges from {runs[0].split('-')[0]} to {runs[-1].split('-')[-1]}"
-    return runs[0] if len(runs) == 1 else ", ".join(runs[:-1]) + f" and {runs[-1]}"
+    first, last = max(runs, key=lambda r: r[1] - r[0])  # the first of the longest
+    text = f"{thresholds[first]:g}" + ("" if last == first else f"-{thresholds[last]:g}")
+    others = len(runs) - 1
+    return text + (f" (+{others} other range{'s' if others > 1 else ''})" if others else "")
 
 
 def decision_rows(curves: list[DecisionCurve]) -> list[list[str]]:
     """The report's table: per event, its horizon, the share with it by then, and per model the
-    thresholds where the model is worth using (``useful_thresholds``)."""
+    longest range of thresholds where the model is worth using (``useful_thresholds``)."""
     names = list(dict.fromkeys(n for c in curves for n in c.curves if n != TREAT_ALL))
     rows = [["event", "by", "observed by then", *(f"{n}: worth using at" for n in names)]]
     for c in curves:
-        rows.append([c.event, f"{c.horizon:g}", f"{c.observed:.3f}" + (" (first)" if c.crude else ""),
+        rows.append([c.event, f"{c.horizon:.3g}", f"{c.observed:.3f}" + (" (first)" if c.crude else ""),
                      *(useful_thresholds(THRESHOLDS, c.curves[n], c.curves[TREAT_ALL]) if n in c.curves else ""
                        for n in names)])
     return rows
@@ -135,7 +138,7 @@ def decision_figure(curves: list[DecisionCurve], path: Path, title: str, unit: s
         right = float(min(1.0, max(0.1, 1.25 * c.top_risk, 1.25 * c.observed)))
         ax.set_xlim(0.0, right)
         ax.set_ylim(-0.25 * max(c.observed, 0.02), 1.15 * max(c.observed, 0.01))
-        by = f"{c.horizon:g}{f' {unit}' if unit else ''}"
+        by = f"{c.horizon:.3g}{f' {unit}' if unit else ''}"
         ax.set_title(f"{c.event} by {by} (n={c.rows}" + (", first event)" if c.crude else ")"), fontsize=9)
         ax.set_xlabel("threshold risk p", fontsize=8)
     return close_figure(fig, axes, "net benefit", title, path)
