@@ -32,8 +32,9 @@ def note(competing: bool) -> str:
             "threshold p: the share treated who have the event by then, less the share treated needlessly weighed "
             "p / (1 - p), as a clinician who would treat at risk p weighs them. Who has the event by then is "
             f"{outcome}. A model earns its use at the thresholds where its line lies above both treat all and treat "
-            "none (0). The table gives the longest range of such thresholds, and how many other ranges there are; "
-            "on a small test split the lines are jagged, and the figure shows them whole.")
+            "none (0), here by at least one net true positive per 1,000 rows. The table gives the range of such "
+            "thresholds where it gains the most, and how many other ranges there are; on a small test split the "
+            "lines are jagged, and the figure shows them whole.")
 
 
 @dataclass
@@ -85,20 +86,24 @@ def decision_curves(split, x, events, models: dict, horizons: dict[str, float],
     return out
 
 
+MARGIN = 0.001  # above both by at least one net true positive per 1,000 rows: not a tie in the noise
+
+
 def useful_thresholds(thresholds, curve, treat_all) -> str:
-    """The thresholds where ``curve`` lies above both treating all and treating none: the longest run
-    of them as a range, and how many other runs there are (a small test split's curves are jagged;
-    the figure shows them all).
+    """The thresholds where ``curve`` lies above both treating all and treating none by at least
+    ``MARGIN``: the run of them where it gains the most over both (summed), as a range, and how many
+    other runs there are (a small test split's curves are jagged; the figure shows them whole).
 
     >>> p = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     >>> useful_thresholds(p, np.array([.5, .3, .2, .1, 0, 0]), np.array([.5, .2, .1, -.1, -.3, -.6]))
     '0.2-0.4'
-    >>> useful_thresholds(p, np.array([.1, 0, .1, .1, np.nan, .1]), np.array([0.0] * 6))
-    '0.3-0.4 (+2 other ranges)'
+    >>> useful_thresholds(p, np.array([.1, 0, .002, .002, np.nan, .0005]), np.array([0.0] * 6))
+    '0.1 (+1 other range)'
     >>> useful_thresholds(p, np.zeros(6), np.zeros(6))
     'none'
     """
-    better = np.nan_to_num(np.asarray(curve, float), nan=-np.inf) > np.maximum(np.asarray(treat_all, float), 0.0) + 1e-9
+    gain = np.nan_to_num(np.asarray(curve, float), nan=-np.inf) - np.maximum(np.asarray(treat_all, float), 0.0)
+    better = gain >= MARGIN
     runs, start = [], None
     for k, b in enumerate([*better, False]):
         if b and start is None:
@@ -108,7 +113,7 @@ def useful_thresholds(thresholds, curve, treat_all) -> str:
             start = None
     if not runs:
         return "none"
-    first, last = max(runs, key=lambda r: r[1] - r[0])  # the first of the longest
+    first, last = max(runs, key=lambda r: gain[r[0]:r[1] + 1].sum())  # the first of the largest gains
     text = f"{thresholds[first]:g}" + ("" if last == first else f"-{thresholds[last]:g}")
     others = len(runs) - 1
     return text + (f" (+{others} other range{'s' if others > 1 else ''})" if others else "")
@@ -116,7 +121,7 @@ def useful_thresholds(thresholds, curve, treat_all) -> str:
 
 def decision_rows(curves: list[DecisionCurve]) -> list[list[str]]:
     """The report's table: per event, its horizon, the share with it by then, and per model the
-    longest range of thresholds where the model is worth using (``useful_thresholds``)."""
+    range of thresholds where the model gains the most over both (``useful_thresholds``)."""
     names = list(dict.fromkeys(n for c in curves for n in c.curves if n != TREAT_ALL))
     rows = [["event", "by", "observed by then", *(f"{n}: worth using at" for n in names)]]
     for c in curves:
