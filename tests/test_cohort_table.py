@@ -45,7 +45,7 @@ def test_small_counts_are_withheld_and_masked_cells_not_counted():
                        "median follow-up (days)", "longest"]
     assert rows[1][1:4] == ["40 (80.0 %)"] * 3 and rows[2][1:4] == ["< 10"] * 3
     features, note = feature_rows(ds)
-    assert note is None and features[2][:3] == ["smoker", "> 90", "> 90"]
+    assert note is None and features[2] == ["smoker", "> 90", "> 90", ""]  # a difference would give the 5 away
     assert features[1][1] == f"{x[:, 0].mean():.3g} ({x[:, 0].std(ddof=1):.3g})" and features[1][3] == "+0.00"
 
 

@@ -2,8 +2,10 @@
 in each split and how long the rows were followed, then each feature on the training and test rows
 with their standardised difference, where a shift between the splits shows.
 
-Aggregates over many rows only: a count of 1 to ``MIN_CELL - 1`` rows (or one that leaves so few
-aside) is withheld, so no small group of patients can be picked out, and no row's value is written.
+Aggregates over many rows only, and no row's value. A count of 1 to ``MIN_CELL - 1`` rows (or one
+that leaves so few aside) is withheld, with the standardised difference that would give it away, so
+that the table can be copied into a paper under the usual small-cell rules. The rest of the report
+(figure titles, the cumulative incidence table) shows counts and shares of any size.
 """
 
 from __future__ import annotations
@@ -30,6 +32,15 @@ def count_cell(k: int, n: int) -> str:
     if 0 < n - k < MIN_CELL:
         return f"> {n - MIN_CELL}"
     return f"{k} ({100.0 * k / n:.1f} %)" if n else str(k)
+
+
+def short(v: float) -> str:
+    """A number to three significant digits, without an exponent below a million.
+
+    >>> short(1497.6), short(2640.0), short(8.1849), short(0.000123)
+    ('1500', '2640', '8.18', '0.000123')
+    """
+    return f"{float(f'{v:.3g}'):g}" if abs(v) < 1e6 else f"{v:.3g}"
 
 
 def reverse_km_median(t, s) -> float | None:
@@ -63,7 +74,7 @@ def event_rows(ds, unit: str | None = None) -> list[list[str]]:
             s_all.append(split.S[keep, j])
         t, s = np.concatenate(t_all), np.concatenate(s_all)
         median = reverse_km_median(t, s) if t.size else None
-        rows.append([e, *cells, "" if median is None else f"{median:.3g}", f"{t.max():.3g}" if t.size else ""])
+        rows.append([e, *cells, "" if median is None else short(median), short(t.max()) if t.size else ""])
     return rows
 
 
@@ -140,8 +151,9 @@ def feature_rows(ds, labels: dict[str, str] | None = None) -> tuple[list[list[st
     for k in order:
         label = label_of(names[k], labels)
         name = names[k] + (f" ({label})" if label else "")
-        rows.append([name, _described(tr[:, k]), _described(te[:, k]),
-                     "" if smd[k] is None else f"{smd[k]:+.2f}"])
+        cells = [_described(tr[:, k]), _described(te[:, k])]
+        withheld = any(c[0] in "<>" for c in cells)  # the difference of two shares would give a withheld count away
+        rows.append([name, *cells, "" if smd[k] is None or withheld else f"{smd[k]:+.2f}"])
     if standardised_columns(tr):
         note = ((note + " ") if note else "") + ("The dataset holds its features standardised (mean 0 and SD 1 on "
                                                  "the training rows), so the means and SDs are in those units.")

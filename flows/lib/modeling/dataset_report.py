@@ -263,10 +263,11 @@ def cohort_section(ds) -> list[str]:
     parts = ["## The cohort", "",
              "How often each event was seen in each split, of the rows followed for it, and how long the rows were "
              "followed: the median by reverse Kaplan-Meier (the censoring times' own curve, so early events do not "
-             f"shorten it) and the longest. A count of fewer than {MIN_CELL} rows, or one that leaves fewer aside, is "
-             "not shown.", "",
+             f"shorten it) and the longest. In these two tables a count of fewer than {MIN_CELL} rows, or one that "
+             "leaves fewer aside, is not shown, nor the standardised difference that would give it away; the rest "
+             "of the report shows counts of any size.", "",
              markdown(event_rows(ds, ds.manifest.get("time_unit"))), ""]
-    if ds.feature_names:
+    if ds.feature_names and len(ds.train) and len(ds.test):
         features, note = feature_rows(ds, item_labels(ds.manifest))
         parts += ["Each feature on the training and test rows: a 0/1 column's count and share, another's mean "
                   "(standard deviation). The standardised difference is their gap in pooled standard deviations; "

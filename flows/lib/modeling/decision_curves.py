@@ -55,6 +55,8 @@ def decision_curves(split, x, events, models: dict, horizons: dict[str, float],
     """Per event with a horizon and a followed row of ``split``: every time model's net benefit at
     ``THRESHOLDS`` by the horizon, and treating all's. ``models`` maps a name to a fitted model;
     ``competing`` holds the groups of events that compete (``competing_groups``)."""
+    if not models:  # treating all against treating none says nothing of a model
+        return []
     group_of = {j: g for g in competing for j in g}
     out = []
     for j, e in enumerate(events):
