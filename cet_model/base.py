@@ -346,7 +346,8 @@ class _Base(SurvivalContract, BaseEstimator):
             va = self._tensors(*check_survival(X_val, T_val, S_val, names=("X_val", "T_val", "S_val"),
                                                n_features=x.shape[1], n_events=t.shape[1], mask=mask_val,
                                                mask_name="mask_val"))
-            va.append(self._weights(sample_weight_val, len(va[1]), "sample_weight_val"))
+            va.append(self._weights(sample_weight_val, len(va[1]), "sample_weight_val" if split is None else
+                                    "sample_weight (on the rows held out for early stopping)"))
             val_loss = lambda: self._eval_loss(*va)  # noqa: E731
         with fitting_threads():  # CET_THREADS, else PyTorch's count capped at the usable CPUs (cet_model.threads)
             self.history_ = train(self.net_, batch_loss, len(x), self._config(), self.shuffle_generator_,

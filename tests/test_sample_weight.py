@@ -13,6 +13,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 from sksurv.util import Surv
 
 from cet_model import BCModel, CETModel, ETModel, survival_targets
+from cet_model.train import holdout_split
 
 FAST = dict(hidden_sizes=(8,), max_epochs=40, device="cpu", dropout=0.0, lr=0.01)
 
@@ -141,3 +142,17 @@ def test_a_weighted_score_is_the_score_of_the_rows_repeated():
     assert model.score(x, y, sample_weight=counts) == pytest.approx(model.score(x[repeated], y[repeated]), abs=1e-12)
     assert model.score(x, y, sample_weight=np.full(len(x), 3.0)) == pytest.approx(model.score(x, y), abs=1e-12)
     assert model.score(x, y, sample_weight=counts) != pytest.approx(model.score(x, y), abs=1e-4)
+
+
+@pytest.mark.bad_input
+def test_held_out_rows_that_all_weigh_0_are_named_as_such():
+    """Without validation data a fifth of the rows is held out to stop on: weights of 0 on all of
+    them leave nothing to stop on, and the error says where the rows came from."""
+    x, t, s = two_event_cohort()
+    probe = CETModel(**FAST)
+    _, held = holdout_split(len(x), 0.2, probe.seed)
+    w = np.ones(len(x))
+    w[held] = 0.0
+    with pytest.raises(ValueError, match=r"^sample_weight \(on the rows held out for early stopping\): every "
+                                         "weight is 0; no row would count$"):
+        probe.fit(x, t, s, sample_weight=w)
